@@ -1,0 +1,119 @@
+"""Sparse buffers: values laid out over a list of axes.
+
+A sparse buffer keeps, next to its axes, an ordinary TVM buffer for its *coordinate-space
+view* (shape: the ``length`` of each axis). Kernel bodies are plain ``BufferLoad`` and
+``BufferStore`` on that view, so they print and compare as TIR; lowering rewrites each access
+from coordinates to positions.
+
+Example
+-------
+>>> from tvm import tirx
+>>> from sparsetir.ir.axis import dense_fixed
+>>> m = tirx.Var("m", "int32")
+>>> I = dense_fixed("I", m)
+>>> B = SparseBuffer.create("B", [I], "float32", handle=tirx.Var("b", "handle"))
+>>> i = tirx.Var("i", "int32")
+>>> print(B[i])
+B[i]
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm_ffi.dataclasses import py_class
+
+from .axis import Axis
+
+
+@py_class("sparsetir.SparseBuffer", structural_eq="tree")
+class SparseBuffer(tvm_ffi.Object):
+    """Values stored over ``axes``.
+
+    Attributes
+    ----------
+    name : str
+        Buffer name.
+    axes : list of Axis
+        The axes, outermost first.
+    dtype : str
+        Element type.
+    scope : str
+        Storage scope of an intermediate buffer (``"global"`` for parameters).
+    extra_storage : PrimExpr or None
+        Extra elements stored after the last position (``indptr`` has one).
+    default_value : PrimExpr or None
+        What a load of an absent coordinate yields (zero when None).
+    handle : tirx.Var or None
+        The parameter bound by ``T.match_sparse_buffer``; None for ``T.alloc_sparse_buffer``.
+    view : tirx.Buffer
+        The coordinate-space view that kernel bodies load from and store to.
+    """
+
+    name: str
+    axes: list
+    dtype: str
+    scope: str
+    extra_storage: Optional[tvm.ir.Expr]
+    default_value: Optional[tvm.ir.Expr]
+    handle: Optional[tirx.Var]
+    view: tirx.Var
+
+    @staticmethod
+    def create(name: str, axes, dtype: str, handle=None, scope: str = "global",
+               extra_storage=None, default_value=None) -> "SparseBuffer":
+        """Make a buffer and its coordinate-space view."""
+        axes = list(axes)
+        for axis in axes:
+            if not isinstance(axis, Axis):
+                raise TypeError(f"buffer {name}: {axis!r} is not an axis")
+        view = tirx.decl_buffer([axis.length for axis in axes], dtype, name=name)
+        if default_value is not None and not isinstance(default_value, tvm.ir.Expr):
+            default_value = tirx.const(default_value, dtype)
+        return SparseBuffer(name, axes, dtype, scope, extra_storage, default_value, handle, view)
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return len(self.axes)
+
+    @property
+    def is_param(self) -> bool:
+        """Whether the buffer is bound to a function parameter."""
+        return self.handle is not None
+
+    def default(self) -> tvm.ir.Expr:
+        """The value a load of an absent coordinate yields."""
+        if self.default_value is not None:
+            return self.default_value
+        return tirx.const(0, self.dtype)
+
+    def __getitem__(self, indices):
+        indices = list(indices) if isinstance(indices, (tuple, list)) else [indices]
+        self.check_index_count(indices)
+        return tirx.BufferLoad(self.view, [_index(x) for x in indices])
+
+    def check_index_count(self, indices) -> None:
+        """Raise if ``indices`` does not have one index per axis."""
+        if len(indices) != len(self.axes):
+            names = ", ".join(axis.name for axis in self.axes)
+            raise IndexError(f"buffer {self.name} has {len(self.axes)} axes ({names}) "
+                             f"but is indexed with {len(indices)} indices")
+
+
+def _index(value):
+    if isinstance(value, bool) or not isinstance(value, (int, tvm.ir.Expr)):
+        raise TypeError(f"a buffer index must be an integer expression, got {value!r}")
+    return tirx.const(value, "int32") if isinstance(value, int) else value
+
+
+@py_class("sparsetir.BufferDomain", structural_eq="tree")
+class BufferDomain(tvm_ffi.Object):
+    """``T.assume_buffer_domain(buf, (lo, hi))``: every value of ``buffer`` lies in ``[lo, hi)``."""
+
+    buffer: SparseBuffer
+    min: tvm.ir.Expr
+    max: tvm.ir.Expr

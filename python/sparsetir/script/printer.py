@@ -1,0 +1,164 @@
+"""Print a ``SparseFunction`` as TVMScript that ``from_source`` parses back.
+
+Expressions are printed by TVM itself (``expr.script()``), so bodies read exactly like TIR;
+this module lays out the declarations and the nesting of sparse iterations around them.
+
+Example
+-------
+>>> # print(func.script())
+>>> # @T.prim_func
+>>> # def csrmm(a: T.handle, ...):
+>>> #     I = T.dense_fixed(m)
+>>> #     ...
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import tirx
+
+from ..ir.axis import AttachedAxis, Axis
+from ..ir.buffer import BufferDomain, SparseBuffer
+from ..ir.function import SparseFunction
+from ..ir.iteration import SparseIteration
+from ..ir.utils import var_dtype
+
+INDENT = "    "
+
+
+def script(func: SparseFunction) -> str:
+    """The TVMScript text of ``func``."""
+    lines = ["# from sparsetir.script import tir as T", "", "@T.prim_func"]
+    params = ", ".join(f"{p.name}: T.{_param_type(p)}" for p in func.params)
+    lines.append(f"def {func.name}({params}):")
+    body = []
+    if func.attrs:
+        body.append(f"T.func_attr({_literal(dict(func.attrs))})")
+    body += [f"{axis.name} = {_axis(axis)}" for axis in func.axes]
+    body += [f"{buf.name} = {_buffer(buf)}" for buf in func.buffers]
+    for stmt in func.body:
+        body += _stmt(stmt)
+    if not body:
+        body = ["pass"]
+    lines += [INDENT + line for line in body]
+    return "\n".join(lines) + "\n"
+
+
+def _param_type(param: tirx.Var) -> str:
+    return var_dtype(param)
+
+
+def _axis(axis: Axis) -> str:
+    idtype = f'"{axis.idtype}"'
+    sorted_flag = "" if axis.sorted else ", sorted=False"
+    if axis.kind == "dense_fixed":
+        extra = "" if axis.idtype == "int32" else f", {idtype}"
+        return f"T.dense_fixed({_expr(axis.length)}{extra})"
+    parent = axis.parent.name
+    if axis.kind == "dense_variable":
+        return (f"T.dense_variable({parent}, ({_expr(axis.length)}, {_expr(axis.nnz)}), "
+                f"{axis.indptr.name}, {idtype})")
+    if axis.kind == "sparse_fixed":
+        return (f"T.sparse_fixed({parent}, ({_expr(axis.length)}, {_expr(axis.nnz_cols)}), "
+                f"{axis.indices.name}, {idtype}{sorted_flag})")
+    return (f"T.sparse_variable({parent}, ({_expr(axis.length)}, {_expr(axis.nnz)}), "
+            f"({axis.indptr.name}, {axis.indices.name}), {idtype}{sorted_flag})")
+
+
+def _buffer(buf: SparseBuffer) -> str:
+    axes = _tuple([axis.name for axis in buf.axes])
+    extras = ""
+    if buf.extra_storage is not None:
+        extras += f", extra_storage={_expr(buf.extra_storage)}"
+    if buf.default_value is not None:
+        extras += f", default_value={_expr(buf.default_value)}"
+    if buf.handle is not None:
+        return f'T.match_sparse_buffer({buf.handle.name}, {axes}, "{buf.dtype}"{extras})'
+    return f'T.alloc_sparse_buffer({axes}, "{buf.dtype}", "{buf.scope}"{extras})'
+
+
+def _stmt(stmt) -> list:
+    if isinstance(stmt, SparseIteration):
+        return _iteration(stmt)
+    if isinstance(stmt, BufferDomain):
+        return [f"T.assume_buffer_domain({stmt.buffer.name}, "
+                f"({_expr(stmt.min)}, {_expr(stmt.max)}))"]
+    return _tir_stmt(stmt)
+
+
+def _iteration(it: SparseIteration) -> list:
+    axes, seen = [], set()
+    for v in it.sp_iter_vars:
+        if v.fused is not None:
+            key = tuple(a.name for a in v.fused.group)
+            if key not in seen:
+                seen.add(key)
+                axes.append(f"T.fuse({', '.join(key)})")
+        elif isinstance(v.axis, AttachedAxis):
+            axes.append(f"T.attach({v.axis.axis.name}, {v.axis.new_parent.name})")
+        else:
+            axes.append(v.axis.name)
+    names = ", ".join(v.var.name for v in it.sp_iter_vars)
+    head = f'with T.sp_iter([{", ".join(axes)}], "{it.kinds}", "{it.name}") as [{names}]:'
+    body = []
+    if it.annotations:
+        body.append(f"T.sp_iter_attr({_literal(dict(it.annotations))})")
+    if it.init is not None:
+        body.append("with T.init():")
+        body += _indent(_stmts(it.init))
+    body += _stmts(it.body)
+    return [head] + _indent(body or ["pass"])
+
+
+def _stmts(stmts) -> list:
+    lines = []
+    for stmt in stmts:
+        lines += _stmt(stmt)
+    return lines
+
+
+def _tir_stmt(stmt) -> list:
+    if isinstance(stmt, tirx.BufferStore):
+        indices = ", ".join(_expr(i) for i in stmt.indices)
+        return [f"{stmt.buffer.name}[{indices}] = {_expr(stmt.value)}"]
+    if isinstance(stmt, tirx.SeqStmt):
+        return _stmts(list(stmt.seq))
+    if isinstance(stmt, tirx.IfThenElse):
+        lines = [f"if {_expr(stmt.condition)}:"] + _indent(_tir_stmt(stmt.then_case))
+        if stmt.else_case is not None:
+            lines += ["else:"] + _indent(_tir_stmt(stmt.else_case))
+        return lines
+    if isinstance(stmt, tirx.Evaluate):
+        return [f"T.evaluate({_expr(stmt.value)})"]
+    raise TypeError(f"cannot print {type(stmt).__name__} in a sparse kernel")
+
+
+def _indent(lines: list) -> list:
+    return [INDENT + line for line in lines]
+
+
+def _expr(expr) -> str:
+    if isinstance(expr, tirx.IntImm) and str(expr.ty.dtype) == "int32":
+        return str(expr.value)
+    return expr.script().strip()
+
+
+def _tuple(names: list) -> str:
+    return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
+
+
+def _literal(value) -> str:
+    """A Python literal for an attribute value (dicts, strings, numbers, booleans)."""
+    if hasattr(value, "items"):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)) or hasattr(value, "__len__"):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, tvm.ir.Expr):
+        return _expr(value)
+    return repr(value)
