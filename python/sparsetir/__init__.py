@@ -6,3 +6,4 @@ flat buffers (Stage III), and ``build`` into a callable kernel.
 """
 from . import ir, script
 from .ir import SparseFunction
+from .transform import lower_sparse_iter

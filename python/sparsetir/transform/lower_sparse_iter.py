@@ -1,0 +1,396 @@
+"""``lower_sparse_iter``: Stage I (sparse iterations) to Stage II (schedulable TensorIR).
+
+Each sparse iteration becomes a loop nest in position space. Loops of one iteration share an
+sblock until a loop's extent depends on a variable of that block (``indptr[vi+1]-indptr[vi]``);
+then a new block starts, binding the outer variable (field guide, §2). Blocks are named
+``<iteration>0``, ``<iteration>1``, ...; a fused group ``T.fuse(I, J)`` is one loop over the
+nonzeros, its row found by binary search where it is needed.
+
+``T.init`` must hold for every output element, also where the reduction is empty. TVM runs a
+block's init when its reduction variables start, which never happens for an empty row, so the
+init stays in a block only where every reduction loop at or above it has a fixed extent; else it
+becomes its own nest (blocks ``<iteration>_init0``, ...) placed right before the reduction loops,
+or before the whole iteration when a spatial variable does not index the output (several
+iterations then write the same element).
+
+Example
+-------
+>>> import sparsetir
+>>> # mod = sparsetir.lower_sparse_iter(csrmm)     # an IRModule with "main"
+>>> # sch = tvm.s_tir.Schedule(mod); sch.get_sblock("csrmm1")
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.script.ir_builder import IRBuilder
+from tvm.script.ir_builder import tirx as Tb
+
+from ..ir.axis import AttachedAxis
+from ..ir.function import SparseFunction
+from ..ir.iteration import SparseIteration
+from ..ir.utils import is_handle
+from .access import AccessRewriter, IterInfo
+from .emit import Emitter
+from .layout import stage2_shape
+from .plan import BlockIterPlan, BlockPlan, LoopPlan
+from .regions import widen_search_regions
+
+
+class LoweringError(ValueError):
+    """A Stage I function that cannot be lowered; the message names the construct."""
+
+
+@dataclass
+class _Unit:
+    """One loop of an iteration: a single variable, or a fused group of variables."""
+
+    sp_vars: list          # SpIterVar, outermost first
+    deps: list             # Stage I vars of the same iteration the loop extent depends on
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.sp_vars[0].is_reduction
+
+    @property
+    def name(self) -> str:
+        return self.sp_vars[-1].var.name
+
+
+def lower_sparse_iter(func: SparseFunction) -> tvm.IRModule:
+    """Lower a Stage I function to an IRModule of schedulable TensorIR (function ``"main"``)."""
+    if not isinstance(func, SparseFunction):
+        raise TypeError(f"lower_sparse_iter expects a SparseFunction, got {type(func).__name__}")
+    return tvm.IRModule({"main": _Lowering(func).run()})
+
+
+class _Lowering:
+    """Plans and emits one function."""
+
+    def __init__(self, func: SparseFunction):
+        self.func = func
+        self.analyzer = tvm.sym.Analyzer()
+        self.views = {buf.view: buf for buf in func.buffers}
+        self.stage2 = {}            # name -> Stage II buffer
+        self.aux = {}               # (axis name, "indptr"|"indices") -> Stage II buffer
+        self.handle_buffers = {}    # handle param -> Stage II buffer (axes may share an indptr)
+
+    # -- services used by AccessRewriter ------------------------------------------------------
+    def sparse_buffer(self, view):
+        return self.views.get(view)
+
+    def stage2_buffer(self, name: str):
+        return self.stage2[name]
+
+    def indptr(self, axis):
+        return self._aux(axis, "indptr")
+
+    def indices(self, axis):
+        return self._aux(axis, "indices")
+
+    def simplify(self, expr):
+        return self.analyzer.simplify(expr)
+
+    def _aux(self, axis, role: str):
+        key = (axis.name, role)
+        if key not in self.aux:
+            raise LoweringError(f"axis {axis.name} has no {role} parameter")
+        return self.aux[key]
+
+    # -- driver ---------------------------------------------------------------------------------
+    def run(self) -> tirx.PrimFunc:
+        func = self.func
+        with IRBuilder() as builder:
+            with Tb.prim_func(s_tir=True):
+                Tb.func_name(str(func.attrs.get("global_symbol", "main")))
+                Tb.func_attr({**dict(func.attrs), "global_symbol": func.attrs.get(
+                    "global_symbol", "main")})
+                for param in func.params:
+                    Tb.arg(param.name, param)
+                self._declare_buffers()
+                plan = []
+                for stmt in func.body:
+                    if isinstance(stmt, SparseIteration):
+                        plan += self._plan_iteration(stmt, {})
+                emitter = Emitter()
+                emitter.emit(plan)
+        return widen_search_regions(builder.get(), emitter.local_buffers)
+
+    def _declare_buffers(self) -> None:
+        func = self.func
+        used = set()
+        for buf in func.buffers:
+            if buf.handle is not None:
+                continue
+            self.stage2[buf.name] = IRBuilder.name(
+                buf.name, Tb.sblock_alloc_buffer(stage2_shape(buf), buf.dtype, scope=buf.scope))
+        for param in func.params:
+            if not is_handle(param):
+                continue
+            buf = next((b for b in func.buffers if b.handle is not None
+                        and b.handle.same_as(param)), None)
+            if buf is not None:
+                self.stage2[buf.name] = IRBuilder.name(
+                    buf.name, Tb.match_buffer(param, stage2_shape(buf), buf.dtype))
+                used.add(param)
+                continue
+            for axis in func.axes:
+                for role in ("indptr", "indices"):
+                    handle = getattr(axis, role)
+                    if handle is None or not handle.same_as(param):
+                        continue
+                    if param not in used:
+                        size = (axis.parent.storage_size + 1 if role == "indptr"
+                                else axis.storage_size)
+                        self.handle_buffers[param] = IRBuilder.name(
+                            f"{axis.name}_{role}", Tb.match_buffer(param, [size], axis.idtype))
+                        used.add(param)
+                    self.aux[(axis.name, role)] = self.handle_buffers[param]
+            if param not in used:
+                raise LoweringError(f"parameter {param.name} is neither matched to a sparse "
+                                    "buffer nor used as an indptr or indices of an axis")
+
+    # -- planning -------------------------------------------------------------------------------
+    def _plan_iteration(self, it: SparseIteration, outer_env: dict) -> list:
+        units = self._units(it, outer_env)
+        groups = _partition(units)
+        spatial = [v.var for v in it.sp_iter_vars if not v.is_reduction]
+        plan = []
+        init_group = native_group = None
+        if it.init is not None:
+            first_r = next((g for g, group in enumerate(groups)
+                            if any(u.is_reduction for u in group)), None)
+            if not _init_is_row_local(it, spatial):
+                init_group = 0
+            elif first_r is None or self._init_fits_block(groups, first_r, outer_env):
+                native_group = len(groups) - 1 if first_r is None else first_r
+            else:
+                init_group = first_r
+            if init_group == 0:
+                plan += self._plan_init_nest(it, groups, 0, outer_env)
+        plan += self._plan_groups(it, groups, 0, outer_env, init_group, native_group)
+        return plan
+
+    def _units(self, it: SparseIteration, outer_env: dict) -> list:
+        """Group the variables into loops and find what each loop's extent depends on."""
+        units, seen_fused = [], set()
+        own = {}
+        for v in it.sp_iter_vars:
+            if v.fused is not None:
+                key = tuple(a.name for a in v.fused.group)
+                if key in seen_fused:
+                    continue
+                seen_fused.add(key)
+                members = [w for w in it.sp_iter_vars
+                           if w.fused is not None and tuple(a.name for a in w.fused.group) == key]
+                if len({w.is_reduction for w in members}) != 1:
+                    raise LoweringError(f"sparse iteration {it.name}: fused axes {key} must all "
+                                        "be spatial or all be reductions")
+                if members[0].axis.parent is not None:
+                    raise LoweringError(f"sparse iteration {it.name}: a fused group must start "
+                                        f"at an axis without parent, not {key[0]}")
+                units.append(_Unit(members, []))
+                for w in members:
+                    own[w.axis.name] = w.var
+                continue
+            deps = []
+            parent_var = self._parent_var(it, v, own, outer_env)
+            if parent_var is not None and parent_var in own.values() and (
+                    v.base_axis.is_variable or isinstance(v.axis, AttachedAxis)):
+                deps.append(parent_var)
+            units.append(_Unit([v], deps))
+            own[v.base_axis.name] = v.var
+        return units
+
+    def _parent_var(self, it, v, own: dict, outer_env: dict):
+        """The Stage I variable that selects ``v``'s row (None for an axis without parent)."""
+        if isinstance(v.axis, AttachedAxis):
+            name = v.axis.new_parent.name
+        elif v.axis.parent is not None:
+            name = v.axis.parent.name
+        else:
+            return None
+        if name in own:
+            return own[name]
+        for var, info in reversed(list(outer_env.items())):
+            if info.axis.name == name and not info.attached:
+                return var
+        raise LoweringError(f"sparse iteration {it.name}: axis {v.base_axis.name} needs its "
+                            f"parent {name} to be iterated before it")
+
+    def _init_fits_block(self, groups: list, first_r: int, outer_env: dict) -> bool:
+        """Whether a native T.init in group ``first_r``'s block runs for every output element."""
+        for group in groups[:first_r + 1]:
+            for unit in group:
+                if unit.is_reduction and self._data_dependent(unit):
+                    return False
+        spatial_late = any(not u.is_reduction for group in groups[first_r + 1:] for u in group)
+        return not spatial_late
+
+    @staticmethod
+    def _data_dependent(unit: _Unit) -> bool:
+        v = unit.sp_vars[-1]
+        return (len(unit.sp_vars) > 1 or isinstance(v.axis, AttachedAxis)
+                or v.base_axis.is_variable)
+
+    def _plan_groups(self, it, groups, g, env, init_group, native_group) -> list:
+        """Loops and block for group ``g``, with the following groups nested inside."""
+        block = BlockPlan(f"{it.name}{g}")
+        if g == 0 and it.annotations:
+            block.annotations = dict(it.annotations)
+        loops = []
+        env = dict(env)
+        for unit in groups[g]:
+            extent = self.simplify(self._extent(unit, env, it))
+            loop_var = tirx.Var(unit.name, "int32")
+            block_var = tirx.Var(f"v{unit.name}", "int32")
+            loops.append(LoopPlan(loop_var, extent))
+            block.iter_vars.append(BlockIterPlan(block_var, extent, loop_var, unit.is_reduction))
+            env.update(self._infos(unit, block_var, env, it, block))
+        if g + 1 < len(groups):
+            if init_group == g + 1:
+                block.body += self._plan_init_nest(it, groups, g + 1, env)
+            block.body += self._plan_groups(it, groups, g + 1, env, init_group, native_group)
+        else:
+            block.body += self._plan_body(it.body, env, block)
+        if native_group == g:
+            rewriter = AccessRewriter(self, env, block)
+            block.init = [rewriter.stmt(s) for s in it.init]
+        return _nest(loops, [block])
+
+    def _plan_init_nest(self, it, groups, g, env) -> list:
+        """A nest over the spatial loops of groups ``g``... that stores the init values."""
+        units = [u for group in groups[g:] for u in group if not u.is_reduction]
+        reduction_vars = {w.var for group in groups[g:] for u in group if u.is_reduction
+                          for w in u.sp_vars}
+        for stmt in it.init:
+            used = [v.name for v in _vars_in(stmt) if v in reduction_vars]
+            if used:
+                raise LoweringError(f"sparse iteration {it.name}: T.init uses the reduction "
+                                    f"variable {used[0]}")
+        init = SparseIteration(f"{it.name}_init", [w for u in units for w in u.sp_vars],
+                               list(it.init), None, {})
+        sub_groups = _partition([_Unit(u.sp_vars, u.deps) for u in units])
+        if not sub_groups:
+            block = BlockPlan(f"{it.name}_init")
+            block.body = self._plan_body(list(it.init), env, block)
+            return [block]
+        return self._plan_groups(init, sub_groups, 0, env, None, None)
+
+    def _plan_body(self, stmts, env, block) -> list:
+        out = []
+        rewriter = AccessRewriter(self, env, block)
+        for stmt in stmts:
+            if isinstance(stmt, SparseIteration):
+                out += self._plan_iteration(stmt, env)
+            else:
+                out.append(rewriter.stmt(stmt))
+        return out
+
+    def _extent(self, unit: _Unit, env: dict, it) -> tvm.ir.Expr:
+        if len(unit.sp_vars) > 1:
+            return unit.sp_vars[-1].axis.storage_size
+        v = unit.sp_vars[0]
+        axis = v.base_axis
+        if axis.kind == "dense_fixed":
+            return axis.length
+        if axis.kind == "sparse_fixed":
+            return axis.nnz_cols
+        parent_off = self._parent_offset(v, env, it)
+        indptr = self.indptr(axis)
+        return (tirx.BufferLoad(indptr, [parent_off + 1]) - tirx.BufferLoad(indptr, [parent_off]))
+
+    def _parent_offset(self, v, env: dict, it):
+        parent_var = self._parent_var(it, v, {}, env)
+        if parent_var is None:
+            return None
+        info = env[parent_var]
+        return info.coord if isinstance(v.axis, AttachedAxis) else info.off
+
+    def _infos(self, unit: _Unit, block_var, env: dict, it, block: BlockPlan) -> dict:
+        """IterInfo of every variable of ``unit`` once its block variable exists."""
+        if len(unit.sp_vars) == 1:
+            v = unit.sp_vars[0]
+            axis = v.base_axis
+            parent_var = self._parent_var(it, v, {}, env)
+            parent_off = self._parent_offset(v, env, it)
+            return {v.var: self._info(axis, isinstance(v.axis, AttachedAxis), parent_var,
+                                      block_var, parent_off)}
+        # fused: the loop runs over offsets of the innermost axis; find each parent's row
+        offsets = [None] * len(unit.sp_vars)
+        offsets[-1] = block_var
+        for t in range(len(unit.sp_vars) - 1, 0, -1):
+            axis = unit.sp_vars[t].axis
+            if axis.kind == "sparse_fixed":
+                offsets[t - 1] = tirx.floordiv(offsets[t], axis.nnz_cols)
+            else:
+                indptr = self.indptr(axis)
+                size = axis.parent.storage_size
+                row = block.search(indptr, tirx.const(0, "int32"), size + 1, offsets[t], "right")
+                offsets[t - 1] = row - 1
+        infos, parent_var, parent_off = {}, None, None
+        for v, off in zip(unit.sp_vars, offsets):
+            axis = v.axis
+            if axis.parent is None:
+                pos = off
+            elif axis.kind == "sparse_fixed":
+                pos = tirx.floormod(off, axis.nnz_cols)
+            else:
+                pos = off - tirx.BufferLoad(self.indptr(axis), [parent_off])
+            infos[v.var] = self._info(axis, False, parent_var, pos, parent_off)
+            parent_var, parent_off = v.var, off
+        return infos
+
+    def _info(self, axis, attached: bool, parent_var, pos, parent_off) -> IterInfo:
+        if axis.kind == "dense_fixed" and axis.parent is None:
+            off = pos
+        elif axis.kind == "sparse_fixed":
+            off = parent_off * axis.nnz_cols + pos
+        else:
+            off = tirx.BufferLoad(self.indptr(axis), [parent_off]) + pos
+        coord = tirx.BufferLoad(self.indices(axis), [off]) if axis.is_sparse else pos
+        return IterInfo(axis, attached, parent_var, self.simplify(pos), self.simplify(off),
+                        self.simplify(coord))
+
+
+def _partition(units: list) -> list:
+    """Split loops into blocks: a loop whose extent uses a variable of the block starts a new one."""
+    groups, current = [], []
+    for unit in units:
+        bound = {w.var for u in current for w in u.sp_vars}
+        if current and any(dep in bound for dep in unit.deps):
+            groups.append(current)
+            current = []
+        current.append(unit)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _nest(loops: list, body: list) -> list:
+    for loop in reversed(loops):
+        loop.body = body
+        body = [loop]
+    return body
+
+
+def _init_is_row_local(it: SparseIteration, spatial: list) -> bool:
+    """Whether every spatial variable indexes the output directly in every init store."""
+    for stmt in it.init:
+        stores = []
+        tvm_ffi.structural_walk(stmt, (tirx.BufferStore, stores.append), order="pre")
+        for store in stores:
+            bare = [i for i in store.indices if isinstance(i, tirx.Var)]
+            if not all(any(b.same_as(v) for b in bare) for v in spatial):
+                return False
+    return True
+
+
+def _vars_in(node) -> list:
+    found = []
+    tvm_ffi.structural_walk(node, (tirx.Var, found.append), order="pre")
+    return found
