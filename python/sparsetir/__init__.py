@@ -7,3 +7,5 @@ flat buffers (Stage III), and ``build`` into a callable kernel.
 from . import ir, script
 from .ir import SparseFunction
 from .transform import lower_sparse_iter
+from .transform.lower_sparse_buffer import lower_sparse_buffer
+from .build import build

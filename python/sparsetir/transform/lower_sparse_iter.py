@@ -41,6 +41,16 @@ from .plan import BlockIterPlan, BlockPlan, LoopPlan
 from .regions import widen_search_regions
 
 
+PARAM_NAMES_ATTR = "sparsetir.param_names"
+"""Function attribute: the Stage I parameter names, in order (Stage II names buffers A, J_indptr)."""
+
+INDEX_CHECKS_ATTR = "sparsetir.index_checks"
+"""Function attribute: the CSR invariants the index parameters must satisfy (see index_checks)."""
+
+PARALLEL_ANNOTATION = "sparsetir.rows_owned"
+"""Block annotation: the block's outermost loop writes disjoint outputs (safe to parallelise)."""
+
+
 class LoweringError(ValueError):
     """A Stage I function that cannot be lowered; the message names the construct."""
 
@@ -107,8 +117,10 @@ class _Lowering:
         with IRBuilder() as builder:
             with Tb.prim_func(s_tir=True):
                 Tb.func_name(str(func.attrs.get("global_symbol", "main")))
-                Tb.func_attr({**dict(func.attrs), "global_symbol": func.attrs.get(
-                    "global_symbol", "main")})
+                Tb.func_attr({**dict(func.attrs),
+                              "global_symbol": func.attrs.get("global_symbol", "main"),
+                              PARAM_NAMES_ATTR: [p.name for p in func.params],
+                              INDEX_CHECKS_ATTR: index_checks(func)})
                 for param in func.params:
                     Tb.arg(param.name, param)
                 self._declare_buffers()
@@ -242,6 +254,8 @@ class _Lowering:
         block = BlockPlan(f"{it.name}{g}")
         if g == 0 and it.annotations:
             block.annotations = dict(it.annotations)
+        if g == 0 and not env and _rows_owned(it, groups[0][0]):
+            block.annotations[PARALLEL_ANNOTATION] = 1
         loops = []
         env = dict(env)
         for unit in groups[g]:
@@ -355,6 +369,54 @@ class _Lowering:
         coord = tirx.BufferLoad(self.indices(axis), [off]) if axis.is_sparse else pos
         return IterInfo(axis, attached, parent_var, self.simplify(pos), self.simplify(off),
                         self.simplify(coord))
+
+
+def index_checks(func: SparseFunction) -> list:
+    """One entry per axis with index arrays: what ``build``'s call wrapper verifies.
+
+    Each entry names the ``indptr`` and ``indices`` parameters (empty string if absent), the
+    ``nnz`` the row pointer ends at, the ``bound`` of the coordinates, the fixed ``width`` of
+    an ELL row (0 if variable) and whether rows must be ``sorted``.
+    """
+    checks = []
+    for axis in func.axes:
+        if axis.indptr is None and axis.indices is None:
+            continue
+        checks.append({
+            "axis": axis.name,
+            "indptr": axis.indptr.name if axis.indptr is not None else "",
+            "indices": axis.indices.name if axis.indices is not None else "",
+            "nnz": axis.nnz if axis.nnz is not None else tirx.const(0, "int32"),
+            "bound": axis.length,
+            "width": axis.nnz_cols if axis.nnz_cols is not None else tirx.const(0, "int32"),
+            "sorted": bool(axis.sorted),
+        })
+    return checks
+
+
+def _rows_owned(it: SparseIteration, unit: _Unit) -> bool:
+    """Whether each iteration of ``unit``'s loop writes its own output elements.
+
+    True when the loop is spatial and its variables index every store of the iteration
+    directly: then the outer loop can run in parallel without two threads writing one element.
+    """
+    if unit.is_reduction:
+        return False
+    stores = []
+    for stmt in _all_stmts(it):
+        tvm_ffi.structural_walk(stmt, (tirx.BufferStore, stores.append), order="pre")
+    for store in stores:
+        for w in unit.sp_vars:
+            if not any(isinstance(i, tirx.Var) and i.same_as(w.var) for i in store.indices):
+                return False
+    return bool(stores)
+
+
+def _all_stmts(it: SparseIteration) -> list:
+    out = []
+    for stmt in list(it.body) + list(it.init or []):
+        out += _all_stmts(stmt) if isinstance(stmt, SparseIteration) else [stmt]
+    return out
 
 
 def _partition(units: list) -> list:

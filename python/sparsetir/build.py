@@ -1,0 +1,89 @@
+"""``sparsetir.build``: from a kernel at any stage to a callable over numpy/torch/TVM arrays.
+
+A Stage I ``SparseFunction`` is lowered (``lower_sparse_iter``), given the default schedule
+for the target, flattened (``lower_sparse_buffer``) and compiled. A Stage II module (what
+``lower_sparse_iter`` returned, scheduled by the user or not) is flattened and compiled; it gets
+the default schedule only when none of its loops is parallel, vectorised or bound to a thread.
+
+Example
+-------
+>>> import numpy as np, sparsetir
+>>> # kernel = sparsetir.build(csrmm.specialize({"feat_size": 64}), "llvm")
+>>> # kernel(a_data, b, c, indptr, indices, m, n, nnz)     # c now holds A @ B
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .ir.function import SparseFunction
+from .runtime import (BufferParam, IndicesCheck, IndptrCheck, Kernel, ScalarParam, Signature)
+from .schedule import default_schedule, is_scheduled
+from .target import compile_module, make_target
+from .transform.lower_sparse_buffer import lower_sparse_buffer
+from .transform.lower_sparse_iter import INDEX_CHECKS_ATTR, PARAM_NAMES_ATTR, lower_sparse_iter
+
+
+def build(kernel, target="llvm", schedule: str = "auto") -> Kernel:
+    """Compile ``kernel`` for ``target`` and return a callable ``Kernel``.
+
+    Parameters
+    ----------
+    kernel : SparseFunction or tvm.IRModule
+        A Stage I function, or a Stage II module from ``lower_sparse_iter`` (scheduled or not).
+    target : str, dict or tvm.target.Target
+        ``"llvm"`` (the host CPU), ``"cuda"`` (sm_80), or a dict such as
+        ``{"kind": "cuda", "arch": "sm_90"}``.
+    schedule : {"auto", "default", "none"}
+        ``"auto"`` applies the default schedule to a module without any schedule,
+        ``"default"`` always, ``"none"`` never.
+    """
+    if schedule not in ("auto", "default", "none"):
+        raise ValueError(f"schedule must be 'auto', 'default' or 'none', got {schedule!r}")
+    mod = lower_sparse_iter(kernel) if isinstance(kernel, SparseFunction) else kernel
+    if not isinstance(mod, tvm.IRModule):
+        raise TypeError("build expects a SparseFunction or an IRModule from lower_sparse_iter, "
+                        f"got {type(kernel).__name__}")
+    tgt = make_target(target)
+    kind = str(tgt.kind.name)
+    if schedule == "default" or (schedule == "auto" and not is_scheduled(mod)):
+        mod = default_schedule(mod, kind).mod
+    mod = lower_sparse_buffer(mod)
+    executable = compile_module(mod, tgt)
+    return Kernel(executable, signature_of(mod["main"]),
+                  device="cuda" if kind == "cuda" else "cpu")
+
+
+def signature_of(func: tirx.PrimFunc) -> Signature:
+    """The call signature of a flattened (Stage III) function made by sparsetir."""
+    names = [str(n) for n in func.attrs[PARAM_NAMES_ATTR]] if PARAM_NAMES_ATTR in func.attrs \
+        else [p.name for p in func.params]
+    written = _stored_buffers(func)
+    by_buffer = {}
+    params = []
+    for name, param in zip(names, func.params):
+        if tirx.is_buffer_var(param):
+            params.append(BufferParam(name, str(param.dtype), param.shape[0],
+                                      any(param.same_as(w) for w in written)))
+            by_buffer[name] = param
+        else:
+            params.append(ScalarParam(name, param))
+    checks = []
+    for entry in func.attrs.get(INDEX_CHECKS_ATTR, []):
+        indptr, indices = str(entry["indptr"]), str(entry["indices"])
+        if indptr:
+            checks.append(IndptrCheck(indptr, entry["nnz"]))
+        if indices:
+            width = entry["width"]
+            checks.append(IndicesCheck(indices, entry["bound"], indptr or None,
+                                       None if indptr else width, bool(entry["sorted"])))
+    return Signature(tuple(params), tuple(checks))
+
+
+def _stored_buffers(func) -> list:
+    stores = []
+    tvm_ffi.structural_walk(func.body, (tirx.BufferStore, lambda s: stores.append(s.buffer)),
+                            order="pre")
+    return stores

@@ -1,0 +1,25 @@
+"""Calling compiled sparse kernels safely with numpy arrays, torch tensors and tvm tensors.
+
+Examples
+--------
+>>> from sparsetir.runtime import Kernel
+>>> kernel = Kernel(tvm.compile(mod, "llvm"), signature)
+>>> kernel(indptr, indices, data, x, y, m, n, nnz)  # results land in y
+"""
+from .errors import ArgumentError
+from .kernel import Kernel
+from .signature import BufferParam, IndicesCheck, IndptrCheck, ScalarParam, Signature, evaluate_int
+from .validate import check_indices, check_indptr
+
+__all__ = [
+    "ArgumentError",
+    "BufferParam",
+    "IndicesCheck",
+    "IndptrCheck",
+    "Kernel",
+    "ScalarParam",
+    "Signature",
+    "check_indices",
+    "check_indptr",
+    "evaluate_int",
+]

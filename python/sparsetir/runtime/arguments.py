@@ -1,0 +1,216 @@
+"""Converting one call argument into a value a compiled kernel can safely take.
+
+Compiled TVM functions check the shape and dtype of their tensor arguments,
+but they assume data that is contiguous and 64-byte aligned, and they crash
+on anything else.  The converters here check every argument against its
+parameter and stage data that does not meet those assumptions.
+"""
+from __future__ import annotations
+
+import sys
+from functools import partial
+from typing import Callable
+
+import numpy as np
+import tvm
+import tvm_ffi
+
+from .errors import ArgumentError
+from .signature import BufferParam, ScalarParam
+
+ALIGNMENT = 64
+"""Byte alignment compiled kernels assume for the start of every buffer."""
+
+
+def host_array(data) -> np.ndarray:
+    """Return the elements of an argument as a flat numpy array on the host.
+
+    Parameters
+    ----------
+    data : numpy.ndarray, torch.Tensor or tvm.runtime.Tensor
+        Array on any device.
+
+    Returns
+    -------
+    numpy.ndarray
+        A view where possible, otherwise a copy, in C (row-major) order.
+
+    Examples
+    --------
+    >>> host_array(tvm.runtime.tensor(np.arange(4, dtype="int32").reshape(2, 2)))
+    array([0, 1, 2, 3], dtype=int32)
+    """
+    if isinstance(data, np.ndarray):
+        return data.reshape(-1)
+    if isinstance(data, tvm_ffi.Tensor):
+        on_host = data.device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU
+        return (np.from_dlpack(data) if on_host else data.numpy()).reshape(-1)
+    return data.detach().reshape(-1).cpu().numpy()
+
+
+def _describe(value) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, (list, tuple)):
+        return f"a Python {type(value).__name__} (convert it with numpy.asarray(..., dtype=...))"
+    return f"a {type(value).__module__}.{type(value).__qualname__}"
+
+
+class ScalarConverter:
+    """Checks the integer value of a scalar parameter.
+
+    Parameters
+    ----------
+    param : ScalarParam
+        The parameter; the dtype of its var sets the accepted range.
+
+    Examples
+    --------
+    >>> convert = ScalarConverter(ScalarParam("m", tvm.tirx.Var("m", "int32")))
+    >>> convert(np.int64(7))
+    7
+    >>> convert(2.0)
+    Traceback (most recent call last):
+    ArgumentError: argument 'm': expected an integer, got a builtins.float
+    """
+
+    def __init__(self, param: ScalarParam):
+        self.param = param
+        info = np.iinfo(str(param.var.ty.dtype))
+        self._min, self._max = int(info.min), int(info.max)
+
+    def __call__(self, value) -> int:
+        """Return `value` as an int, or raise ArgumentError."""
+        if type(value) is not int:
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise ArgumentError(f"argument '{self.param.name}': expected an integer, got {_describe(value)}")
+            value = int(value)
+        if not self._min <= value <= self._max:
+            raise ArgumentError(
+                f"argument '{self.param.name}': {value} does not fit in {self.param.var.ty.dtype}"
+            )
+        return value
+
+
+class BufferConverter:
+    """Checks a buffer argument and makes it safe to pass to the compiled function.
+
+    Accepts numpy arrays, torch tensors and tvm tensors of exactly the
+    parameter's dtype with exactly `length` elements; arrays of any shape are
+    taken in C (row-major) order.  Torch and tvm tensors must be on the
+    kernel's device; numpy arrays are host data and are copied to a CUDA device.
+    Data that is not contiguous or not 64-byte aligned is staged in a fresh
+    tvm tensor; for written parameters the call also returns a function that
+    copies the staged data back into the caller's array.
+
+    Parameters
+    ----------
+    param : BufferParam
+        The parameter.
+    device : tvm.runtime.Device
+        Where the kernel runs.
+
+    Examples
+    --------
+    >>> convert = BufferConverter(BufferParam("y", "float32", m, written=True), tvm.cpu())
+    >>> y = np.zeros(20, "float32")[::2]
+    >>> value, copy_back = convert(y, 10)  # value: an aligned tvm tensor holding y's elements
+    >>> compiled_function(..., value, ...)
+    >>> copy_back()  # y now holds the result
+    """
+
+    def __init__(self, param: BufferParam, device: tvm.runtime.Device):
+        self.param = param
+        self.device = device
+        self._on_host = device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU
+        self._torch_dtype = f"torch.{param.dtype}"
+
+    def __call__(self, value, length: int) -> tuple[object, Callable[[], None] | None]:
+        """Check `value` against the parameter with `length` elements and convert it.
+
+        Returns
+        -------
+        value : tvm.runtime.Tensor or torch.Tensor
+            Flat, contiguous, aligned data on the kernel's device, holding the
+            elements of the argument; pass it to the compiled function.
+        copy_back : callable or None
+            Call it after the kernel ran to copy the results into the caller's
+            array; None unless `value` is a staged copy of a written buffer.
+        """
+        if isinstance(value, np.ndarray):
+            return self._from_numpy(value, length)
+        if isinstance(value, tvm_ffi.Tensor):
+            return self._from_tvm(value, length)
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(value, torch.Tensor):
+            return self._from_torch(value, length)
+        raise self._error(f"expected a numpy array, torch tensor or tvm tensor, got {_describe(value)}")
+
+    def _error(self, message: str) -> ArgumentError:
+        return ArgumentError(f"argument '{self.param.name}': {message}")
+
+    def _check(self, dtype, expected_dtype: str, size: int, length: int) -> None:
+        if dtype != expected_dtype:
+            raise self._error(f"dtype {str(dtype).removeprefix('torch.')} does not match the kernel's {self.param.dtype}")
+        if size != length:
+            expected = length if isinstance(self.param.length, int) else f"{self.param.length} = {length}"
+            raise self._error(f"has {size} elements, the kernel expects {expected}")
+
+    def _wrong_device(self, where) -> ArgumentError:
+        return self._error(f"is on {where}, the kernel runs on {self.device}")
+
+    def _empty(self) -> tuple:
+        # Empty arrays may carry any strides, which compiled functions reject.
+        return tvm.runtime.empty((0,), self.param.dtype, self.device), None
+
+    def _from_numpy(self, array: np.ndarray, length: int) -> tuple:
+        self._check(array.dtype, self.param.dtype, array.size, length)
+        if not length:
+            return self._empty()
+        if not array.flags.writeable:
+            if self.param.written:
+                raise self._error("the kernel writes this buffer, but the array is read-only")
+        elif self._on_host and array.flags.c_contiguous:
+            tensor = tvm_ffi.from_dlpack(array if array.ndim == 1 else array.reshape(-1))
+            if tensor.data_ptr() % ALIGNMENT == 0:
+                return tensor, None
+        staged = tvm.runtime.empty((length,), self.param.dtype, self.device)
+        if self._on_host:
+            np.from_dlpack(staged).reshape(array.shape)[...] = array
+        else:
+            staged.copyfrom(np.ascontiguousarray(array).reshape(-1))
+        return staged, partial(_numpy_copy_back, array, staged) if self.param.written else None
+
+    def _from_tvm(self, tensor: tvm_ffi.Tensor, length: int) -> tuple:
+        self._check(tensor.dtype, self.param.dtype, tensor.numel(), length)
+        if tensor.device != self.device:
+            raise self._wrong_device(tensor.device)
+        if not length:
+            return self._empty()
+        if tensor.is_contiguous() and tensor.data_ptr() % ALIGNMENT == 0:
+            return (tensor if tensor.ndim == 1 else tensor._create_view((length,))), None
+        if not self._on_host:
+            raise self._error(f"a tvm tensor on {self.device} must be contiguous and {ALIGNMENT}-byte aligned")
+        return self._from_numpy(np.from_dlpack(tensor), length)
+
+    def _from_torch(self, tensor, length: int) -> tuple:
+        self._check(str(tensor.dtype), self._torch_dtype, tensor.numel(), length)
+        on_device = tensor.is_cpu if self._on_host else tensor.is_cuda and tensor.get_device() == self.device.index
+        if not on_device:
+            raise self._wrong_device(tensor.device)
+        if not length:
+            return self._empty()
+        if tensor.is_contiguous() and tensor.data_ptr() % ALIGNMENT == 0:
+            return (tensor if tensor.ndim == 1 else tensor.detach().view(-1)), None
+        staged = tvm.runtime.empty((length,), self.param.dtype, self.device)
+        staged_view = sys.modules["torch"].from_dlpack(staged).view(tensor.shape)
+        staged_view.copy_(tensor.detach())
+        return staged, partial(_torch_copy_back, tensor, staged_view) if self.param.written else None
+
+
+def _numpy_copy_back(array: np.ndarray, staged: tvm_ffi.Tensor) -> None:
+    array[...] = host_array(staged).reshape(array.shape)
+
+
+def _torch_copy_back(tensor, staged_view) -> None:
+    tensor.detach().copy_(staged_view)

@@ -1,0 +1,179 @@
+"""A compiled kernel that converts and checks its arguments before every call."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import tvm
+
+from .arguments import BufferConverter, ScalarConverter, host_array
+from .errors import ArgumentError
+from .signature import BufferParam, IndicesCheck, ScalarParam, Signature, evaluate_int
+from .validate import run_checks
+
+
+class Kernel:
+    """A compiled kernel callable with numpy arrays, torch tensors and tvm tensors.
+
+    Every call checks each argument against the signature (count, dtype,
+    length, device, integer scalars), stages data that is not contiguous or
+    not 64-byte aligned, optionally validates the index arrays, runs the
+    compiled function and copies staged written buffers back, so results
+    land in the caller's arrays.  Bad arguments raise
+    :class:`~sparsetir.runtime.ArgumentError` before any compiled code runs.
+
+    Parameters
+    ----------
+    executable : tvm.runtime.Executable
+        Result of ``tvm.compile``.
+    signature : Signature
+        The entry function's parameters and index checks.
+    device : str
+        ``"cpu"`` or ``"cuda"`` (``"cuda:1"`` picks another GPU).  Construction
+        needs no such device; calling does.
+    entry : str
+        Name of the function to call.
+
+    Attributes
+    ----------
+    executable : tvm.runtime.Executable
+    signature : Signature
+    device : tvm.runtime.Device
+    entry : str
+
+    Examples
+    --------
+    >>> kernel = Kernel(tvm.compile(mod, "llvm"), signature)
+    >>> y = np.empty(m, "float32")
+    >>> kernel(indptr, indices, data, x, y, m, n, nnz)  # y now holds A @ x
+    >>> kernel(indptr, indices, data, x, y, m, n, nnz, validate=False)  # skip index checks
+    >>> seconds = kernel.time(indptr, indices, data, x, y, m, n, nnz)
+    """
+
+    def __init__(self, executable: tvm.runtime.Executable, signature: Signature, device: str = "cpu",
+                 entry: str = "main"):
+        self.executable = executable
+        self.signature = signature
+        self.device = tvm.device(device)
+        self.entry = entry
+        self._function = None
+        params = signature.params
+        self._scalars = [(i, ScalarConverter(p)) for i, p in enumerate(params) if isinstance(p, ScalarParam)]
+        self._buffers = [(i, BufferConverter(p, self.device)) for i, p in enumerate(params) if isinstance(p, BufferParam)]
+        self._scalar_vars = tuple(convert.param.var for _, convert in self._scalars)
+        checked = {check.param for check in signature.checks}
+        checked.update(check.indptr for check in signature.checks
+                       if isinstance(check, IndicesCheck) and check.indptr is not None)
+        self._checked = [(param.name, i) for i, param in enumerate(params) if param.name in checked]
+        self._lengths = lru_cache(maxsize=256)(self._evaluate_lengths)
+
+    def __call__(self, *args, validate: bool = True) -> None:
+        """Run the kernel; written buffers receive the results in place.
+
+        Parameters
+        ----------
+        *args
+            One argument per signature parameter, in order.
+        validate : bool
+            Run the signature's index checks (O(nnz)).  All other checks always run.
+
+        Raises
+        ------
+        ArgumentError
+            For any unusable argument; nothing has run then.
+        RuntimeError
+            If the kernel's device is not available.
+        """
+        function = self._entry_function()
+        values, copy_backs = self._convert(args, validate)
+        function(*values)
+        for copy_back in copy_backs:
+            copy_back()
+
+    def time(self, *args, number: int = 20, repeat: int = 3) -> float:
+        """Mean seconds per call, measured with TVM's time evaluator.
+
+        Arguments are converted and validated once, outside the timed region.
+        The kernel runs ``number * repeat`` times (plus a warm-up run), so a
+        kernel that accumulates into its output leaves the sum of all runs there.
+
+        Parameters
+        ----------
+        *args
+            As for a call.
+        number : int
+            Runs averaged in one measurement.
+        repeat : int
+            Measurements taken; the result is their mean.
+
+        Returns
+        -------
+        float
+            Mean time of one call in seconds.
+
+        Examples
+        --------
+        >>> print(f"{kernel.time(*args) * 1e6:.1f} us")
+        """
+        self._entry_function()
+        values, copy_backs = self._convert(args, validate=True)
+        timer = self.executable.jit().time_evaluator(self.entry, self.device, number=number, repeat=repeat)
+        seconds = timer(*values).mean
+        for copy_back in copy_backs:
+            copy_back()
+        return seconds
+
+    def inspect_source(self, fmt: str = "ll") -> str:
+        """Generated code: the source of the imported module of kind `fmt` (``"cuda"``),
+        otherwise the host module's source in format `fmt` (``"ll"``, ``"asm"``).
+
+        Examples
+        --------
+        >>> "define" in kernel.inspect_source("ll")
+        True
+        """
+        host = self.executable.mod
+        for module in host.imports:
+            if module.kind == fmt:
+                return module.inspect_source()
+        return host.inspect_source(fmt)
+
+    def _entry_function(self):
+        if self._function is None:
+            if not self.device.exist:
+                raise RuntimeError(f"this kernel runs on {self.device}, but no such device is available")
+            self._function = self.executable[self.entry]
+        return self._function
+
+    def _evaluate_lengths(self, scalars: tuple) -> tuple:
+        env = dict(zip(self._scalar_vars, scalars))
+        lengths = []
+        for _, convert in self._buffers:
+            try:
+                lengths.append(evaluate_int(convert.param.length, env))
+            except ZeroDivisionError:
+                values = ", ".join(f"{var}={value}" for var, value in env.items())
+                raise ArgumentError(
+                    f"argument '{convert.param.name}': its length {convert.param.length} divides by zero "
+                    f"for {values}"
+                ) from None
+        return tuple(lengths)
+
+    def _convert(self, args: tuple, validate: bool) -> tuple[list, list]:
+        """Convert all arguments; return the values to pass and the copy-backs to run after the call."""
+        params = self.signature.params
+        if len(args) != len(params):
+            names = ", ".join(param.name for param in params)
+            raise ArgumentError(f"the kernel takes {len(params)} arguments ({names}), got {len(args)}")
+        values = list(args)
+        for i, convert in self._scalars:
+            values[i] = convert(args[i])
+        scalars = tuple(values[i] for i, _ in self._scalars)
+        copy_backs = []
+        for (i, convert), length in zip(self._buffers, self._lengths(scalars)):
+            values[i], copy_back = convert(args[i], length)
+            if copy_back is not None:
+                copy_backs.append(copy_back)
+        if validate and self._checked:
+            arrays = {name: host_array(args[i]) for name, i in self._checked}
+            run_checks(self.signature.checks, arrays, dict(zip(self._scalar_vars, scalars)))
+        return values, copy_backs

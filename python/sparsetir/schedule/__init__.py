@@ -1,0 +1,2 @@
+"""Schedules applied by sparsetir (Stage II)."""
+from .default import default_schedule, is_scheduled

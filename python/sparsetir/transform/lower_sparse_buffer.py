@@ -1,0 +1,92 @@
+"""``lower_sparse_buffer``: Stage II to Stage III, every sparse buffer flat.
+
+Stage II keeps a sparse buffer's fixed trailing axes as dimensions (BSR values are
+``[nnzb, bs, bs]``) so that schedules and tensorize see tiles. Users pass flat arrays, so this
+pass gives every buffer parameter and every global intermediate one dimension, with the
+row-major offset arithmetic in every access and in every block region. Loops, blocks,
+annotations and thread bindings (the user's schedule) are left as they are.
+
+Example
+-------
+>>> # before:  C: T.Buffer((nb, blk, feat), "float32")   ...  C[vi, vbi, vf]
+>>> # after:   C: T.Buffer((nb * blk * feat,), "float32") ...  C[(vi * blk + vbi) * feat + vf]
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+
+def lower_sparse_buffer(mod: tvm.IRModule) -> tvm.IRModule:
+    """Flatten the buffer parameters and global intermediates of every function in ``mod``."""
+    if not isinstance(mod, tvm.IRModule):
+        raise TypeError(f"lower_sparse_buffer expects an IRModule, got {type(mod).__name__}")
+    funcs = {gv: _flatten_function(f) if isinstance(f, tirx.PrimFunc) else f
+             for gv, f in mod.functions.items()}
+    return tvm.IRModule(funcs, attrs=mod.attrs)
+
+
+def _flatten_function(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    analyzer = tvm.sym.Analyzer()
+    flat = {}
+    for param in func.params:
+        if tirx.is_buffer_var(param) and len(param.shape) != 1:
+            flat[param] = _flat_buffer(param, analyzer)
+    root = func.body.block if isinstance(func.body, s_tir.SBlockRealize) else None
+    if root is not None:
+        for buf in root.alloc_buffers:
+            if len(buf.shape) > 1 and _scope(buf) == "global":
+                flat[buf] = _flat_buffer(buf, analyzer)
+    if not flat:
+        return func
+
+    def offset(buf, indices):
+        result = tirx.const(0, "int32")
+        for dim, index in zip(buf.shape, indices):
+            result = result * dim + index
+        return analyzer.simplify(result)
+
+    def on_load(load):
+        if load.source not in flat:
+            return load
+        return tirx.BufferLoad(flat[load.source], [offset(load.source, load.indices)])
+
+    def on_store(store):
+        if store.buffer not in flat:
+            return store
+        return tirx.BufferStore(flat[store.buffer], store.value,
+                                [offset(store.buffer, store.indices)])
+
+    def on_region(region):
+        buf = region.source
+        if buf not in flat:
+            return region
+        first = offset(buf, [r.min for r in region.region])
+        last = offset(buf, [r.min + r.extent - 1 for r in region.region])
+        return tirx.BufferRegion(flat[buf], [tvm.ir.Range.from_min_extent(
+            first, analyzer.simplify(last - first + 1))])
+
+    def on_block(block):
+        allocs = [flat.get(b, b) for b in block.alloc_buffers]
+        return s_tir.SBlock(block.iter_vars, [on_region(r) for r in block.reads],
+                            [on_region(r) for r in block.writes], block.name_hint, block.body,
+                            block.init, allocs, block.match_buffers, block.annotations)
+
+    body = tvm_ffi.structural_map(
+        func.body, [(tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store),
+                    (s_tir.SBlock, on_block)], order="post")
+    params = [flat.get(p, p) for p in func.params]
+    return tirx.PrimFunc(params, body, func.ret_type, func.attrs)
+
+
+def _flat_buffer(buf, analyzer):
+    size = tirx.const(1, "int32")
+    for dim in buf.shape:
+        size = size * dim
+    return tirx.decl_buffer([analyzer.simplify(size)], buf.dtype, name=buf.name)
+
+
+def _scope(buf) -> str:
+    return str(buf.scope()) if callable(getattr(buf, "scope", None)) else "global"

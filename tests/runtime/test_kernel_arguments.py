@@ -1,0 +1,351 @@
+"""The Kernel call wrapper on a real compiled CSR SpMV: argument kinds, staging and every error case."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+import tvm
+from tvm import tirx
+from tvm.script import tirx as T
+from tvm.target.codegen import llvm_get_system_cpu
+
+from sparsetir.runtime import (
+    ArgumentError,
+    BufferParam,
+    IndicesCheck,
+    IndptrCheck,
+    Kernel,
+    ScalarParam,
+    Signature,
+    check_indices,
+    evaluate_int,
+)
+from sparsetir.runtime.arguments import BufferConverter
+
+
+@T.prim_func(s_tir=True)
+def spmv(a_indptr: T.handle, a_indices: T.handle, a_data: T.handle, x_h: T.handle, y_h: T.handle,
+         m: T.int32, n: T.int32, nnz: T.int32):
+    T.func_attr({"global_symbol": "main", "tir.noalias": True})
+    indptr = T.match_buffer(a_indptr, (m + 1,), "int32")
+    indices = T.match_buffer(a_indices, (nnz,), "int32")
+    data = T.match_buffer(a_data, (nnz,), "float32")
+    x = T.match_buffer(x_h, (n,), "float32")
+    y = T.match_buffer(y_h, (m,), "float32")
+    for i in T.serial(m):
+        with T.sblock("row"):
+            vi = T.axis.spatial(m, i)
+            y[vi] = T.float32(0)
+            for j in T.serial(indptr[vi + 1] - indptr[vi]):
+                with T.sblock("nz"):
+                    vj = T.axis.reduce(indptr[vi + 1] - indptr[vi], j)
+                    y[vi] = y[vi] + data[indptr[vi] + vj] * x[indices[indptr[vi] + vj]]
+
+
+M, N = 7, 9
+
+
+def spmv_signature(sorted_indices=False):
+    m, n, nnz = spmv.params[5:]
+    return Signature(
+        params=(
+            BufferParam("indptr", "int32", m + 1, written=False),
+            BufferParam("indices", "int32", nnz, written=False),
+            BufferParam("data", "float32", nnz, written=False),
+            BufferParam("x", "float32", n, written=False),
+            BufferParam("y", "float32", m, written=True),
+            ScalarParam("m", m),
+            ScalarParam("n", n),
+            ScalarParam("nnz", nnz),
+        ),
+        checks=(
+            IndptrCheck("indptr", nnz),
+            IndicesCheck("indices", n, indptr="indptr", width=None, sorted=sorted_indices),
+        ),
+    )
+
+
+@pytest.fixture(scope="module")
+def executable():
+    target = tvm.target.Target({"kind": "llvm", "mcpu": llvm_get_system_cpu()})
+    return tvm.compile(tvm.IRModule({"main": spmv}), target=target)
+
+
+@pytest.fixture(scope="module")
+def kernel(executable):
+    return Kernel(executable, spmv_signature())
+
+
+@pytest.fixture(scope="module")
+def sorted_kernel(executable):
+    return Kernel(executable, spmv_signature(sorted_indices=True))
+
+
+def make_matrix(m=M, n=N, seed=0):
+    matrix = sp.random(m, n, density=0.4, format="csr", dtype=np.float32, random_state=seed).tolil()
+    matrix[min(2, m - 1), :] = 0  # an empty row
+    matrix = matrix.tocsr()
+    matrix.sort_indices()
+    x = np.random.default_rng(seed).random(n, dtype=np.float32)
+    return matrix, x
+
+
+@pytest.fixture
+def problem():
+    """Fresh numpy arguments (indptr, indices, data, x, y filled with NaN) and the expected y."""
+    matrix, x = make_matrix()
+    args = [matrix.indptr.astype(np.int32), matrix.indices.astype(np.int32), matrix.data, x,
+            np.full(M, np.nan, np.float32)]
+    return args, matrix @ x
+
+
+def scalars(args):
+    indptr, indices, _, x, y = args
+    return [len(indptr) - 1, len(x), len(indices)]
+
+
+def misaligned(array, offset=4):
+    """A copy of `array` whose data starts `offset` bytes past a 64-byte boundary."""
+    raw = np.zeros(array.nbytes + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset
+    view = raw[start:start + array.nbytes].view(array.dtype)
+    view[:] = array
+    assert view.ctypes.data % 64 == offset
+    return view
+
+
+# --- argument kinds ---------------------------------------------------------------------------
+
+
+def test_numpy_arrays(kernel, problem):
+    args, expected = problem
+    kernel(*args, *scalars(args))
+    np.testing.assert_allclose(args[4], expected, rtol=1e-5)
+    assert args[4][2] == 0  # the empty row
+
+
+def test_misaligned_numpy_arrays(kernel, problem):
+    args, expected = problem
+    args = [misaligned(a) for a in args]
+    kernel(*args, *scalars(args))
+    np.testing.assert_allclose(args[4], expected, rtol=1e-5)
+
+
+def test_strided_output_receives_result(kernel, problem):
+    args, expected = problem
+    big = np.full(2 * M, np.nan, np.float32)
+    args[4] = big[::2]
+    kernel(*args, *scalars(args))
+    np.testing.assert_allclose(big[::2], expected, rtol=1e-5)
+    assert np.isnan(big[1::2]).all()
+
+
+def test_multidimensional_arrays_are_flattened(kernel, problem):
+    args, expected = problem
+    args[3] = args[3].reshape(3, 3)
+    kernel(*args, M, N, len(args[1]))
+    np.testing.assert_allclose(args[4], expected, rtol=1e-5)
+
+
+def test_read_only_input_is_staged(kernel, problem):
+    args, expected = problem
+    args[3].flags.writeable = False
+    kernel(*args, *scalars(args))
+    np.testing.assert_allclose(args[4], expected, rtol=1e-5)
+
+
+def test_torch_tensors(kernel, problem):
+    args, expected = problem
+    tensors = [torch.from_numpy(a.copy()) for a in args]
+    kernel(*tensors, *scalars(args))
+    np.testing.assert_allclose(tensors[4].numpy(), expected, rtol=1e-5)
+
+
+def test_torch_tensor_is_passed_without_copy():
+    convert = BufferConverter(BufferParam("y", "float32", M, written=True), tvm.cpu())
+    tensor = torch.zeros(M)
+    value, copy_back = convert(tensor, M)
+    assert value is tensor and copy_back is None
+
+
+def test_torch_strided_and_offset_tensors(kernel, problem):
+    args, expected = problem
+    offset = [torch.cat([torch.zeros(1, dtype=t.dtype), t])[1:] for t in map(torch.from_numpy, args)]
+    big = torch.full((2 * M,), float("nan"))
+    offset[4] = big[::2]
+    kernel(*offset, *scalars(args))
+    np.testing.assert_allclose(big[::2].numpy(), expected, rtol=1e-5)
+    assert torch.isnan(big[1::2]).all()
+
+
+def test_tvm_tensors(kernel, problem):
+    args, expected = problem
+    tensors = [tvm.runtime.tensor(a) for a in args]
+    kernel(*tensors, *scalars(args))
+    np.testing.assert_allclose(tensors[4].numpy(), expected, rtol=1e-5)
+
+
+def test_different_shapes_with_one_kernel(kernel):
+    for m, n, seed in [(M, N, 1), (12, 5, 2), (1, 1, 3)]:
+        matrix, x = make_matrix(m, n, seed)
+        y = np.full(m, np.nan, np.float32)
+        kernel(matrix.indptr.astype(np.int32), matrix.indices.astype(np.int32), matrix.data, x, y, m, n, matrix.nnz)
+        np.testing.assert_allclose(y, matrix @ x, rtol=1e-5)
+
+
+def test_time_and_source(kernel, problem):
+    args, expected = problem
+    seconds = kernel.time(*args, *scalars(args), number=3, repeat=2)
+    assert 0 < seconds < 1
+    np.testing.assert_allclose(args[4], expected, rtol=1e-5)
+    assert "define" in kernel.inspect_source("ll")
+
+
+def test_cuda_kernel_without_device(executable, problem):
+    if tvm.cuda(0).exist:
+        pytest.skip("a CUDA device is present")
+    kernel = Kernel(executable, spmv_signature(), device="cuda")
+    args, _ = problem
+    with pytest.raises(RuntimeError, match="no such device"):
+        kernel(*args, *scalars(args))
+
+
+# --- bad arguments ----------------------------------------------------------------------------
+
+
+def test_wrong_dtype(kernel, problem):
+    args, _ = problem
+    args[0] = args[0].astype(np.int64)
+    with pytest.raises(ArgumentError, match="'indptr'.*int64.*int32"):
+        kernel(*args, *scalars(args))
+
+
+def test_wrong_torch_dtype(kernel, problem):
+    args, _ = problem
+    tensors = [torch.from_numpy(a) for a in args]
+    tensors[2] = tensors[2].double()
+    with pytest.raises(ArgumentError, match="'data'.*float64.*float32"):
+        kernel(*tensors, *scalars(args))
+
+
+def test_wrong_length(kernel, problem):
+    args, _ = problem
+    args[3] = np.zeros(N + 1, np.float32)
+    with pytest.raises(ArgumentError, match=f"'x': has {N + 1} elements, the kernel expects n = {N}"):
+        kernel(*args, M, N, len(args[1]))
+
+
+def test_wrong_number_of_arguments(kernel, problem):
+    args, _ = problem
+    with pytest.raises(ArgumentError, match=r"8 arguments \(indptr, indices, data, x, y, m, n, nnz\), got 7"):
+        kernel(*args, M, N)
+
+
+@pytest.mark.parametrize("value", [7.0, True, np.float32(7), "7", None])
+def test_non_integer_scalar(kernel, problem, value):
+    args, _ = problem
+    with pytest.raises(ArgumentError, match="'m': expected an integer"):
+        kernel(*args, value, N, len(args[1]))
+
+
+def test_scalar_out_of_int32_range(kernel, problem):
+    args, _ = problem
+    with pytest.raises(ArgumentError, match="'nnz': 4294967296 does not fit in int32"):
+        kernel(*args, M, N, 2**32)
+
+
+@pytest.mark.parametrize("value, message", [
+    (None, "'x': expected a numpy array, torch tensor or tvm tensor, got None"),
+    ([0.0] * N, "'x': .*got a Python list"),
+])
+def test_not_an_array(kernel, problem, value, message):
+    args, _ = problem
+    args[3] = value
+    with pytest.raises(ArgumentError, match=message):
+        kernel(*args, M, N, len(args[1]))
+
+
+def test_read_only_output(kernel, problem):
+    args, _ = problem
+    args[4].flags.writeable = False
+    with pytest.raises(ArgumentError, match="'y': the kernel writes this buffer, but the array is read-only"):
+        kernel(*args, *scalars(args))
+
+
+def test_wrong_device(kernel, problem):
+    args, _ = problem
+    tensors = [torch.from_numpy(a) for a in args]
+    tensors[3] = torch.empty(N, device="meta")
+    with pytest.raises(ArgumentError, match="'x': is on meta, the kernel runs on cpu:0"):
+        kernel(*tensors, *scalars(args))
+
+
+def test_indptr_not_monotone(kernel, problem):
+    args, _ = problem
+    args[0][3], args[0][4] = args[0][4] + 1, args[0][3]
+    with pytest.raises(ArgumentError, match=r"indptr 'indptr': not non-decreasing at row 3"):
+        kernel(*args, *scalars(args))
+
+
+def test_indptr_first_entry(kernel, problem):
+    args, _ = problem
+    args[0][0] = 1
+    with pytest.raises(ArgumentError, match="indptr 'indptr': first entry 1 != 0"):
+        kernel(*args, *scalars(args))
+
+
+def test_indptr_last_entry(kernel, problem):
+    args, _ = problem
+    nnz = len(args[1])
+    args[0][-1] = nnz - 1
+    with pytest.raises(ArgumentError, match=f"indptr 'indptr': last entry {nnz - 1} != nnz {nnz}"):
+        kernel(*args, *scalars(args))
+
+
+def test_indices_out_of_range(kernel, problem):
+    args, _ = problem
+    args[1][5] = N
+    with pytest.raises(ArgumentError, match=rf"indices 'indices': value {N} at position 5 out of range \[0, {N}\)"):
+        kernel(*args, *scalars(args))
+
+
+def test_unsorted_indices(sorted_kernel, problem):
+    args, _ = problem
+    indptr, indices = args[0], args[1]
+    row = next(r for r in range(M) if indptr[r + 1] - indptr[r] >= 2)
+    start = indptr[row]
+    indices[start], indices[start + 1] = indices[start + 1], indices[start]
+    with pytest.raises(ArgumentError, match=f"indices 'indices': not sorted within row {row}"):
+        sorted_kernel(*args, *scalars(args))
+
+
+def test_validate_false_skips_index_checks(sorted_kernel, problem):
+    args, expected = problem
+    indptr, indices, data = args[0], args[1], args[2]
+    row = next(r for r in range(M) if indptr[r + 1] - indptr[r] >= 2)
+    swap = [indptr[row] + 1, indptr[row]]
+    indices[indptr[row]:indptr[row] + 2] = indices[swap]  # unsorted, but the same matrix
+    data[indptr[row]:indptr[row] + 2] = data[swap]
+    with pytest.raises(ArgumentError, match="'indices'"):
+        sorted_kernel(*args, *scalars(args))
+    sorted_kernel(*args, *scalars(args), validate=False)
+    np.testing.assert_allclose(args[4], expected, rtol=1e-5)
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def test_evaluate_int():
+    m, k = tirx.Var("m", "int32"), tirx.Var("k", "int32")
+    expr = tirx.Max(tirx.Min((m + 1) * 3 // k, 100), tirx.Cast("int32", tirx.floormod(m, k))) - 2
+    assert evaluate_int(expr, {m: 7, k: 5}) == 2
+    assert evaluate_int(tirx.truncdiv(m, k), {m: -7, k: 2}) == -3
+    assert evaluate_int(tirx.truncmod(m, k), {m: -7, k: 2}) == -1
+    assert evaluate_int(12, {}) == 12
+    with pytest.raises(ValueError, match="variable k is unbound"):
+        evaluate_int(m + k, {m: 1})
+
+
+def test_check_indices_fixed_width_rows():
+    check_indices("cols", np.array([0, 2, 1, 3]), 4, width=2, strictly_increasing=True)
+    with pytest.raises(ArgumentError, match="indices 'cols': not sorted within row 1"):
+        check_indices("cols", np.array([0, 2, 3, 3]), 4, width=2, strictly_increasing=True)
