@@ -11,18 +11,9 @@ import functools
 import numpy as np
 import pytest
 
-try:
-    from sparsetir.script import tir as _T  # noqa: F401  (the parser kernel_zoo needs)
-except ImportError as err:  # until the parser lands
-    pytest.skip(f"sparsetir parser not available: {err}", allow_module_level=True)
-
-import sparsetir  # noqa: E402
-
-if not hasattr(sparsetir, "build"):  # until the compiler lands; remove once it has
-    pytest.skip("sparsetir.build not available yet", allow_module_level=True)
-
-import sparse_inputs as si  # noqa: E402
-from kernel_zoo import CASES  # noqa: E402
+import sparse_inputs as si
+import sparsetir
+from kernel_zoo import CASES
 
 NAMES = sorted(CASES)
 TORCH_NAMES = ["csrmm", "sparse_softmax"]

@@ -188,7 +188,8 @@ def test_different_shapes_with_one_kernel(kernel):
     for m, n, seed in [(M, N, 1), (12, 5, 2), (1, 1, 3)]:
         matrix, x = make_matrix(m, n, seed)
         y = np.full(m, np.nan, np.float32)
-        kernel(matrix.indptr.astype(np.int32), matrix.indices.astype(np.int32), matrix.data, x, y, m, n, matrix.nnz)
+        indptr, indices = matrix.indptr.astype(np.int32), matrix.indices.astype(np.int32)
+        kernel(indptr, indices, matrix.data, x, y, m, n, matrix.nnz)
         np.testing.assert_allclose(y, matrix @ x, rtol=1e-5)
 
 
@@ -304,7 +305,8 @@ def test_indptr_last_entry(kernel, problem):
 def test_indices_out_of_range(kernel, problem):
     args, _ = problem
     args[1][5] = N
-    with pytest.raises(ArgumentError, match=rf"indices 'indices': value {N} at position 5 out of range \[0, {N}\)"):
+    message = rf"indices 'indices': value {N} at position 5 out of range \[0, {N}\)"
+    with pytest.raises(ArgumentError, match=message):
         kernel(*args, *scalars(args))
 
 

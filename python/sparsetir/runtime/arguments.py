@@ -53,7 +53,10 @@ def _describe(value) -> str:
         return "None"
     if isinstance(value, (list, tuple)):
         return f"a Python {type(value).__name__} (convert it with numpy.asarray(..., dtype=...))"
-    return f"a {type(value).__module__}.{type(value).__qualname__}"
+    kind = type(value)
+    if kind.__module__ == "builtins":
+        return f"a {kind.__name__}"
+    return f"a {kind.__module__}.{kind.__qualname__}"
 
 
 class ScalarConverter:
@@ -71,7 +74,7 @@ class ScalarConverter:
     7
     >>> convert(2.0)
     Traceback (most recent call last):
-    ArgumentError: argument 'm': expected an integer, got a builtins.float
+    ArgumentError: argument 'm': expected an integer, got a float
     """
 
     def __init__(self, param: ScalarParam):
@@ -83,7 +86,9 @@ class ScalarConverter:
         """Return `value` as an int, or raise ArgumentError."""
         if type(value) is not int:
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise ArgumentError(f"argument '{self.param.name}': expected an integer, got {_describe(value)}")
+                raise ArgumentError(
+                    f"argument '{self.param.name}': expected an integer, got {_describe(value)}"
+                )
             value = int(value)
         if not self._min <= value <= self._max:
             raise ArgumentError(
@@ -151,7 +156,8 @@ class BufferConverter:
 
     def _check(self, dtype, expected_dtype: str, size: int, length: int) -> None:
         if dtype != expected_dtype:
-            raise self._error(f"dtype {str(dtype).removeprefix('torch.')} does not match the kernel's {self.param.dtype}")
+            got = str(dtype).removeprefix("torch.")
+            raise self._error(f"dtype {got} does not match the kernel's {self.param.dtype}")
         if size != length:
             expected = length if isinstance(self.param.length, int) else f"{self.param.length} = {length}"
             raise self._error(f"has {size} elements, the kernel expects {expected}")
@@ -178,7 +184,7 @@ class BufferConverter:
         if self._on_host:
             np.from_dlpack(staged).reshape(array.shape)[...] = array
         else:
-            staged.copyfrom(np.ascontiguousarray(array).reshape(-1))
+            staged.copyfrom(array.reshape(-1))
         return staged, partial(_numpy_copy_back, array, staged) if self.param.written else None
 
     def _from_tvm(self, tensor: tvm_ffi.Tensor, length: int) -> tuple:
@@ -190,12 +196,17 @@ class BufferConverter:
         if tensor.is_contiguous() and tensor.data_ptr() % ALIGNMENT == 0:
             return (tensor if tensor.ndim == 1 else tensor._create_view((length,))), None
         if not self._on_host:
-            raise self._error(f"a tvm tensor on {self.device} must be contiguous and {ALIGNMENT}-byte aligned")
+            raise self._error(
+                f"a tvm tensor on {self.device} must be contiguous and {ALIGNMENT}-byte aligned"
+            )
         return self._from_numpy(np.from_dlpack(tensor), length)
 
     def _from_torch(self, tensor, length: int) -> tuple:
         self._check(str(tensor.dtype), self._torch_dtype, tensor.numel(), length)
-        on_device = tensor.is_cpu if self._on_host else tensor.is_cuda and tensor.get_device() == self.device.index
+        if self._on_host:
+            on_device = tensor.is_cpu
+        else:
+            on_device = tensor.is_cuda and tensor.get_device() == self.device.index
         if not on_device:
             raise self._wrong_device(tensor.device)
         if not length:

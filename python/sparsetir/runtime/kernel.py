@@ -58,7 +58,9 @@ class Kernel:
         self._function = None
         params = signature.params
         self._scalars = [(i, ScalarConverter(p)) for i, p in enumerate(params) if isinstance(p, ScalarParam)]
-        self._buffers = [(i, BufferConverter(p, self.device)) for i, p in enumerate(params) if isinstance(p, BufferParam)]
+        self._buffers = [
+            (i, BufferConverter(p, self.device)) for i, p in enumerate(params) if isinstance(p, BufferParam)
+        ]
         self._scalar_vars = tuple(convert.param.var for _, convert in self._scalars)
         checked = {check.param for check in signature.checks}
         checked.update(check.indptr for check in signature.checks
