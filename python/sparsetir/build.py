@@ -70,16 +70,23 @@ def signature_of(func: tirx.PrimFunc) -> Signature:
             by_buffer[name] = param
         else:
             params.append(ScalarParam(name, param))
+    scalars = {p.name: p.var for p in params if isinstance(p, ScalarParam)}
     checks = []
     for entry in func.attrs.get(INDEX_CHECKS_ATTR, []):
         indptr, indices = str(entry["indptr"]), str(entry["indices"])
         if indptr:
-            checks.append(IndptrCheck(indptr, entry["nnz"]))
+            checks.append(IndptrCheck(indptr, _size(entry["nnz"], scalars)))
         if indices:
-            width = entry["width"]
-            checks.append(IndicesCheck(indices, entry["bound"], indptr or None,
-                                       None if indptr else width, bool(entry["sorted"])))
+            width = None if indptr else _size(entry["width"], scalars)
+            checks.append(IndicesCheck(indices, _size(entry["bound"], scalars), indptr or None,
+                                       width, bool(entry["sorted"])))
     return Signature(tuple(params), tuple(checks))
+
+
+def _size(text, scalars: dict):
+    """An integer expression written over the scalar parameter names (see ``index_checks``)."""
+    from tvm.script import tirx as tvm_script  # pylint: disable=import-outside-toplevel
+    return eval(str(text), {"__builtins__": {}, "T": tvm_script}, scalars)  # noqa: S307
 
 
 def _stored_buffers(func) -> list:

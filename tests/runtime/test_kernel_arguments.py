@@ -4,6 +4,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 import tvm
+import tvm_ffi
 from tvm import tirx
 from tvm.script import tirx as T
 from tvm.target.codegen import llvm_get_system_cpu
@@ -20,6 +21,7 @@ from sparsetir.runtime import (
     evaluate_int,
 )
 from sparsetir.runtime.arguments import BufferConverter
+from sparsetir.target import compile_module, cuda_available
 
 
 @T.prim_func(s_tir=True)
@@ -99,7 +101,7 @@ def problem():
 
 
 def scalars(args):
-    indptr, indices, _, x, y = args
+    indptr, indices, _, x, _ = args
     return [len(indptr) - 1, len(x), len(indices)]
 
 
@@ -160,11 +162,14 @@ def test_torch_tensors(kernel, problem):
     np.testing.assert_allclose(tensors[4].numpy(), expected, rtol=1e-5)
 
 
-def test_torch_tensor_is_passed_without_copy():
+def test_aligned_arrays_are_passed_without_copy():
     convert = BufferConverter(BufferParam("y", "float32", M, written=True), tvm.cpu())
     tensor = torch.zeros(M)
     value, copy_back = convert(tensor, M)
     assert value is tensor and copy_back is None
+    array = np.from_dlpack(tvm.runtime.empty((M,), "float32", tvm.cpu()))  # 64-byte aligned
+    value, copy_back = convert(array, M)
+    assert value.data_ptr() == array.ctypes.data and copy_back is None
 
 
 def test_torch_strided_and_offset_tensors(kernel, problem):
@@ -193,21 +198,83 @@ def test_different_shapes_with_one_kernel(kernel):
         np.testing.assert_allclose(y, matrix @ x, rtol=1e-5)
 
 
+def test_empty_matrix(kernel):
+    indptr, indices, data = np.zeros(4, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)
+    y = np.full(3, np.nan, np.float32)
+    kernel(indptr, indices, data, np.ones(4, np.float32), y, np.int64(3), np.int32(4), 0)
+    np.testing.assert_array_equal(y, 0)
+
+
+def test_strided_tvm_tensor_output(kernel, problem):
+    args, expected = problem
+    big = np.full(2 * M, np.nan, np.float32)
+    args[4] = tvm_ffi.from_dlpack(big[::2])
+    kernel(*args, *scalars(args))
+    np.testing.assert_allclose(big[::2], expected, rtol=1e-5)
+
+
+def test_multidimensional_tvm_tensor(kernel, problem):
+    args, expected = problem
+    args[3] = tvm.runtime.tensor(args[3].reshape(3, 3))
+    kernel(*args, M, N, len(args[1]))
+    np.testing.assert_allclose(args[4], expected, rtol=1e-5)
+
+
 def test_time_and_source(kernel, problem):
     args, expected = problem
-    seconds = kernel.time(*args, *scalars(args), number=3, repeat=2)
+    tensors = [torch.from_numpy(misaligned(a)) for a in args]  # staged; y is copied back
+    seconds = kernel.time(*tensors, *scalars(args), number=3, repeat=2)
     assert 0 < seconds < 1
-    np.testing.assert_allclose(args[4], expected, rtol=1e-5)
+    np.testing.assert_allclose(tensors[4].numpy(), expected, rtol=1e-5)
     assert "define" in kernel.inspect_source("ll")
 
 
-def test_cuda_kernel_without_device(executable, problem):
-    if tvm.cuda(0).exist:
+@T.prim_func(s_tir=True)
+def double_gpu(x_h: T.handle, y_h: T.handle, n: T.int32):
+    T.func_attr({"global_symbol": "main", "tir.noalias": True})
+    x = T.match_buffer(x_h, (n,), "float32")
+    y = T.match_buffer(y_h, (n,), "float32")
+    for i in T.thread_binding(n, "threadIdx.x"):
+        with T.sblock("double"):
+            vi = T.axis.spatial(n, i)
+            y[vi] = x[vi] * T.float32(2)
+
+
+@pytest.fixture(scope="module")
+def cuda_kernel():
+    n = double_gpu.params[2]
+    signature = Signature((BufferParam("x", "float32", n, False), BufferParam("y", "float32", n, True),
+                           ScalarParam("n", n)))
+    return Kernel(compile_module(tvm.IRModule({"main": double_gpu}), "cuda"), signature, device="cuda")
+
+
+@pytest.mark.cuda
+def test_cuda_kernel_without_device(cuda_kernel):
+    if cuda_available():
         pytest.skip("a CUDA device is present")
-    kernel = Kernel(executable, spmv_signature(), device="cuda")
-    args, _ = problem
-    with pytest.raises(RuntimeError, match="no such device"):
-        kernel(*args, *scalars(args))
+    assert "__global__" in cuda_kernel.inspect_source("cuda")
+    with pytest.raises(RuntimeError, match="runs on cuda:0, but no such device is available"):
+        cuda_kernel(np.ones(4, np.float32), np.zeros(4, np.float32), 4)
+
+
+@pytest.mark.gpu
+def test_cuda_kernel_on_gpu(cuda_kernel):
+    x = np.arange(10, dtype=np.float32)
+    big = np.full(20, np.nan, np.float32)
+    cuda_kernel(x, big[::2], 10)  # numpy: copied to the GPU and back
+    np.testing.assert_array_equal(big[::2], 2 * x)
+    assert np.isnan(big[1::2]).all()
+    y = tvm.runtime.empty((10,), "float32", tvm.cuda(0))
+    cuda_kernel(tvm.runtime.tensor(x, device=tvm.cuda(0)), y, 10)
+    np.testing.assert_array_equal(y.numpy(), 2 * x)
+    with pytest.raises(ArgumentError, match="'x': is on cpu:0, the kernel runs on cuda:0"):
+        cuda_kernel(tvm.runtime.tensor(x), y, 10)
+    if torch.cuda.is_available():
+        xt, yt = torch.arange(10.0, device="cuda"), torch.empty(10, device="cuda")
+        cuda_kernel(xt, yt, 10)
+        torch.testing.assert_close(yt, 2 * xt)
+        with pytest.raises(ArgumentError, match="'y': is on cpu"):
+            cuda_kernel(xt, torch.empty(10), 10)
 
 
 # --- bad arguments ----------------------------------------------------------------------------
@@ -263,6 +330,14 @@ def test_not_an_array(kernel, problem, value, message):
     args[3] = value
     with pytest.raises(ArgumentError, match=message):
         kernel(*args, M, N, len(args[1]))
+
+
+def test_sparse_torch_tensor(kernel, problem):
+    args, _ = problem
+    tensors = [torch.from_numpy(a) for a in args]
+    tensors[3] = torch.ones(N).to_sparse()
+    with pytest.raises(ArgumentError, match="'x': expected a dense tensor, got layout torch.sparse_coo"):
+        kernel(*tensors, *scalars(args))
 
 
 def test_read_only_output(kernel, problem):
@@ -333,6 +408,16 @@ def test_validate_false_skips_index_checks(sorted_kernel, problem):
     np.testing.assert_allclose(args[4], expected, rtol=1e-5)
 
 
+def test_length_dividing_by_zero(executable, problem):
+    m, n = spmv.params[5:7]
+    params = list(spmv_signature().params)
+    params[3] = BufferParam("x", "float32", m // (n - N), written=False)
+    kernel = Kernel(executable, Signature(tuple(params)))
+    args, _ = problem
+    with pytest.raises(ArgumentError, match="'x': its length .* divides by zero"):
+        kernel(*args, *scalars(args))
+
+
 # --- helpers ----------------------------------------------------------------------------------
 
 
@@ -351,3 +436,18 @@ def test_check_indices_fixed_width_rows():
     check_indices("cols", np.array([0, 2, 1, 3]), 4, width=2, strictly_increasing=True)
     with pytest.raises(ArgumentError, match="indices 'cols': not sorted within row 1"):
         check_indices("cols", np.array([0, 2, 3, 3]), 4, width=2, strictly_increasing=True)
+
+
+def test_evaluate_int_rejects_non_integer_nodes():
+    m = tirx.Var("m", "int32")
+    with pytest.raises(TypeError, match="cannot evaluate"):
+        evaluate_int(tirx.Select(m > 0, m, 0), {m: 1})
+
+
+def test_inconsistent_signature():
+    m = tirx.Var("m", "int32")
+    with pytest.raises(ValueError, match="repeats a parameter name"):
+        Signature((ScalarParam("m", m), BufferParam("m", "int32", m, False)))
+    with pytest.raises(ValueError, match="'rowptr', which is not a buffer parameter"):
+        Signature((BufferParam("cols", "int32", m, False), ScalarParam("m", m)),
+                  (IndicesCheck("cols", m, indptr="rowptr", width=None, sorted=False),))

@@ -100,8 +100,10 @@ class SparseBuffer(tvm_ffi.Object):
         """Raise if ``indices`` does not have one index per axis."""
         if len(indices) != len(self.axes):
             names = ", ".join(axis.name for axis in self.axes)
-            raise IndexError(f"buffer {self.name} has {len(self.axes)} axes ({names}) "
-                             f"but is indexed with {len(indices)} indices")
+            axes = "1 axis" if len(self.axes) == 1 else f"{len(self.axes)} axes"
+            count = "1 index" if len(indices) == 1 else f"{len(indices)} indices"
+            raise IndexError(f"sparse buffer {self.name} has {axes} ({names}) "
+                             f"but is indexed with {count}")
 
 
 def _index(value):

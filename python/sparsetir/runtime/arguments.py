@@ -202,6 +202,9 @@ class BufferConverter:
         return self._from_numpy(np.from_dlpack(tensor), length)
 
     def _from_torch(self, tensor, length: int) -> tuple:
+        torch = sys.modules["torch"]
+        if tensor.layout is not torch.strided:
+            raise self._error(f"expected a dense tensor, got layout {tensor.layout} (pass its component arrays)")
         self._check(str(tensor.dtype), self._torch_dtype, tensor.numel(), length)
         if self._on_host:
             on_device = tensor.is_cpu
@@ -214,7 +217,7 @@ class BufferConverter:
         if tensor.is_contiguous() and tensor.data_ptr() % ALIGNMENT == 0:
             return (tensor if tensor.ndim == 1 else tensor.detach().view(-1)), None
         staged = tvm.runtime.empty((length,), self.param.dtype, self.device)
-        staged_view = sys.modules["torch"].from_dlpack(staged).view(tensor.shape)
+        staged_view = torch.from_dlpack(staged).view(tensor.shape)
         staged_view.copy_(tensor.detach())
         return staged, partial(_torch_copy_back, tensor, staged_view) if self.param.written else None
 

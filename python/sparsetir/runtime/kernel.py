@@ -20,6 +20,8 @@ class Kernel:
     compiled function and copies staged written buffers back, so results
     land in the caller's arrays.  Bad arguments raise
     :class:`~sparsetir.runtime.ArgumentError` before any compiled code runs.
+    Staging copies the data on every call: for repeated calls pass aligned
+    data (tvm tensors, fresh torch tensors) or use :meth:`time`.
 
     Parameters
     ----------

@@ -14,10 +14,13 @@ Example
 
 from __future__ import annotations
 
+import ast
+
 import tvm
 from tvm import tirx
 from tvm.script.parser.core import dispatch, doc, utils
 from tvm.script.parser.core.diagnostics import Source
+from tvm.script.parser.core.error import ParserError
 from tvm.script.parser.core.parser import Parser
 
 from ..ir.axis import AttachedAxis, Axis, FusedAxis
@@ -92,12 +95,62 @@ def _state(self: Parser) -> _FunctionState:
     return self.sparse_state
 
 
-@dispatch.register(token=TOKEN, type_name="FunctionDef")
+def _count(number: int, noun: str) -> str:
+    """``"1 variable"``, ``"2 variables"``."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _handler(type_name: str):
+    """Register a statement handler of the ``sparsetir`` token.
+
+    TVM's evaluator raises ``ParserError("Undefined variable: Q")`` for an unknown name, which
+    its dispatcher would report at the whole statement; report it at the name instead, saying
+    what a name in a sparse kernel can be.
+    """
+    def register(visit):
+        def wrapped(self: Parser, node) -> None:
+            try:
+                visit(self, node)
+            except ParserError as err:
+                name = getattr(err.node, "id", None)
+                message = str(err) if name is None else (
+                    f"name {name} is not defined: it is not a parameter, axis, sparse buffer or "
+                    "iteration variable in scope")
+                self.report_error(err.node, message)
+        dispatch.register(token=TOKEN, type_name=type_name)(wrapped)
+        return visit
+    return register
+
+
+def _describe(value) -> str:
+    """A short description of ``value`` for messages (the reprs of IR nodes are long)."""
+    if isinstance(value, Axis):
+        return f"axis {value.name}"
+    if isinstance(value, SparseBuffer):
+        return f"sparse buffer {value.name}"
+    if isinstance(value, FusedAxis):
+        return f"T.fuse({', '.join(a.name for a in value.group)})"
+    if isinstance(value, AttachedAxis):
+        return f"T.attach({value.axis.name}, {value.new_parent.name})"
+    if isinstance(value, tirx.Var):
+        return f"variable {value.name}"
+    if isinstance(value, tvm.ir.Expr):
+        return f"expression {value}"
+    if isinstance(value, (bool, int, float, str)):
+        return f"{type(value).__name__} {value!r}"
+    if isinstance(value, AxisDecl):
+        return f"an unnamed T.{value.kind}(...) (assign it to a name)"
+    if isinstance(value, BufferDecl):
+        return "an unnamed sparse buffer declaration (assign it to a name)"
+    return f"a value of type {type(value).__name__}"
+
+
+@_handler("FunctionDef")
 def _visit_function_def(self: Parser, node: doc.FunctionDef) -> None:
     self.sparse_state = _FunctionState(node.name)
     with self.var_table.with_frame(), self.with_dispatch_token(TOKEN):
         for arg in node.args.args:
-            param = _make_param(self, arg)
+            param = _make_param(self, node, arg)
             self.var_table.add(arg.arg, param)
             self.sparse_state.params.append(param)
         self.visit_body(node.body)
@@ -108,10 +161,11 @@ def _visit_function_def(self: Parser, node: doc.FunctionDef) -> None:
                                         state.bodies[0], state.attrs)
 
 
-def _make_param(self: Parser, arg: doc.arg) -> tirx.Var:
+def _make_param(self: Parser, func: doc.FunctionDef, arg: doc.arg) -> tirx.Var:
     if arg.annotation is None:
-        self.report_error(arg, f"parameter {arg.arg} needs a type annotation "
-                               "(T.handle or an integer type such as T.int32)")
+        self.report_error(_arg_node(self, func, arg),
+                          f"parameter {arg.arg} needs a type annotation "
+                          "(T.handle or an integer type such as T.int32)")
     ann = self.eval_expr(arg.annotation)
     if callable(ann):
         value = ann()
@@ -119,12 +173,24 @@ def _make_param(self: Parser, arg: doc.arg) -> tirx.Var:
             dtype = var_dtype(value)
             if dtype == "handle" or dtype.startswith(("int", "uint")):
                 return tirx.Var(arg.arg, dtype)
-    self.report_error(arg, f"parameter {arg.arg}: unsupported annotation; use T.handle for "
-                           "arrays and an integer type such as T.int32 for sizes")
+    self.report_error(arg.annotation, f"parameter {arg.arg}: unsupported annotation; use T.handle "
+                                      "for arrays and an integer type such as T.int32 for sizes")
     return None
 
 
-@dispatch.register(token=TOKEN, type_name="Assign")
+def _arg_node(self: Parser, func: doc.FunctionDef, arg: doc.arg):
+    """A node spanning parameter ``arg``: TVM's ``doc.arg`` has no position, Python's has."""
+    for node in ast.walk(ast.parse(self.diag.source.source)):
+        if isinstance(node, ast.FunctionDef) and node.lineno == func.lineno:
+            for py_arg in node.args.args:
+                if py_arg.arg == arg.arg:
+                    return doc.Name(arg.arg, doc.Load(), py_arg.lineno, py_arg.col_offset,
+                                    py_arg.end_lineno, py_arg.end_col_offset)
+    return doc.Name(arg.arg, doc.Load(), func.lineno, func.col_offset, func.lineno,
+                    func.col_offset)
+
+
+@_handler("Assign")
 def _visit_assign(self: Parser, node: doc.Assign) -> None:
     if len(node.targets) != 1:
         self.report_error(node, "chained assignment is not supported")
@@ -145,7 +211,7 @@ def _visit_assign(self: Parser, node: doc.Assign) -> None:
     self.var_table.add(target.id, value, allow_shadowing=False)
 
 
-@dispatch.register(token=TOKEN, type_name="AugAssign")
+@_handler("AugAssign")
 def _visit_aug_assign(self: Parser, node: doc.AugAssign) -> None:
     if not isinstance(node.target, doc.Subscript):
         self.report_error(node, "only buffer elements can be updated with an augmented assignment")
@@ -165,7 +231,7 @@ def _declare_axis(self: Parser, target: doc.Name, decl: AxisDecl) -> Axis:
         self.report_error(target, f"axis {name} is declared twice")
     if decl.kind != "dense_fixed" and not isinstance(decl.parent, Axis):
         self.report_error(target, f"the parent of axis {name} must be a declared axis, "
-                                  f"got {decl.parent!r}")
+                                  f"got {_describe(decl.parent)}")
     for role in ("indptr", "indices"):
         handle = getattr(decl, role)
         if handle is not None:
@@ -185,7 +251,8 @@ def _declare_buffer(self: Parser, target: doc.Name, decl: BufferDecl) -> SparseB
     axes = list(decl.axes) if isinstance(decl.axes, (list, tuple)) else [decl.axes]
     for axis in axes:
         if not isinstance(axis, Axis):
-            self.report_error(target, f"sparse buffer {name}: {axis!r} is not a declared axis")
+            self.report_error(target, f"sparse buffer {name}: {_describe(axis)} is not a "
+                                      "declared axis")
     if decl.handle is not None:
         _check_handle_param(self, target, decl.handle, f"sparse buffer {name}")
         if any(b.handle is not None and b.handle.same_as(decl.handle) for b in state.buffers):
@@ -200,7 +267,8 @@ def _declare_buffer(self: Parser, target: doc.Name, decl: BufferDecl) -> SparseB
 def _check_handle_param(self: Parser, node, value, what: str) -> None:
     params = _state(self).params
     if not isinstance(value, tirx.Var) or not any(value.same_as(p) for p in params):
-        self.report_error(node, f"{what}: {value!r} is not a parameter of the function")
+        self.report_error(node, f"{what}: expected a T.handle parameter of the function, "
+                                f"got {_describe(value)}")
     if not is_handle(value):
         self.report_error(node, f"{what}: parameter {value.name} must be a T.handle")
 
@@ -209,7 +277,7 @@ def _size(self: Parser, node, value):
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, tvm.ir.Expr)):
-        self.report_error(node, f"expected an integer size, got {value!r}")
+        self.report_error(node, f"expected an integer size, got {_describe(value)}")
     return tirx.const(value, "int32") if isinstance(value, int) else value
 
 
@@ -219,7 +287,8 @@ def _emit_store(self: Parser, target: doc.Subscript, value) -> None:
         self.report_error(target, "buffer stores must be inside a T.sp_iter")
     buf = self.eval_expr(target.value)
     if not isinstance(buf, SparseBuffer):
-        self.report_error(target.value, f"{buf!r} is not a sparse buffer")
+        self.report_error(target.value, f"cannot store into {_describe(buf)}: it is not a "
+                                        "sparse buffer")
     indices = self.eval_expr(target.slice)
     indices = list(indices) if isinstance(indices, (tuple, list)) else [indices]
     try:
@@ -234,17 +303,19 @@ def _convert_value(self: Parser, node, value, buf: SparseBuffer):
     if isinstance(value, (bool, int, float)):
         return tirx.const(value, buf.dtype)
     if not isinstance(value, tvm.ir.Expr):
-        self.report_error(node, f"cannot store {value!r} into sparse buffer {buf.name}")
+        self.report_error(node, f"cannot store {_describe(value)} into sparse buffer "
+                                f"{buf.name}")
     dtype = str(value.ty.dtype)
     if dtype != buf.dtype:
         if isinstance(value, (tirx.IntImm, tirx.FloatImm)):
             return tirx.const(value.value, buf.dtype)
-        self.report_error(node, f"cannot store a {dtype} value into {buf.dtype} buffer "
-                                f"{buf.name}; convert it with T.Cast")
+        self.report_error(node, f"cannot store a value of type {dtype} into {buf.dtype} "
+                                f"sparse buffer {buf.name}; convert it with "
+                                f"T.Cast(\"{buf.dtype}\", ...)")
     return value
 
 
-@dispatch.register(token=TOKEN, type_name="With")
+@_handler("With")
 def _visit_with(self: Parser, node: doc.With) -> None:
     if len(node.items) != 1:
         self.report_error(node, "use one context manager per with statement")
@@ -262,14 +333,22 @@ def _visit_sp_iter(self: Parser, node: doc.With, item, decl: SpIterDecl) -> None
     state = _state(self)
     names = _target_names(self, item)
     entries = _iteration_entries(self, item.context_expr, decl)
-    if len(decl.kinds) != len(entries) or any(c not in "SR" for c in decl.kinds):
+    axis_names = ", ".join(axis.name if isinstance(axis, Axis) else axis.axis.name
+                           for axis, _ in entries)
+    if not isinstance(decl.kinds, str) or len(decl.kinds) != len(entries):
         self.report_error(item.context_expr,
-                          f"sparse iteration {decl.name}: the kinds string {decl.kinds!r} must "
-                          f"have one 'S' or 'R' per axis ({len(entries)} axes)")
+                          f"sparse iteration {decl.name}: the kinds string {decl.kinds!r} needs "
+                          f"one 'S' or 'R' for each of the {len(entries)} axes ({axis_names})")
+    bad = [c for c in decl.kinds if c not in "SR"]
+    if bad:
+        self.report_error(item.context_expr,
+                          f"sparse iteration {decl.name}: the kinds string {decl.kinds!r} has "
+                          f"{bad[0]!r}; use 'S' (spatial) or 'R' (reduction)")
     if len(names) != len(entries):
         self.report_error(item.optional_vars or node,
-                          f"sparse iteration {decl.name}: {len(names)} names for "
-                          f"{len(entries)} axes")
+                          f"sparse iteration {decl.name}: `as [{', '.join(names)}]` names "
+                          f"{_count(len(names), 'variable')} for the {len(entries)} axes "
+                          f"({axis_names})")
     sp_iter_vars = []
     with self.var_table.with_frame():
         for name, (axis, fused), kind in zip(names, entries, decl.kinds):
@@ -307,13 +386,14 @@ def _iteration_entries(self: Parser, node, decl: SpIterDecl) -> list:
         elif isinstance(axis, (Axis, AttachedAxis)):
             entries.append((axis, None))
         else:
-            self.report_error(node, f"sparse iteration {decl.name}: {axis!r} is not an axis")
+            self.report_error(node, f"sparse iteration {decl.name}: {_describe(axis)} is not an "
+                                    "axis")
     return entries
 
 
 def _visit_init(self: Parser, node: doc.With) -> None:
     state = _state(self)
-    if not state.iterations:
+    if not state.iterations or len(state.bodies) != len(state.iterations) + 1:
         self.report_error(node, "T.init() must be directly inside a T.sp_iter")
     iteration = state.iterations[-1]
     if iteration.init is not None:
@@ -323,7 +403,7 @@ def _visit_init(self: Parser, node: doc.With) -> None:
     iteration.init = state.bodies.pop()
 
 
-@dispatch.register(token=TOKEN, type_name="Expr")
+@_handler("Expr")
 def _visit_expr(self: Parser, node: doc.Expr) -> None:
     state = _state(self)
     value = self.eval_expr(node.value)
@@ -340,12 +420,13 @@ def _visit_expr(self: Parser, node: doc.Expr) -> None:
     elif isinstance(value, tvm.ir.Expr):
         _emit_plain(self, node, tirx.Evaluate(value))
     elif value is not None:
-        self.report_error(node, f"this expression has no effect: {value!r}")
+        self.report_error(node, f"this expression has no effect: {_describe(value)}")
 
 
 def _visit_domain(self: Parser, node, decl: DomainDecl) -> None:
     if not isinstance(decl.buffer, SparseBuffer):
-        self.report_error(node, f"T.assume_buffer_domain: {decl.buffer!r} is not a sparse buffer")
+        self.report_error(node, f"T.assume_buffer_domain: {_describe(decl.buffer)} is not a "
+                                "sparse buffer")
     lo, hi = (decl.domain if isinstance(decl.domain, (list, tuple)) and len(decl.domain) == 2
               else (None, None))
     if lo is None:
@@ -359,7 +440,7 @@ def _emit_plain(self: Parser, node, stmt) -> None:
     _state(self).emit(stmt)
 
 
-@dispatch.register(token=TOKEN, type_name="If")
+@_handler("If")
 def _visit_if(self: Parser, node: doc.If) -> None:
     state = _state(self)
     if not state.iterations:
@@ -391,7 +472,7 @@ def _unsupported(what: str):
 
 for _name, _what in (("For", "a for loop (use T.sp_iter)"), ("While", "a while loop"),
                      ("Return", "return"), ("AnnAssign", "an annotated assignment")):
-    dispatch.register(token=TOKEN, type_name=_name)(_unsupported(_what))
+    _handler(_name)(_unsupported(_what))
 
 
 def from_source(text: str) -> SparseFunction:

@@ -53,15 +53,15 @@ def _axis(axis: Axis) -> str:
     sorted_flag = "" if axis.sorted else ", sorted=False"
     if axis.kind == "dense_fixed":
         extra = "" if axis.idtype == "int32" else f", {idtype}"
-        return f"T.dense_fixed({_expr(axis.length)}{extra})"
+        return f"T.dense_fixed({format_expr(axis.length)}{extra})"
     parent = axis.parent.name
     if axis.kind == "dense_variable":
-        return (f"T.dense_variable({parent}, ({_expr(axis.length)}, {_expr(axis.nnz)}), "
+        return (f"T.dense_variable({parent}, ({format_expr(axis.length)}, {format_expr(axis.nnz)}), "
                 f"{axis.indptr.name}, {idtype})")
     if axis.kind == "sparse_fixed":
-        return (f"T.sparse_fixed({parent}, ({_expr(axis.length)}, {_expr(axis.nnz_cols)}), "
+        return (f"T.sparse_fixed({parent}, ({format_expr(axis.length)}, {format_expr(axis.nnz_cols)}), "
                 f"{axis.indices.name}, {idtype}{sorted_flag})")
-    return (f"T.sparse_variable({parent}, ({_expr(axis.length)}, {_expr(axis.nnz)}), "
+    return (f"T.sparse_variable({parent}, ({format_expr(axis.length)}, {format_expr(axis.nnz)}), "
             f"({axis.indptr.name}, {axis.indices.name}), {idtype}{sorted_flag})")
 
 
@@ -69,9 +69,9 @@ def _buffer(buf: SparseBuffer) -> str:
     axes = _tuple([axis.name for axis in buf.axes])
     extras = ""
     if buf.extra_storage is not None:
-        extras += f", extra_storage={_expr(buf.extra_storage)}"
+        extras += f", extra_storage={format_expr(buf.extra_storage)}"
     if buf.default_value is not None:
-        extras += f", default_value={_expr(buf.default_value)}"
+        extras += f", default_value={format_expr(buf.default_value)}"
     if buf.handle is not None:
         return f'T.match_sparse_buffer({buf.handle.name}, {axes}, "{buf.dtype}"{extras})'
     return f'T.alloc_sparse_buffer({axes}, "{buf.dtype}", "{buf.scope}"{extras})'
@@ -82,7 +82,7 @@ def _stmt(stmt) -> list:
         return _iteration(stmt)
     if isinstance(stmt, BufferDomain):
         return [f"T.assume_buffer_domain({stmt.buffer.name}, "
-                f"({_expr(stmt.min)}, {_expr(stmt.max)}))"]
+                f"({format_expr(stmt.min)}, {format_expr(stmt.max)}))"]
     return _tir_stmt(stmt)
 
 
@@ -119,17 +119,17 @@ def _stmts(stmts) -> list:
 
 def _tir_stmt(stmt) -> list:
     if isinstance(stmt, tirx.BufferStore):
-        indices = ", ".join(_expr(i) for i in stmt.indices)
-        return [f"{stmt.buffer.name}[{indices}] = {_expr(stmt.value)}"]
+        indices = ", ".join(format_expr(i) for i in stmt.indices)
+        return [f"{stmt.buffer.name}[{indices}] = {format_expr(stmt.value)}"]
     if isinstance(stmt, tirx.SeqStmt):
         return _stmts(list(stmt.seq))
     if isinstance(stmt, tirx.IfThenElse):
-        lines = [f"if {_expr(stmt.condition)}:"] + _indent(_tir_stmt(stmt.then_case))
+        lines = [f"if {format_expr(stmt.condition)}:"] + _indent(_tir_stmt(stmt.then_case))
         if stmt.else_case is not None:
             lines += ["else:"] + _indent(_tir_stmt(stmt.else_case))
         return lines
     if isinstance(stmt, tirx.Evaluate):
-        return [f"T.evaluate({_expr(stmt.value)})"]
+        return [f"T.evaluate({format_expr(stmt.value)})"]
     raise TypeError(f"cannot print {type(stmt).__name__} in a sparse kernel")
 
 
@@ -137,7 +137,8 @@ def _indent(lines: list) -> list:
     return [INDENT + line for line in lines]
 
 
-def _expr(expr) -> str:
+def format_expr(expr) -> str:
+    """TVMScript text of an expression (int32 constants as plain integers)."""
     if isinstance(expr, tirx.IntImm) and str(expr.ty.dtype) == "int32":
         return str(expr.value)
     return expr.script().strip()
@@ -160,5 +161,5 @@ def _literal(value) -> str:
     if isinstance(value, (list, tuple)) or hasattr(value, "__len__"):
         return "[" + ", ".join(_literal(v) for v in value) + "]"
     if isinstance(value, tvm.ir.Expr):
-        return _expr(value)
+        return format_expr(value)
     return repr(value)

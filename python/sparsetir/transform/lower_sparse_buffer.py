@@ -3,7 +3,8 @@
 Stage II keeps a sparse buffer's fixed trailing axes as dimensions (BSR values are
 ``[nnzb, bs, bs]``) so that schedules and tensorize see tiles. Users pass flat arrays, so this
 pass gives every buffer parameter and every global intermediate one dimension, with the
-row-major offset arithmetic in every access and in every block region. Loops, blocks,
+row-major offset arithmetic in every access (block regions cover the whole flat buffer: no
+schedule runs after this pass). Loops, blocks,
 annotations and thread bindings (the user's schedule) are left as they are.
 
 Example
@@ -17,6 +18,7 @@ from __future__ import annotations
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
+from tvm.script.ir_builder import tirx as Tb
 
 
 def lower_sparse_buffer(mod: tvm.IRModule) -> tvm.IRModule:
@@ -60,13 +62,11 @@ def _flatten_function(func: tirx.PrimFunc) -> tirx.PrimFunc:
                                 [offset(store.buffer, store.indices)])
 
     def on_region(region):
-        buf = region.source
-        if buf not in flat:
+        # Regions only guide scheduling, which is over once buffers are flat: cover the buffer.
+        buf = flat.get(region.source)
+        if buf is None:
             return region
-        first = offset(buf, [r.min for r in region.region])
-        last = offset(buf, [r.min + r.extent - 1 for r in region.region])
-        return tirx.BufferRegion(flat[buf], [tvm.ir.Range.from_min_extent(
-            first, analyzer.simplify(last - first + 1))])
+        return tirx.BufferRegion(buf, [tvm.ir.Range.from_min_extent(0, buf.shape[0])])
 
     def on_block(block):
         allocs = [flat.get(b, b) for b in block.alloc_buffers]
@@ -85,7 +85,8 @@ def _flat_buffer(buf, analyzer):
     size = tirx.const(1, "int32")
     for dim in buf.shape:
         size = size * dim
-    return tirx.decl_buffer([analyzer.simplify(size)], buf.dtype, name=buf.name)
+    # layout=None: the layout TVM's own parser and match_buffer give a parameter buffer
+    return Tb.buffer([analyzer.simplify(size)], buf.dtype, layout=None, buffer_name=buf.name)
 
 
 def _scope(buf) -> str:

@@ -34,6 +34,7 @@ from ..ir.axis import AttachedAxis
 from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration
 from ..ir.utils import is_handle
+from ..script.printer import format_expr
 from .access import AccessRewriter, IterInfo
 from .emit import Emitter
 from .layout import stage2_shape
@@ -376,7 +377,9 @@ def index_checks(func: SparseFunction) -> list:
 
     Each entry names the ``indptr`` and ``indices`` parameters (empty string if absent), the
     ``nnz`` the row pointer ends at, the ``bound`` of the coordinates, the fixed ``width`` of
-    an ELL row (0 if variable) and whether rows must be ``sorted``.
+    an ELL row (0 if variable) and whether rows must be ``sorted``. Sizes are kept as
+    expression text over the parameter names, so that the attribute prints and parses back
+    (an attribute holding the parameter Vars themselves would not).
     """
     checks = []
     for axis in func.axes:
@@ -386,9 +389,9 @@ def index_checks(func: SparseFunction) -> list:
             "axis": axis.name,
             "indptr": axis.indptr.name if axis.indptr is not None else "",
             "indices": axis.indices.name if axis.indices is not None else "",
-            "nnz": axis.nnz if axis.nnz is not None else tirx.const(0, "int32"),
-            "bound": axis.length,
-            "width": axis.nnz_cols if axis.nnz_cols is not None else tirx.const(0, "int32"),
+            "nnz": format_expr(axis.nnz) if axis.nnz is not None else "0",
+            "bound": format_expr(axis.length),
+            "width": format_expr(axis.nnz_cols) if axis.nnz_cols is not None else "0",
             "sorted": bool(axis.sorted),
         })
     return checks
