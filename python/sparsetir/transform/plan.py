@@ -52,7 +52,7 @@ class BlockPlan:
         """A variable holding the search result; identical searches share one."""
         for s in self.searches:
             if (s.side == side and s.buffer.same_as(buffer)
-                    and all(tvm.ir.structural_equal(a, b)
+                    and all(tvm_ffi.structural_equal(a, b)
                             for a, b in ((s.lo, lo), (s.hi, hi), (s.key, key)))):
                 return s.result
         result = tirx.Var(f"{buffer.name}_pos", "int32")

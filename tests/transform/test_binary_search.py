@@ -1,0 +1,96 @@
+"""Coordinates looked up by binary search: hits read the element, misses give the default value.
+
+``ewmul`` iterates A's nonzeros and reads B at the same coordinates; B has its own pattern, so a
+lookup misses wherever B has no entry. Both patterns have empty rows.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse
+import tvm_ffi
+from tvm import tirx
+
+import sparsetir
+from sparsetir.script import tir as T
+
+
+@T.prim_func
+def ewmul(a: T.handle, b: T.handle, c: T.handle, indptr_a: T.handle, indices_a: T.handle,
+          indptr_b: T.handle, indices_b: T.handle, m: T.int32, n: T.int32, nnz_a: T.int32,
+          nnz_b: T.int32):
+    I = T.dense_fixed(m)
+    JA = T.sparse_variable(I, (n, nnz_a), (indptr_a, indices_a), "int32")
+    JB = T.sparse_variable(I, (n, nnz_b), (indptr_b, indices_b), "int32")
+    A = T.match_sparse_buffer(a, (I, JA), "float32")
+    B = T.match_sparse_buffer(b, (I, JB), "float32")
+    C = T.match_sparse_buffer(c, (I, JA), "float32")
+    with T.sp_iter([I, JA], "SS", "ewmul") as [i, j]:
+        C[i, j] = A[i, j] * B[i, j] + B[i, j]
+
+
+@T.prim_func
+def ewmul_default_one(a: T.handle, b: T.handle, c: T.handle, indptr_a: T.handle,
+                      indices_a: T.handle, indptr_b: T.handle, indices_b: T.handle, m: T.int32,
+                      n: T.int32, nnz_a: T.int32, nnz_b: T.int32):
+    I = T.dense_fixed(m)
+    JA = T.sparse_variable(I, (n, nnz_a), (indptr_a, indices_a), "int32")
+    JB = T.sparse_variable(I, (n, nnz_b), (indptr_b, indices_b), "int32")
+    A = T.match_sparse_buffer(a, (I, JA), "float32")
+    B = T.match_sparse_buffer(b, (I, JB), "float32", default_value=T.float32(1))
+    C = T.match_sparse_buffer(c, (I, JA), "float32")
+    with T.sp_iter([I, JA], "SS", "ewmul") as [i, j]:
+        C[i, j] = A[i, j] * B[i, j]
+
+
+def _pattern(rng, m, n, density):
+    mat = scipy.sparse.random(m, n, density=density, format="csr", dtype=np.float32,
+                              random_state=rng)
+    mat.data[:] = rng.standard_normal(mat.nnz)
+    mat[::5] = 0                                   # empty rows
+    mat.eliminate_zeros()
+    mat.sort_indices()
+    return mat
+
+
+@pytest.fixture(scope="module")
+def operands():
+    rng = np.random.default_rng(7)
+    return _pattern(rng, 40, 30, 0.2), _pattern(rng, 40, 30, 0.2)
+
+
+def _run(func, a, b):
+    kernel = sparsetir.build(func, "llvm")
+    out = np.full(a.nnz, np.nan, np.float32)
+    i32 = lambda x: x.astype(np.int32)  # noqa: E731
+    kernel(a.data, b.data, out, i32(a.indptr), i32(a.indices), i32(b.indptr), i32(b.indices),
+           a.shape[0], a.shape[1], a.nnz, b.nnz)
+    return out
+
+
+def _b_at_a_pattern(a, b, missing):
+    dense_b = b.toarray()
+    present = (b != 0).toarray() | np.zeros(b.shape, bool)
+    rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
+    hit = present[rows, a.indices]
+    return np.where(hit, dense_b[rows, a.indices], missing), hit
+
+
+def test_misses_read_zero_and_hits_read_the_element(operands):
+    a, b = operands
+    b_vals, hit = _b_at_a_pattern(a, b, 0.0)
+    assert hit.any() and not hit.all()            # the data has both hits and misses
+    np.testing.assert_allclose(_run(ewmul, a, b), a.data * b_vals + b_vals,
+                               rtol=1e-5, atol=1e-7)  # fused multiply-add rounds once
+
+
+def test_misses_read_the_buffer_default_value(operands):
+    a, b = operands
+    b_vals, _ = _b_at_a_pattern(a, b, 1.0)
+    np.testing.assert_allclose(_run(ewmul_default_one, a, b), a.data * b_vals, rtol=1e-6)
+
+
+def test_repeated_lookup_is_searched_once():
+    lowered = sparsetir.lower_sparse_iter(ewmul)
+    loops = []
+    tvm_ffi.structural_walk(lowered["main"].body, (tirx.While, loops.append), order="pre")
+    assert len(loops) == 1                         # B[i, j] appears twice, one search
