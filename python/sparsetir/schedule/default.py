@@ -15,9 +15,11 @@ thread-bound block and be indexed last by that block's thread variable, so each 
 and writes only its own elements (no reduction crosses threads, no ``__syncthreads`` is
 needed). Otherwise the whole row runs in one thread. A feature loop of symbolic or large
 extent is split by 32 and its inner part bound, so launches stay within 1024 threads and all
-thread loops of a kernel have one extent. An intermediate (root ``alloc_buffer``) used by a
-single nest becomes ``local``: each row's thread keeps its own element (CUDA kernels cannot
-allocate global memory); such a nest gets no thread bindings.
+thread loops of a kernel have one extent (a constant extent up to 1024 is bound as is). An
+intermediate (root ``alloc_buffer``) used by a single nest becomes ``local``: the row's one
+thread keeps its own element, which TVM compacts to the region the row touches (CUDA kernels
+cannot allocate global memory); such a nest gets no thread bindings. An intermediate shared
+by several nests stays global and fails to compile for CUDA.
 
 Example
 -------
@@ -39,11 +41,10 @@ VECTOR_LANES = 16
 def default_schedule(mod: tvm.IRModule, target_kind: str = "llvm") -> s_tir.Schedule:
     """Schedule every block of ``mod["main"]`` for ``target_kind`` ("llvm" or "cuda")."""
     sch = s_tir.Schedule(mod, enable_check=False)
-    blocks = _blocks(sch.mod["main"])
     if target_kind == "cuda":
-        _schedule_cuda(sch, blocks)
+        _schedule_cuda(sch)
     else:
-        _schedule_cpu(sch, blocks)
+        _schedule_cpu(sch, _blocks(sch.mod["main"]))
     return sch
 
 
@@ -123,8 +124,8 @@ WARP_SIZE = 32
 MAX_THREADS = 1024
 
 
-def _schedule_cuda(sch, blocks) -> None:
-    del blocks  # the CUDA schedule works nest by nest
+def _schedule_cuda(sch) -> None:
+    """Bind each top-level nest of ``sch`` to its own kernel (see the module docstring)."""
     root = sch.mod["main"].body.block
     stmts = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
     nests = []
@@ -137,15 +138,15 @@ def _schedule_cuda(sch, blocks) -> None:
     local = []  # (writer block, buffer name) of intermediates that become per-thread
     plans = []  # (outermost block, owned, thread blocks)
     for stmt, nest in nests:
-        mine = [b for b in root.alloc_buffers
-                if [_touches(s, b) for s, _ in nests].count(True) == 1 and _touches(stmt, b)]
-        local += [(_writer(nest, b), b.name) for b in mine]
+        used = [b for b in root.alloc_buffers if _touches(stmt, b)]
+        local += [(_writer(nest, b), b.name) for b in used
+                  if sum(_touches(other, b) for other, _ in nests) == 1]
         outer = nest[0][0]
         loops = sch.get_loops(sch.get_sblock(outer.name_hint))
         owned = (PARALLEL_ANNOTATION in outer.annotations and bool(loops)
                  and not _reads_memory(sch.get(loops[0]).extent))
         threads = _thread_blocks(sch, stmt, nest, sch.get(loops[0])) \
-            if owned and not any(_touches(stmt, b) for b in root.alloc_buffers) else []
+            if owned and not used else []
         plans.append((outer.name_hint, owned, threads))
     for writer, name in local:
         sch.set_scope(writer, name, "local")
