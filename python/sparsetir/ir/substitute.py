@@ -13,14 +13,13 @@ Example
 from __future__ import annotations
 
 import tvm
-import tvm_ffi
 from tvm import tirx
 
 from .axis import AttachedAxis, Axis, FusedAxis
 from .buffer import BufferDomain, SparseBuffer
 from .function import SparseFunction
 from .iteration import SparseIteration, SpIterVar
-from .utils import var_dtype
+from .utils import substitute, var_dtype
 
 
 class Substituter:
@@ -39,10 +38,7 @@ class Substituter:
 
     def expr(self, value):
         """Substitute in a PrimExpr or TIR statement (None passes through)."""
-        if value is None:
-            return None
-        return tvm_ffi.structural_map(value, (tirx.Var, lambda v: self.var_map.get(v, v)),
-                                      order="post")
+        return substitute(value, self.var_map)
 
     def axis(self, axis: Axis) -> Axis:
         """The rebuilt axis (memoised by name, so shared parents stay shared)."""

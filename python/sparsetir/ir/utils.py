@@ -1,6 +1,7 @@
 """Small helpers about TIR variables shared by the front end, passes and printer."""
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 
 
@@ -20,3 +21,17 @@ def var_dtype(var: tirx.Var) -> str:
 def is_handle(var) -> bool:
     """Whether ``var`` is a ``T.handle`` variable."""
     return isinstance(var, tirx.Var) and isinstance(var.ty, tvm.ir.PointerType)
+
+
+def substitute(node, var_map: dict):
+    """``node`` (an expression, statement or None) with Vars replaced through ``var_map``.
+
+    Example
+    -------
+    >>> m = tirx.Var("m", "int32")
+    >>> substitute(m * 2, {m: tirx.const(4, "int32")}).b.value
+    2
+    """
+    if node is None:
+        return None
+    return tvm_ffi.structural_map(node, (tirx.Var, lambda v: var_map.get(v, v)), order="post")

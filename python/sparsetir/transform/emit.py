@@ -15,11 +15,11 @@ Example
 
 from __future__ import annotations
 
-import tvm_ffi
 from tvm import tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as Tb
 
+from ..ir.utils import substitute
 from .plan import BlockPlan, LoopPlan, Search, used_searches
 
 
@@ -32,10 +32,7 @@ class Emitter:
 
     def subst(self, node):
         """``node`` with placeholders replaced by the builder's variables."""
-        if node is None:
-            return None
-        return tvm_ffi.structural_map(node, (tirx.Var, lambda v: self.var_map.get(v, v)),
-                                      order="post")
+        return substitute(node, self.var_map)
 
     def emit(self, items: list) -> None:
         """Emit plan items in order."""
