@@ -5,7 +5,8 @@ Stage I (coordinate space, ``sparsetir.ir``) is written with ``sparsetir.script.
 flat buffers (Stage III), and ``build`` into a callable kernel.
 """
 from . import ir, script
-from .ir import SparseFunction
-from .transform import lower_sparse_iter
-from .transform.lower_sparse_buffer import lower_sparse_buffer
 from .build import build
+from .ir import SparseFunction
+from .transform import lower_sparse_buffer, lower_sparse_iter
+
+__all__ = ["SparseFunction", "build", "ir", "lower_sparse_buffer", "lower_sparse_iter", "script"]

@@ -2,3 +2,5 @@
 from . import tir
 from .errors import SparseScriptError
 from .parser import from_source
+
+__all__ = ["SparseScriptError", "from_source", "tir"]

@@ -28,7 +28,7 @@ from tvm.script import tirx as _tvm_tirx
 from ..ir.axis import AttachedAxis, Axis, FusedAxis
 from .declarations import (AxisDecl, BufferDecl, DomainDecl, FuncAttrDecl, InitDecl,
                            IterAttrDecl, SpIterDecl)
-from .parser import prim_func
+from .parser import prim_func  # noqa: F401  (T.prim_func)
 
 globals().update({name: getattr(_tvm_tirx, name) for name in dir(_tvm_tirx)
                   if not name.startswith("_") and name not in {

@@ -1,0 +1,41 @@
+"""Facts about blocks and loops that the default CPU and CUDA schedules share."""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from ..transform.lower_sparse_iter import PARALLEL_ANNOTATION
+
+
+def blocks(func) -> list:
+    """(block, realize) pairs in pre-order, the root excluded."""
+    found = []
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlockRealize, found.append), order="pre")
+    return [(r.block, r) for r in found if r.block.name_hint != "root"]
+
+
+def owned_roots(blocks) -> list:
+    return [b.name_hint for b, _ in blocks if PARALLEL_ANNOTATION in b.annotations]
+
+
+def innermost_spatial_loop(sch, block, realize):
+    """The innermost loop of ``block`` if it binds the block's last iteration variable, which
+    is spatial, and its extent reads no memory."""
+    loops = sch.get_loops(sch.get_sblock(block.name_hint))
+    if not loops or not block.iter_vars:
+        return None
+    loop = sch.get(loops[-1])
+    iv = block.iter_vars[-1]
+    if iv.iter_type != tirx.IterVar.DataPar or not realize.iter_values[-1].same_as(loop.loop_var):
+        return None
+    if reads_memory(loop.extent):
+        return None
+    return loops[-1]
+
+
+def reads_memory(expr) -> bool:
+    found = tvm_ffi.structural_walk(
+        expr, (tvm.ir.TensorLoad, lambda _: tvm_ffi.VisitInterrupt(True)), order="pre")
+    return bool(getattr(found, "value", False))

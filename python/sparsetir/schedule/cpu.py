@@ -1,0 +1,40 @@
+"""Default CPU schedule: owned rows in parallel, constant-extent feature loops vectorised."""
+
+from __future__ import annotations
+
+import tvm_ffi
+from tvm import tirx
+
+from .common import innermost_spatial_loop, owned_roots
+
+VECTOR_LANES = 16
+
+
+def _vector_loop(sch, block, realize):
+    """The innermost loop of ``block`` if it can carry vector lanes."""
+    loop_rv = innermost_spatial_loop(sch, block, realize)
+    if loop_rv is None:
+        return None
+    iv = block.iter_vars[-1]
+    stores = []
+    tvm_ffi.structural_walk(block.body, (tirx.BufferStore, stores.append), order="pre")
+    if not stores or not all(s.indices and s.indices[-1].same_as(iv.var) for s in stores):
+        return None
+    return loop_rv
+
+
+def schedule_cpu(sch, blocks) -> None:
+    for block, realize in blocks:
+        loop_rv = _vector_loop(sch, block, realize)
+        if loop_rv is None:
+            continue
+        extent = sch.get(loop_rv).extent
+        if not isinstance(extent, tirx.IntImm):
+            continue
+        if extent.value > VECTOR_LANES and extent.value % VECTOR_LANES == 0:
+            loop_rv = sch.split(loop_rv, [None, VECTOR_LANES])[1]
+        elif extent.value > 4 * VECTOR_LANES:
+            continue
+        sch.vectorize(loop_rv)
+    for name in owned_roots(blocks):
+        sch.parallel(sch.get_loops(sch.get_sblock(name))[0])

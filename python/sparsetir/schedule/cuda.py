@@ -1,0 +1,119 @@
+"""Default CUDA schedule: one kernel per nest, rows to blocks, race-free feature loops to threads."""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from ..transform.lower_sparse_iter import PARALLEL_ANNOTATION
+from .common import innermost_spatial_loop, reads_memory
+
+WARP_SIZE = 32
+MAX_THREADS = 1024
+
+
+def schedule_cuda(sch) -> None:
+    """Bind each top-level nest of ``sch`` to its own kernel (see the module docstring)."""
+    root = sch.mod["main"].body.block
+    stmts = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
+    nests = []
+    for stmt in stmts:
+        found = []
+        tvm_ffi.structural_walk(stmt, (s_tir.SBlockRealize, found.append), order="pre")
+        if found:
+            nests.append((stmt, [(r.block, r) for r in found]))
+    # Plan everything on the unscheduled IR first, then transform by block name.
+    local = []  # (writer block, buffer name) of intermediates that become per-thread
+    plans = []  # (outermost block, owned, thread blocks)
+    for stmt, nest in nests:
+        used = [b for b in root.alloc_buffers if _touches(stmt, b)]
+        local += [(_writer(nest, b), b.name) for b in used
+                  if sum(_touches(other, b) for other, _ in nests) == 1]
+        outer = nest[0][0]
+        loops = sch.get_loops(sch.get_sblock(outer.name_hint))
+        owned = (PARALLEL_ANNOTATION in outer.annotations and bool(loops)
+                 and not reads_memory(sch.get(loops[0]).extent))
+        threads = _thread_blocks(sch, stmt, nest, sch.get(loops[0])) \
+            if owned and not used else []
+        plans.append((outer.name_hint, owned, threads))
+    for writer, name in local:
+        sch.set_scope(writer, name, "local")
+    for outer, owned, threads in plans:
+        for name in threads:
+            loop = sch.get_loops(sch.get_sblock(name))[-1]
+            if sch.get(loop).kind == tirx.ForKind.THREAD_BINDING:
+                continue  # shared with an earlier thread block
+            extent = sch.get(loop).extent
+            if not (isinstance(extent, tirx.IntImm) and extent.value <= MAX_THREADS):
+                loop = sch.split(loop, [None, WARP_SIZE])[1]
+            sch.bind(loop, "threadIdx.x")
+        rv = sch.get_sblock(outer)
+        loops = sch.get_loops(rv)
+        if owned:
+            sch.bind(loops[0], "blockIdx.x")
+        else:
+            sch.bind(sch.add_unit_loop(loops[0] if loops else rv), "blockIdx.x")
+
+
+def _thread_blocks(sch, stmt, nest, row_loop) -> list:
+    """Names of the blocks of ``nest`` whose innermost loop can go to ``threadIdx.x``.
+
+    All or nothing: the candidate loops must share one extent, and every access in the nest
+    to a buffer the nest writes (other than buffers allocated inside a candidate block) must
+    sit in a candidate block with that block's thread variable as its last index. Then each
+    thread touches only its own elements, and code outside the thread loops (which every
+    thread runs) writes nothing shared.
+    """
+    cands, inside = [], set()
+    for block, realize in nest:
+        if block.name_hint in inside:
+            continue  # covered by an enclosing candidate's thread
+        loop_rv = innermost_spatial_loop(sch, block, realize)
+        if loop_rv is None or sch.get(loop_rv).same_as(row_loop):
+            continue
+        cands.append((block, sch.get(loop_rv).extent))
+        tvm_ffi.structural_walk(block.body, (s_tir.SBlock, lambda b: inside.add(b.name_hint)),
+                                order="pre")
+    if not cands or any(not tvm_ffi.structural_equal(e, cands[0][1]) for _, e in cands):
+        return []
+    private = []
+    for block, _ in cands:
+        tvm_ffi.structural_walk(block, (s_tir.SBlock, lambda b: private.extend(b.alloc_buffers)),
+                                order="pre")
+    written = []
+    tvm_ffi.structural_walk(stmt, (tirx.BufferStore, lambda s: written.append(s.buffer)),
+                            order="pre")
+    shared = [b for b in written if not any(b.same_as(p) for p in private)]
+    covered = 0
+    for block, _ in cands:
+        var = block.iter_vars[-1].var
+        accesses = _accesses(block, shared)
+        if not all(a.indices and a.indices[-1].same_as(var) for a in accesses):
+            return []
+        covered += len(accesses)
+    if covered != len(_accesses(stmt, shared)):
+        return []
+    return [block.name_hint for block, _ in cands]
+
+
+def _accesses(node, buffers) -> list:
+    """Loads and stores in ``node`` of any of ``buffers``."""
+    found = []
+
+    def visit(n):
+        buf = n.buffer if isinstance(n, tirx.BufferStore) else n.source
+        if any(buf.same_as(b) for b in buffers):
+            found.append(n)
+
+    tvm_ffi.structural_walk(node, ((tirx.BufferStore, tvm.ir.TensorLoad), visit), order="pre")
+    return found
+
+
+def _touches(node, buf) -> bool:
+    return bool(_accesses(node, [buf]))
+
+
+def _writer(nest, buf) -> str:
+    """The first block of ``nest`` that lists ``buf`` in its write regions."""
+    return next(b.name_hint for b, _ in nest if any(w.source.same_as(buf) for w in b.writes))
