@@ -94,3 +94,11 @@ def test_repeated_lookup_is_searched_once():
     loops = []
     tvm_ffi.structural_walk(lowered["main"].body, (tirx.While, loops.append), order="pre")
     assert len(loops) == 1                         # B[i, j] appears twice, one search
+
+
+def test_lookup_on_an_unsorted_axis_is_refused():
+    text = ewmul.script().replace('(indptr_b, indices_b), "int32")',
+                                  '(indptr_b, indices_b), "int32", sorted=False)')
+    unsorted = sparsetir.script.from_source(text)
+    with pytest.raises(ValueError, match="JB.*sorted=False"):
+        sparsetir.lower_sparse_iter(unsorted)

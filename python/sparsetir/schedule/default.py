@@ -3,8 +3,9 @@
 CPU: the outermost loop of every nest whose rows are owned (``sparsetir.rows_owned``, set by
 ``lower_sparse_iter`` when each outer iteration writes its own outputs) runs in parallel; the
 innermost loop of a block is vectorised when it is spatial, has a constant extent and is the
-last index of every store (field guide §11.4: a symbolic extent stays scalar, so ``specialize``
-the feature size first).
+last index of every store: split by 16 lanes when 16 divides it, whole when it is at most 64,
+else left scalar (field guide §11.4: a symbolic extent stays scalar, so ``specialize`` the
+feature size first).
 
 CUDA: every top-level loop nest becomes its own kernel. The outermost loop of an owned nest
 goes to ``blockIdx.x`` and the innermost spatial loop of fixed (not data-dependent) extent

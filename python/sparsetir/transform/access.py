@@ -104,6 +104,10 @@ class AccessRewriter:
             coord = self.lowering.simplify(self.coordinates(index))
             if not axis.is_sparse:
                 return coord
+            if not axis.sorted:
+                raise ValueError(f"sparse buffer {buf.name}: finding a coordinate on axis "
+                                 f"{axis.name} needs a binary search, but the axis is declared "
+                                 "sorted=False; iterate that axis instead")
             start, end = row_range(axis, parent_offset, self.lowering.indptr)
             found = self.block.search(self.lowering.indices(axis), start, end, coord)
             guards.append(found < end)

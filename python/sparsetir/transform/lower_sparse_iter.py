@@ -9,7 +9,8 @@ nonzeros, its row found by binary search where it is needed.
 ``T.init`` must hold for every output element, also where the reduction is empty. TVM runs a
 block's init when its reduction variables start, which never happens for an empty row, so the
 init stays in a block only where every reduction loop at or above it has a fixed extent; else it
-becomes its own nest (blocks ``<iteration>_init0``, ...) placed right before the reduction loops,
+becomes its own nest (blocks ``<iteration>_init0``, ...; a single block ``<iteration>_init`` when
+no loop is left to run) placed right before the reduction loops,
 or before the whole iteration when a spatial variable does not index the output (several
 iterations then write the same element).
 
