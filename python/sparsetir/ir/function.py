@@ -56,26 +56,15 @@ class SparseFunction(tvm_ffi.Object):
 
     def get_axis(self, name: str) -> Axis:
         """The axis called ``name``."""
-        for axis in self.axes:
-            if axis.name == name:
-                return axis
-        raise KeyError(f"function {self.name} has no axis {name!r}; "
-                       f"axes: {[a.name for a in self.axes]}")
+        return _named(self.axes, name, f"function {self.name} has no axis")
 
     def get_buffer(self, name: str) -> SparseBuffer:
         """The sparse buffer called ``name``."""
-        for buf in self.buffers:
-            if buf.name == name:
-                return buf
-        raise KeyError(f"function {self.name} has no sparse buffer {name!r}; "
-                       f"buffers: {[b.name for b in self.buffers]}")
+        return _named(self.buffers, name, f"function {self.name} has no sparse buffer")
 
     def get_param(self, name: str) -> tirx.Var:
         """The parameter called ``name``."""
-        for param in self.params:
-            if param.name == name:
-                return param
-        raise KeyError(f"function {self.name} has no parameter {name!r}")
+        return _named(self.params, name, f"function {self.name} has no parameter")
 
     def script(self) -> str:
         """TVMScript text that ``sparsetir.script.from_source`` parses back to an equal function."""
@@ -99,3 +88,11 @@ class SparseFunction(tvm_ffi.Object):
 
     def __str__(self) -> str:
         return self.script()
+
+
+def _named(items, name: str, missing: str):
+    """The item of ``items`` whose ``.name`` is ``name``; KeyError listing the names otherwise."""
+    for item in items:
+        if item.name == name:
+            return item
+    raise KeyError(f"{missing} {name!r}; there are {[item.name for item in items]}")
