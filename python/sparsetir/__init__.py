@@ -4,9 +4,15 @@ Stage I (coordinate space, ``sparsetir.ir``) is written with ``sparsetir.script.
 ``lower_sparse_iter`` turns it into schedulable TensorIR (Stage II), ``lower_sparse_buffer`` into
 flat buffers (Stage III), and ``build`` into a callable kernel.
 """
-from . import ir, script
-from .build import build
-from .ir import SparseFunction
-from .transform import lower_sparse_buffer, lower_sparse_iter
+import os as _os
+
+# TVM's CPU thread pool uses one thread unless told otherwise (field guide §6); use the cores
+# this process may run on, unless the user chose a number.
+_os.environ.setdefault("TVM_NUM_THREADS", str(len(_os.sched_getaffinity(0))))
+
+from . import ir, script  # noqa: E402  (after the thread setting, before TVM's pool starts)
+from .build import build  # noqa: E402
+from .ir import SparseFunction  # noqa: E402
+from .transform import lower_sparse_buffer, lower_sparse_iter  # noqa: E402
 
 __all__ = ["SparseFunction", "build", "ir", "lower_sparse_buffer", "lower_sparse_iter", "script"]
