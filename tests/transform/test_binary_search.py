@@ -69,7 +69,7 @@ def _run(func, a, b):
 
 def _b_at_a_pattern(a, b, missing):
     dense_b = b.toarray()
-    present = (b != 0).toarray() | np.zeros(b.shape, bool)
+    present = (b != 0).toarray()
     rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
     hit = present[rows, a.indices]
     return np.where(hit, dense_b[rows, a.indices], missing), hit
