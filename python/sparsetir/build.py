@@ -2,8 +2,9 @@
 
 A Stage I ``SparseFunction`` is lowered (``lower_sparse_iter``), given the default schedule
 for the target, flattened (``lower_sparse_buffer``) and compiled. A Stage II module (what
-``lower_sparse_iter`` returned, scheduled by the user or not) is flattened and compiled; it gets
-the default schedule only when none of its loops is parallel, vectorised or bound to a thread.
+``lower_sparse_iter`` returned, scheduled by the user or not) is flattened and compiled; the
+default schedule then goes only to the top-level loop nests the user left as lowering made them
+(same blocks, same loops, all serial), so a user's schedule is never overridden.
 
 Example
 -------
@@ -20,7 +21,7 @@ from tvm import tirx
 
 from .ir.function import SparseFunction
 from .runtime import (BufferParam, IndicesCheck, IndptrCheck, Kernel, ScalarParam, Signature)
-from .schedule import default_schedule, is_scheduled
+from .schedule import default_schedule
 from .target import compile_module, make_target
 from .transform.lower_sparse_buffer import lower_sparse_buffer
 from .transform.lower_sparse_iter import INDEX_CHECKS_ATTR, PARAM_NAMES_ATTR, lower_sparse_iter
@@ -36,19 +37,20 @@ def build(kernel, target="llvm", schedule: str = "auto") -> Kernel:
     target : str, dict or tvm.target.Target
         ``"llvm"`` (the host CPU), ``"cuda"`` (sm_80), or a dict such as
         ``{"kind": "cuda", "arch": "sm_90"}``.
-    schedule : {"auto", "default", "none"}
-        ``"auto"`` applies the default schedule to a module without any schedule,
-        ``"default"`` always, ``"none"`` never.
+    schedule : {"auto", "none"}
+        ``"auto"`` applies the default schedule to every loop nest no schedule primitive has
+        changed and leaves the others as the user scheduled them; ``"none"`` compiles the
+        module as it is.
     """
-    if schedule not in ("auto", "default", "none"):
-        raise ValueError(f"schedule must be 'auto', 'default' or 'none', got {schedule!r}")
+    if schedule not in ("auto", "none"):
+        raise ValueError(f"schedule must be 'auto' or 'none', got {schedule!r}")
     mod = lower_sparse_iter(kernel) if isinstance(kernel, SparseFunction) else kernel
     if not isinstance(mod, tvm.IRModule):
         raise TypeError("build expects a SparseFunction or an IRModule from lower_sparse_iter, "
                         f"got {type(kernel).__name__}")
     tgt = make_target(target)
     kind = str(tgt.kind.name)
-    if schedule == "default" or (schedule == "auto" and not is_scheduled(mod)):
+    if schedule == "auto":
         mod = default_schedule(mod, kind).mod
     mod = lower_sparse_buffer(mod)
     executable = compile_module(mod, tgt)

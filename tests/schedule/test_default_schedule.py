@@ -2,10 +2,10 @@
 
 import tvm_ffi
 from kernel_zoo import CASES
-from tvm import tirx
+from tvm import s_tir, tirx
 
 import sparsetir
-from sparsetir.schedule import default_schedule, is_scheduled
+from sparsetir.schedule import default_schedule
 
 
 def _loop_kinds(mod) -> dict:
@@ -40,7 +40,27 @@ def test_scatter_whose_rows_are_not_owned_stays_serial():
     assert kinds["ib"] == tirx.ForKind.PARALLEL    # the zeroing nest owns its block rows
 
 
-def test_is_scheduled_tells_user_schedules_apart():
-    mod = sparsetir.lower_sparse_iter(CASES["csrmm"].func)
-    assert not is_scheduled(mod)
-    assert is_scheduled(default_schedule(mod).mod)
+def test_user_schedule_is_kept_and_untouched_nests_get_the_default():
+    mod = sparsetir.lower_sparse_iter(CASES["csr2bsr"].func.specialize({"blk_size": 4}))
+    sch = s_tir.Schedule(mod)
+    (i,) = sch.get_loops(sch.get_sblock("csr2bsr0"))
+    outer, _ = sch.split(i, [None, 8])
+    kinds = _loop_kinds(default_schedule(sch.mod).mod)
+    assert kinds["i_0"] == tirx.ForKind.SERIAL and kinds["i_1"] == tirx.ForKind.SERIAL
+    assert kinds["ib"] == tirx.ForKind.PARALLEL    # the zeroing nest nobody scheduled
+
+
+def test_user_split_keeps_its_vectorisation_through_build():
+    mod = sparsetir.lower_sparse_iter(CASES["csrmm"].func.specialize({"feat_size": 64}))
+    sch = s_tir.Schedule(mod)
+    _, k = sch.get_loops(sch.get_sblock("csrmm1"))
+    _, inner = sch.split(k, [None, 8])
+    sch.vectorize(inner)
+    kernel = sparsetir.build(sch.mod, "llvm")
+    source = kernel.inspect_source("ll")
+    assert "<8 x float>" in source and "<16 x float>" not in source
+
+
+def test_schedule_none_compiles_the_module_as_it_is():
+    mod = sparsetir.lower_sparse_iter(CASES["csrmm"].func.specialize({"feat_size": 64}))
+    assert "<16 x float>" not in sparsetir.build(mod, "llvm", schedule="none").inspect_source("ll")

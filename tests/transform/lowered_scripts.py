@@ -14,25 +14,21 @@ from tvm.script import tirx as T
 class csrmm_iter:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("nnz",), "float32"), B: T.Buffer(("n", "feat_size"), "float32"), C: T.Buffer(("m", feat_size), "float32"), J_indptr: T.Buffer((m + 1,), "int32"), J_indices: T.Buffer((nnz,), "int32"), m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"csrmm0": ["i"], "csrmm1": ["j", "k"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "tir.noalias": True})
         # with T.sblock("root"):
         for i in range(m):
             with T.sblock("csrmm0"):
                 vi = T.axis.spatial(m, i)
-                T.reads(J_indptr[vi:vi + 2], C[vi, 0:feat_size], A[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])], B[0:n, 0:feat_size], J_indices[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])])
+                T.reads(J_indptr[vi:vi + 2], A[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])], B[0:n, 0:feat_size], J_indices[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])])
                 T.writes(C[vi, 0:feat_size])
                 T.sblock_attr({"sparsetir.rows_owned": 1})
-                for k in range(feat_size):
-                    with T.sblock("csrmm_init0"):
-                        vk = T.axis.spatial(feat_size, k)
-                        T.reads()
-                        T.writes(C[vi, vk])
-                        C[vi, vk] = T.float32(0.0)
                 for j, k in T.grid(J_indptr[vi + 1] - J_indptr[vi], feat_size):
                     with T.sblock("csrmm1"):
                         vj, vk = T.axis.remap("RS", [j, k])
-                        T.reads(J_indptr[vi:vi + 2], C[vi, vk], A[J_indptr[vi] + vj], B[J_indices[J_indptr[vi] + vj], vk], J_indices[J_indptr[vi] + vj])
+                        T.reads(J_indptr[vi:vi + 2], A[J_indptr[vi] + vj], B[J_indices[J_indptr[vi] + vj], vk], J_indices[J_indptr[vi] + vj])
                         T.writes(C[vi, vk])
+                        with T.init():
+                            C[vi, vk] = T.float32(0.0)
                         C[vi, vk] = C[vi, vk] + A[J_indptr[vi] + vj] * B[J_indices[J_indptr[vi] + vj], vk]
 
 
@@ -40,33 +36,38 @@ class csrmm_iter:
 class csrmm_dense_iter_iter:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("nnz",), "float32"), B: T.Buffer(("n", "feat_size"), "float32"), C: T.Buffer(("m", feat_size), "float32"), J_indptr: T.Buffer((m + 1,), "int32"), J_indices: T.Buffer((nnz,), "int32"), m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"csrmm_dense_iter0": ["i", "j", "k"], "csrmm_dense_iter0_search0": ["i", "j"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "tir.noalias": True})
         # with T.sblock("root"):
-        for i, j, k in T.grid(m, n, feat_size):
-            with T.sblock("csrmm_dense_iter0"):
-                vi, vj, vk = T.axis.remap("SRS", [i, j, k])
-                T.reads(J_indptr[vi:vi + 2], J_indices[0:nnz], A[0:nnz], B[vj, vk])
-                T.writes(C[vi, vk])
-                T.sblock_attr({"sparsetir.rows_owned": 1})
-                J_indices_pos_lo = T.sblock_alloc_buffer((1,), "int32", scope="local")
-                J_indices_pos_hi = T.sblock_alloc_buffer((1,), "int32", scope="local")
-                with T.init():
-                    C[vi, vk] = T.float32(0.0)
-                J_indices_pos_lo[0] = J_indptr[vi]
-                J_indices_pos_hi[0] = J_indptr[vi + 1]
-                while J_indices_pos_lo[0] < J_indices_pos_hi[0]:
-                    if J_indices[(J_indices_pos_lo[0] + J_indices_pos_hi[0]) // 2] < vj:
-                        J_indices_pos_lo[0] = (J_indices_pos_lo[0] + J_indices_pos_hi[0]) // 2 + 1
+        J_indices_pos = T.sblock_alloc_buffer((2,), "int32", scope="local")
+        for i, j in T.grid(m, n):
+            with T.sblock("csrmm_dense_iter0_search0"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.reads(J_indices[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])], J_indptr[vi], J_indptr[vi + 1])
+                T.writes(J_indices_pos[0:2])
+                J_indices_pos[0] = J_indptr[vi]
+                J_indices_pos[1] = J_indptr[vi + 1] - J_indptr[vi]
+                while J_indices_pos[1] > 0:
+                    if J_indices[J_indices_pos[0] + J_indices_pos[1] // 2] < vj:
+                        J_indices_pos[0] = J_indices_pos[0] + J_indices_pos[1] // 2 + 1
+                        J_indices_pos[1] = J_indices_pos[1] - J_indices_pos[1] // 2 - 1
                     else:
-                        J_indices_pos_hi[0] = (J_indices_pos_lo[0] + J_indices_pos_hi[0]) // 2
-                C[vi, vk] = C[vi, vk] + T.if_then_else(J_indices_pos_lo[0] < J_indptr[vi + 1], T.if_then_else(J_indices[J_indices_pos_lo[0]] == vj, A[J_indices_pos_lo[0]], T.float32(0.0)), T.float32(0.0)) * B[vj, vk]
+                        J_indices_pos[1] = J_indices_pos[1] // 2
+            for k in range(feat_size):
+                with T.sblock("csrmm_dense_iter0"):
+                    vi, vj, vk = T.axis.remap("SRS", [i, j, k])
+                    T.reads(J_indices_pos[0], J_indptr[vi + 1], J_indices[J_indices_pos[0]], A[J_indices_pos[0]], B[vj, vk])
+                    T.writes(C[vi, vk])
+                    T.sblock_attr({"sparsetir.rows_owned": 1})
+                    with T.init():
+                        C[vi, vk] = T.float32(0.0)
+                    C[vi, vk] = C[vi, vk] + T.if_then_else(J_indices_pos[0] < J_indptr[vi + 1], T.if_then_else(J_indices[J_indices_pos[0]] == vj, A[J_indices_pos[0]], T.float32(0.0)), T.float32(0.0)) * B[vj, vk]
 
 
 @I.ir_module
 class bsrmm_iter:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("nnzb", "blk", blk), "float32"), B: T.Buffer(("mb", blk, "feat_size"), "float32"), C: T.Buffer(("nb", blk, feat_size), "float32"), J_indptr: T.Buffer((nb + 1,), "int32"), J_indices: T.Buffer((nnzb,), "int32"), nb: T.int32, mb: T.int32, nnzb: T.int32, blk: T.int32, feat_size: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "mb", "indices": "indices", "indptr": "indptr", "nnz": "nnzb", "sorted": True, "width": "0"}], "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "nb", "mb", "nnzb", "blk", "feat_size"], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "mb", "indices": "indices", "indptr": "indptr", "nnz": "nnzb", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"bsrmm0": ["i", "bi", "bj", "f"], "bsrmm1": ["j"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "nb", "mb", "nnzb", "blk", "feat_size"], "tir.noalias": True})
         # with T.sblock("root"):
         for i, bi, bj, f in T.grid(nb, blk, blk, feat_size):
             with T.sblock("bsrmm0"):
@@ -88,7 +89,7 @@ class bsrmm_iter:
 class ellmm_iter:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("nb", "col", "blk", blk), "float32"), B: T.Buffer(("mb", blk, "feat_size"), "float32"), C: T.Buffer((nb, blk, feat_size), "float32"), J_indices: T.Buffer((nb * col,), "int32"), nb: T.int32, mb: T.int32, feat_size: T.int32, col: T.int32, blk: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "mb", "indices": "indices", "indptr": "", "nnz": "0", "sorted": True, "width": "col"}], "sparsetir.param_names": ["a", "b", "c", "indices", "nb", "mb", "feat_size", "col", "blk"], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "mb", "indices": "indices", "indptr": "", "nnz": "0", "sorted": True, "width": "col"}], "sparsetir.lowered_loops": {"ellmm0": ["i", "j", "bi", "bj", "f"]}, "sparsetir.param_names": ["a", "b", "c", "indices", "nb", "mb", "feat_size", "col", "blk"], "tir.noalias": True})
         # with T.sblock("root"):
         for i, j, bi, bj, f in T.grid(nb, col, blk, blk, feat_size):
             with T.sblock("ellmm0"):
@@ -105,7 +106,7 @@ class ellmm_iter:
 class sddmm_iter:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("m", "feat_size"), "float32"), B: T.Buffer(("n", feat_size), "float32"), C: T.Buffer(("nnz",), "float32"), J_indptr: T.Buffer((m + 1,), "int32"), J_indices: T.Buffer((nnz,), "int32"), m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"sddmm0": ["i"], "sddmm1": ["j", "k"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "tir.noalias": True})
         # with T.sblock("root"):
         for i in range(m):
             with T.sblock("sddmm0"):
@@ -127,50 +128,55 @@ class sddmm_iter:
 class fused_sddmm_iter:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("m", "feat_size"), "float32"), B: T.Buffer(("n", feat_size), "float32"), C: T.Buffer(("nnz",), "float32"), J_indptr: T.Buffer((m + 1,), "int32"), J_indices: T.Buffer((nnz,), "int32"), m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"fused_sddmm0": ["j", "k"], "fused_sddmm0_search0": ["j"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "tir.noalias": True})
         # with T.sblock("root"):
-        for j, k in T.grid(nnz, feat_size):
-            with T.sblock("fused_sddmm0"):
-                vj, vk = T.axis.remap("SR", [j, k])
-                T.reads(J_indptr[0:m + 1], A[0:m, vk], B[J_indices[vj], vk], J_indices[vj])
-                T.writes(C[vj])
-                T.sblock_attr({"sparsetir.rows_owned": 1})
-                J_indptr_pos_lo = T.sblock_alloc_buffer((1,), "int32", scope="local")
-                J_indptr_pos_hi = T.sblock_alloc_buffer((1,), "int32", scope="local")
-                with T.init():
-                    C[vj] = T.float32(0.0)
-                J_indptr_pos_lo[0] = 0
-                J_indptr_pos_hi[0] = m + 1
-                while J_indptr_pos_lo[0] < J_indptr_pos_hi[0]:
-                    if J_indptr[(J_indptr_pos_lo[0] + J_indptr_pos_hi[0]) // 2] <= vj:
-                        J_indptr_pos_lo[0] = (J_indptr_pos_lo[0] + J_indptr_pos_hi[0]) // 2 + 1
+        J_indptr_pos = T.sblock_alloc_buffer((2,), "int32", scope="local")
+        for j in range(nnz):
+            with T.sblock("fused_sddmm0_search0"):
+                vj = T.axis.spatial(nnz, j)
+                T.reads(J_indptr[0:m + 1])
+                T.writes(J_indptr_pos[0:2])
+                J_indptr_pos[0] = 0
+                J_indptr_pos[1] = m + 1
+                while J_indptr_pos[1] > 0:
+                    if J_indptr[J_indptr_pos[0] + J_indptr_pos[1] // 2] <= vj:
+                        J_indptr_pos[0] = J_indptr_pos[0] + J_indptr_pos[1] // 2 + 1
+                        J_indptr_pos[1] = J_indptr_pos[1] - J_indptr_pos[1] // 2 - 1
                     else:
-                        J_indptr_pos_hi[0] = (J_indptr_pos_lo[0] + J_indptr_pos_hi[0]) // 2
-                C[vj] = C[vj] + A[J_indptr_pos_lo[0] - 1, vk] * B[J_indices[vj], vk]
+                        J_indptr_pos[1] = J_indptr_pos[1] // 2
+            for k in range(feat_size):
+                with T.sblock("fused_sddmm0"):
+                    vj, vk = T.axis.remap("SR", [j, k])
+                    T.reads(A[J_indptr_pos[0] - 1, vk], J_indptr_pos[0], B[J_indices[vj], vk], J_indices[vj])
+                    T.writes(C[vj])
+                    T.sblock_attr({"sparsetir.rows_owned": 1})
+                    with T.init():
+                        C[vj] = T.float32(0.0)
+                    C[vj] = C[vj] + A[J_indptr_pos[0] - 1, vk] * B[J_indices[vj], vk]
 
 
 @I.ir_module
 class csrmm_buffer:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("nnz",), "float32"), B: T.Buffer(("n * feat_size",), "float32"), C: T.Buffer(("m * feat_size",), "float32"), J_indptr: T.Buffer((m + 1,), "int32"), J_indices: T.Buffer((nnz,), "int32"), m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"csrmm0": ["i"], "csrmm1": ["j", "k"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "tir.noalias": True})
         # with T.sblock("root"):
         for i in range(m):
             with T.sblock("csrmm0"):
                 vi = T.axis.spatial(m, i)
-                T.reads(J_indptr[vi:vi + 2], C[0:m * feat_size], A[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])], B[0:n * feat_size], J_indices[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])])
+                T.reads(J_indptr[vi:vi + 2], A[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])], B[0:n * feat_size], J_indices[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])])
                 T.writes(C[0:m * feat_size])
                 T.sblock_attr({"sparsetir.rows_owned": 1})
-                for k in range(feat_size):
-                    with T.sblock("csrmm_init0"):
-                        vk = T.axis.spatial(feat_size, k)
+                for k_init in range(feat_size):
+                    with T.sblock("csrmm1_init"):
+                        vk = T.axis.spatial(feat_size, k_init)
                         T.reads()
                         T.writes(C[0:m * feat_size])
                         C[vi * feat_size + vk] = T.float32(0.0)
                 for j, k in T.grid(J_indptr[vi + 1] - J_indptr[vi], feat_size):
-                    with T.sblock("csrmm1"):
+                    with T.sblock("csrmm1_update"):
                         vj, vk = T.axis.remap("RS", [j, k])
-                        T.reads(J_indptr[vi:vi + 2], C[0:m * feat_size], A[J_indptr[vi] + vj], B[0:n * feat_size], J_indices[J_indptr[vi] + vj])
+                        T.reads(C[0:m * feat_size], J_indptr[vi:vi + 2], A[J_indptr[vi] + vj], B[0:n * feat_size], J_indices[J_indptr[vi] + vj])
                         T.writes(C[0:m * feat_size])
                         C[vi * feat_size + vk] = C[vi * feat_size + vk] + A[J_indptr[vi] + vj] * B[J_indices[J_indptr[vi] + vj] * feat_size + vk]
 
@@ -179,20 +185,25 @@ class csrmm_buffer:
 class bsrmm_buffer:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("nnzb * blk * blk",), "float32"), B: T.Buffer(("mb * blk * feat_size",), "float32"), C: T.Buffer(("nb * blk * feat_size",), "float32"), J_indptr: T.Buffer((nb + 1,), "int32"), J_indices: T.Buffer((nnzb,), "int32"), nb: T.int32, mb: T.int32, nnzb: T.int32, blk: T.int32, feat_size: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "mb", "indices": "indices", "indptr": "indptr", "nnz": "nnzb", "sorted": True, "width": "0"}], "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "nb", "mb", "nnzb", "blk", "feat_size"], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "mb", "indices": "indices", "indptr": "indptr", "nnz": "nnzb", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"bsrmm0": ["i", "bi", "bj", "f"], "bsrmm1": ["j"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "nb", "mb", "nnzb", "blk", "feat_size"], "tir.noalias": True})
         # with T.sblock("root"):
-        for i, bi, bj, f in T.grid(nb, blk, blk, feat_size):
-            with T.sblock("bsrmm0"):
-                vi, vbi, vbj, vf = T.axis.remap("SSRS", [i, bi, bj, f])
-                T.reads(J_indptr[vi:vi + 2], A[0:nnzb * blk * blk], B[0:mb * blk * feat_size], J_indices[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])])
-                T.writes(C[0:nb * blk * feat_size])
-                T.sblock_attr({"sparsetir.rows_owned": 1})
-                with T.init():
+        for i, bi in T.grid(nb, blk):
+            for f_init in range(feat_size):
+                with T.sblock("bsrmm0_init"):
+                    vi, vbi, vf = T.axis.remap("SSS", [i, bi, f_init])
+                    T.reads()
+                    T.writes(C[0:nb * blk * feat_size])
+                    T.sblock_attr({"sparsetir.rows_owned": 1})
                     C[(vi * blk + vbi) * feat_size + vf] = T.float32(0.0)
-                for j in range(J_indptr[vi + 1] - J_indptr[vi]):
-                    with T.sblock("bsrmm1"):
-                        vj = T.axis.reduce(J_indptr[vi + 1] - J_indptr[vi], j)
-                        T.reads(J_indptr[vi:vi + 2], C[0:nb * blk * feat_size], A[0:nnzb * blk * blk], B[0:mb * blk * feat_size], J_indices[J_indptr[vi] + vj])
-                        T.writes(C[0:nb * blk * feat_size])
-                        C[(vi * blk + vbi) * feat_size + vf] = C[(vi * blk + vbi) * feat_size + vf] + A[((J_indptr[vi] + vj) * blk + vbi) * blk + vbj] * B[(J_indices[J_indptr[vi] + vj] * blk + vbj) * feat_size + vf]
-
+            for bj, f in T.grid(blk, feat_size):
+                with T.sblock("bsrmm0_update"):
+                    vi, vbi, vbj, vf = T.axis.remap("SSRS", [i, bi, bj, f])
+                    T.reads(C[0:nb * blk * feat_size], J_indptr[vi:vi + 2], A[0:nnzb * blk * blk], B[0:mb * blk * feat_size], J_indices[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])])
+                    T.writes(C[0:nb * blk * feat_size])
+                    T.sblock_attr({"sparsetir.rows_owned": 1})
+                    for j in range(J_indptr[vi + 1] - J_indptr[vi]):
+                        with T.sblock("bsrmm1"):
+                            vj = T.axis.reduce(J_indptr[vi + 1] - J_indptr[vi], j)
+                            T.reads(J_indptr[vi:vi + 2], C[0:nb * blk * feat_size], A[0:nnzb * blk * blk], B[0:mb * blk * feat_size], J_indices[J_indptr[vi] + vj])
+                            T.writes(C[0:nb * blk * feat_size])
+                            C[(vi * blk + vbi) * feat_size + vf] = C[(vi * blk + vbi) * feat_size + vf] + A[((J_indptr[vi] + vj) * blk + vbi) * blk + vbj] * B[(J_indices[J_indptr[vi] + vj] * blk + vbj) * feat_size + vf]

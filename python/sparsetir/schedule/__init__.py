@@ -1,4 +1,4 @@
 """Schedules applied by sparsetir (Stage II)."""
-from .default import default_schedule, is_scheduled
+from .default import default_schedule
 
-__all__ = ["default_schedule", "is_scheduled"]
+__all__ = ["default_schedule"]

@@ -6,18 +6,19 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from ..transform.lower_sparse_iter import PARALLEL_ANNOTATION
+from ..transform.loop_signature import top_level_nests
 
 
-def blocks(func) -> list:
-    """(block, realize) pairs in pre-order, the root excluded."""
+def nest_blocks(sch, nests: list) -> list:
+    """(block, realize) pairs of the top-level nests numbered ``nests``, each nest in pre-order."""
+    stmts = top_level_nests(sch.mod["main"])
+    return [[(r.block, r) for r in _realizes(stmts[index])] for index in nests]
+
+
+def _realizes(stmt) -> list:
     found = []
-    tvm_ffi.structural_walk(func.body, (s_tir.SBlockRealize, found.append), order="pre")
-    return [(r.block, r) for r in found if r.block.name_hint != "root"]
-
-
-def owned_roots(blocks) -> list:
-    return [b.name_hint for b, _ in blocks if PARALLEL_ANNOTATION in b.annotations]
+    tvm_ffi.structural_walk(stmt, (s_tir.SBlockRealize, found.append), order="pre")
+    return found
 
 
 def innermost_spatial_loop(sch, block, realize):
@@ -39,3 +40,11 @@ def reads_memory(expr) -> bool:
     found = tvm_ffi.structural_walk(
         expr, (tvm.ir.TensorLoad, lambda _: tvm_ffi.VisitInterrupt(True)), order="pre")
     return bool(getattr(found, "value", False))
+
+
+def try_primitive(primitive, *args):
+    """Apply a schedule primitive; return None (schedule unchanged) where TVM refuses it."""
+    try:
+        return primitive(*args)
+    except s_tir.ScheduleError:
+        return None

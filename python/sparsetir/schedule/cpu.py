@@ -5,7 +5,8 @@ from __future__ import annotations
 import tvm_ffi
 from tvm import tirx
 
-from .common import innermost_spatial_loop, owned_roots
+from ..transform.lower_sparse_iter import PARALLEL_ANNOTATION
+from .common import innermost_spatial_loop, nest_blocks, try_primitive
 
 VECTOR_LANES = 16
 
@@ -23,18 +24,21 @@ def _vector_loop(sch, block, realize):
     return loop_rv
 
 
-def schedule_cpu(sch, blocks) -> None:
-    for block, realize in blocks:
-        loop_rv = _vector_loop(sch, block, realize)
-        if loop_rv is None:
-            continue
-        extent = sch.get(loop_rv).extent
-        if not isinstance(extent, tirx.IntImm):
-            continue
-        if extent.value > VECTOR_LANES and extent.value % VECTOR_LANES == 0:
-            loop_rv = sch.split(loop_rv, [None, VECTOR_LANES])[1]
-        elif extent.value > 4 * VECTOR_LANES:
-            continue
-        sch.vectorize(loop_rv)
-    for name in owned_roots(blocks):
-        sch.parallel(sch.get_loops(sch.get_sblock(name))[0])
+def schedule_cpu(sch, nests: list) -> None:
+    """Vectorise feature loops and parallelise owned rows in the nests numbered ``nests``."""
+    for nest in nest_blocks(sch, nests):
+        for block, realize in nest:
+            loop_rv = _vector_loop(sch, block, realize)
+            if loop_rv is None:
+                continue
+            extent = sch.get(loop_rv).extent
+            if not isinstance(extent, tirx.IntImm):
+                continue
+            if extent.value > VECTOR_LANES and extent.value % VECTOR_LANES == 0:
+                loop_rv = sch.split(loop_rv, [None, VECTOR_LANES])[1]
+            elif extent.value > 4 * VECTOR_LANES:
+                continue
+            try_primitive(sch.vectorize, loop_rv)
+        for block, _ in nest:
+            if PARALLEL_ANNOTATION in block.annotations:
+                try_primitive(sch.parallel, sch.get_loops(sch.get_sblock(block.name_hint))[0])

@@ -7,30 +7,26 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from ..transform.lower_sparse_iter import PARALLEL_ANNOTATION
-from .common import innermost_spatial_loop, reads_memory
+from ..transform.loop_signature import top_level_nests
+from .common import innermost_spatial_loop, nest_blocks, reads_memory
 
 WARP_SIZE = 32
 MAX_THREADS = 1024
 
 
-def schedule_cuda(sch) -> None:
-    """Bind each top-level nest of ``sch`` to its own kernel (see the module docstring)."""
-    root = sch.mod["main"].body.block
-    stmts = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
-    nests = []
-    for stmt in stmts:
-        found = []
-        tvm_ffi.structural_walk(stmt, (s_tir.SBlockRealize, found.append), order="pre")
-        if found:
-            nests.append((stmt, [(r.block, r) for r in found]))
+def schedule_cuda(sch, nests: list) -> None:
+    """Bind each top-level nest numbered in ``nests`` to its own kernel (see ``default``)."""
+    stmts = top_level_nests(sch.mod["main"])
     # Plan everything on the unscheduled IR first, then transform by block name.
     local = []  # (writer block, buffer name) of intermediates that become per-thread
     plans = []  # (outermost block, owned, thread blocks)
-    for stmt, nest in nests:
-        used = [b for b in root.alloc_buffers if _touches(stmt, b)]
-        local += [(_writer(nest, b), b.name) for b in used
-                  if sum(_touches(other, b) for other, _ in nests) == 1]
-        outer = nest[0][0]
+    for index, nest in zip(nests, nest_blocks(sch, nests)):
+        stmt = stmts[index]
+        used = [b for b in _intermediates(sch.mod["main"], stmt)
+                if sum(_touches(other, b) for other in stmts) == 1]
+        local += [(_writer(nest, b), b.name) for b in used]
+        outer = next(b for b, _ in nest if PARALLEL_ANNOTATION in b.annotations) \
+            if any(PARALLEL_ANNOTATION in b.annotations for b, _ in nest) else nest[0][0]
         loops = sch.get_loops(sch.get_sblock(outer.name_hint))
         owned = (PARALLEL_ANNOTATION in outer.annotations and bool(loops)
                  and not reads_memory(sch.get(loops[0]).extent))
@@ -56,6 +52,14 @@ def schedule_cuda(sch) -> None:
             sch.bind(sch.add_unit_loop(loops[0] if loops else rv), "blockIdx.x")
 
 
+def _intermediates(func, stmt) -> list:
+    """Non-local buffers allocated in the function (root or a block) that ``stmt`` touches."""
+    found = []
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, lambda b: found.extend(b.alloc_buffers)),
+                            order="pre")
+    return [b for b in found if str(b.scope()) != "local" and _touches(stmt, b)]
+
+
 def _thread_blocks(sch, stmt, nest, row_loop) -> list:
     """Names of the blocks of ``nest`` whose innermost loop can go to ``threadIdx.x``.
 
@@ -69,6 +73,8 @@ def _thread_blocks(sch, stmt, nest, row_loop) -> list:
     for block, realize in nest:
         if block.name_hint in inside:
             continue  # covered by an enclosing candidate's thread
+        if all(str(w.source.scope()) == "local" for w in block.writes):
+            continue  # a search: every thread runs it for itself
         loop_rv = innermost_spatial_loop(sch, block, realize)
         if loop_rv is None or sch.get(loop_rv).same_as(row_loop):
             continue
@@ -77,10 +83,12 @@ def _thread_blocks(sch, stmt, nest, row_loop) -> list:
                                 order="pre")
     if not cands or any(not tvm_ffi.structural_equal(e, cands[0][1]) for _, e in cands):
         return []
-    private = []
+    private = []  # per-thread: allocated in a thread block, or local (search results)
     for block, _ in cands:
         tvm_ffi.structural_walk(block, (s_tir.SBlock, lambda b: private.extend(b.alloc_buffers)),
                                 order="pre")
+    tvm_ffi.structural_walk(sch.mod["main"].body.block, (s_tir.SBlock, lambda b: private.extend(
+        buf for buf in b.alloc_buffers if str(buf.scope()) == "local")), order="pre")
     written = []
     tvm_ffi.structural_walk(stmt, (tirx.BufferStore, lambda s: written.append(s.buffer)),
                             order="pre")

@@ -1,5 +1,7 @@
 """Passes between the three stages."""
+from .complete_inits import InitPlacementError, decompose_conditional_inits
 from .lower_sparse_buffer import lower_sparse_buffer
 from .lower_sparse_iter import LoweringError, lower_sparse_iter
 
-__all__ = ["LoweringError", "lower_sparse_buffer", "lower_sparse_iter"]
+__all__ = ["InitPlacementError", "LoweringError", "decompose_conditional_inits",
+           "lower_sparse_buffer", "lower_sparse_iter"]

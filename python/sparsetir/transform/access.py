@@ -109,7 +109,7 @@ class AccessRewriter:
                                  f"{axis.name} needs a binary search, but the axis is declared "
                                  "sorted=False; iterate that axis instead")
             start, end = row_range(axis, parent_offset, self.lowering.indptr)
-            found = self.block.search(self.lowering.indices(axis), start, end, coord)
+            found = self.block.request_search(self.lowering.indices(axis), start, end, coord)
             guards.append(found < end)
             guards.append(tirx.BufferLoad(self.lowering.indices(axis), [found]) == coord)
             return found - start

@@ -1,26 +1,31 @@
 """Emit a plan (``plan.py``) as TensorIR through TVM's IR builder.
 
-The builder creates loop and block variables itself; the plan's placeholder variables are
+The builder creates loop and block variables and buffers itself; the plan's placeholders are
 mapped to them as they appear, and every expression is substituted before it is emitted. A
-binary search becomes a ``while`` loop over two local ``(1,)`` buffers (``lo``, ``hi``) in the
-block that requested it; its result is ``lo[0]``.
+search block runs a binary search as a ``while`` loop over a local ``(2,)`` buffer allocated in
+the enclosing block (or the root): ``pos[0]`` ends as the position, which later blocks read.
+Nothing is allocated inside a search block, so TVM's reduction analysis of an enclosing block
+(``decompose_reduction``, ``rfactor``) sees only buffers that block owns. Intermediate buffers are allocated in the innermost block
+that holds all their uses (``place_intermediates``).
 
 Example
 -------
 >>> # with IRBuilder() as ib:
 >>> #     with Tb.prim_func(s_tir=True):
 >>> #         ...
->>> #         Emitter().emit(plan)
+>>> #         Emitter().emit_function(plan, intermediates)
 """
 
 from __future__ import annotations
 
+import tvm
+import tvm_ffi
 from tvm import tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as Tb
 
 from ..ir.utils import substitute
-from .plan import BlockPlan, LoopPlan, Search, used_searches
+from .plan import BlockPlan, LoopPlan, Search, free_vars
 
 
 class Emitter:
@@ -28,11 +33,17 @@ class Emitter:
 
     def __init__(self):
         self.var_map = {}
-        self.local_buffers = set()
 
     def subst(self, node):
-        """``node`` with placeholders replaced by the builder's variables."""
+        """``node`` with placeholders replaced by the builder's variables and buffers."""
         return substitute(node, self.var_map)
+
+    def emit_function(self, plan: list, intermediates: list) -> None:
+        """Emit a whole function body: root allocations, then the plan."""
+        for buf in place_intermediates(plan, intermediates):
+            self._alloc(buf)
+        self._alloc_search_results(plan)
+        self.emit(plan)
 
     def emit(self, items: list) -> None:
         """Emit plan items in order."""
@@ -43,6 +54,21 @@ class Emitter:
                 self._block(item)
             else:
                 self._stmt(self.subst(item))
+
+    def _alloc(self, buf) -> None:
+        self.var_map[buf] = IRBuilder.name(buf.name, Tb.sblock_alloc_buffer(
+            list(buf.shape), str(buf.dtype), scope=str(buf.scope())))
+
+    def _alloc_search_results(self, items: list) -> None:
+        """Allocate the result of every search block in this scope (not in nested blocks)."""
+        for item in items:
+            if isinstance(item, LoopPlan):
+                self._alloc_search_results(item.body)
+            elif isinstance(item, BlockPlan) and item.search is not None:
+                result = item.search.result
+                pos = IRBuilder.name(result.name,
+                                     Tb.sblock_alloc_buffer((2,), "int32", scope="local"))
+                self.var_map[result] = tirx.BufferLoad(pos, [0])
 
     def _loop(self, loop: LoopPlan) -> None:
         with Tb.serial(0, self.subst(loop.extent)) as var:
@@ -57,31 +83,44 @@ class Emitter:
                 self.var_map[iv.var] = IRBuilder.name(iv.var.name, var)
             if block.annotations:
                 Tb.sblock_attr(dict(block.annotations))
-            for search in used_searches(block):
-                self._search(search)
+            if block.search is not None:
+                self._search(block.search)
+                return
+            for buf in block.allocs:
+                self._alloc(buf)
+            self._alloc_search_results(block.body)
             if block.init:
                 with Tb.init():
                     self.emit(block.init)
             self.emit(block.body)
 
     def _search(self, search: Search) -> None:
-        name = search.result.name
-        lo = IRBuilder.name(f"{name}_lo", Tb.sblock_alloc_buffer((1,), "int32", scope="local"))
-        hi = IRBuilder.name(f"{name}_hi", Tb.sblock_alloc_buffer((1,), "int32", scope="local"))
-        Tb.buffer_store(lo, self.subst(search.lo), [0])
-        Tb.buffer_store(hi, self.subst(search.hi), [0])
-        key = self.subst(search.key)
-        with Tb.While(lo[0] < hi[0]):
-            mid = tirx.floordiv(lo[0] + hi[0], 2)
-            value = tirx.BufferLoad(search.buffer, [mid])
+        """``pos[0]``: the position found; ``pos[1]``: how many candidates are left.
+
+        The block's regions are explicit: it reads the searched range and writes ``pos``.
+        ``pos`` is read back only after this block wrote it, so it is not an input, and the
+        block stays complete (a loop above it can be parallel).
+        """
+        pos = self.var_map[search.result].source
+        lo, hi, key = (self.subst(e) for e in (search.lo, search.hi, search.key))
+        inputs = []
+        tvm_ffi.structural_walk([lo, hi, key], (tvm.ir.TensorLoad, inputs.append), order="pre")
+        Tb.reads(tirx.BufferRegion(search.buffer, [tvm.ir.Range.from_min_extent(lo, hi - lo)]),
+                 *(tirx.BufferRegion(load.source, [tvm.ir.Range.from_min_extent(i, 1)
+                                                   for i in load.indices]) for load in inputs))
+        Tb.writes(tirx.BufferRegion(pos, [tvm.ir.Range.from_min_extent(0, 2)]))
+        Tb.buffer_store(pos, lo, [0])
+        Tb.buffer_store(pos, hi - lo, [1])
+        with Tb.While(pos[1] > 0):
+            half = tirx.floordiv(pos[1], 2)
+            value = tirx.BufferLoad(search.buffer, [pos[0] + half])
             go_right = value < key if search.side == "left" else value <= key
             with Tb.If(go_right):
                 with Tb.Then():
-                    Tb.buffer_store(lo, mid + 1, [0])
+                    Tb.buffer_store(pos, pos[0] + half + 1, [0])
+                    Tb.buffer_store(pos, pos[1] - half - 1, [1])
                 with Tb.Else():
-                    Tb.buffer_store(hi, mid, [0])
-        self.local_buffers |= {lo, hi}
-        self.var_map[search.result] = lo[0]
+                    Tb.buffer_store(pos, half, [1])
 
     def _stmt(self, stmt) -> None:
         if isinstance(stmt, tirx.BufferStore):
@@ -100,3 +139,48 @@ class Emitter:
             Tb.evaluate(stmt.value)
         else:
             raise TypeError(f"cannot emit {type(stmt).__name__}")
+
+
+def place_intermediates(plan: list, buffers: list) -> list:
+    """Give each buffer to the innermost block of ``plan`` that holds all its uses.
+
+    Appends to ``BlockPlan.allocs``; returns the buffers that stay at the root (used by
+    several top-level nests, or by none).
+    """
+    root = []
+    for buf in buffers:
+        owner, items = None, plan
+        while True:
+            holders = [b for b in _scope_blocks(items) if buf in free_vars([b])]
+            direct = buf in _scope_vars(items)
+            if direct or len(holders) != 1:
+                break
+            owner = holders[0]
+            items = (owner.init or []) + owner.body
+        if owner is None:
+            root.append(buf)
+        else:
+            owner.allocs.append(buf)
+    return root
+
+
+def _scope_blocks(items: list) -> list:
+    """The blocks directly in this scope (through loops, not through blocks)."""
+    found = []
+    for item in items:
+        if isinstance(item, LoopPlan):
+            found += _scope_blocks(item.body)
+        elif isinstance(item, BlockPlan):
+            found.append(item)
+    return found
+
+
+def _scope_vars(items: list) -> set:
+    """Variables and buffers this scope uses itself: statements and loop extents."""
+    used = set()
+    for item in items:
+        if isinstance(item, LoopPlan):
+            used |= free_vars([item.extent]) | _scope_vars(item.body)
+        elif not isinstance(item, BlockPlan):
+            used |= free_vars([item])
+    return used

@@ -1,4 +1,7 @@
-"""``lower_sparse_buffer``: Stage II to Stage III, every sparse buffer flat.
+"""``lower_sparse_buffer``: Stage II to Stage III, every init unconditional, every buffer flat.
+
+First every reduction whose init TVM would skip when a reduction loop is empty is decomposed
+(``decompose_conditional_inits``), so outputs never depend on what the arrays held.
 
 Stage II keeps a sparse buffer's fixed trailing axes as dimensions (BSR values are
 ``[nnzb, bs, bs]``) so that schedules and tensorize see tiles. Users pass flat arrays, so this
@@ -20,11 +23,15 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.script.ir_builder import tirx as Tb
 
+from .complete_inits import decompose_conditional_inits
+
 
 def lower_sparse_buffer(mod: tvm.IRModule) -> tvm.IRModule:
-    """Flatten the buffer parameters and global intermediates of every function in ``mod``."""
+    """Decompose conditional inits, then flatten the buffer parameters and global
+    intermediates of every function in ``mod``."""
     if not isinstance(mod, tvm.IRModule):
         raise TypeError(f"lower_sparse_buffer expects an IRModule, got {type(mod).__name__}")
+    mod = decompose_conditional_inits(mod)
     funcs = {gv: _flatten_function(f) if isinstance(f, tirx.PrimFunc) else f
              for gv, f in mod.functions.items()}
     return tvm.IRModule(funcs, attrs=mod.attrs)

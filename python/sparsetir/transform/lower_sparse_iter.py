@@ -6,13 +6,18 @@ then a new block starts, binding the outer variable (field guide, §2). Blocks a
 ``<iteration>0``, ``<iteration>1``, ...; a fused group ``T.fuse(I, J)`` is one loop over the
 nonzeros, its row found by binary search where it is needed.
 
-``T.init`` must hold for every output element, also where the reduction is empty. TVM runs a
-block's init when its reduction variables start, which never happens for an empty row, so the
-init stays in a block only where every reduction loop at or above it has a fixed extent; else it
-becomes its own nest (blocks ``<iteration>_init0``, ...; a single block ``<iteration>_init`` when
-no loop is left to run) placed right before the reduction loops,
-or before the whole iteration when a spatial variable does not index the output (several
-iterations then write the same element).
+A coordinate looked up on a sparse axis (``A[i, j]`` while iterating a dense ``j``; the row of
+a fused nonzero) is a binary search in a block of its own, ``<block>_search<n>``, placed under
+the outermost loop where its inputs are fixed; it stores the position in a one-element local
+buffer that the compute block reads. Intermediates (``T.alloc_sparse_buffer``) are allocated in
+the innermost block that holds all their uses, so the enclosing blocks stay complete.
+
+``T.init`` becomes the native init of the block of the first reduction loop, so the block is a
+reduction block that TVM's checked primitives (``parallel``, ``vectorize``, ``rfactor``,
+``decompose_reduction``, ``cache_write``...) accept. TVM runs such an init when the reduction
+variables are at their start, which never happens when a reduction loop is empty (an empty row,
+a zero feature size); ``lower_sparse_buffer`` therefore decomposes every reduction whose loops
+may be empty (``decompose_conditional_inits``), so the init runs once for every spatial point.
 
 Example
 -------
@@ -39,8 +44,9 @@ from ..script.printer import format_expr
 from .access import AccessRewriter, IterInfo
 from .emit import Emitter
 from .layout import stage2_shape
-from .plan import BlockIterPlan, BlockPlan, LoopPlan
-from .regions import widen_search_regions
+from .plan import BlockIterPlan, BlockPlan, LoopPlan, hoist_searches
+from .loop_signature import LOWERED_LOOPS_ATTR, loop_signature
+from .regions import widen_local_regions
 
 
 PARAM_NAMES_ATTR = "sparsetir.param_names"
@@ -90,6 +96,7 @@ class _Lowering:
         self.stage2 = {}            # name -> Stage II buffer
         self.aux = {}               # (axis name, "indptr"|"indices") -> Stage II buffer
         self.handle_buffers = {}    # handle param -> Stage II buffer (axes may share an indptr)
+        self.intermediates = []     # placeholder buffers of T.alloc_sparse_buffer
 
     # -- services used by AccessRewriter ------------------------------------------------------
     def sparse_buffer(self, view):
@@ -130,9 +137,9 @@ class _Lowering:
                 for stmt in func.body:
                     if isinstance(stmt, SparseIteration):
                         plan += self._plan_iteration(stmt, {})
-                emitter = Emitter()
-                emitter.emit(plan)
-        return widen_search_regions(builder.get(), emitter.local_buffers)
+                Emitter().emit_function(plan, self.intermediates)
+        func = widen_local_regions(builder.get())
+        return func.with_attr(LOWERED_LOOPS_ATTR, loop_signature(func))
 
     def _declare_buffers(self) -> None:
         func = self.func
@@ -140,8 +147,10 @@ class _Lowering:
         for buf in func.buffers:
             if buf.handle is not None:
                 continue
-            self.stage2[buf.name] = IRBuilder.name(
-                buf.name, Tb.sblock_alloc_buffer(stage2_shape(buf), buf.dtype, scope=buf.scope))
+            placeholder = tirx.decl_buffer(stage2_shape(buf), buf.dtype, name=buf.name,
+                                           scope=buf.scope)
+            self.stage2[buf.name] = placeholder
+            self.intermediates.append(placeholder)
         for param in func.params:
             if not is_handle(param):
                 continue
@@ -170,24 +179,13 @@ class _Lowering:
 
     # -- planning -------------------------------------------------------------------------------
     def _plan_iteration(self, it: SparseIteration, outer_env: dict) -> list:
-        units = self._units(it, outer_env)
-        groups = _partition(units)
-        spatial = [v.var for v in it.sp_iter_vars if not v.is_reduction]
-        plan = []
-        init_group = native_group = None
+        groups = _partition(self._units(it, outer_env))
+        init_group = None
         if it.init is not None:
-            first_r = next((g for g, group in enumerate(groups)
-                            if any(u.is_reduction for u in group)), None)
-            if not _init_is_row_local(it, spatial):
-                init_group = 0
-            elif first_r is None or self._init_fits_block(groups, first_r, outer_env):
-                native_group = len(groups) - 1 if first_r is None else first_r
-            else:
-                init_group = first_r
-            if init_group == 0:
-                plan += self._plan_init_nest(it, groups, 0, outer_env)
-        plan += self._plan_groups(it, groups, 0, outer_env, init_group, native_group)
-        return plan
+            _check_init(it, groups)
+            init_group = next((g for g, group in enumerate(groups)
+                               if any(u.is_reduction for u in group)), len(groups) - 1)
+        return self._plan_groups(it, groups, 0, outer_env, init_group)
 
     def _units(self, it: SparseIteration, outer_env: dict) -> list:
         """Group the variables into loops and find what each loop's extent depends on."""
@@ -236,22 +234,7 @@ class _Lowering:
         raise LoweringError(f"sparse iteration {it.name}: axis {v.base_axis.name} needs its "
                             f"parent {name} to be iterated before it")
 
-    def _init_fits_block(self, groups: list, first_r: int, outer_env: dict) -> bool:
-        """Whether a native T.init in group ``first_r``'s block runs for every output element."""
-        for group in groups[:first_r + 1]:
-            for unit in group:
-                if unit.is_reduction and self._data_dependent(unit):
-                    return False
-        spatial_late = any(not u.is_reduction for group in groups[first_r + 1:] for u in group)
-        return not spatial_late
-
-    @staticmethod
-    def _data_dependent(unit: _Unit) -> bool:
-        v = unit.sp_vars[-1]
-        return (len(unit.sp_vars) > 1 or isinstance(v.axis, AttachedAxis)
-                or v.base_axis.is_variable)
-
-    def _plan_groups(self, it, groups, g, env, init_group, native_group) -> list:
+    def _plan_groups(self, it, groups, g, env, init_group) -> list:
         """Loops and block for group ``g``, with the following groups nested inside."""
         block = BlockPlan(f"{it.name}{g}")
         if g == 0 and it.annotations:
@@ -268,34 +251,13 @@ class _Lowering:
             block.iter_vars.append(BlockIterPlan(block_var, extent, loop_var, unit.is_reduction))
             env.update(self._infos(unit, block_var, env, it, block))
         if g + 1 < len(groups):
-            if init_group == g + 1:
-                block.body += self._plan_init_nest(it, groups, g + 1, env)
-            block.body += self._plan_groups(it, groups, g + 1, env, init_group, native_group)
+            block.body += self._plan_groups(it, groups, g + 1, env, init_group)
         else:
             block.body += self._plan_body(it.body, env, block)
-        if native_group == g:
+        if init_group == g:
             rewriter = AccessRewriter(self, env, block)
             block.init = [rewriter.stmt(s) for s in it.init]
-        return _nest(loops, [block])
-
-    def _plan_init_nest(self, it, groups, g, env) -> list:
-        """A nest over the spatial loops of groups ``g``... that stores the init values."""
-        units = [u for group in groups[g:] for u in group if not u.is_reduction]
-        reduction_vars = {w.var for group in groups[g:] for u in group if u.is_reduction
-                          for w in u.sp_vars}
-        for stmt in it.init:
-            used = [v.name for v in _vars_in(stmt) if v in reduction_vars]
-            if used:
-                raise LoweringError(f"sparse iteration {it.name}: T.init uses the reduction "
-                                    f"variable {used[0]}")
-        init = SparseIteration(f"{it.name}_init", [w for u in units for w in u.sp_vars],
-                               list(it.init), None, {})
-        sub_groups = _partition([_Unit(u.sp_vars, u.deps) for u in units])
-        if not sub_groups:
-            block = BlockPlan(f"{it.name}_init")
-            block.body = self._plan_body(list(it.init), env, block)
-            return [block]
-        return self._plan_groups(init, sub_groups, 0, env, None, None)
+        return hoist_searches(block, loops)
 
     def _plan_body(self, stmts, env, block) -> list:
         out = []
@@ -346,7 +308,7 @@ class _Lowering:
             else:
                 indptr = self.indptr(axis)
                 size = axis.parent.storage_size
-                row = block.search(indptr, tirx.const(0, "int32"), size + 1, offsets[t], "right")
+                row = block.request_search(indptr, tirx.const(0, "int32"), size + 1, offsets[t], "right")
                 offsets[t - 1] = row - 1
         infos, parent_var, parent_off = {}, None, None
         for v, off in zip(unit.sp_vars, offsets):
@@ -437,23 +399,27 @@ def _partition(units: list) -> list:
     return groups
 
 
-def _nest(loops: list, body: list) -> list:
-    for loop in reversed(loops):
-        loop.body = body
-        body = [loop]
-    return body
+def _check_init(it: SparseIteration, groups: list) -> None:
+    """Refuse a T.init that TVM's reduction semantics cannot express.
 
-
-def _init_is_row_local(it: SparseIteration, spatial: list) -> bool:
-    """Whether every spatial variable indexes the output directly in every init store."""
+    The init lives in the block of the first reduction loop and runs there once per spatial
+    point, before that point's reduction; so it may not read a reduction variable, and no
+    spatial loop may be nested under a reduction loop (its range would depend on it).
+    """
+    reduction_vars = {w.var for group in groups for u in group if u.is_reduction
+                      for w in u.sp_vars}
     for stmt in it.init:
-        stores = []
-        tvm_ffi.structural_walk(stmt, (tirx.BufferStore, stores.append), order="pre")
-        for store in stores:
-            bare = [i for i in store.indices if isinstance(i, tirx.Var)]
-            if not all(any(b.same_as(v) for b in bare) for v in spatial):
-                return False
-    return True
+        used = [v.name for v in _vars_in(stmt) if v in reduction_vars]
+        if used:
+            raise LoweringError(f"sparse iteration {it.name}: T.init uses the reduction "
+                                f"variable {used[0]}")
+    first_r = next((g for g, group in enumerate(groups)
+                    if any(u.is_reduction for u in group)), len(groups))
+    late = [u.name for group in groups[first_r + 1:] for u in group if not u.is_reduction]
+    if late:
+        raise LoweringError(f"sparse iteration {it.name}: the spatial variable {late[0]} is "
+                            "iterated under a reduction whose range it depends on; a T.init "
+                            "cannot run once per output element there")
 
 
 def _vars_in(node) -> list:

@@ -2,8 +2,13 @@
 
 Planning and emitting are separate so that a binary search is emitted only where its result is
 used (after simplification many are not: a fused loop's row search disappears from
-``C[i, j]``), and so that variables can be created freely: the plan uses placeholder Vars that
-the emitter maps to the IR builder's loop and block variables.
+``C[i, j]``), and so that variables and buffers can be created freely: the plan uses
+placeholder Vars and buffers that the emitter maps to the IR builder's loop and block variables
+and to the buffers it allocates.
+
+A search that a block needs becomes a block of its own (``search`` set), placed under the
+outermost loop where its inputs are fixed (``hoist_searches``): it runs once per row or nonzero,
+not once per feature, and the compute block stays a plain reduction.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from dataclasses import dataclass, field
 import tvm
 import tvm_ffi
 from tvm import tirx
+
+from ..ir.utils import substitute
 
 
 @dataclass
@@ -39,7 +46,12 @@ class BlockIterPlan:
 
 @dataclass
 class BlockPlan:
-    """An sblock: its iteration variables, searches, optional init and body."""
+    """An sblock: its iteration variables, searches, optional init and body.
+
+    ``searches`` are the lookups the block's statements asked for; ``search`` is set on a
+    block that performs one lookup and stores it for later blocks; ``allocs`` are placeholder
+    buffers (intermediates) that the block allocates.
+    """
 
     name: str
     iter_vars: list = field(default_factory=list)
@@ -47,8 +59,10 @@ class BlockPlan:
     init: list = None
     body: list = field(default_factory=list)
     annotations: dict = field(default_factory=dict)
+    search: Search = None
+    allocs: list = field(default_factory=list)
 
-    def search(self, buffer, lo, hi, key, side: str = "left") -> tirx.Var:
+    def request_search(self, buffer, lo, hi, key, side: str = "left") -> tirx.Var:
         """A variable holding the search result; identical searches share one."""
         for s in self.searches:
             if (s.side == side and s.buffer.same_as(buffer)
@@ -87,7 +101,7 @@ def free_vars(items) -> set:
             for iv in item.iter_vars:
                 collect(iv.extent)
                 collect(iv.loop_var)
-            for s in item.searches:
+            for s in item.searches + ([item.search] if item.search else []):
                 for e in (s.lo, s.hi, s.key):
                     collect(e)
             for child in (item.init or []) + item.body:
@@ -109,3 +123,32 @@ def used_searches(block: BlockPlan) -> list:
             keep.append(s)
             used |= free_vars([s.lo, s.hi, s.key])
     return list(reversed(keep))
+
+
+def hoist_searches(block: BlockPlan, loops: list) -> list:
+    """The nest ``loops`` around ``block``, with a search block for each search it uses.
+
+    A search goes under the innermost of ``loops`` whose block variable it reads (after the
+    searches it depends on), or before the nest when it reads none of them. Its block binds
+    those loops again, as spatial variables. Returns the items that replace the nest.
+    """
+    own = [iv.var for iv in block.iter_vars]
+    before = {d: [] for d in range(-1, len(loops))}
+    depth = {}
+    for n, search in enumerate(used_searches(block)):
+        deps = free_vars([search.lo, search.hi, search.key])
+        d = max([own.index(v) for v in deps if v in own]
+                + [depth[r] for r in depth if r in deps] + [-1])
+        depth[search.result] = d
+        fresh = {iv.var: tirx.Var(iv.var.name, "int32") for iv in block.iter_vars[:d + 1]}
+        found = BlockPlan(f"{block.name}_search{n}", search=Search(
+            search.result, search.buffer, *(substitute(e, fresh) for e in
+                                             (search.lo, search.hi, search.key)), search.side))
+        found.iter_vars = [BlockIterPlan(fresh[iv.var], iv.extent, iv.loop_var, False)
+                           for iv in block.iter_vars[:d + 1]]
+        before[d].append(found)
+    body = [block]
+    for d in range(len(loops) - 1, -1, -1):
+        loops[d].body = before[d] + body
+        body = [loops[d]]
+    return before[-1] + body

@@ -1,14 +1,15 @@
-"""Keep block read/write regions free of block-local search buffers.
+"""Keep block read/write regions free of buffers the block itself allocates.
 
 TVM infers the regions of an outer block from its inner blocks. When an inner block indexes a
-buffer with the result of a binary search (``A[K_indices_pos_lo[0]]``), the inferred region
-of every enclosing block mentions the local ``lo`` buffer, which is not declared there, and the
-function is ill-formed. Where a region bound reads such a buffer, this pass widens that
-dimension to the whole buffer, which is what the enclosing block may touch anyway.
+buffer with a value held in a local buffer (``A[J_indices_pos[0]]``, a binary search's
+result), the inferred region of every enclosing block that allocates that local buffer, or
+contains the block that does, mentions a buffer not declared there, and the function is
+ill-formed. This pass widens such a region dimension to the whole buffer, which is what the
+enclosing block may touch anyway.
 
 Example
 -------
->>> # func = widen_search_regions(func, {lo_buffer})
+>>> # func = widen_local_regions(func)
 """
 
 from __future__ import annotations
@@ -18,27 +19,30 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 
-def widen_search_regions(func: tirx.PrimFunc, local_buffers: set) -> tirx.PrimFunc:
-    """Widen every region dimension whose bounds read one of ``local_buffers``."""
-    if not local_buffers:
-        return func
-
-    def reads_local(expr) -> bool:
-        hit = tvm_ffi.structural_walk(
-            expr, (tvm.ir.TensorLoad, lambda load: tvm_ffi.VisitInterrupt(True)
-                   if load.source in local_buffers else None), order="pre")
-        return bool(getattr(hit, "value", False))
-
-    def widen(region):
-        buffer = region.source
-        ranges = []
-        for dim, rng in zip(buffer.shape, region.region):
-            if reads_local(rng.min) or reads_local(rng.extent):
-                rng = tvm.ir.Range.from_min_extent(tirx.const(0, "int32"), dim)
-            ranges.append(rng)
-        return tirx.BufferRegion(buffer, ranges)
+def widen_local_regions(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Widen every region dimension whose bounds read a buffer allocated inside its block."""
 
     def on_block(block):
+        inside = set()
+        tvm_ffi.structural_walk(block, (s_tir.SBlock, lambda b: inside.update(b.alloc_buffers)),
+                                order="pre")
+        if not inside:
+            return block
+
+        def reads_inside(expr) -> bool:
+            hit = tvm_ffi.structural_walk(
+                expr, (tvm.ir.TensorLoad, lambda load: tvm_ffi.VisitInterrupt(True)
+                       if load.source in inside else None), order="pre")
+            return bool(getattr(hit, "value", False))
+
+        def widen(region):
+            ranges = []
+            for dim, rng in zip(region.source.shape, region.region):
+                if reads_inside(rng.min) or reads_inside(rng.extent):
+                    rng = tvm.ir.Range.from_min_extent(tirx.const(0, "int32"), dim)
+                ranges.append(rng)
+            return tirx.BufferRegion(region.source, ranges)
+
         return s_tir.SBlock(block.iter_vars, [widen(r) for r in block.reads],
                             [widen(r) for r in block.writes], block.name_hint, block.body,
                             block.init, block.alloc_buffers, block.match_buffers,

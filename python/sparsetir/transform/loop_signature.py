@@ -1,0 +1,57 @@
+"""Which loop nests of a Stage II function are as ``lower_sparse_iter`` made them.
+
+``lower_sparse_iter`` records, for every block, the names of the loops between it and its
+enclosing block (function attribute ``sparsetir.lowered_loops``). A top-level nest is untouched
+when each of its blocks is still there with the same loops, every loop is serial with no thread
+binding or annotation, and no block was added: that is where ``build`` may apply its default
+schedule without overriding a user's.
+
+Example
+-------
+>>> # mod = sparsetir.lower_sparse_iter(csrmm)
+>>> # untouched_nests(mod["main"])   -> [0]  (index of each untouched top-level nest)
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+LOWERED_LOOPS_ATTR = "sparsetir.lowered_loops"
+
+
+def loop_signature(func: tirx.PrimFunc) -> dict:
+    """Block name -> names of the loops between the block and its enclosing block."""
+    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+    names = []
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, lambda b: names.append(b.name_hint)),
+                            order="pre")
+    return {name: [sch.get(rv).loop_var.name for rv in sch.get_loops(sch.get_sblock(name))]
+            for name in names if name != "root"}
+
+
+def top_level_nests(func: tirx.PrimFunc) -> list:
+    """The statements of the root block's body, one per top-level nest."""
+    root = func.body.block
+    return list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
+
+
+def untouched_nests(func: tirx.PrimFunc) -> list:
+    """Indices (into ``top_level_nests``) of the nests no schedule has changed."""
+    recorded = func.attrs.get(LOWERED_LOOPS_ATTR) if func.attrs is not None else None
+    if recorded is None:
+        return []
+    current = loop_signature(func)
+    result = []
+    for index, stmt in enumerate(top_level_nests(func)):
+        blocks, loops = [], []
+        tvm_ffi.structural_walk(stmt, [(s_tir.SBlock, lambda b: blocks.append(b.name_hint)),
+                                       (tirx.For, loops.append)], order="pre")
+        same_blocks = all(name in recorded and [str(n) for n in recorded[name]] == current[name]
+                          for name in blocks)
+        plain_loops = all(loop.kind == tirx.ForKind.SERIAL and loop.thread_binding is None
+                          and not loop.annotations for loop in loops)
+        if blocks and same_blocks and plain_loops:
+            result.append(index)
+    return result
