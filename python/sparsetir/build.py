@@ -23,6 +23,7 @@ from .ir.function import SparseFunction
 from .runtime import (BufferParam, IndicesCheck, IndptrCheck, Kernel, ScalarParam, Signature)
 from .schedule import default_schedule
 from .target import compile_module, make_target
+from .transform.atomic import lower_atomic_blocks
 from .transform.lower_sparse_buffer import lower_sparse_buffer
 from .transform.lower_sparse_iter import INDEX_CHECKS_ATTR, PARAM_NAMES_ATTR, lower_sparse_iter
 
@@ -52,7 +53,7 @@ def build(kernel, target="llvm", schedule: str = "auto") -> Kernel:
     kind = str(tgt.kind.name)
     if schedule == "auto":
         mod = default_schedule(mod, kind).mod
-    mod = lower_sparse_buffer(mod)
+    mod = lower_atomic_blocks(lower_sparse_buffer(mod), kind)
     executable = compile_module(mod, tgt)
     return Kernel(executable, signature_of(mod["main"]),
                   device="cuda" if kind == "cuda" else "cpu")

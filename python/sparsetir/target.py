@@ -29,6 +29,8 @@ from tvm.base import _LOADED_LIBS
 from tvm.target.codegen import llvm_get_system_cpu
 from tvm_ffi.libinfo import load_lib_ctypes
 
+from .pipeline import PIPELINE_NAME
+
 __all__ = ["make_target", "compile_module", "cuda_available", "cuda_source", "export"]
 
 DEFAULT_CUDA_ARCH = "sm_80"
@@ -119,7 +121,7 @@ def compile_module(mod: tvm.IRModule, target) -> tvm.runtime.Executable:
         bound = [name for name, func in funcs.items() if _binds_threads(func)]
         if bound:
             raise ValueError(f"cannot compile {bound} for llvm: loops are bound to GPU threads")
-        return tvm.compile(mod, target=tgt)
+        return tvm.compile(mod, target=tgt, tir_pipeline=PIPELINE_NAME)
     unbound = [name for name, func in funcs.items() if not _binds_threads(func)]
     if unbound:
         raise ValueError(f"cannot compile {unbound} for cuda: no loop is bound to blockIdx/threadIdx "
@@ -127,7 +129,7 @@ def compile_module(mod: tvm.IRModule, target) -> tvm.runtime.Executable:
     _load_cuda_runtime()
     _choose_cuda_compiler()
     with tgt:  # the nvcc callback reads the architecture from the current target
-        ex = tvm.compile(mod, target=tgt)
+        ex = tvm.compile(mod, target=tgt, tir_pipeline=PIPELINE_NAME)
     if not ex.mod.imports:
         raise RuntimeError("cuda compilation produced host code only: no loop is bound to blockIdx/threadIdx")
     return ex

@@ -130,29 +130,32 @@ class fused_sddmm_iter:
     def main(A: T.Buffer(("m", "feat_size"), "float32"), B: T.Buffer(("n", feat_size), "float32"), C: T.Buffer(("nnz",), "float32"), J_indptr: T.Buffer((m + 1,), "int32"), J_indices: T.Buffer((nnz,), "int32"), m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32):
         T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"fused_sddmm0": ["j", "k"], "fused_sddmm0_search0": ["j"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "tir.noalias": True})
         # with T.sblock("root"):
-        J_indptr_pos = T.sblock_alloc_buffer((2,), "int32", scope="local")
+        J_indptr_pos = T.sblock_alloc_buffer((nnz,), "int32")
         for j in range(nnz):
             with T.sblock("fused_sddmm0_search0"):
                 vj = T.axis.spatial(nnz, j)
                 T.reads(J_indptr[0:m + 1])
-                T.writes(J_indptr_pos[0:2])
-                J_indptr_pos[0] = 0
-                J_indptr_pos[1] = m + 1
-                while J_indptr_pos[1] > 0:
-                    if J_indptr[J_indptr_pos[0] + J_indptr_pos[1] // 2] <= vj:
-                        J_indptr_pos[0] = J_indptr_pos[0] + J_indptr_pos[1] // 2 + 1
-                        J_indptr_pos[1] = J_indptr_pos[1] - J_indptr_pos[1] // 2 - 1
+                T.writes(J_indptr_pos[vj])
+                T.sblock_attr({"preprocess": 1, "sparsetir.rows_owned": 1})
+                J_indptr_pos_state = T.sblock_alloc_buffer((2,), "int32", scope="local")
+                J_indptr_pos_state[0] = 0
+                J_indptr_pos_state[1] = m + 1
+                while J_indptr_pos_state[1] > 0:
+                    if J_indptr[J_indptr_pos_state[0] + J_indptr_pos_state[1] // 2] <= vj:
+                        J_indptr_pos_state[0] = J_indptr_pos_state[0] + J_indptr_pos_state[1] // 2 + 1
+                        J_indptr_pos_state[1] = J_indptr_pos_state[1] - J_indptr_pos_state[1] // 2 - 1
                     else:
-                        J_indptr_pos[1] = J_indptr_pos[1] // 2
-            for k in range(feat_size):
-                with T.sblock("fused_sddmm0"):
-                    vj, vk = T.axis.remap("SR", [j, k])
-                    T.reads(A[J_indptr_pos[0] - 1, vk], J_indptr_pos[0], B[J_indices[vj], vk], J_indices[vj])
-                    T.writes(C[vj])
-                    T.sblock_attr({"sparsetir.rows_owned": 1})
-                    with T.init():
-                        C[vj] = T.float32(0.0)
-                    C[vj] = C[vj] + A[J_indptr_pos[0] - 1, vk] * B[J_indices[vj], vk]
+                        J_indptr_pos_state[1] = J_indptr_pos_state[1] // 2
+                J_indptr_pos[vj] = J_indptr_pos_state[0]
+        for j, k in T.grid(nnz, feat_size):
+            with T.sblock("fused_sddmm0"):
+                vj, vk = T.axis.remap("SR", [j, k])
+                T.reads(A[J_indptr_pos[vj] - 1, vk], J_indptr_pos[vj], B[J_indices[vj], vk], J_indices[vj])
+                T.writes(C[vj])
+                T.sblock_attr({"sparsetir.rows_owned": 1})
+                with T.init():
+                    C[vj] = T.float32(0.0)
+                C[vj] = C[vj] + A[J_indptr_pos[vj] - 1, vk] * B[J_indices[vj], vk]
 
 
 @I.ir_module

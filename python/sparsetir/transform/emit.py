@@ -25,7 +25,7 @@ from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as Tb
 
 from ..ir.utils import substitute
-from .plan import BlockPlan, LoopPlan, Search, free_vars
+from .plan import BlockPlan, LoopPlan, free_vars
 
 
 class Emitter:
@@ -64,7 +64,7 @@ class Emitter:
         for item in items:
             if isinstance(item, LoopPlan):
                 self._alloc_search_results(item.body)
-            elif isinstance(item, BlockPlan) and item.search is not None:
+            elif isinstance(item, BlockPlan) and item.search is not None and item.table is None:
                 result = item.search.result
                 pos = IRBuilder.name(result.name,
                                      Tb.sblock_alloc_buffer((2,), "int32", scope="local"))
@@ -83,8 +83,11 @@ class Emitter:
                 self.var_map[iv.var] = IRBuilder.name(iv.var.name, var)
             if block.annotations:
                 Tb.sblock_attr(dict(block.annotations))
+            for result, table, index in block.table_lookups:
+                self.var_map[result] = tirx.BufferLoad(self.var_map[table],
+                                                       [self.var_map[index]])
             if block.search is not None:
-                self._search(block.search)
+                self._search(block)
                 return
             for buf in block.allocs:
                 self._alloc(buf)
@@ -94,33 +97,44 @@ class Emitter:
                     self.emit(block.init)
             self.emit(block.body)
 
-    def _search(self, search: Search) -> None:
-        """``pos[0]``: the position found; ``pos[1]``: how many candidates are left.
+    def _search(self, block: BlockPlan) -> None:
+        """A binary search: ``state[0]`` ends as the position, ``state[1]`` counts candidates.
 
-        The block's regions are explicit: it reads the searched range and writes ``pos``.
-        ``pos`` is read back only after this block wrote it, so it is not an input, and the
-        block stays complete (a loop above it can be parallel).
+        ``state`` is the local ``(2,)`` result buffer of the enclosing scope, or, for a
+        preprocess search, a local buffer of the block whose ``state[0]`` is then stored in
+        the table. The block's regions are explicit: it reads the searched range and its
+        inputs and writes its result; ``state`` is read back only after this block wrote it,
+        so it is not an input, and the block stays complete (a loop above it can be parallel).
         """
-        pos = self.var_map[search.result].source
+        search = block.search
         lo, hi, key = (self.subst(e) for e in (search.lo, search.hi, search.key))
         inputs = []
         tvm_ffi.structural_walk([lo, hi, key], (tvm.ir.TensorLoad, inputs.append), order="pre")
         Tb.reads(tirx.BufferRegion(search.buffer, [tvm.ir.Range.from_min_extent(lo, hi - lo)]),
                  *(tirx.BufferRegion(load.source, [tvm.ir.Range.from_min_extent(i, 1)
                                                    for i in load.indices]) for load in inputs))
-        Tb.writes(tirx.BufferRegion(pos, [tvm.ir.Range.from_min_extent(0, 2)]))
-        Tb.buffer_store(pos, lo, [0])
-        Tb.buffer_store(pos, hi - lo, [1])
-        with Tb.While(pos[1] > 0):
-            half = tirx.floordiv(pos[1], 2)
-            value = tirx.BufferLoad(search.buffer, [pos[0] + half])
+        if block.table is None:
+            state = self.var_map[search.result].source
+            Tb.writes(tirx.BufferRegion(state, [tvm.ir.Range.from_min_extent(0, 2)]))
+        else:
+            table, row = self.var_map[block.table], self.var_map[block.iter_vars[0].var]
+            Tb.writes(tirx.BufferRegion(table, [tvm.ir.Range.from_min_extent(row, 1)]))
+            state = IRBuilder.name(f"{search.result.name}_state",
+                                   Tb.sblock_alloc_buffer((2,), "int32", scope="local"))
+        Tb.buffer_store(state, lo, [0])
+        Tb.buffer_store(state, hi - lo, [1])
+        with Tb.While(state[1] > 0):
+            half = tirx.floordiv(state[1], 2)
+            value = tirx.BufferLoad(search.buffer, [state[0] + half])
             go_right = value < key if search.side == "left" else value <= key
             with Tb.If(go_right):
                 with Tb.Then():
-                    Tb.buffer_store(pos, pos[0] + half + 1, [0])
-                    Tb.buffer_store(pos, pos[1] - half - 1, [1])
+                    Tb.buffer_store(state, state[0] + half + 1, [0])
+                    Tb.buffer_store(state, state[1] - half - 1, [1])
                 with Tb.Else():
-                    Tb.buffer_store(pos, half, [1])
+                    Tb.buffer_store(state, half, [1])
+        if block.table is not None:
+            Tb.buffer_store(table, state[0], [row])
 
     def _stmt(self, stmt) -> None:
         if isinstance(stmt, tirx.BufferStore):

@@ -44,7 +44,7 @@ from ..script.printer import format_expr
 from .access import AccessRewriter, IterInfo
 from .emit import Emitter
 from .layout import stage2_shape
-from .plan import BlockIterPlan, BlockPlan, LoopPlan, hoist_searches
+from .plan import PARALLEL_ANNOTATION, BlockIterPlan, BlockPlan, LoopPlan, hoist_searches
 from .loop_signature import LOWERED_LOOPS_ATTR, loop_signature
 from .regions import widen_local_regions
 
@@ -55,8 +55,6 @@ PARAM_NAMES_ATTR = "sparsetir.param_names"
 INDEX_CHECKS_ATTR = "sparsetir.index_checks"
 """Function attribute: the CSR invariants the index parameters must satisfy (see index_checks)."""
 
-PARALLEL_ANNOTATION = "sparsetir.rows_owned"
-"""Block annotation: the block's outermost loop writes disjoint outputs (safe to parallelise)."""
 
 
 class LoweringError(ValueError):
@@ -236,6 +234,7 @@ class _Lowering:
 
     def _plan_groups(self, it, groups, g, env, init_group) -> list:
         """Loops and block for group ``g``, with the following groups nested inside."""
+        env_outer = env
         block = BlockPlan(f"{it.name}{g}")
         if g == 0 and it.annotations:
             block.annotations = dict(it.annotations)
@@ -257,7 +256,9 @@ class _Lowering:
         if init_group == g:
             rewriter = AccessRewriter(self, env, block)
             block.init = [rewriter.stmt(s) for s in it.init]
-        return hoist_searches(block, loops)
+        items, tables = hoist_searches(block, loops, top_level=g == 0 and not env_outer)
+        self.intermediates += tables
+        return items
 
     def _plan_body(self, stmts, env, block) -> list:
         out = []

@@ -22,6 +22,13 @@ from tvm import tirx
 from ..ir.utils import substitute
 
 
+PARALLEL_ANNOTATION = "sparsetir.rows_owned"
+"""Block annotation: the block's outermost loop writes disjoint outputs (safe to parallelise)."""
+
+PREPROCESS_ANNOTATION = "preprocess"
+"""Block annotation: the block depends only on the sparse structure (indptr, indices)."""
+
+
 @dataclass
 class Search:
     """``lower_bound``/``upper_bound`` of ``key`` in ``buffer[lo:hi]`` (absolute position)."""
@@ -49,8 +56,10 @@ class BlockPlan:
     """An sblock: its iteration variables, searches, optional init and body.
 
     ``searches`` are the lookups the block's statements asked for; ``search`` is set on a
-    block that performs one lookup and stores it for later blocks; ``allocs`` are placeholder
-    buffers (intermediates) that the block allocates.
+    block that performs one lookup and stores it for later blocks (in ``table`` at its
+    iteration variable, or in a local buffer of the enclosing block when ``table`` is None);
+    ``table_lookups`` are ``(search result, table, index)`` of searches a preprocess nest made
+    for this block; ``allocs`` are placeholder buffers (intermediates) the block allocates.
     """
 
     name: str
@@ -60,7 +69,9 @@ class BlockPlan:
     body: list = field(default_factory=list)
     annotations: dict = field(default_factory=dict)
     search: Search = None
+    table: tirx.Var = None
     allocs: list = field(default_factory=list)
+    table_lookups: list = field(default_factory=list)
 
     def request_search(self, buffer, lo, hi, key, side: str = "left") -> tirx.Var:
         """A variable holding the search result; identical searches share one."""
@@ -125,16 +136,22 @@ def used_searches(block: BlockPlan) -> list:
     return list(reversed(keep))
 
 
-def hoist_searches(block: BlockPlan, loops: list) -> list:
+def hoist_searches(block: BlockPlan, loops: list, top_level: bool) -> tuple:
     """The nest ``loops`` around ``block``, with a search block for each search it uses.
 
     A search goes under the innermost of ``loops`` whose block variable it reads (after the
-    searches it depends on), or before the nest when it reads none of them. Its block binds
-    those loops again, as spatial variables. Returns the items that replace the nest.
+    searches it depends on), or before the nest when it reads none of them; its block binds
+    those loops again, as spatial variables, and leaves the position in a local buffer. In a
+    top-level nest, a search that reads only the outermost loop's variable (the row of a fused
+    nonzero) becomes a nest of its own before the compute nest, annotated ``preprocess``, that
+    fills a table over that loop (as SparseTIR's preprocess blocks did): the compute nest is
+    then a plain loop nest over its own blocks, as TVM's ``rfactor`` wants.
+
+    Returns the items that replace the nest and the table buffers to allocate.
     """
     own = [iv.var for iv in block.iter_vars]
     before = {d: [] for d in range(-1, len(loops))}
-    depth = {}
+    depth, preprocess, tables = {}, [], []
     for n, search in enumerate(used_searches(block)):
         deps = free_vars([search.lo, search.hi, search.key])
         d = max([own.index(v) for v in deps if v in own]
@@ -146,9 +163,19 @@ def hoist_searches(block: BlockPlan, loops: list) -> list:
                                              (search.lo, search.hi, search.key)), search.side))
         found.iter_vars = [BlockIterPlan(fresh[iv.var], iv.extent, iv.loop_var, False)
                            for iv in block.iter_vars[:d + 1]]
+        if d == 0 and top_level and not (deps & set(depth)):
+            table = tirx.decl_buffer([loops[0].extent], "int32", name=search.result.name)
+            loop_var = tirx.Var(loops[0].var.name, "int32")
+            found.iter_vars[0].loop_var = loop_var
+            found.table = table
+            found.annotations = {PREPROCESS_ANNOTATION: 1, PARALLEL_ANNOTATION: 1}
+            block.table_lookups.append((search.result, table, own[0]))
+            preprocess.append(LoopPlan(loop_var, loops[0].extent, [found]))
+            tables.append(table)
+            continue
         before[d].append(found)
     body = [block]
     for d in range(len(loops) - 1, -1, -1):
         loops[d].body = before[d] + body
         body = [loops[d]]
-    return before[-1] + body
+    return preprocess + before[-1] + body, tables
