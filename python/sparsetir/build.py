@@ -53,23 +53,30 @@ def build(kernel, target="llvm", schedule: str = "auto") -> Kernel:
     kind = str(tgt.kind.name)
     if schedule == "auto":
         mod = default_schedule(mod, kind).mod
+    shapes = [tuple(p.shape) if tirx.is_buffer_var(p) else () for p in mod["main"].params]
     mod = lower_atomic_blocks(lower_sparse_buffer(mod), kind)
     executable = compile_module(mod, tgt)
-    return Kernel(executable, signature_of(mod["main"]),
+    return Kernel(executable, signature_of(mod["main"], shapes),
                   device="cuda" if kind == "cuda" else "cpu")
 
 
-def signature_of(func: tirx.PrimFunc) -> Signature:
-    """The call signature of a flattened (Stage III) function made by sparsetir."""
+def signature_of(func: tirx.PrimFunc, shapes=None) -> Signature:
+    """The call signature of a flattened (Stage III) function made by sparsetir.
+
+    ``shapes`` gives each parameter's Stage II dimensions (before flattening), which
+    multi-dimensional arguments must match; without it only lengths are checked.
+    """
+    shapes = shapes or [()] * len(func.params)
     names = [str(n) for n in func.attrs[PARAM_NAMES_ATTR]] if PARAM_NAMES_ATTR in func.attrs \
         else [p.name for p in func.params]
     written = _stored_buffers(func)
     by_buffer = {}
     params = []
-    for name, param in zip(names, func.params):
+    for name, param, shape in zip(names, func.params, shapes):
         if tirx.is_buffer_var(param):
             params.append(BufferParam(name, str(param.dtype), param.shape[0],
-                                      any(param.same_as(w) for w in written)))
+                                      any(param.same_as(w) for w in written),
+                                      shape if len(shape) > 1 else ()))
             by_buffer[name] = param
         else:
             params.append(ScalarParam(name, param))

@@ -74,12 +74,12 @@ def executable():
 
 @pytest.fixture(scope="module")
 def kernel(executable):
-    return Kernel(executable, spmv_signature())
+    return Kernel(executable, spmv_signature(), alignment=64)  # TVM's default buffers
 
 
 @pytest.fixture(scope="module")
 def sorted_kernel(executable):
-    return Kernel(executable, spmv_signature(sorted_indices=True))
+    return Kernel(executable, spmv_signature(sorted_indices=True), alignment=64)
 
 
 def make_matrix(m=M, n=N, seed=0):
@@ -163,7 +163,7 @@ def test_torch_tensors(kernel, problem):
 
 
 def test_aligned_arrays_are_passed_without_copy():
-    convert = BufferConverter(BufferParam("y", "float32", M, written=True), tvm.cpu())
+    convert = BufferConverter(BufferParam("y", "float32", M, written=True), tvm.cpu(), 64)
     tensor = torch.zeros(M)
     value, copy_back = convert(tensor, M)
     assert value is tensor and copy_back is None
@@ -245,7 +245,8 @@ def cuda_kernel():
     n = double_gpu.params[2]
     signature = Signature((BufferParam("x", "float32", n, False), BufferParam("y", "float32", n, True),
                            ScalarParam("n", n)))
-    return Kernel(compile_module(tvm.IRModule({"main": double_gpu}), "cuda"), signature, device="cuda")
+    return Kernel(compile_module(tvm.IRModule({"main": double_gpu}), "cuda"), signature, device="cuda",
+                  alignment=64)
 
 
 @pytest.mark.cuda
@@ -412,7 +413,7 @@ def test_length_dividing_by_zero(executable, problem):
     m, n = spmv.params[5:7]
     params = list(spmv_signature().params)
     params[3] = BufferParam("x", "float32", m // (n - N), written=False)
-    kernel = Kernel(executable, Signature(tuple(params)))
+    kernel = Kernel(executable, Signature(tuple(params)), alignment=64)
     args, _ = problem
     with pytest.raises(ArgumentError, match="'x': its length .* divides by zero"):
         kernel(*args, *scalars(args))

@@ -161,13 +161,13 @@ class fused_sddmm_iter:
 @I.ir_module
 class csrmm_buffer:
     @T.prim_func(s_tir=True)
-    def main(A: T.Buffer(("nnz",), "float32"), B: T.Buffer(("n * feat_size",), "float32"), C: T.Buffer(("m * feat_size",), "float32"), J_indptr: T.Buffer((m + 1,), "int32"), J_indices: T.Buffer((nnz,), "int32"), m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32):
+    def main(A: T.Buffer(("nnz",), "float32", align=4), B: T.Buffer(("n * feat_size",), "float32", align=4), C: T.Buffer(("m * feat_size",), "float32", align=4), J_indptr: T.Buffer((m + 1,), "int32", align=4), J_indices: T.Buffer((nnz,), "int32", align=4), m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32):
         T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"csrmm0": ["i"], "csrmm1": ["j", "k"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "tir.noalias": True})
         # with T.sblock("root"):
         for i in range(m):
             with T.sblock("csrmm0"):
                 vi = T.axis.spatial(m, i)
-                T.reads(J_indptr[vi:vi + 2], A[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])], B[0:n * feat_size], J_indices[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])])
+                T.reads(J_indptr[0:m + 1], A[0:nnz], B[0:n * feat_size], J_indices[0:nnz])
                 T.writes(C[0:m * feat_size])
                 T.sblock_attr({"sparsetir.rows_owned": 1})
                 for k_init in range(feat_size):
@@ -179,7 +179,7 @@ class csrmm_buffer:
                 for j, k in T.grid(J_indptr[vi + 1] - J_indptr[vi], feat_size):
                     with T.sblock("csrmm1_update"):
                         vj, vk = T.axis.remap("RS", [j, k])
-                        T.reads(C[0:m * feat_size], J_indptr[vi:vi + 2], A[J_indptr[vi] + vj], B[0:n * feat_size], J_indices[J_indptr[vi] + vj])
+                        T.reads(C[0:m * feat_size], J_indptr[0:m + 1], A[0:nnz], B[0:n * feat_size], J_indices[0:nnz])
                         T.writes(C[0:m * feat_size])
                         C[vi * feat_size + vk] = C[vi * feat_size + vk] + A[J_indptr[vi] + vj] * B[J_indices[J_indptr[vi] + vj] * feat_size + vk]
 
@@ -187,7 +187,7 @@ class csrmm_buffer:
 @I.ir_module
 class bsrmm_buffer:
     @T.prim_func(s_tir=True)
-    def main(A: T.Buffer(("nnzb * blk * blk",), "float32"), B: T.Buffer(("mb * blk * feat_size",), "float32"), C: T.Buffer(("nb * blk * feat_size",), "float32"), J_indptr: T.Buffer((nb + 1,), "int32"), J_indices: T.Buffer((nnzb,), "int32"), nb: T.int32, mb: T.int32, nnzb: T.int32, blk: T.int32, feat_size: T.int32):
+    def main(A: T.Buffer(("nnzb * blk * blk",), "float32", align=4), B: T.Buffer(("mb * blk * feat_size",), "float32", align=4), C: T.Buffer(("nb * blk * feat_size",), "float32", align=4), J_indptr: T.Buffer((nb + 1,), "int32", align=4), J_indices: T.Buffer((nnzb,), "int32", align=4), nb: T.int32, mb: T.int32, nnzb: T.int32, blk: T.int32, feat_size: T.int32):
         T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "mb", "indices": "indices", "indptr": "indptr", "nnz": "nnzb", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"bsrmm0": ["i", "bi", "bj", "f"], "bsrmm1": ["j"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "nb", "mb", "nnzb", "blk", "feat_size"], "tir.noalias": True})
         # with T.sblock("root"):
         for i, bi in T.grid(nb, blk):
@@ -201,12 +201,12 @@ class bsrmm_buffer:
             for bj, f in T.grid(blk, feat_size):
                 with T.sblock("bsrmm0_update"):
                     vi, vbi, vbj, vf = T.axis.remap("SSRS", [i, bi, bj, f])
-                    T.reads(C[0:nb * blk * feat_size], J_indptr[vi:vi + 2], A[0:nnzb * blk * blk], B[0:mb * blk * feat_size], J_indices[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])])
+                    T.reads(C[0:nb * blk * feat_size], J_indptr[0:nb + 1], A[0:nnzb * blk * blk], B[0:mb * blk * feat_size], J_indices[0:nnzb])
                     T.writes(C[0:nb * blk * feat_size])
                     T.sblock_attr({"sparsetir.rows_owned": 1})
                     for j in range(J_indptr[vi + 1] - J_indptr[vi]):
                         with T.sblock("bsrmm1"):
                             vj = T.axis.reduce(J_indptr[vi + 1] - J_indptr[vi], j)
-                            T.reads(J_indptr[vi:vi + 2], C[0:nb * blk * feat_size], A[0:nnzb * blk * blk], B[0:mb * blk * feat_size], J_indices[J_indptr[vi] + vj])
+                            T.reads(J_indptr[0:nb + 1], C[0:nb * blk * feat_size], A[0:nnzb * blk * blk], B[0:mb * blk * feat_size], J_indices[0:nnzb])
                             T.writes(C[0:nb * blk * feat_size])
                             C[(vi * blk + vbi) * feat_size + vf] = C[(vi * blk + vbi) * feat_size + vf] + A[((J_indptr[vi] + vj) * blk + vbi) * blk + vbj] * B[(J_indices[J_indptr[vi] + vj] * blk + vbj) * feat_size + vf]

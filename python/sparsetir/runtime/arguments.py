@@ -1,9 +1,10 @@
 """Converting one call argument into a value a compiled kernel can safely take.
 
 Compiled TVM functions check the shape and dtype of their tensor arguments,
-but they assume data that is contiguous and 64-byte aligned, and they crash
-on anything else.  The converters here check every argument against its
-parameter and stage data that does not meet those assumptions.
+but they assume contiguous data aligned to the element size (sparsetir declares
+its parameters so; a kernel compiled elsewhere may assume 64 bytes), and they
+crash on anything else.  The converters here check every argument against its
+parameter and stage only data that does not meet those assumptions.
 """
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ import tvm_ffi
 from .errors import ArgumentError
 from .signature import BufferParam, ScalarParam
 
-ALIGNMENT = 64
-"""Byte alignment compiled kernels assume for the start of every buffer."""
+def required_alignment(dtype: str) -> int:
+    """Byte alignment sparsetir's kernels assume for a buffer of ``dtype``: its element size."""
+    return max(1, np.dtype(dtype).itemsize)
 
 
 def host_array(data) -> np.ndarray:
@@ -41,7 +43,7 @@ def host_array(data) -> np.ndarray:
     array([0, 1, 2, 3], dtype=int32)
     """
     if isinstance(data, np.ndarray):
-        return data.reshape(-1)
+        return np.asarray(data).reshape(-1)
     if isinstance(data, tvm_ffi.Tensor):
         on_host = data.device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU
         return (np.from_dlpack(data) if on_host else data.numpy()).reshape(-1)
@@ -114,24 +116,28 @@ class BufferConverter:
         The parameter.
     device : tvm.runtime.Device
         Where the kernel runs.
+    alignment : int
+        Byte alignment the compiled code assumes for the buffer's start.
 
     Examples
     --------
-    >>> convert = BufferConverter(BufferParam("y", "float32", m, written=True), tvm.cpu())
+    >>> convert = BufferConverter(BufferParam("y", "float32", m, written=True), tvm.cpu(), 4)
     >>> y = np.zeros(20, "float32")[::2]
     >>> value, copy_back = convert(y, 10)  # value: an aligned tvm tensor holding y's elements
     >>> compiled_function(..., value, ...)
     >>> copy_back()  # y now holds the result
     """
 
-    def __init__(self, param: BufferParam, device: tvm.runtime.Device):
+    def __init__(self, param: BufferParam, device: tvm.runtime.Device, alignment: int):
         self.param = param
         self.device = device
+        self.alignment = alignment
         self._on_host = device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU
         self._torch_dtype = f"torch.{param.dtype}"
 
-    def __call__(self, value, length: int) -> tuple[object, Callable[[], None] | None]:
-        """Check `value` against the parameter with `length` elements and convert it.
+    def __call__(self, value, length: int, dims: tuple = ()) -> tuple[object, Callable[[], None] | None]:
+        """Check `value` against the parameter with `length` elements (and, for an argument
+        with more than one dimension, the declared `dims`) and convert it.
 
         Returns
         -------
@@ -143,11 +149,15 @@ class BufferConverter:
             array; None unless `value` is a staged copy of a written buffer.
         """
         if isinstance(value, np.ndarray):
+            value = np.asarray(value)       # numpy.matrix and other subclasses: a plain view
+            self._check_shape(value.shape, dims)
             return self._from_numpy(value, length)
         if isinstance(value, tvm_ffi.Tensor):
+            self._check_shape(tuple(value.shape), dims)
             return self._from_tvm(value, length)
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(value, torch.Tensor):
+            self._check_shape(tuple(value.shape), dims)
             return self._from_torch(value, length)
         raise self._error(f"expected a numpy array, torch tensor or tvm tensor, got {_describe(value)}")
 
@@ -161,6 +171,17 @@ class BufferConverter:
         if size != length:
             expected = length if isinstance(self.param.length, int) else f"{self.param.length} = {length}"
             raise self._error(f"has {size} elements, the kernel expects {expected}")
+
+    def _check_shape(self, shape: tuple, dims: tuple) -> None:
+        """A flat argument (one dimension) is taken as is; a shaped one must match ``dims``
+        when the parameter declares a shape."""
+        if len(shape) <= 1 or not self.param.shape:
+            return
+        if tuple(int(d) for d in shape) != tuple(dims):
+            declared = ", ".join(str(d) for d in self.param.shape)
+            values = ", ".join(str(d) for d in dims)
+            raise self._error(f"has shape {tuple(int(d) for d in shape)}, the kernel expects "
+                              f"({declared}) = ({values}) or a flat array of that many elements")
 
     def _wrong_device(self, where) -> ArgumentError:
         return self._error(f"is on {where}, the kernel runs on {self.device}")
@@ -178,7 +199,7 @@ class BufferConverter:
                 raise self._error("the kernel writes this buffer, but the array is read-only")
         elif self._on_host and array.flags.c_contiguous:
             tensor = tvm_ffi.from_dlpack(array if array.ndim == 1 else array.reshape(-1))
-            if tensor.data_ptr() % ALIGNMENT == 0:
+            if tensor.data_ptr() % self.alignment == 0:
                 return tensor, None
         staged = tvm.runtime.empty((length,), self.param.dtype, self.device)
         if self._on_host:
@@ -193,11 +214,11 @@ class BufferConverter:
             raise self._wrong_device(tensor.device)
         if not length:
             return self._empty()
-        if tensor.is_contiguous() and tensor.data_ptr() % ALIGNMENT == 0:
+        if tensor.is_contiguous() and tensor.data_ptr() % self.alignment == 0:
             return (tensor if tensor.ndim == 1 else tensor._create_view((length,))), None
         if not self._on_host:
             raise self._error(
-                f"a tvm tensor on {self.device} must be contiguous and {ALIGNMENT}-byte aligned"
+                f"a tvm tensor on {self.device} must be contiguous and {self.alignment}-byte aligned"
             )
         return self._from_numpy(np.from_dlpack(tensor), length)
 
@@ -214,7 +235,7 @@ class BufferConverter:
             raise self._wrong_device(tensor.device)
         if not length:
             return self._empty()
-        if tensor.is_contiguous() and tensor.data_ptr() % ALIGNMENT == 0:
+        if tensor.is_contiguous() and tensor.data_ptr() % self.alignment == 0:
             return (tensor if tensor.ndim == 1 else tensor.detach().view(-1)), None
         staged = tvm.runtime.empty((length,), self.param.dtype, self.device)
         staged_view = torch.from_dlpack(staged).view(tensor.shape)

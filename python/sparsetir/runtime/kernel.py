@@ -1,11 +1,14 @@
 """A compiled kernel that converts and checks its arguments before every call."""
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 
+import numpy as np
 import tvm
 
-from .arguments import BufferConverter, ScalarConverter, host_array
+from .aliasing import check_no_aliasing
+from .arguments import BufferConverter, ScalarConverter, host_array, required_alignment
 from .errors import ArgumentError
 from .signature import BufferParam, IndicesCheck, ScalarParam, Signature, evaluate_int
 from .validate import run_checks
@@ -15,13 +18,14 @@ class Kernel:
     """A compiled kernel callable with numpy arrays, torch tensors and tvm tensors.
 
     Every call checks each argument against the signature (count, dtype,
-    length, device, integer scalars), stages data that is not contiguous or
-    not 64-byte aligned, optionally validates the index arrays, runs the
+    length, shape of a multi-dimensional argument, device, integer scalars,
+    sizes that fit the kernel's index type, no written buffer overlapping
+    another argument), stages data that is not contiguous or not aligned as
+    the compiled code assumes, optionally validates the index arrays, runs the
     compiled function and copies staged written buffers back, so results
-    land in the caller's arrays.  Bad arguments raise
+    land in the caller's arrays; torch tensors it wrote get their version
+    counter bumped, so autograd notices.  Bad arguments raise
     :class:`~sparsetir.runtime.ArgumentError` before any compiled code runs.
-    Staging copies the data on every call: for repeated calls pass aligned
-    data (tvm tensors, fresh torch tensors) or use :meth:`time`.
 
     Parameters
     ----------
@@ -34,6 +38,10 @@ class Kernel:
         needs no such device; calling does.
     entry : str
         Name of the function to call.
+    alignment : int or "element"
+        Byte alignment the compiled function assumes for its buffers: ``"element"`` (the
+        element size, as ``sparsetir.build`` declares them) or a number (64 for a function
+        TVM compiled with its default buffers).
 
     Attributes
     ----------
@@ -52,7 +60,7 @@ class Kernel:
     """
 
     def __init__(self, executable: tvm.runtime.Executable, signature: Signature, device: str = "cpu",
-                 entry: str = "main"):
+                 entry: str = "main", alignment="element"):
         self.executable = executable
         self.signature = signature
         self.device = tvm.device(device)
@@ -61,7 +69,9 @@ class Kernel:
         params = signature.params
         self._scalars = [(i, ScalarConverter(p)) for i, p in enumerate(params) if isinstance(p, ScalarParam)]
         self._buffers = [
-            (i, BufferConverter(p, self.device)) for i, p in enumerate(params) if isinstance(p, BufferParam)
+            (i, BufferConverter(p, self.device, required_alignment(p.dtype)
+                                if alignment == "element" else int(alignment)))
+            for i, p in enumerate(params) if isinstance(p, BufferParam)
         ]
         self._scalar_vars = tuple(convert.param.var for _, convert in self._scalars)
         checked = {check.param for check in signature.checks}
@@ -92,6 +102,7 @@ class Kernel:
         function(*values)
         for copy_back in copy_backs:
             copy_back()
+        self._bump_versions(args)
 
     def time(self, *args, number: int = 20, repeat: int = 3) -> float:
         """Mean seconds per call, measured with TVM's time evaluator.
@@ -149,18 +160,23 @@ class Kernel:
         return self._function
 
     def _evaluate_lengths(self, scalars: tuple) -> tuple:
+        """(length, declared dims) of every buffer for these scalar arguments."""
         env = dict(zip(self._scalar_vars, scalars))
-        lengths = []
+        sizes = []
         for _, convert in self._buffers:
+            param = convert.param
             try:
-                lengths.append(evaluate_int(convert.param.length, env))
+                length = evaluate_int(param.length, env)
+                dims = tuple(evaluate_int(d, env) for d in param.shape)
             except ZeroDivisionError:
                 values = ", ".join(f"{var}={value}" for var, value in env.items())
                 raise ArgumentError(
-                    f"argument '{convert.param.name}': its length {convert.param.length} divides by zero "
+                    f"argument '{param.name}': its length {param.length} divides by zero "
                     f"for {values}"
                 ) from None
-        return tuple(lengths)
+            _check_index_range(param, length)
+            sizes.append((length, dims))
+        return tuple(sizes)
 
     def _convert(self, args: tuple, validate: bool) -> tuple[list, list]:
         """Convert all arguments; return the values to pass and the copy-backs to run after the call."""
@@ -173,11 +189,31 @@ class Kernel:
             values[i] = convert(args[i])
         scalars = tuple(values[i] for i, _ in self._scalars)
         copy_backs = []
-        for (i, convert), length in zip(self._buffers, self._lengths(scalars)):
-            values[i], copy_back = convert(args[i], length)
+        for (i, convert), (length, dims) in zip(self._buffers, self._lengths(scalars)):
+            values[i], copy_back = convert(args[i], length, dims)
             if copy_back is not None:
                 copy_backs.append(copy_back)
+        check_no_aliasing([(convert.param, args[i]) for i, convert in self._buffers])
         if validate and self._checked:
             arrays = {name: host_array(args[i]) for name, i in self._checked}
             run_checks(self.signature.checks, arrays, dict(zip(self._scalar_vars, scalars)))
         return values, copy_backs
+
+    def _bump_versions(self, args: tuple) -> None:
+        """Tell autograd that the torch tensors this kernel wrote have changed."""
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return
+        for i, convert in self._buffers:
+            if convert.param.written and isinstance(args[i], torch.Tensor):
+                torch.autograd.graph.increment_version(args[i])
+
+
+def _check_index_range(param, length: int) -> None:
+    """A buffer longer than the kernel's index type can address would wrap its offsets."""
+    dtype = str(param.length.ty.dtype) if hasattr(param.length, "ty") else "int64"
+    limit = int(np.iinfo(dtype).max)
+    if length - 1 > limit:
+        raise ArgumentError(
+            f"argument '{param.name}': {length} elements need offsets past {dtype} "
+            f"(at most {limit + 1}); build the kernel with int64 indices")

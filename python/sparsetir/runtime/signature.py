@@ -44,16 +44,21 @@ class BufferParam:
         Number of elements, an integer expression over the kernel's scalar vars.
     written : bool
         Whether the kernel stores into the buffer.
+    shape : tuple of PrimExpr or int
+        The declared (Stage II) dimensions, which an argument with more than one dimension
+        must match; empty when only the length is known.
 
     Examples
     --------
     >>> BufferParam("indptr", "int32", m + 1, written=False)
+    >>> BufferParam("b", "float32", n * 64, written=False, shape=(n, 64))
     """
 
     name: str
     dtype: str
     length: object
     written: bool
+    shape: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ First every reduction whose init TVM would skip when a reduction loop is empty i
 Stage II keeps a sparse buffer's fixed trailing axes as dimensions (BSR values are
 ``[nnzb, bs, bs]``) so that schedules and tensorize see tiles. Users pass flat arrays, so this
 pass gives every buffer parameter and every global intermediate one dimension, with the
-row-major offset arithmetic in every access (block regions cover the whole flat buffer: no
+row-major offset arithmetic in every access; parameters assume only their element's alignment
+(numpy allocates at 16 bytes) (block regions cover the whole flat buffer: no
 schedule runs after this pass). Loops, blocks,
 annotations and thread bindings (the user's schedule) are left as they are.
 
@@ -41,8 +42,11 @@ def _flatten_function(func: tirx.PrimFunc) -> tirx.PrimFunc:
     analyzer = tvm.sym.Analyzer()
     flat = {}
     for param in func.params:
-        if tirx.is_buffer_var(param) and len(param.shape) != 1:
-            flat[param] = _flat_buffer(param, analyzer)
+        # parameters assume only their element's alignment, so any contiguous numpy array
+        # or torch tensor is passed without a copy
+        if tirx.is_buffer_var(param) and (len(param.shape) != 1
+                                           or param.data_alignment != _itemsize(param)):
+            flat[param] = _flat_buffer(param, analyzer, align=_itemsize(param))
     root = func.body.block if isinstance(func.body, s_tir.SBlockRealize) else None
     if root is not None:
         for buf in root.alloc_buffers:
@@ -88,12 +92,17 @@ def _flatten_function(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return tirx.PrimFunc(params, body, func.ret_type, func.attrs)
 
 
-def _flat_buffer(buf, analyzer):
+def _flat_buffer(buf, analyzer, align: int = 0):
     size = tirx.const(1, "int32")
     for dim in buf.shape:
         size = size * dim
     # layout=None: the layout TVM's own parser and match_buffer give a parameter buffer
-    return Tb.buffer([analyzer.simplify(size)], buf.dtype, layout=None, buffer_name=buf.name)
+    return Tb.buffer([analyzer.simplify(size)], buf.dtype, layout=None, buffer_name=buf.name,
+                     align=align)
+
+
+def _itemsize(buf) -> int:
+    return max(1, tvm.runtime.DataType(str(buf.dtype)).bits // 8)
 
 
 def _scope(buf) -> str:

@@ -1,0 +1,114 @@
+"""The call contract of kernels built by ``sparsetir.build``: what a call accepts, refuses,
+copies and tells autograd.
+
+Every refusal is an ``ArgumentError`` naming the user's parameter and is raised before compiled
+code runs; every accepted call leaves the right answer in the caller's output.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse
+import torch
+from kernel_zoo import CASES
+
+import sparsetir
+from sparsetir.runtime import ArgumentError
+
+FEAT = 16
+NAMES = ("a", "b", "c", "indptr", "indices", "m", "n", "nnz")
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    return sparsetir.build(CASES["csrmm"].func.specialize({"feat_size": FEAT}), "llvm")
+
+
+@pytest.fixture
+def args():
+    rng = np.random.default_rng(5)
+    a = scipy.sparse.random(12, 9, density=0.3, format="csr", dtype=np.float32, random_state=rng)
+    a.sort_indices()
+    x = rng.standard_normal((9, FEAT)).astype(np.float32)
+    return {"a": a.data, "b": x, "c": np.full((12, FEAT), np.nan, np.float32),
+            "indptr": a.indptr.astype(np.int32), "indices": a.indices.astype(np.int32),
+            "m": 12, "n": 9, "nnz": a.nnz, "expected": a @ x}
+
+
+def _call(kernel, args, **changes):
+    merged = {**args, **changes}
+    kernel(*[merged[k] for k in NAMES])
+    return merged["c"]
+
+
+def _offset(array, nbytes):
+    """A copy of ``array`` whose data starts ``nbytes`` past a 64-byte boundary."""
+    raw = np.zeros(array.nbytes + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64 + nbytes
+    view = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    view[...] = array
+    return view
+
+
+def test_element_aligned_arrays_are_passed_without_a_copy(kernel, args):
+    # numpy allocates at 16 bytes; these start 4 bytes past a 64-byte boundary
+    shifted = {k: _offset(v, 4) for k, v in args.items() if isinstance(v, np.ndarray)}
+    for (index, convert), (length, dims) in zip(kernel._buffers, kernel._lengths((12, 9, len(args["a"])))):
+        value, copy_back = convert(shifted[convert.param.name], length, dims)
+        assert value.data_ptr() == shifted[convert.param.name].ctypes.data
+        assert copy_back is None
+    np.testing.assert_allclose(_call(kernel, shifted | {"m": 12, "n": 9, "nnz": args["nnz"]}),
+                               args["expected"], rtol=1e-5, atol=1e-6)
+
+
+def test_a_transposed_operand_is_refused_and_a_flat_one_accepted(kernel, args):
+    with pytest.raises(ArgumentError, match=r"'b'.*shape \(16, 9\).*\(n, 16\) = \(9, 16\)"):
+        _call(kernel, args, b=np.ascontiguousarray(args["b"].T))
+    np.testing.assert_allclose(_call(kernel, args, b=args["b"].ravel()), args["expected"],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_numpy_matrix_arguments(kernel, args):
+    out = np.asmatrix(np.full((12, FEAT), np.nan, np.float32))
+    _call(kernel, args, b=np.asmatrix(args["b"]), c=out)
+    np.testing.assert_allclose(np.asarray(out), args["expected"], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ArgumentError, match="argument 'b'"):
+        _call(kernel, args, b=np.asmatrix(args["b"].reshape(FEAT, 9)))
+
+
+@pytest.mark.parametrize("alias", ["same", "overlap", "torch"])
+def test_an_output_sharing_memory_with_an_input_is_refused(kernel, args, alias):
+    if alias == "same":
+        big = np.zeros(12 * FEAT, np.float32)
+        changes = {"b": big[:9 * FEAT], "c": big}
+    elif alias == "overlap":
+        big = np.zeros(12 * FEAT + 9 * FEAT - 8, np.float32)
+        changes = {"c": big[:12 * FEAT], "b": big[12 * FEAT - 8:]}
+    else:
+        big = torch.zeros(12 * FEAT + 3)
+        changes = {"c": big[:12 * FEAT], "a": big[3:3 + len(args["a"])]}
+    with pytest.raises(ArgumentError, match="'c' shares memory with argument"):
+        _call(kernel, args, **changes)
+
+
+def test_inputs_may_share_memory_with_each_other(kernel, args):
+    both = np.ones(max(len(args["a"]), 9 * FEAT), np.float32)
+    _call(kernel, args, a=both[:len(args["a"])], b=both[:9 * FEAT])
+
+
+def test_torch_outputs_bump_the_version_counter(kernel, args):
+    b = torch.from_numpy(args["b"]).requires_grad_(False)
+    c = torch.zeros(12, FEAT, requires_grad=True)
+    saved = c * 1.0                        # a tensor autograd saves for backward ...
+    loss = (saved * saved).sum()           # ... (pow saves its input)
+    before = saved._version
+    with torch.no_grad():
+        _call(kernel, args, b=b, c=saved)
+    assert saved._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_sizes_past_the_int32_index_range_are_refused(kernel, args):
+    rows = 2 ** 31 // FEAT + 1             # C would need more than 2^31 elements
+    with pytest.raises(ArgumentError, match="'c'.*offsets past int32"):
+        _call(kernel, args, m=rows)
