@@ -285,7 +285,8 @@ def fused_reduction_4d_3d(x: T.handle, y: T.handle, indptr_j: T.handle, indptr_k
         Y[i, j, k] = Y[i, j, k] + X[i, j, k, l]
 
 
-# Deviation: T.float32(0) in T.init (a typed zero for the float32 output).
+# Deviation: T.float32(0) in T.init (a typed zero for the float32 output). The edge types in E
+# index W's relation axis, so their range is declared (and checked at every call).
 @T.prim_func
 def rgcn_homo_forward(etype: T.handle, w: T.handle, x: T.handle, y: T.handle,
                       indptr: T.handle, indices: T.handle, m: T.int32, n: T.int32, r: T.int32,
@@ -301,6 +302,7 @@ def rgcn_homo_forward(etype: T.handle, w: T.handle, x: T.handle, y: T.handle,
     W = T.match_sparse_buffer(w, (R, F_out, F_in), "float32")
     X = T.match_sparse_buffer(x, (J_detach, F_in), "float32")
     Y = T.match_sparse_buffer(y, (I, F_out), "float32")
+    T.assume_buffer_domain(E, (0, r))
     with T.sp_iter([I, F_out, J, F_in], "SSRR", "rgcn_homo_forward") as [i, fo, j, fi]:
         with T.init():
             Y[i, fo] = T.float32(0)

@@ -20,12 +20,15 @@ import tvm_ffi
 from tvm import tirx
 
 from .ir.function import SparseFunction
-from .runtime import (BufferParam, IndicesCheck, IndptrCheck, Kernel, ScalarParam, Signature)
+from .runtime import (BufferParam, IndicesCheck, IndptrCheck, Kernel, ScalarParam, Signature,
+                      ValueDomainCheck)
 from .schedule import default_schedule
 from .target import compile_module, make_target
 from .transform.atomic import lower_atomic_blocks
+from .transform.coordinate_checks import lower_device_checks
 from .transform.lower_sparse_buffer import lower_sparse_buffer
-from .transform.lower_sparse_iter import INDEX_CHECKS_ATTR, PARAM_NAMES_ATTR, lower_sparse_iter
+from .transform.lower_sparse_iter import (INDEX_CHECKS_ATTR, PARAM_NAMES_ATTR, VALUE_DOMAINS_ATTR,
+                                         lower_sparse_iter)
 
 
 def build(kernel, target="llvm", schedule: str = "auto") -> Kernel:
@@ -54,7 +57,7 @@ def build(kernel, target="llvm", schedule: str = "auto") -> Kernel:
     if schedule == "auto":
         mod = default_schedule(mod, kind).mod
     shapes = [tuple(p.shape) if tirx.is_buffer_var(p) else () for p in mod["main"].params]
-    mod = lower_atomic_blocks(lower_sparse_buffer(mod), kind)
+    mod = lower_device_checks(lower_atomic_blocks(lower_sparse_buffer(mod), kind), kind)
     executable = compile_module(mod, tgt)
     return Kernel(executable, signature_of(mod["main"], shapes),
                   device="cuda" if kind == "cuda" else "cpu")
@@ -90,6 +93,9 @@ def signature_of(func: tirx.PrimFunc, shapes=None) -> Signature:
             width = None if indptr else _size(entry["width"], scalars)
             checks.append(IndicesCheck(indices, _size(entry["bound"], scalars), indptr or None,
                                        width, bool(entry["sorted"])))
+    for entry in func.attrs.get(VALUE_DOMAINS_ATTR, []):
+        checks.append(ValueDomainCheck(str(entry["param"]), _size(entry["min"], scalars),
+                                       _size(entry["max"], scalars)))
     return Signature(tuple(params), tuple(checks))
 
 

@@ -8,7 +8,8 @@ Examples
 """
 from .errors import ArgumentError
 from .kernel import Kernel
-from .signature import BufferParam, IndicesCheck, IndptrCheck, ScalarParam, Signature, evaluate_int
+from .signature import (BufferParam, IndicesCheck, IndptrCheck, ScalarParam, Signature,
+                        ValueDomainCheck, evaluate_int)
 from .validate import check_indices, check_indptr
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "Kernel",
     "ScalarParam",
     "Signature",
+    "ValueDomainCheck",
     "check_indices",
     "check_indptr",
     "evaluate_int",

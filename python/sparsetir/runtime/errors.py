@@ -16,3 +16,8 @@ class ArgumentError(ValueError):
     ...     print(err)
     argument 'indptr': dtype int64 does not match the kernel's int32
     """
+
+
+CHECK_PREFIX = "sparsetir: "
+"""Start of the message of every check compiled into a kernel; the call turns such an error
+into an ``ArgumentError``."""

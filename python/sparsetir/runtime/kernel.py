@@ -9,7 +9,7 @@ import tvm
 
 from .aliasing import check_no_aliasing
 from .arguments import BufferConverter, ScalarConverter, host_array, required_alignment
-from .errors import ArgumentError
+from .errors import CHECK_PREFIX, ArgumentError
 from .signature import BufferParam, IndicesCheck, ScalarParam, Signature, evaluate_int
 from .validate import run_checks
 
@@ -99,7 +99,14 @@ class Kernel:
         """
         function = self._entry_function()
         values, copy_backs = self._convert(args, validate)
-        function(*values)
+        try:
+            function(*values)
+        except Exception as err:  # a check compiled into the kernel stopped it
+            message = str(err)
+            if CHECK_PREFIX not in message:
+                raise
+            raise ArgumentError(message[message.index(CHECK_PREFIX) + len(CHECK_PREFIX):]
+                                .strip().splitlines()[0]) from None
         for copy_back in copy_backs:
             copy_back()
         self._bump_versions(args)

@@ -115,8 +115,29 @@ class IndicesCheck:
     sorted: bool
 
 
+@dataclass(frozen=True)
+class ValueDomainCheck:
+    """The values of a data buffer that index another buffer (``T.assume_buffer_domain``).
+
+    Parameters
+    ----------
+    param : str
+        Name of the :class:`BufferParam`.
+    min, max : PrimExpr or int
+        Every value must lie in ``[min, max)``.
+
+    Examples
+    --------
+    >>> ValueDomainCheck("etype", 0, r)
+    """
+
+    param: str
+    min: object
+    max: object
+
+
 Param = Union[ScalarParam, BufferParam]
-Check = Union[IndptrCheck, IndicesCheck]
+Check = Union[IndptrCheck, IndicesCheck, ValueDomainCheck]
 
 
 @dataclass(frozen=True)

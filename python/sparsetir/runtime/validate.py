@@ -12,7 +12,7 @@ import numpy as np
 from tvm import tirx
 
 from .errors import ArgumentError
-from .signature import IndicesCheck, IndptrCheck, evaluate_int
+from .signature import IndicesCheck, IndptrCheck, ValueDomainCheck, evaluate_int
 
 
 def check_indptr(name: str, indptr: np.ndarray, nnz: int) -> None:
@@ -117,6 +117,22 @@ def check_indices(
         )
 
 
+def check_value_domain(name: str, values: np.ndarray, low: int, high: int) -> None:
+    """Check that every value lies in ``[low, high)``.
+
+    Examples
+    --------
+    >>> check_value_domain("etype", np.array([0, 3, 1]), 0, 3)
+    Traceback (most recent call last):
+    ArgumentError: values 'etype': value 3 at position 1 outside the declared domain [0, 3)
+    """
+    outside = np.flatnonzero((values < low) | (values >= high))
+    if outside.size:
+        position = outside[0]
+        raise ArgumentError(f"values '{name}': value {values[position]} at position {position} "
+                            f"outside the declared domain [{low}, {high})")
+
+
 def run_checks(checks, arrays: Mapping[str, np.ndarray], env: Mapping[tirx.Var, int]) -> None:
     """Run a signature's checks, row pointers first.
 
@@ -141,6 +157,9 @@ def run_checks(checks, arrays: Mapping[str, np.ndarray], env: Mapping[tirx.Var, 
     for check in sorted(checks, key=lambda check: isinstance(check, IndicesCheck)):
         if isinstance(check, IndptrCheck):
             check_indptr(check.param, arrays[check.param], evaluate_int(check.nnz, env))
+        elif isinstance(check, ValueDomainCheck):
+            check_value_domain(check.param, arrays[check.param], evaluate_int(check.min, env),
+                               evaluate_int(check.max, env))
         else:
             check_indices(
                 check.param,

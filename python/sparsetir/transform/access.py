@@ -25,6 +25,8 @@ import tvm_ffi
 from tvm import tirx
 
 from ..ir.buffer import SparseBuffer
+from ..script.printer import format_expr
+from .coordinate_checks import assertion
 from .layout import row_range, stage2_indices
 from .plan import BlockPlan
 
@@ -62,9 +64,25 @@ class AccessRewriter:
 
     def stmt(self, stmt):
         """The Stage II form of a Stage I TIR statement."""
+        failures = []
+
+        def guarded(rewrite):
+            # an exception must not cross TVM's FFI callback boundary: keep it, raise after
+            def call(node):
+                if failures:
+                    return node
+                try:
+                    return rewrite(node)
+                except (ValueError, TypeError) as err:
+                    failures.append(err)
+                    return node
+            return call
+
         mapped = tvm_ffi.structural_map(
-            stmt, [(tvm.ir.TensorLoad, self._load), (tirx.BufferStore, self._store)],
-            order="post")
+            stmt, [(tvm.ir.TensorLoad, guarded(self._load)),
+                   (tirx.BufferStore, guarded(self._store))], order="post")
+        if failures:
+            raise failures[0]
         return self.coordinates(mapped)
 
     def coordinates(self, node):
@@ -93,7 +111,11 @@ class AccessRewriter:
         return result
 
     def resolve(self, buf: SparseBuffer, indices: list) -> tuple:
-        """Stage II indices of ``buf[indices]`` and the guards that say the element exists."""
+        """Stage II indices of ``buf[indices]`` and the guards that say the element exists.
+
+        A computed coordinate that cannot be proven on its axis gets a check in the block
+        (``coordinate_checks``), evaluated only where the lookups before it hit.
+        """
         guards = []
 
         def position_at(t, parent_offset):
@@ -102,6 +124,7 @@ class AccessRewriter:
             if direct is not None:
                 return direct
             coord = self.lowering.simplify(self.coordinates(index))
+            self._check_on_axis(buf, indices, t, coord, parent_offset, guards)
             if not axis.is_sparse:
                 return coord
             if not axis.sorted:
@@ -116,6 +139,23 @@ class AccessRewriter:
 
         dims = stage2_indices(buf, position_at, self.lowering.indptr)
         return [self.lowering.simplify(d) for d in dims], guards
+
+    def _check_on_axis(self, buf, indices, t, coord, parent_offset, guards) -> None:
+        axis = buf.axes[t]
+        if axis.kind == "dense_variable":
+            start, end = row_range(axis, parent_offset, self.lowering.indptr)
+            bound, bound_text = end - start, f"the length of its row of {axis.name}"
+        else:
+            bound, bound_text = axis.length, format_expr(axis.length)
+        what = f"coordinate {format_expr(indices[t])} of {buf.name} on axis {axis.name}"
+        condition = self.lowering.checker.condition(coord, self.lowering.simplify(bound), what)
+        if condition is None:
+            return
+        if guards:
+            condition = tirx.Or(tirx.Not(tirx.all(*guards)), condition)
+        check = assertion(condition, f"{what} must lie in [0, {bound_text})")
+        if not any(tvm_ffi.structural_equal(check, other) for other in self.block.checks):
+            self.block.checks.append(check)
 
     def _direct_position(self, buf: SparseBuffer, indices: list, t: int):
         """The iterated position when ``indices[t]`` iterates ``buf.axes[t]`` in its row."""

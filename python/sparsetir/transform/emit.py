@@ -95,6 +95,7 @@ class Emitter:
             if block.init:
                 with Tb.init():
                     self.emit(block.init)
+            self.emit(block.checks)
             self.emit(block.body)
 
     def _search(self, block: BlockPlan) -> None:
@@ -151,6 +152,10 @@ class Emitter:
                         self._stmt(stmt.else_case)
         elif isinstance(stmt, tirx.Evaluate):
             Tb.evaluate(stmt.value)
+        elif isinstance(stmt, tirx.AssertStmt):
+            with Tb.Assert(stmt.condition, [part.value for part in stmt.message_parts],
+                           stmt.error_kind.value):
+                pass
         else:
             raise TypeError(f"cannot emit {type(stmt).__name__}")
 

@@ -37,12 +37,15 @@ from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as Tb
 
 from ..ir.axis import AttachedAxis
+from ..ir.buffer import BufferDomain
 from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration
 from ..ir.utils import is_handle
 from ..script.printer import format_expr
 from .access import AccessRewriter, IterInfo
+from .coordinate_checks import CoordinateChecker
 from .emit import Emitter
+from .errors import LoweringError
 from .layout import stage2_shape
 from .plan import PARALLEL_ANNOTATION, BlockIterPlan, BlockPlan, LoopPlan, hoist_searches
 from .loop_signature import LOWERED_LOOPS_ATTR, loop_signature
@@ -55,10 +58,9 @@ PARAM_NAMES_ATTR = "sparsetir.param_names"
 INDEX_CHECKS_ATTR = "sparsetir.index_checks"
 """Function attribute: the CSR invariants the index parameters must satisfy (see index_checks)."""
 
+VALUE_DOMAINS_ATTR = "sparsetir.value_domains"
+"""Function attribute: the declared value ranges of data parameters (see value_domains)."""
 
-
-class LoweringError(ValueError):
-    """A Stage I function that cannot be lowered; the message names the construct."""
 
 
 @dataclass
@@ -95,6 +97,7 @@ class _Lowering:
         self.aux = {}               # (axis name, "indptr"|"indices") -> Stage II buffer
         self.handle_buffers = {}    # handle param -> Stage II buffer (axes may share an indptr)
         self.intermediates = []     # placeholder buffers of T.alloc_sparse_buffer
+        self.checker = None         # CoordinateChecker, once the buffers exist
 
     # -- services used by AccessRewriter ------------------------------------------------------
     def sparse_buffer(self, view):
@@ -127,10 +130,12 @@ class _Lowering:
                 Tb.func_attr({**dict(func.attrs),
                               "global_symbol": func.attrs.get("global_symbol", "main"),
                               PARAM_NAMES_ATTR: [p.name for p in func.params],
-                              INDEX_CHECKS_ATTR: index_checks(func)})
+                              INDEX_CHECKS_ATTR: index_checks(func),
+                              VALUE_DOMAINS_ATTR: value_domains(func)})
                 for param in func.params:
                     Tb.arg(param.name, param)
                 self._declare_buffers()
+                self.checker = CoordinateChecker(self._value_domains(), self._data_buffers())
                 plan = []
                 for stmt in func.body:
                     if isinstance(stmt, SparseIteration):
@@ -174,6 +179,20 @@ class _Lowering:
             if param not in used:
                 raise LoweringError(f"parameter {param.name} is neither matched to a sparse "
                                     "buffer nor used as an indptr or indices of an axis")
+
+    def _value_domains(self) -> dict:
+        """Stage II buffer -> (lo, hi) of its values, as the call wrapper validates them."""
+        domains = {}
+        for axis in self.func.axes:
+            if (axis.name, "indices") in self.aux:
+                domains[self.aux[(axis.name, "indices")]] = (tirx.const(0, "int32"), axis.length)
+        for stmt in self.func.body:
+            if isinstance(stmt, BufferDomain) and stmt.buffer.name in self.stage2:
+                domains[self.stage2[stmt.buffer.name]] = (stmt.min, stmt.max)
+        return domains
+
+    def _data_buffers(self) -> dict:
+        return {buf: name for name, buf in self.stage2.items()}
 
     # -- planning -------------------------------------------------------------------------------
     def _plan_iteration(self, it: SparseIteration, outer_env: dict) -> list:
@@ -248,6 +267,7 @@ class _Lowering:
             block_var = tirx.Var(f"v{unit.name}", "int32")
             loops.append(LoopPlan(loop_var, extent))
             block.iter_vars.append(BlockIterPlan(block_var, extent, loop_var, unit.is_reduction))
+            self.checker.bind(block_var, extent)
             env.update(self._infos(unit, block_var, env, it, block))
         if g + 1 < len(groups):
             block.body += self._plan_groups(it, groups, g + 1, env, init_group)
@@ -359,6 +379,15 @@ def index_checks(func: SparseFunction) -> list:
             "sorted": bool(axis.sorted),
         })
     return checks
+
+
+def value_domains(func: SparseFunction) -> list:
+    """One entry per ``T.assume_buffer_domain`` on a parameter: its ``param`` name and the
+    ``min``/``max`` its values must lie in (``[min, max)``), as text like ``index_checks``."""
+    return [{"param": stmt.buffer.handle.name, "min": format_expr(stmt.min),
+             "max": format_expr(stmt.max)}
+            for stmt in func.body
+            if isinstance(stmt, BufferDomain) and stmt.buffer.handle is not None]
 
 
 def _rows_owned(it: SparseIteration, unit: _Unit) -> bool:

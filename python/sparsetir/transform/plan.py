@@ -59,7 +59,8 @@ class BlockPlan:
     block that performs one lookup and stores it for later blocks (in ``table`` at its
     iteration variable, or in a local buffer of the enclosing block when ``table`` is None);
     ``table_lookups`` are ``(search result, table, index)`` of searches a preprocess nest made
-    for this block; ``allocs`` are placeholder buffers (intermediates) the block allocates.
+    for this block; ``allocs`` are placeholder buffers (intermediates) the block allocates;
+    ``checks`` are assertions on computed coordinates, run before the block's statements.
     """
 
     name: str
@@ -72,6 +73,7 @@ class BlockPlan:
     table: tirx.Var = None
     allocs: list = field(default_factory=list)
     table_lookups: list = field(default_factory=list)
+    checks: list = field(default_factory=list)
 
     def request_search(self, buffer, lo, hi, key, side: str = "left") -> tirx.Var:
         """A variable holding the search result; identical searches share one."""
@@ -115,7 +117,7 @@ def free_vars(items) -> set:
             for s in item.searches + ([item.search] if item.search else []):
                 for e in (s.lo, s.hi, s.key):
                     collect(e)
-            for child in (item.init or []) + item.body:
+            for child in (item.init or []) + item.checks + item.body:
                 visit(child)
         else:
             collect(item)
@@ -127,7 +129,7 @@ def free_vars(items) -> set:
 
 def used_searches(block: BlockPlan) -> list:
     """The searches of ``block`` whose results the block (transitively) needs, in order."""
-    used = free_vars((block.init or []) + block.body)
+    used = free_vars((block.init or []) + block.checks + block.body)
     keep = []
     for s in reversed(block.searches):
         if s.result in used:
