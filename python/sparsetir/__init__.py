@@ -6,7 +6,7 @@ flat buffers (Stage III), and ``build`` into a callable kernel.
 """
 import os as _os
 
-# TVM's CPU thread pool uses one thread unless told otherwise (field guide §6); use the cores
+# TVM's CPU thread pool uses one thread unless told otherwise (TVM_NUM_THREADS); use the cores
 # this process may run on, unless the user chose a number.
 _os.environ.setdefault("TVM_NUM_THREADS", str(len(_os.sched_getaffinity(0))))
 

@@ -73,6 +73,23 @@ class Axis(tvm_ffi.Object):
     idtype: str
     sorted: bool
 
+    def __post_init__(self):
+        """Refuse an axis whose fields do not describe one of the four kinds."""
+        if self.kind not in AXIS_KINDS:
+            raise ValueError(f"axis {self.name}: unknown kind {self.kind!r}; expected one of "
+                             f"{', '.join(AXIS_KINDS)}")
+        if self.idtype not in ("int32", "int64"):
+            raise ValueError(f"axis {self.name}: idtype must be int32 or int64, got "
+                             f"{self.idtype!r}")
+        if (self.parent is None) != (self.kind == "dense_fixed"):
+            raise ValueError(f"axis {self.name}: a {self.kind} axis "
+                             + ("needs a parent" if self.parent is None else "has no parent"))
+        needed = {"indptr": self.is_variable, "nnz": self.is_variable,
+                  "indices": self.is_sparse, "nnz_cols": self.kind == "sparse_fixed"}
+        for field_name, required in needed.items():
+            if required and getattr(self, field_name) is None:
+                raise ValueError(f"axis {self.name}: a {self.kind} axis needs {field_name}")
+
     @property
     def is_sparse(self) -> bool:
         """Whether positions map to coordinates through an ``indices`` array."""

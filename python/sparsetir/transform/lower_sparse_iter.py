@@ -2,7 +2,8 @@
 
 Each sparse iteration becomes a loop nest in position space. Loops of one iteration share an
 sblock until a loop's extent depends on a variable of that block (``indptr[vi+1]-indptr[vi]``);
-then a new block starts, binding the outer variable (field guide, §2). Blocks are named
+then a new block starts, binding the outer variable (TVM allows an extent to use a block
+variable of an enclosing block, not a loop variable). Blocks are named
 ``<iteration>0``, ``<iteration>1``, ...; a fused group ``T.fuse(I, J)`` is one loop over the
 nonzeros, its row found by binary search where it is needed.
 
