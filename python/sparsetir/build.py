@@ -19,6 +19,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from .checks_kernel import compile_checks
 from .ir.function import SparseFunction
 from .runtime import (BufferParam, IndicesCheck, IndptrCheck, Kernel, ScalarParam, Signature,
                       ValueDomainCheck)
@@ -59,8 +60,9 @@ def build(kernel, target="llvm", schedule: str = "auto") -> Kernel:
     shapes = [tuple(p.shape) if tirx.is_buffer_var(p) else () for p in mod["main"].params]
     mod = lower_device_checks(lower_atomic_blocks(lower_sparse_buffer(mod), kind), kind)
     executable = compile_module(mod, tgt)
-    return Kernel(executable, signature_of(mod["main"], shapes),
-                  device="cuda" if kind == "cuda" else "cpu")
+    signature = signature_of(mod["main"], shapes)
+    return Kernel(executable, signature, device="cuda" if kind == "cuda" else "cpu",
+                  compiled_checks=compile_checks(signature) if kind == "llvm" else None)
 
 
 def signature_of(func: tirx.PrimFunc, shapes=None) -> Signature:

@@ -132,6 +132,7 @@ class BufferConverter:
         self.param = param
         self.device = device
         self.alignment = alignment
+        self.itemsize = np.dtype(param.dtype).itemsize
         self._on_host = device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU
         self._torch_dtype = f"torch.{param.dtype}"
 

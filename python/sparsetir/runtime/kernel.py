@@ -42,6 +42,10 @@ class Kernel:
         Byte alignment the compiled function assumes for its buffers: ``"element"`` (the
         element size, as ``sparsetir.build`` declares them) or a number (64 for a function
         TVM compiled with its default buffers).
+    compiled_checks : callable or None
+        The signature's index checks compiled for the host (``checks_kernel``): called with
+        the converted arguments, it returns False when a check fails, and the numpy checks
+        then say which. Without it the numpy checks run on every validated call.
 
     Attributes
     ----------
@@ -60,12 +64,13 @@ class Kernel:
     """
 
     def __init__(self, executable: tvm.runtime.Executable, signature: Signature, device: str = "cpu",
-                 entry: str = "main", alignment="element"):
+                 entry: str = "main", alignment="element", compiled_checks=None):
         self.executable = executable
         self.signature = signature
         self.device = tvm.device(device)
         self.entry = entry
         self._function = None
+        self._compiled_checks = compiled_checks
         params = signature.params
         self._scalars = [(i, ScalarConverter(p)) for i, p in enumerate(params) if isinstance(p, ScalarParam)]
         self._buffers = [
@@ -196,14 +201,21 @@ class Kernel:
             values[i] = convert(args[i])
         scalars = tuple(values[i] for i, _ in self._scalars)
         copy_backs = []
+        passed = []
         for (i, convert), (length, dims) in zip(self._buffers, self._lengths(scalars)):
             values[i], copy_back = convert(args[i], length, dims)
             if copy_back is not None:
                 copy_backs.append(copy_back)
-        check_no_aliasing([(convert.param, args[i]) for i, convert in self._buffers])
+            else:  # passed as is (a staged input is a private copy: no overlap possible)
+                passed.append((convert.param, values[i], convert.itemsize))
+        check_no_aliasing(passed)
         if validate and self._checked:
+            if self._compiled_checks is not None and self._compiled_checks(values):
+                return values, copy_backs
             arrays = {name: host_array(args[i]) for name, i in self._checked}
             run_checks(self.signature.checks, arrays, dict(zip(self._scalar_vars, scalars)))
+            if self._compiled_checks is not None:
+                raise ArgumentError("the index arrays failed the kernel's compiled checks")
         return values, copy_backs
 
     def _bump_versions(self, args: tuple) -> None:
