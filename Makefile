@@ -17,7 +17,20 @@ venv: $(STAMP)
 test: $(STAMP)
 	TVM_NUM_THREADS=2 $(PY) -m pytest -n 2 -q tests
 
+# The package as users install it: a wheel from `python -m build` and a plain `pip install .`,
+# each into a fresh environment, smoke-tested from outside the source tree.
+PKG_VENV := .pkg-venv
+package-test: $(STAMP)
+	rm -rf build dist $(PKG_VENV)
+	$(PY) -m build --wheel --outdir dist . > /dev/null
+	$(PYTHON) -m venv $(PKG_VENV)
+	$(PKG_VENV)/bin/pip install -q dist/sparsetir-*.whl
+	cd /tmp && $(CURDIR)/$(PKG_VENV)/bin/python $(CURDIR)/tests/packaging/smoke.py
+	$(PKG_VENV)/bin/pip install -q --force-reinstall --no-deps .
+	cd /tmp && $(CURDIR)/$(PKG_VENV)/bin/python $(CURDIR)/tests/packaging/smoke.py
+	rm -rf build
+
 bench: $(STAMP)
 	TVM_NUM_THREADS=$$(nproc) $(PY) examples/spmm_csr.py
 
-.PHONY: venv test bench
+.PHONY: venv test bench package-test

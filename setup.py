@@ -1,5 +1,29 @@
-"""Installable package for sparsetir: a staged sparse-tensor compiler on the stock Apache TVM wheel."""
+"""Installable package for sparsetir: a staged sparse-tensor compiler on the stock Apache TVM wheel.
+
+The C sources under ``src/`` (the libcuda stand-in that lets CUDA kernels compile on machines
+without a driver) are shipped inside the package as ``sparsetir/native/``, so a plain
+``pip install .`` or a wheel from ``python -m build`` has them; the library is compiled on first
+use (see ``sparsetir.target``).
+"""
+import shutil
+from pathlib import Path
+
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+ROOT = Path(__file__).resolve().parent
+
+
+class BuildPyWithNativeSources(build_py):
+    """``build_py`` that also copies ``src/**/*.c`` into ``sparsetir/native/``."""
+
+    def run(self):
+        super().run()
+        target = Path(self.build_lib) / "sparsetir" / "native"
+        target.mkdir(parents=True, exist_ok=True)
+        for source in sorted((ROOT / "src").rglob("*.c")):
+            shutil.copy2(source, target / source.name)
+
 
 setup(
     name="sparsetir",
@@ -7,7 +31,8 @@ setup(
     description="Sparse tensor compiler (SparseTIR's three stages) on unmodified Apache TVM",
     package_dir={"": "python"},
     packages=find_packages("python"),
-    package_data={"sparsetir": ["data/*.npz", "data/*.json", "data/README.md", "runtime/*.c"]},
+    package_data={"sparsetir": ["data/*.npz", "data/*.json", "data/README.md"]},
+    cmdclass={"build_py": BuildPyWithNativeSources},
     python_requires=">=3.10",
     install_requires=[
         "apache-tvm==0.27.0.post1",

@@ -34,7 +34,11 @@ from .pipeline import PIPELINE_NAME
 __all__ = ["make_target", "compile_module", "cuda_available", "cuda_source", "export"]
 
 DEFAULT_CUDA_ARCH = "sm_80"
-_STUB_SOURCE = Path(__file__).resolve().parents[2] / "src" / "cuda_stub" / "libcuda_stub.c"
+# installed: shipped inside the package; from a source checkout (editable install): under src/
+_STUB_SOURCE = next((path for path in (
+    Path(__file__).resolve().parent / "native" / "libcuda_stub.c",
+    Path(__file__).resolve().parents[2] / "src" / "cuda_stub" / "libcuda_stub.c") if path.exists()),
+    Path(__file__).resolve().parent / "native" / "libcuda_stub.c")
 
 
 def make_target(target, arch=None) -> tvm.target.Target:
@@ -82,7 +86,8 @@ def compile_module(mod: tvm.IRModule, target) -> tvm.runtime.Executable:
     ``TVM_CUDA_COMPILE_MODE`` is set, it sets it to ``nvcc`` for the process
     when the ``cuda-bindings`` package (NVRTC) is missing. On a machine without
     an NVIDIA driver it loads TVM's CUDA runtime against a stand-in
-    ``libcuda.so.1``, built once from ``src/cuda_stub/libcuda_stub.c`` into
+    ``libcuda.so.1``, built once from ``src/cuda_stub/libcuda_stub.c`` (shipped in the
+    package as ``sparsetir/native/``) into
     ``$SPARSETIR_CACHE/cuda_stub`` (default ``~/.cache/sparsetir/cuda_stub``).
 
     Parameters
