@@ -99,3 +99,21 @@ def test_validate_false_skips_only_the_index_checks(kernel, args):
     with pytest.raises(ArgumentError, match="'indptr'"):
         kernel(*[args[k] for k in ("a", "b", "c")], args["indptr"].astype(np.int64),
                args["indices"], 12, 9, args["nnz"], validate=False)
+
+
+def test_tvm_specialize_on_stage2_keeps_every_check(args):
+    # TVM's own PrimFunc.specialize removes parameters; the call signature still has the
+    # user's names and every index check, with the removed sizes taken from buffer shapes
+    mod = sparsetir.lower_sparse_iter(CASES["csrmm"].func)
+    params = {p.name: p for p in mod["main"].params}
+    mod["main"] = mod["main"].specialize({params["feat_size"]: FEAT, params["n"]: 9})
+    kernel = sparsetir.build(mod, "llvm")
+    assert [p.name for p in kernel.signature.params] == ["a", "b", "c", "indptr", "indices",
+                                                          "m", "nnz"]
+    call = [args[k] for k in ("a", "b", "c", "indptr", "indices", "m", "nnz")]
+    kernel(*call)
+    np.testing.assert_allclose(args["c"], args["expected"], rtol=1e-5, atol=1e-6)
+    bad = args["indices"].copy()
+    bad[0] = 9                                               # n = 9 was specialised away
+    with pytest.raises(ArgumentError, match="indices 'indices'.*out of range"):
+        kernel(*call[:4], bad, *call[5:])

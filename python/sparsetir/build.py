@@ -20,6 +20,7 @@ import tvm_ffi
 from tvm import tirx
 
 from .checks_kernel import compile_checks
+from .stage_metadata import SizeReader
 from .ir.function import SparseFunction
 from .runtime import (BufferParam, IndicesCheck, IndptrCheck, Kernel, ScalarParam, Signature,
                       ValueDomainCheck)
@@ -69,42 +70,38 @@ def signature_of(func: tirx.PrimFunc, shapes=None) -> Signature:
     """The call signature of a flattened (Stage III) function made by sparsetir.
 
     ``shapes`` gives each parameter's Stage II dimensions (before flattening), which
-    multi-dimensional arguments must match; without it only lengths are checked.
+    multi-dimensional arguments must match; without it only lengths are checked. Parameter
+    names and the sizes in the checks come from the attributes ``lower_sparse_iter`` left,
+    read by name (``stage_metadata``), so a function specialised with TVM's
+    ``PrimFunc.specialize`` still gets every check.
     """
     shapes = shapes or [()] * len(func.params)
-    names = [str(n) for n in func.attrs[PARAM_NAMES_ATTR]] if PARAM_NAMES_ATTR in func.attrs \
-        else [p.name for p in func.params]
+    names = dict(func.attrs.get(PARAM_NAMES_ATTR, {})) if func.attrs is not None else {}
+    sizes = SizeReader(func, shapes)
     written = _stored_buffers(func)
-    by_buffer = {}
     params = []
-    for name, param, shape in zip(names, func.params, shapes):
+    for param, shape in zip(func.params, shapes):
+        name = str(names.get(param.name, param.name))
         if tirx.is_buffer_var(param):
             params.append(BufferParam(name, str(param.dtype), param.shape[0],
                                       any(param.same_as(w) for w in written),
                                       shape if len(shape) > 1 else ()))
-            by_buffer[name] = param
         else:
             params.append(ScalarParam(name, param))
-    scalars = {p.name: p.var for p in params if isinstance(p, ScalarParam)}
+    present = {p.name for p in params}
     checks = []
-    for entry in func.attrs.get(INDEX_CHECKS_ATTR, []):
+    for entry in func.attrs.get(INDEX_CHECKS_ATTR, []) if func.attrs is not None else []:
         indptr, indices = str(entry["indptr"]), str(entry["indices"])
-        if indptr:
-            checks.append(IndptrCheck(indptr, _size(entry["nnz"], scalars)))
-        if indices:
-            width = None if indptr else _size(entry["width"], scalars)
-            checks.append(IndicesCheck(indices, _size(entry["bound"], scalars), indptr or None,
+        if indptr in present:
+            checks.append(IndptrCheck(indptr, sizes.expr(entry["nnz"])))
+        if indices in present:
+            width = None if indptr else sizes.expr(entry["width"])
+            checks.append(IndicesCheck(indices, sizes.expr(entry["bound"]), indptr or None,
                                        width, bool(entry["sorted"])))
-    for entry in func.attrs.get(VALUE_DOMAINS_ATTR, []):
-        checks.append(ValueDomainCheck(str(entry["param"]), _size(entry["min"], scalars),
-                                       _size(entry["max"], scalars)))
+    for entry in func.attrs.get(VALUE_DOMAINS_ATTR, []) if func.attrs is not None else []:
+        checks.append(ValueDomainCheck(str(entry["param"]), sizes.expr(entry["min"]),
+                                       sizes.expr(entry["max"])))
     return Signature(tuple(params), tuple(checks))
-
-
-def _size(text, scalars: dict):
-    """An integer expression written over the scalar parameter names (see ``index_checks``)."""
-    from tvm.script import tirx as tvm_script  # pylint: disable=import-outside-toplevel
-    return eval(str(text), {"__builtins__": {}, "T": tvm_script}, scalars)  # noqa: S307
 
 
 def _stored_buffers(func) -> list:

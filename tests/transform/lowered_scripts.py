@@ -14,7 +14,7 @@ from tvm.script import tirx as T
 class csrmm_iter:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("nnz",), "float32"), B: T.Buffer(("n", "feat_size"), "float32"), C: T.Buffer(("m", feat_size), "float32"), J_indptr: T.Buffer((m + 1,), "int32"), J_indices: T.Buffer((nnz,), "int32"), m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"csrmm0": ["i"], "csrmm1": ["j", "k"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "sparsetir.value_domains": [], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"csrmm0": ["i"], "csrmm1": ["j", "k"]}, "sparsetir.param_names": {"A": "a", "B": "b", "C": "c", "J_indices": "indices", "J_indptr": "indptr", "feat_size": "feat_size", "m": "m", "n": "n", "nnz": "nnz"}, "sparsetir.param_shapes": {"A": ["nnz"], "B": ["n", "feat_size"], "C": ["m", "feat_size"], "J_indices": ["nnz"], "J_indptr": ["m + 1"]}, "sparsetir.value_domains": [], "tir.noalias": True})
         # with T.sblock("root"):
         for i in range(m):
             with T.sblock("csrmm0"):
@@ -36,7 +36,7 @@ class csrmm_iter:
 class csrmm_dense_iter_iter:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("nnz",), "float32"), B: T.Buffer(("n", "feat_size"), "float32"), C: T.Buffer(("m", feat_size), "float32"), J_indptr: T.Buffer((m + 1,), "int32"), J_indices: T.Buffer((nnz,), "int32"), m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"csrmm_dense_iter0": ["i", "j", "k"], "csrmm_dense_iter0_search0": ["i", "j"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "sparsetir.value_domains": [], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"csrmm_dense_iter0": ["i", "j", "k"], "csrmm_dense_iter0_search0": ["i", "j"]}, "sparsetir.param_names": {"A": "a", "B": "b", "C": "c", "J_indices": "indices", "J_indptr": "indptr", "feat_size": "feat_size", "m": "m", "n": "n", "nnz": "nnz"}, "sparsetir.param_shapes": {"A": ["nnz"], "B": ["n", "feat_size"], "C": ["m", "feat_size"], "J_indices": ["nnz"], "J_indptr": ["m + 1"]}, "sparsetir.value_domains": [], "tir.noalias": True})
         # with T.sblock("root"):
         J_indices_pos = T.sblock_alloc_buffer((2,), "int32", scope="local")
         for i, j in T.grid(m, n):
@@ -67,7 +67,7 @@ class csrmm_dense_iter_iter:
 class bsrmm_iter:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("nnzb", "blk", blk), "float32"), B: T.Buffer(("mb", blk, "feat_size"), "float32"), C: T.Buffer(("nb", blk, feat_size), "float32"), J_indptr: T.Buffer((nb + 1,), "int32"), J_indices: T.Buffer((nnzb,), "int32"), nb: T.int32, mb: T.int32, nnzb: T.int32, blk: T.int32, feat_size: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "mb", "indices": "indices", "indptr": "indptr", "nnz": "nnzb", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"bsrmm0": ["i", "bi", "bj", "f"], "bsrmm1": ["j"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "nb", "mb", "nnzb", "blk", "feat_size"], "sparsetir.value_domains": [], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "mb", "indices": "indices", "indptr": "indptr", "nnz": "nnzb", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"bsrmm0": ["i", "bi", "bj", "f"], "bsrmm1": ["j"]}, "sparsetir.param_names": {"A": "a", "B": "b", "C": "c", "J_indices": "indices", "J_indptr": "indptr", "blk": "blk", "feat_size": "feat_size", "mb": "mb", "nb": "nb", "nnzb": "nnzb"}, "sparsetir.param_shapes": {"A": ["nnzb", "blk", "blk"], "B": ["mb", "blk", "feat_size"], "C": ["nb", "blk", "feat_size"], "J_indices": ["nnzb"], "J_indptr": ["nb + 1"]}, "sparsetir.value_domains": [], "tir.noalias": True})
         # with T.sblock("root"):
         for i, bi, bj, f in T.grid(nb, blk, blk, feat_size):
             with T.sblock("bsrmm0"):
@@ -89,7 +89,7 @@ class bsrmm_iter:
 class ellmm_iter:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("nb", "col", "blk", blk), "float32"), B: T.Buffer(("mb", blk, "feat_size"), "float32"), C: T.Buffer((nb, blk, feat_size), "float32"), J_indices: T.Buffer((nb * col,), "int32"), nb: T.int32, mb: T.int32, feat_size: T.int32, col: T.int32, blk: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "mb", "indices": "indices", "indptr": "", "nnz": "0", "sorted": True, "width": "col"}], "sparsetir.lowered_loops": {"ellmm0": ["i", "j", "bi", "bj", "f"]}, "sparsetir.param_names": ["a", "b", "c", "indices", "nb", "mb", "feat_size", "col", "blk"], "sparsetir.value_domains": [], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "mb", "indices": "indices", "indptr": "", "nnz": "0", "sorted": True, "width": "col"}], "sparsetir.lowered_loops": {"ellmm0": ["i", "j", "bi", "bj", "f"]}, "sparsetir.param_names": {"A": "a", "B": "b", "C": "c", "J_indices": "indices", "blk": "blk", "col": "col", "feat_size": "feat_size", "mb": "mb", "nb": "nb"}, "sparsetir.param_shapes": {"A": ["nb", "col", "blk", "blk"], "B": ["mb", "blk", "feat_size"], "C": ["nb", "blk", "feat_size"], "J_indices": ["nb * col"]}, "sparsetir.value_domains": [], "tir.noalias": True})
         # with T.sblock("root"):
         for i, j, bi, bj, f in T.grid(nb, col, blk, blk, feat_size):
             with T.sblock("ellmm0"):
@@ -106,7 +106,7 @@ class ellmm_iter:
 class sddmm_iter:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("m", "feat_size"), "float32"), B: T.Buffer(("n", feat_size), "float32"), C: T.Buffer(("nnz",), "float32"), J_indptr: T.Buffer((m + 1,), "int32"), J_indices: T.Buffer((nnz,), "int32"), m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"sddmm0": ["i"], "sddmm1": ["j", "k"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "sparsetir.value_domains": [], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"sddmm0": ["i"], "sddmm1": ["j", "k"]}, "sparsetir.param_names": {"A": "a", "B": "b", "C": "c", "J_indices": "indices", "J_indptr": "indptr", "feat_size": "feat_size", "m": "m", "n": "n", "nnz": "nnz"}, "sparsetir.param_shapes": {"A": ["m", "feat_size"], "B": ["n", "feat_size"], "C": ["nnz"], "J_indices": ["nnz"], "J_indptr": ["m + 1"]}, "sparsetir.value_domains": [], "tir.noalias": True})
         # with T.sblock("root"):
         for i in range(m):
             with T.sblock("sddmm0"):
@@ -128,7 +128,7 @@ class sddmm_iter:
 class fused_sddmm_iter:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("m", "feat_size"), "float32"), B: T.Buffer(("n", feat_size), "float32"), C: T.Buffer(("nnz",), "float32"), J_indptr: T.Buffer((m + 1,), "int32"), J_indices: T.Buffer((nnz,), "int32"), m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"fused_sddmm0": ["j", "k"], "fused_sddmm0_search0": ["j"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "sparsetir.value_domains": [], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"fused_sddmm0": ["j", "k"], "fused_sddmm0_search0": ["j"]}, "sparsetir.param_names": {"A": "a", "B": "b", "C": "c", "J_indices": "indices", "J_indptr": "indptr", "feat_size": "feat_size", "m": "m", "n": "n", "nnz": "nnz"}, "sparsetir.param_shapes": {"A": ["m", "feat_size"], "B": ["n", "feat_size"], "C": ["nnz"], "J_indices": ["nnz"], "J_indptr": ["m + 1"]}, "sparsetir.value_domains": [], "tir.noalias": True})
         # with T.sblock("root"):
         J_indptr_pos = T.sblock_alloc_buffer((nnz,), "int32")
         for j in range(nnz):
@@ -162,7 +162,7 @@ class fused_sddmm_iter:
 class csrmm_buffer:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("nnz",), "float32", align=4), B: T.Buffer(("n * feat_size",), "float32", align=4), C: T.Buffer(("m * feat_size",), "float32", align=4), J_indptr: T.Buffer((m + 1,), "int32", align=4), J_indices: T.Buffer((nnz,), "int32", align=4), m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"csrmm0": ["i"], "csrmm1": ["j", "k"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "m", "n", "feat_size", "nnz"], "sparsetir.value_domains": [], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "n", "indices": "indices", "indptr": "indptr", "nnz": "nnz", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"csrmm0": ["i"], "csrmm1": ["j", "k"]}, "sparsetir.param_names": {"A": "a", "B": "b", "C": "c", "J_indices": "indices", "J_indptr": "indptr", "feat_size": "feat_size", "m": "m", "n": "n", "nnz": "nnz"}, "sparsetir.param_shapes": {"A": ["nnz"], "B": ["n", "feat_size"], "C": ["m", "feat_size"], "J_indices": ["nnz"], "J_indptr": ["m + 1"]}, "sparsetir.value_domains": [], "tir.noalias": True})
         # with T.sblock("root"):
         for i in range(m):
             with T.sblock("csrmm0"):
@@ -188,7 +188,7 @@ class csrmm_buffer:
 class bsrmm_buffer:
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer(("nnzb * blk * blk",), "float32", align=4), B: T.Buffer(("mb * blk * feat_size",), "float32", align=4), C: T.Buffer(("nb * blk * feat_size",), "float32", align=4), J_indptr: T.Buffer((nb + 1,), "int32", align=4), J_indices: T.Buffer((nnzb,), "int32", align=4), nb: T.int32, mb: T.int32, nnzb: T.int32, blk: T.int32, feat_size: T.int32):
-        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "mb", "indices": "indices", "indptr": "indptr", "nnz": "nnzb", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"bsrmm0": ["i", "bi", "bj", "f"], "bsrmm1": ["j"]}, "sparsetir.param_names": ["a", "b", "c", "indptr", "indices", "nb", "mb", "nnzb", "blk", "feat_size"], "sparsetir.value_domains": [], "tir.noalias": True})
+        T.func_attr({"sparsetir.index_checks": [{"axis": "J", "bound": "mb", "indices": "indices", "indptr": "indptr", "nnz": "nnzb", "sorted": True, "width": "0"}], "sparsetir.lowered_loops": {"bsrmm0": ["i", "bi", "bj", "f"], "bsrmm1": ["j"]}, "sparsetir.param_names": {"A": "a", "B": "b", "C": "c", "J_indices": "indices", "J_indptr": "indptr", "blk": "blk", "feat_size": "feat_size", "mb": "mb", "nb": "nb", "nnzb": "nnzb"}, "sparsetir.param_shapes": {"A": ["nnzb", "blk", "blk"], "B": ["mb", "blk", "feat_size"], "C": ["nb", "blk", "feat_size"], "J_indices": ["nnzb"], "J_indptr": ["nb + 1"]}, "sparsetir.value_domains": [], "tir.noalias": True})
         # with T.sblock("root"):
         for i, bi in T.grid(nb, blk):
             for f_init in range(feat_size):

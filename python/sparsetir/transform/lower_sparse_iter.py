@@ -43,6 +43,7 @@ from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration
 from ..ir.utils import is_handle
 from ..script.printer import format_expr
+from ..stage_metadata import PARAM_SHAPES_ATTR
 from .access import AccessRewriter, IterInfo
 from .coordinate_checks import CoordinateChecker
 from .emit import Emitter
@@ -54,7 +55,8 @@ from .regions import widen_local_regions
 
 
 PARAM_NAMES_ATTR = "sparsetir.param_names"
-"""Function attribute: the Stage I parameter names, in order (Stage II names buffers A, J_indptr)."""
+"""Function attribute: Stage II parameter name -> Stage I name (Stage II names buffers A,
+J_indptr); keyed by name, so it survives ``PrimFunc.specialize`` removing parameters."""
 
 INDEX_CHECKS_ATTR = "sparsetir.index_checks"
 """Function attribute: the CSR invariants the index parameters must satisfy (see index_checks)."""
@@ -130,7 +132,6 @@ class _Lowering:
                 Tb.func_name(str(func.attrs.get("global_symbol", "main")))
                 Tb.func_attr({**dict(func.attrs),
                               "global_symbol": func.attrs.get("global_symbol", "main"),
-                              PARAM_NAMES_ATTR: [p.name for p in func.params],
                               INDEX_CHECKS_ATTR: index_checks(func),
                               VALUE_DOMAINS_ATTR: value_domains(func)})
                 for param in func.params:
@@ -142,8 +143,13 @@ class _Lowering:
                     if isinstance(stmt, SparseIteration):
                         plan += self._plan_iteration(stmt, {})
                 Emitter().emit_function(plan, self.intermediates)
-        func = widen_local_regions(builder.get())
-        return func.with_attr(LOWERED_LOOPS_ATTR, loop_signature(func))
+        lowered = widen_local_regions(builder.get())
+        lowered = lowered.with_attr(PARAM_NAMES_ATTR, {
+            p2.name: p1.name for p2, p1 in zip(lowered.params, func.params)})
+        lowered = lowered.with_attr(PARAM_SHAPES_ATTR, {
+            p.name: [format_expr(d) for d in p.shape]
+            for p in lowered.params if tirx.is_buffer_var(p)})
+        return lowered.with_attr(LOWERED_LOOPS_ATTR, loop_signature(lowered))
 
     def _declare_buffers(self) -> None:
         func = self.func
