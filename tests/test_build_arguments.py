@@ -7,48 +7,31 @@ Plain, misaligned and strided numpy arrays are accepted and results land in them
 
 import numpy as np
 import pytest
-import scipy.sparse
+from csrmm_calls import FEAT, build_kernel, call, make_args
 from kernel_zoo import CASES
 
 import sparsetir
 from sparsetir.runtime import ArgumentError
 
-FEAT = 16
-
 
 @pytest.fixture(scope="module")
 def kernel():
-    return sparsetir.build(CASES["csrmm"].func.specialize({"feat_size": FEAT}), "llvm")
+    return build_kernel()
 
 
 @pytest.fixture
 def args():
-    rng = np.random.default_rng(3)
-    a = scipy.sparse.random(12, 9, density=0.3, format="csr", dtype=np.float32, random_state=rng)
-    a = scipy.sparse.diags((np.arange(12) != 4).astype(np.float32)) @ a   # row 4 empty
-    a.eliminate_zeros()
-    a.sort_indices()
-    x = rng.standard_normal((9, FEAT)).astype(np.float32)
-    y = np.full((12, FEAT), np.nan, np.float32)
-    return {"a": a.data, "b": x, "c": y, "indptr": a.indptr.astype(np.int32),
-            "indices": a.indices.astype(np.int32), "m": 12, "n": 9, "nnz": a.nnz,
-            "expected": a @ x}
-
-
-def _call(kernel, args, **changes):
-    merged = {**args, **changes}
-    kernel(*[merged[k] for k in ("a", "b", "c", "indptr", "indices", "m", "n", "nnz")])
-    return merged["c"]
+    return make_args()
 
 
 def test_good_arguments_give_the_product(kernel, args):
-    np.testing.assert_allclose(_call(kernel, args), args["expected"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(call(kernel, args), args["expected"], rtol=1e-5, atol=1e-6)
 
 
 def test_misaligned_and_strided_outputs_receive_the_result(kernel, args):
     raw = np.full(12 * FEAT * 2 + 1, np.nan, np.float32)
     strided = raw[1:].reshape(12, 2 * FEAT)[:, ::2]          # misaligned by 4 bytes, strided
-    _call(kernel, args, c=strided)
+    call(kernel, args, c=strided)
     np.testing.assert_allclose(strided, args["expected"], rtol=1e-5, atol=1e-6)
 
 
@@ -87,7 +70,7 @@ def test_bad_arguments_name_the_parameter(kernel, args, change, message):
     else:
         value = how
     with pytest.raises(ArgumentError, match=message):
-        _call(kernel, args, **{name: value})
+        call(kernel, args, **{name: value})
 
 
 def test_validate_false_skips_only_the_index_checks(kernel, args):

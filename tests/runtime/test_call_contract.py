@@ -7,37 +7,20 @@ code runs; every accepted call leaves the right answer in the caller's output.
 
 import numpy as np
 import pytest
-import scipy.sparse
 import torch
-from kernel_zoo import CASES
+from csrmm_calls import FEAT, build_kernel, call, make_args
 
-import sparsetir
 from sparsetir.runtime import ArgumentError
-
-FEAT = 16
-NAMES = ("a", "b", "c", "indptr", "indices", "m", "n", "nnz")
 
 
 @pytest.fixture(scope="module")
 def kernel():
-    return sparsetir.build(CASES["csrmm"].func.specialize({"feat_size": FEAT}), "llvm")
+    return build_kernel()
 
 
 @pytest.fixture
 def args():
-    rng = np.random.default_rng(5)
-    a = scipy.sparse.random(12, 9, density=0.3, format="csr", dtype=np.float32, random_state=rng)
-    a.sort_indices()
-    x = rng.standard_normal((9, FEAT)).astype(np.float32)
-    return {"a": a.data, "b": x, "c": np.full((12, FEAT), np.nan, np.float32),
-            "indptr": a.indptr.astype(np.int32), "indices": a.indices.astype(np.int32),
-            "m": 12, "n": 9, "nnz": a.nnz, "expected": a @ x}
-
-
-def _call(kernel, args, **changes):
-    merged = {**args, **changes}
-    kernel(*[merged[k] for k in NAMES])
-    return merged["c"]
+    return make_args()
 
 
 def _offset(array, nbytes):
@@ -56,23 +39,23 @@ def test_element_aligned_arrays_are_passed_without_a_copy(kernel, args):
         value, copy_back = convert(shifted[convert.param.name], length, dims)
         assert value.data_ptr() == shifted[convert.param.name].ctypes.data
         assert copy_back is None
-    np.testing.assert_allclose(_call(kernel, shifted | {"m": 12, "n": 9, "nnz": args["nnz"]}),
+    np.testing.assert_allclose(call(kernel, shifted | {"m": 12, "n": 9, "nnz": args["nnz"]}),
                                args["expected"], rtol=1e-5, atol=1e-6)
 
 
 def test_a_transposed_operand_is_refused_and_a_flat_one_accepted(kernel, args):
     with pytest.raises(ArgumentError, match=r"'b'.*shape \(16, 9\).*\(n, 16\) = \(9, 16\)"):
-        _call(kernel, args, b=np.ascontiguousarray(args["b"].T))
-    np.testing.assert_allclose(_call(kernel, args, b=args["b"].ravel()), args["expected"],
+        call(kernel, args, b=np.ascontiguousarray(args["b"].T))
+    np.testing.assert_allclose(call(kernel, args, b=args["b"].ravel()), args["expected"],
                                rtol=1e-5, atol=1e-6)
 
 
 def test_numpy_matrix_arguments(kernel, args):
     out = np.asmatrix(np.full((12, FEAT), np.nan, np.float32))
-    _call(kernel, args, b=np.asmatrix(args["b"]), c=out)
+    call(kernel, args, b=np.asmatrix(args["b"]), c=out)
     np.testing.assert_allclose(np.asarray(out), args["expected"], rtol=1e-5, atol=1e-6)
     with pytest.raises(ArgumentError, match="argument 'b'"):
-        _call(kernel, args, b=np.asmatrix(args["b"].reshape(FEAT, 9)))
+        call(kernel, args, b=np.asmatrix(args["b"].reshape(FEAT, 9)))
 
 
 @pytest.mark.parametrize("alias", ["same", "overlap", "torch"])
@@ -87,12 +70,12 @@ def test_an_output_sharing_memory_with_an_input_is_refused(kernel, args, alias):
         big = torch.zeros(12 * FEAT + 3)
         changes = {"c": big[:12 * FEAT], "a": big[3:3 + len(args["a"])]}
     with pytest.raises(ArgumentError, match="'c' shares memory with argument"):
-        _call(kernel, args, **changes)
+        call(kernel, args, **changes)
 
 
 def test_inputs_may_share_memory_with_each_other(kernel, args):
     both = np.ones(max(len(args["a"]), 9 * FEAT), np.float32)
-    _call(kernel, args, a=both[:len(args["a"])], b=both[:9 * FEAT])
+    call(kernel, args, a=both[:len(args["a"])], b=both[:9 * FEAT])
 
 
 def test_torch_outputs_bump_the_version_counter(kernel, args):
@@ -102,7 +85,7 @@ def test_torch_outputs_bump_the_version_counter(kernel, args):
     loss = (saved * saved).sum()           # ... (pow saves its input)
     before = saved._version
     with torch.no_grad():
-        _call(kernel, args, b=b, c=saved)
+        call(kernel, args, b=b, c=saved)
     assert saved._version > before
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
@@ -111,4 +94,4 @@ def test_torch_outputs_bump_the_version_counter(kernel, args):
 def test_sizes_past_the_int32_index_range_are_refused(kernel, args):
     rows = 2 ** 31 // FEAT + 1             # C would need more than 2^31 elements
     with pytest.raises(ArgumentError, match="'c'.*offsets past int32"):
-        _call(kernel, args, m=rows)
+        call(kernel, args, m=rows)
