@@ -10,6 +10,7 @@ import pytest
 import torch
 from csrmm_calls import FEAT, build_kernel, call, make_args
 
+import sparsetir
 from sparsetir.runtime import ArgumentError
 
 
@@ -95,3 +96,34 @@ def test_sizes_past_the_int32_index_range_are_refused(kernel, args):
     rows = 2 ** 31 // FEAT + 1             # C would need more than 2^31 elements
     with pytest.raises(ArgumentError, match="'c'.*offsets past int32"):
         call(kernel, args, m=rows)
+
+
+CSRMM_INT64 = '''
+@T.prim_func
+def csrmm64(a: T.handle, b: T.handle, c: T.handle, indptr: T.handle, indices: T.handle,
+            m: T.int64, n: T.int64, feat_size: T.int64, nnz: T.int64):
+    I = T.dense_fixed(m, "int64")
+    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int64")
+    J_detach = T.dense_fixed(n, "int64")
+    K = T.dense_fixed(feat_size, "int64")
+    A = T.match_sparse_buffer(a, (I, J), "float32")
+    B = T.match_sparse_buffer(b, (J_detach, K), "float32")
+    C = T.match_sparse_buffer(c, (I, K), "float32")
+    with T.sp_iter([I, J, K], "SRS", "csrmm") as [i, j, k]:
+        with T.init():
+            C[i, k] = T.float32(0)
+        C[i, k] = C[i, k] + A[i, j] * B[j, k]
+'''
+
+
+def test_int64_kernels_index_with_64_bits(args):
+    func = sparsetir.script.from_source(CSRMM_INT64)
+    kernel = sparsetir.build(func.specialize({"feat_size": 16}), "llvm")
+    c = np.full((12, 16), np.nan, np.float32)
+    kernel(args["a"], args["b"], c, args["indptr"].astype(np.int64),
+           args["indices"].astype(np.int64), 12, 9, args["nnz"])
+    np.testing.assert_allclose(c, args["expected"], rtol=1e-5, atol=1e-6)
+    assert "i64" in kernel.inspect_source("ll")
+    with pytest.raises(ArgumentError, match="'indptr'.*int32.*int64"):
+        kernel(args["a"], args["b"], c, args["indptr"], args["indices"].astype(np.int64),
+               12, 9, args["nnz"])
