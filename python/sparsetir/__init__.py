@@ -13,8 +13,10 @@ _os.environ.setdefault("TVM_NUM_THREADS", str(len(_os.sched_getaffinity(0))))
 from . import ir, script  # noqa: E402  (after the thread setting, before TVM's pool starts)
 from .build import build  # noqa: E402
 from .ir import SparseFunction  # noqa: E402
+from .sparse_schedule import Schedule, SparseScheduleError  # noqa: E402
 from .transform import (AtomicBlockError, InitPlacementError, LoweringError,  # noqa: E402
                         lower_sparse_buffer, lower_sparse_iter)
 
-__all__ = ["AtomicBlockError", "InitPlacementError", "LoweringError", "SparseFunction", "build",
-           "ir", "lower_sparse_buffer", "lower_sparse_iter", "script"]
+__all__ = ["AtomicBlockError", "InitPlacementError", "LoweringError", "Schedule",
+           "SparseFunction", "SparseScheduleError", "build", "ir", "lower_sparse_buffer",
+           "lower_sparse_iter", "script"]

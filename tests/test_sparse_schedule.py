@@ -1,0 +1,88 @@
+"""``sparsetir.Schedule``: Stage I primitives, their checks, and results after building."""
+
+import numpy as np
+import pytest
+import sparse_inputs as si
+import tvm
+from kernel_zoo import CASES
+
+import sparsetir
+from sparsetir import Schedule, SparseScheduleError
+
+
+def _run(func, name, size="small"):
+    case = CASES[name]
+    inputs = case.make_inputs(si.case_rng(name, size), size)
+    for out in case.outputs:
+        inputs[out][...] = np.nan
+    expected = case.reference(inputs)
+    sparsetir.build(func, "llvm")(*[inputs[p.name] for p in func.params])
+    for out in case.outputs:
+        np.testing.assert_allclose(inputs[out], expected[out], rtol=case.rtol, atol=case.atol)
+
+
+def test_sparse_fuse_of_sddmm_is_the_hand_written_fused_sddmm():
+    sch = Schedule(CASES["sddmm"].func)
+    it = sch.get_sparse_iteration("sddmm")
+    i, j, _ = sch.get_sp_iters(it)
+    sch.sparse_fuse(it, [i, j])
+    expected = sparsetir.script.from_source(
+        CASES["fused_sddmm"].func.script().replace('"fused_sddmm"', '"sddmm"')
+        .replace("def fused_sddmm", "def sddmm"))
+    tvm.ir.assert_structural_equal(sch.func, expected)
+    _run(sch.func, "sddmm")
+
+
+def test_reorder_bsrmm_to_block_rows_first():
+    sch = Schedule(CASES["bsrmm"].func)
+    it = sch.get_sparse_iteration("bsrmm")
+    i, bi, bj, f, j = sch.get_sp_iters(it)
+    sch.sparse_reorder(it, [i, j, bi, bj, f])
+    assert [v.var.name for v in sch.get_sp_iters(it)] == ["i", "j", "bi", "bj", "f"]
+    assert sch.get_sparse_iteration("bsrmm").kinds == "SRSRS"
+    _run(sch.func, "bsrmm")
+
+
+def test_annotate_reaches_the_first_block():
+    sch = Schedule(CASES["csrmm"].func)
+    sch.annotate("csrmm", "my_hint", 3)
+    stage2 = tvm.s_tir.Schedule(sparsetir.lower_sparse_iter(sch.func))
+    block = stage2.get(stage2.get_sblock("csrmm0"))
+    assert int(block.annotations["my_hint"]) == 3
+
+
+def test_the_original_function_is_unchanged():
+    func = CASES["sddmm"].func
+    sch = Schedule(func)
+    sch.sparse_fuse("sddmm", ["i", "j"])
+    assert not any(v.fused for v in func.body[0].sp_iter_vars)
+
+
+@pytest.mark.parametrize("primitive,args,message", [
+    ("sparse_reorder", (["i", "j"],), "name each of its 3 variables"),
+    ("sparse_reorder", (["i", "i", "k"],), "name each of its 3 variables"),
+    ("sparse_reorder", (["j", "i", "k"],), "j iterates J, whose parent I is iterated after it"),
+    ("sparse_reorder", (["i", "x", "k"],), "x is not a variable of the iteration"),
+    ("sparse_fuse", (["i", "k"],), "contiguous"),
+    ("sparse_fuse", (["j", "k"],), "without parent"),
+    ("sparse_fuse", (["i"],), "at least two"),
+    ("annotate", ("", 1), "non-empty string"),
+])
+def test_bad_arguments_are_refused_by_name(primitive, args, message):
+    sch = Schedule(CASES["sddmm"].func)
+    before = sch.func
+    with pytest.raises(SparseScheduleError, match=message):
+        getattr(sch, primitive)("sddmm", *args)
+    assert sch.func.same_as(before)
+
+
+def test_fuse_needs_a_parent_chain():
+    sch = Schedule(CASES["csrmm"].func)     # [I, J, K]: K's parent is not J
+    sch.sparse_reorder("csrmm", ["i", "k", "j"])
+    with pytest.raises(SparseScheduleError, match="contiguous|parent chain|all be spatial"):
+        sch.sparse_fuse("csrmm", ["i", "k"])
+
+
+def test_unknown_iteration():
+    with pytest.raises(SparseScheduleError, match="no sparse iteration 'x'.*csrmm"):
+        Schedule(CASES["csrmm"].func).get_sparse_iteration("x")
