@@ -14,9 +14,14 @@ from . import ir, script  # noqa: E402  (after the thread setting, before TVM's 
 from .build import build  # noqa: E402
 from .ir import SparseFunction  # noqa: E402
 from .sparse_schedule import Schedule, SparseScheduleError  # noqa: E402
+from . import format  # noqa: E402  pylint: disable=redefined-builtin
 from .transform import (AtomicBlockError, InitPlacementError, LoweringError,  # noqa: E402
                         lower_sparse_buffer, lower_sparse_iter)
+from .transform.format_decompose import (FormatRewriteError, FormatRewriteRule,  # noqa: E402
+                                         extract_preprocess, format_decompose,
+                                         remove_preprocess)
 
-__all__ = ["AtomicBlockError", "InitPlacementError", "LoweringError", "Schedule",
-           "SparseFunction", "SparseScheduleError", "build", "ir", "lower_sparse_buffer",
-           "lower_sparse_iter", "script"]
+__all__ = ["AtomicBlockError", "FormatRewriteError", "FormatRewriteRule", "InitPlacementError",
+           "LoweringError", "Schedule", "SparseFunction", "SparseScheduleError", "build",
+           "extract_preprocess", "format", "format_decompose", "ir", "lower_sparse_buffer",
+           "lower_sparse_iter", "remove_preprocess", "script"]

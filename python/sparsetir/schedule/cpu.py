@@ -32,7 +32,7 @@ def schedule_cpu(sch, nests: list) -> None:
             if loop_rv is None:
                 continue
             extent = sch.get(loop_rv).extent
-            if not isinstance(extent, tirx.IntImm):
+            if not isinstance(extent, tirx.IntImm) or _has_while(sch.get(loop_rv)):
                 continue
             if extent.value > VECTOR_LANES and extent.value % VECTOR_LANES == 0:
                 loop_rv = sch.split(loop_rv, [None, VECTOR_LANES])[1]
@@ -42,3 +42,10 @@ def schedule_cpu(sch, nests: list) -> None:
         for block, _ in nest:
             if PARALLEL_ANNOTATION in block.annotations:
                 try_primitive(sch.parallel, sch.get_loops(sch.get_sblock(block.name_hint))[0])
+
+
+def _has_while(loop) -> bool:
+    """A binary search under the loop: TVM cannot vectorise around a while loop."""
+    found = tvm_ffi.structural_walk(loop, (tirx.While, lambda _: tvm_ffi.VisitInterrupt(True)),
+                                    order="pre")
+    return bool(getattr(found, "value", False))

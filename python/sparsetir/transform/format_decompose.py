@@ -1,0 +1,294 @@
+"""``format_decompose``: one kernel written over CSR, computed as a sum over other formats.
+
+A ``FormatRewriteRule`` says how a buffer's axes (``axes_before_rewrite``, e.g. ``I, J``) map
+to the axes of a new format (``axes_after_rewrite``, e.g. BSR's ``IO, JO, II, JI``), declared in
+a small Stage I function ``new_format_desc``; ``inv_idx_map`` gives the old coordinates of a new
+position and ``idx_map`` the new coordinates of an old one (checked to be inverses).
+
+``format_decompose(func, rules)`` rewrites every iteration that reads a rewritten buffer:
+
+* a ``<iteration>_init`` iteration runs the ``T.init`` once over the output;
+* per rule, ``<iteration>_<rule>`` iterates the new axes (names suffixed ``_<rule>``) and adds
+  its part into the output: its init is the identity (``C[..] = C[..]``), so TVM still sees a
+  reduction, and positions whose old coordinates fall outside the old axes (padding of the
+  last block) are masked;
+* with ``include_format_rewrite_blks``, ``rewrite_<buffer>_<rule>`` iterations, annotated
+  ``preprocess``, fill the new buffers from the old ones (a lookup per new position; padding
+  reads 0). ``remove_preprocess`` and ``extract_preprocess`` split them from the compute.
+
+The new format's parameters are appended to the function's, suffixed ``_<rule>``.
+
+Example
+-------
+>>> # rule = FormatRewriteRule("bsr", bsr_desc, ["A"], ["I", "J"], ["IO", "JO", "II", "JI"],
+>>> #     {"I": ["IO", "II"], "J": ["JO", "JI"]},
+>>> #     lambda i, j: (i // 4, j // 4, i % 4, j % 4),
+>>> #     lambda io, jo, ii, ji: (io * 4 + ii, jo * 4 + ji))
+>>> # decomposed = format_decompose(csrmm, [rule])
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Callable
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..ir.axis import Axis
+from ..ir.buffer import SparseBuffer
+from ..ir.function import SparseFunction
+from ..ir.iteration import SparseIteration, SpIterVar
+from ..ir.substitute import Substituter
+from ..ir.utils import substitute
+from ..transform.plan import PREPROCESS_ANNOTATION
+from .errors import LoweringError
+
+
+class FormatRewriteError(LoweringError):
+    """A rule that does not describe a rewrite of the function it is applied to."""
+
+
+@dataclass
+class FormatRewriteRule:
+    """How to store a buffer in another format (see the module docstring).
+
+    Attributes
+    ----------
+    name : str
+        Suffix of everything the rule adds (``A_bsr``, ``IO_bsr``, ``csrmm_bsr``).
+    new_format_desc : SparseFunction
+        Declares the new axes and buffers (bodyless); its parameters become new parameters.
+    buffers_to_rewrite : list of str
+        Buffers of the function stored in the new format (same names in the description).
+    axes_before_rewrite, axes_after_rewrite : list of str
+        The rewritten buffer's axes, and the new format's axes in iteration order.
+    axis_map : dict
+        Each old axis name -> the new axes that take its place.
+    idx_map, inv_idx_map : callable
+        Old coordinates -> new ones, and new coordinates -> old ones.
+    """
+
+    name: str
+    new_format_desc: SparseFunction
+    buffers_to_rewrite: list
+    axes_before_rewrite: list
+    axes_after_rewrite: list
+    axis_map: dict
+    idx_map: Callable
+    inv_idx_map: Callable
+
+
+def format_decompose(func: SparseFunction, rules: list,
+                     include_format_rewrite_blks: bool = True) -> SparseFunction:
+    """``func`` computed as the sum of one kernel per rule (see the module docstring)."""
+    if not isinstance(func, SparseFunction):
+        raise TypeError(f"format_decompose takes a SparseFunction, got {type(func).__name__}")
+    if not rules:
+        raise FormatRewriteError("format_decompose needs at least one FormatRewriteRule")
+    formats = [_NewFormat(func, rule) for rule in rules]
+    body, rewrites = [], []
+    for stmt in func.body:
+        if isinstance(stmt, SparseIteration) and _reads_rewritten(stmt, formats):
+            body += _decomposed(stmt, formats)
+        else:
+            body.append(stmt)
+    if include_format_rewrite_blks:
+        for fmt in formats:
+            rewrites += fmt.rewrite_iterations()
+    params = list(func.params) + [p for fmt in formats for p in fmt.params]
+    axes = list(func.axes) + [a for fmt in formats for a in fmt.axes.values()]
+    buffers = list(func.buffers) + [b for fmt in formats for b in fmt.buffers.values()]
+    return SparseFunction(func.name, params, axes, buffers, rewrites + body, dict(func.attrs))
+
+
+def remove_preprocess(func: SparseFunction) -> SparseFunction:
+    """``func`` without its ``preprocess`` iterations (the compute alone)."""
+    return _filtered(func, keep_preprocess=False)
+
+
+def extract_preprocess(func: SparseFunction) -> SparseFunction:
+    """Only the ``preprocess`` iterations of ``func`` (the format conversion alone)."""
+    return _filtered(func, keep_preprocess=True)
+
+
+def _filtered(func, keep_preprocess: bool) -> SparseFunction:
+    body = [s for s in func.body if not isinstance(s, SparseIteration)
+            or (PREPROCESS_ANNOTATION in s.annotations) == keep_preprocess]
+    return SparseFunction(func.name, list(func.params), list(func.axes), list(func.buffers),
+                          body, dict(func.attrs))
+
+
+class _NewFormat:
+    """A rule's description, renamed for the function and checked against it."""
+
+    def __init__(self, func: SparseFunction, rule: FormatRewriteRule):
+        self.func, self.rule = func, rule
+        desc = rule.new_format_desc
+        suffix = f"_{rule.name}"
+        self.params = [tirx.Var(p.name + suffix, p.ty) for p in desc.params]
+        renamed = dict(zip(desc.params, self.params))
+        renamer = Substituter(renamed)
+        self.axes = {}
+        for axis in desc.axes:
+            self.axes[axis.name] = _renamed_axis(renamer.axis(axis), suffix, self.axes, renamed)
+        self.buffers = {}
+        for buf in desc.buffers:
+            if buf.name not in rule.buffers_to_rewrite:
+                continue
+            self.buffers[buf.name] = SparseBuffer.create(
+                buf.name + suffix, [self.axes[a.name] for a in buf.axes], buf.dtype,
+                handle=renamer.expr(buf.handle) if buf.handle is not None else None)
+        self._check()
+
+    def _check(self) -> None:
+        rule, func = self.rule, self.func
+        where = f"FormatRewriteRule {rule.name!r}"
+        for name in rule.buffers_to_rewrite:
+            old = next((b for b in func.buffers if b.name == name), None)
+            if old is None or name not in self.buffers:
+                raise FormatRewriteError(f"{where}: buffer {name} must exist in the function "
+                                         "and in new_format_desc")
+            if [a.name for a in old.axes] != list(rule.axes_before_rewrite):
+                raise FormatRewriteError(f"{where}: {name}'s axes are "
+                                         f"{[a.name for a in old.axes]}, not "
+                                         f"axes_before_rewrite {rule.axes_before_rewrite}")
+        missing = [a for a in rule.axes_after_rewrite if a not in self.axes]
+        if missing:
+            raise FormatRewriteError(f"{where}: new_format_desc has no axis {missing[0]}")
+        mapped = [a for old in rule.axes_before_rewrite for a in rule.axis_map.get(old, [])]
+        if sorted(rule.axis_map) != sorted(rule.axes_before_rewrite) \
+                or sorted(mapped) != sorted(rule.axes_after_rewrite):
+            raise FormatRewriteError(f"{where}: axis_map must send each of "
+                                     f"{rule.axes_before_rewrite} to new axes, covering "
+                                     f"{rule.axes_after_rewrite} once")
+        for fn, count in ((rule.idx_map, len(rule.axes_before_rewrite)),
+                          (rule.inv_idx_map, len(rule.axes_after_rewrite))):
+            if len(inspect.signature(fn).parameters) != count:
+                raise FormatRewriteError(f"{where}: {fn} must take {count} coordinates")
+        self._check_inverse()
+
+    def _check_inverse(self) -> None:
+        """idx_map(inv_idx_map(new)) == new for every new coordinate in range."""
+        analyzer = tvm.sym.Analyzer()
+        new = [tirx.Var(a.lower(), "int32") for a in self.rule.axes_after_rewrite]
+        for var, name in zip(new, self.rule.axes_after_rewrite):
+            analyzer.bind(var, tvm.ir.Range.from_min_extent(0, self.axes[name].length))
+        back = self.rule.idx_map(*self.rule.inv_idx_map(*new))
+        for var, value in zip(new, back):
+            if not analyzer.can_prove(value == var):
+                raise FormatRewriteError(f"FormatRewriteRule {self.rule.name!r}: idx_map is not "
+                                         f"the inverse of inv_idx_map ({var} -> {value})")
+
+    def old_coordinates(self, new_coords: list) -> list:
+        """The old coordinates of a new position: clamped into the old axes, plus whether
+        they lie inside them (False on the padding of a last block)."""
+        old_axes = [self.func.get_axis(a) for a in self.rule.axes_before_rewrite]
+        coords = list(self.rule.inv_idx_map(*new_coords))
+        inside = tirx.all(*[c < a.length for c, a in zip(coords, old_axes)])
+        clamped = [tirx.min(c, a.length - 1) for c, a in zip(coords, old_axes)]
+        return clamped, inside
+
+    def rewrite_iterations(self) -> list:
+        """``rewrite_<buffer>_<rule>``: fill each new buffer from the old one."""
+        out = []
+        for name, new_buf in self.buffers.items():
+            old = self.func.get_buffer(name)
+            sp_vars = [SpIterVar(tirx.Var(a.lower(), "int32"), self.axes[a], False, None)
+                       for a in self.rule.axes_after_rewrite]
+            by_axis = {a: v.var for a, v in zip(self.rule.axes_after_rewrite, sp_vars)}
+            clamped, inside = self.old_coordinates([by_axis[a] for a in
+                                                    self.rule.axes_after_rewrite])
+            value = tirx.Select(inside, old[clamped], tirx.const(0, old.dtype))
+            store = tirx.BufferStore(new_buf.view, value,
+                                     [by_axis[a.name[:-len(self.rule.name) - 1]]
+                                      for a in new_buf.axes])
+            out.append(SparseIteration(f"rewrite_{name}_{self.rule.name}", sp_vars, [store],
+                                       None, {PREPROCESS_ANNOTATION: 1}))
+        return out
+
+
+def _renamed_axis(axis: Axis, suffix: str, done: dict, handles: dict) -> Axis:
+    parent = done[axis.parent.name] if axis.parent is not None else None
+    return Axis(axis.name + suffix, axis.kind, parent, axis.length, axis.nnz, axis.nnz_cols,
+                handles.get(axis.indptr, axis.indptr), handles.get(axis.indices, axis.indices),
+                axis.idtype, axis.sorted)
+
+
+def _reads_rewritten(it: SparseIteration, formats: list) -> bool:
+    views = {f.func.get_buffer(n).view for f in formats for n in f.rule.buffers_to_rewrite}
+    found = []
+    for stmt in list(it.body) + list(it.init or []):
+        tvm_ffi.structural_walk(stmt, (tvm.ir.TensorLoad, lambda load: found.append(load)
+                                       if load.source in views else None), order="pre")
+    return bool(found)
+
+
+def _decomposed(it: SparseIteration, formats: list) -> list:
+    out = []
+    if it.init is not None:
+        out.append(_init_iteration(it))
+    for fmt in formats:
+        out.append(_rule_iteration(it, fmt))
+    return out
+
+
+def _init_iteration(it: SparseIteration) -> SparseIteration:
+    spatial = [v for v in it.sp_iter_vars if not v.is_reduction]
+    fresh = {v.var: tirx.Var(v.var.name, "int32") for v in spatial}
+    sp_vars = [SpIterVar(fresh[v.var], v.axis, False, v.fused) for v in spatial]
+    body = [substitute(s, fresh) for s in it.init]
+    return SparseIteration(f"{it.name}_init", sp_vars, body, None, {})
+
+
+def _rule_iteration(it: SparseIteration, fmt: _NewFormat) -> SparseIteration:
+    rule = fmt.rule
+    old_vars = [v for v in it.sp_iter_vars if v.base_axis.name in rule.axes_before_rewrite]
+    if sorted(v.base_axis.name for v in old_vars) != sorted(rule.axes_before_rewrite) \
+            or any(v.fused is not None for v in old_vars):
+        raise FormatRewriteError(f"iteration {it.name} reads a buffer of rule {rule.name!r} but "
+                                 f"does not iterate its axes {rule.axes_before_rewrite} one by one")
+    kind_of = {new: v.is_reduction for v in old_vars
+               for new in rule.axis_map[v.base_axis.name]}
+    new_vars = {a: SpIterVar(tirx.Var(a.lower(), "int32"), fmt.axes[a], kind_of[a], None)
+                for a in rule.axes_after_rewrite}
+    first = next(n for n, v in enumerate(it.sp_iter_vars) if v in old_vars)
+    kept = [v for v in it.sp_iter_vars if v not in old_vars]
+    sp_vars = kept[:first] + list(new_vars.values()) + kept[first:]
+    clamped, inside = fmt.old_coordinates([new_vars[a].var for a in rule.axes_after_rewrite])
+    coord_of = {v.base_axis.name: c for v, c in zip(
+        [next(v for v in old_vars if v.base_axis.name == a) for a in rule.axes_before_rewrite],
+        clamped)}
+    var_map = {v.var: coord_of[v.base_axis.name] for v in old_vars}
+    rewritten = {fmt.func.get_buffer(n).view: fmt.buffers[n] for n in rule.buffers_to_rewrite}
+    order = {a: new_vars[a].var for a in rule.axes_after_rewrite}
+    body = [tirx.IfThenElse(inside, _rebound(s, var_map, rewritten, order, rule.name), None)
+            for s in it.body]
+    init = None
+    if it.init is not None:   # identity: the part adds into what the output holds
+        init = [_identity(_rebound(s, var_map, rewritten, order, rule.name)) for s in it.init]
+    return SparseIteration(f"{it.name}_{rule.name}", sp_vars, body, init, dict(it.annotations))
+
+
+def _rebound(stmt, var_map, rewritten, order, rule_name):
+    """``stmt`` with old iteration variables replaced by old coordinates and the rewritten
+    buffers read at the new positions."""
+
+    def on_load(load):
+        new = rewritten.get(load.source)
+        if new is None:
+            return load
+        return tirx.BufferLoad(new.view, [order[a.name[:-len(rule_name) - 1]]
+                                          for a in new.axes])
+
+    swapped = tvm_ffi.structural_map(stmt, (tvm.ir.TensorLoad, on_load), order="post")
+    return substitute(swapped, var_map)
+
+
+def _identity(store):
+    if not isinstance(store, tirx.BufferStore):
+        raise FormatRewriteError("a decomposed T.init must be a single store")
+    return tirx.BufferStore(store.buffer, tirx.BufferLoad(store.buffer, list(store.indices)),
+                            list(store.indices))
