@@ -10,16 +10,28 @@ import os as _os
 # this process may run on, unless the user chose a number.
 _os.environ.setdefault("TVM_NUM_THREADS", str(len(_os.sched_getaffinity(0))))
 
-from . import ir, script  # noqa: E402  (after the thread setting, before TVM's pool starts)
+from . import (  # noqa: E402  (after the thread setting, before TVM's pool starts)
+                        format,  # noqa: E402  pylint: disable=redefined-builtin
+                        ir,
+                        script,
+)
 from .build import build  # noqa: E402
 from .ir import SparseFunction  # noqa: E402
 from .sparse_schedule import Schedule, SparseScheduleError  # noqa: E402
-from . import format  # noqa: E402  pylint: disable=redefined-builtin
-from .transform import (AtomicBlockError, InitPlacementError, LoweringError,  # noqa: E402
-                        lower_sparse_buffer, lower_sparse_iter)
-from .transform.format_decompose import (FormatRewriteError, FormatRewriteRule,  # noqa: E402
-                                         extract_preprocess, format_decompose,
-                                         remove_preprocess)
+from .transform import (  # noqa: E402
+                        AtomicBlockError,
+                        InitPlacementError,
+                        LoweringError,
+                        lower_sparse_buffer,
+                        lower_sparse_iter,
+)
+from .transform.format_decompose import (  # noqa: E402
+                        FormatRewriteError,
+                        FormatRewriteRule,
+                        extract_preprocess,
+                        format_decompose,
+                        remove_preprocess,
+)
 
 __all__ = ["AtomicBlockError", "FormatRewriteError", "FormatRewriteRule", "InitPlacementError",
            "LoweringError", "Schedule", "SparseFunction", "SparseScheduleError", "build",

@@ -20,17 +20,28 @@ import tvm_ffi
 from tvm import tirx
 
 from .checks_kernel import compile_checks
-from .stage_metadata import SizeReader
 from .ir.function import SparseFunction
-from .runtime import (BufferParam, IndicesCheck, IndptrCheck, Kernel, ScalarParam, Signature,
-                      ValueDomainCheck)
+from .runtime import (
+    BufferParam,
+    IndicesCheck,
+    IndptrCheck,
+    Kernel,
+    ScalarParam,
+    Signature,
+    ValueDomainCheck,
+)
 from .schedule import default_schedule
+from .stage_metadata import SizeReader
 from .target import compile_module, make_target
 from .transform.atomic import lower_atomic_blocks
 from .transform.coordinate_checks import lower_device_checks
 from .transform.lower_sparse_buffer import lower_sparse_buffer
-from .transform.lower_sparse_iter import (INDEX_CHECKS_ATTR, PARAM_NAMES_ATTR, VALUE_DOMAINS_ATTR,
-                                         lower_sparse_iter)
+from .transform.lower_sparse_iter import (
+    INDEX_CHECKS_ATTR,
+    PARAM_NAMES_ATTR,
+    VALUE_DOMAINS_ATTR,
+    lower_sparse_iter,
+)
 
 
 def build(kernel, target="llvm", schedule: str = "auto") -> Kernel:
@@ -83,9 +94,15 @@ def signature_of(func: tirx.PrimFunc, shapes=None) -> Signature:
     for param, shape in zip(func.params, shapes):
         name = str(names.get(param.name, param.name))
         if tirx.is_buffer_var(param):
-            params.append(BufferParam(name, str(param.dtype), param.shape[0],
+            length = param.shape[0]
+            for dim in list(param.shape)[1:]:
+                length = length * dim
+            keeps_shape = len(param.shape) > 1
+            declared = tuple(param.shape) if keeps_shape else tuple(shape)
+            params.append(BufferParam(name, str(param.dtype), length,
                                       any(param.same_as(w) for w in written),
-                                      shape if len(shape) > 1 else ()))
+                                      declared if len(declared) > 1 else (), keeps_shape,
+                                      int(param.data_alignment)))
         else:
             params.append(ScalarParam(name, param))
     present = {p.name for p in params}

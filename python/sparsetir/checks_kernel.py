@@ -21,7 +21,13 @@ from tvm import tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as Tb
 
-from .runtime import BufferParam, IndicesCheck, IndptrCheck, ScalarParam, ValueDomainCheck
+from .runtime import (
+    BufferParam,
+    IndicesCheck,
+    IndptrCheck,
+    ScalarParam,
+    ValueDomainCheck,
+)
 from .runtime.errors import CHECK_PREFIX
 from .target import compile_module
 

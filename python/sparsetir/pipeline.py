@@ -23,6 +23,8 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.tirx import compilation_pipeline
 
+from .ir.utils import structural_map
+
 PIPELINE_NAME = "sparsetir"
 
 # TVM's default s_tir pipeline up to the point where blocks are gone (same passes, same order)
@@ -72,7 +74,7 @@ def repair_buffer_references(func, _mod, _ctx):
         return tirx.BufferStore(mapping[store.buffer], store.value, list(store.indices)) \
             if store.buffer in mapping else store
 
-    return func.with_body(tvm_ffi.structural_map(
+    return func.with_body(structural_map(
         func.body, [(tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store)], order="post"))
 
 

@@ -167,7 +167,7 @@ class csrmm_buffer:
         for i in range(m):
             with T.sblock("csrmm0"):
                 vi = T.axis.spatial(m, i)
-                T.reads(J_indptr[0:m + 1], A[0:nnz], B[0:n * feat_size], J_indices[0:nnz])
+                T.reads(J_indptr[vi:vi + 2], A[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])], B[0:n * feat_size], J_indices[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])])
                 T.writes(C[0:m * feat_size])
                 T.sblock_attr({"sparsetir.rows_owned": 1})
                 for k_init in range(feat_size):
@@ -179,7 +179,7 @@ class csrmm_buffer:
                 for j, k in T.grid(J_indptr[vi + 1] - J_indptr[vi], feat_size):
                     with T.sblock("csrmm1_update"):
                         vj, vk = T.axis.remap("RS", [j, k])
-                        T.reads(C[0:m * feat_size], J_indptr[0:m + 1], A[0:nnz], B[0:n * feat_size], J_indices[0:nnz])
+                        T.reads(C[0:m * feat_size], J_indptr[vi:vi + 2], A[J_indptr[vi] + vj], B[0:n * feat_size], J_indices[J_indptr[vi] + vj])
                         T.writes(C[0:m * feat_size])
                         C[vi * feat_size + vk] = C[vi * feat_size + vk] + A[J_indptr[vi] + vj] * B[J_indices[J_indptr[vi] + vj] * feat_size + vk]
 
@@ -201,12 +201,12 @@ class bsrmm_buffer:
             for bj, f in T.grid(blk, feat_size):
                 with T.sblock("bsrmm0_update"):
                     vi, vbi, vbj, vf = T.axis.remap("SSRS", [i, bi, bj, f])
-                    T.reads(C[0:nb * blk * feat_size], J_indptr[0:nb + 1], A[0:nnzb * blk * blk], B[0:mb * blk * feat_size], J_indices[0:nnzb])
+                    T.reads(C[0:nb * blk * feat_size], J_indptr[vi:vi + 2], A[0:nnzb * blk * blk], B[0:mb * blk * feat_size], J_indices[J_indptr[vi]:J_indptr[vi] + (J_indptr[vi + 1] - J_indptr[vi])])
                     T.writes(C[0:nb * blk * feat_size])
                     T.sblock_attr({"sparsetir.rows_owned": 1})
                     for j in range(J_indptr[vi + 1] - J_indptr[vi]):
                         with T.sblock("bsrmm1"):
                             vj = T.axis.reduce(J_indptr[vi + 1] - J_indptr[vi], j)
-                            T.reads(J_indptr[0:nb + 1], C[0:nb * blk * feat_size], A[0:nnzb * blk * blk], B[0:mb * blk * feat_size], J_indices[0:nnzb])
+                            T.reads(J_indptr[vi:vi + 2], C[0:nb * blk * feat_size], A[0:nnzb * blk * blk], B[0:mb * blk * feat_size], J_indices[J_indptr[vi] + vj])
                             T.writes(C[0:nb * blk * feat_size])
                             C[(vi * blk + vbi) * feat_size + vf] = C[(vi * blk + vbi) * feat_size + vf] + A[((J_indptr[vi] + vj) * blk + vbi) * blk + vbj] * B[(J_indices[J_indptr[vi] + vj] * blk + vbj) * feat_size + vf]

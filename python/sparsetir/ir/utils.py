@@ -35,3 +35,37 @@ def substitute(node, var_map: dict):
     if node is None:
         return None
     return tvm_ffi.structural_map(node, (tirx.Var, lambda v: var_map.get(v, v)), order="post")
+
+
+def structural_map(node, entries, order: str = "post"):
+    """``tvm_ffi.structural_map`` whose callbacks may raise.
+
+    An exception must not cross TVM's FFI callback boundary (seen here: a corrupted heap, not
+    a traceback). Each callback's first exception is kept, the remaining nodes are left as
+    they are, and the exception is raised once the walk has returned.
+
+    Example
+    -------
+    >>> m = tirx.Var("m", "int32")
+    >>> structural_map(m + 1, (tirx.Var, lambda v: v * 2)).a.b.value
+    2
+    """
+    failures = []
+
+    def guarded(callback):
+        def call(item):
+            if failures:
+                return item
+            try:
+                return callback(item)
+            except Exception as err:  # noqa: BLE001  (re-raised below, outside TVM)
+                failures.append(err)
+                return item
+        return call
+
+    pairs = [entries] if isinstance(entries, tuple) else list(entries)
+    mapped = tvm_ffi.structural_map(node, [(kind, guarded(fn)) for kind, fn in pairs],
+                                    order=order)
+    if failures:
+        raise failures[0]
+    return mapped

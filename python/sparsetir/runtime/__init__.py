@@ -8,8 +8,15 @@ Examples
 """
 from .errors import ArgumentError
 from .kernel import Kernel
-from .signature import (BufferParam, IndicesCheck, IndptrCheck, ScalarParam, Signature,
-                        ValueDomainCheck, evaluate_int)
+from .signature import (
+                        BufferParam,
+                        IndicesCheck,
+                        IndptrCheck,
+                        ScalarParam,
+                        Signature,
+                        ValueDomainCheck,
+                        evaluate_int,
+)
 from .validate import check_indices, check_indptr
 
 __all__ = [

@@ -19,6 +19,7 @@ import tvm_ffi
 from .errors import ArgumentError
 from .signature import BufferParam, ScalarParam
 
+
 def required_alignment(dtype: str) -> int:
     """Byte alignment sparsetir's kernels assume for a buffer of ``dtype``: its element size."""
     return max(1, np.dtype(dtype).itemsize)
@@ -152,15 +153,23 @@ class BufferConverter:
         if isinstance(value, np.ndarray):
             value = np.asarray(value)       # numpy.matrix and other subclasses: a plain view
             self._check_shape(value.shape, dims)
-            return self._from_numpy(value, length)
-        if isinstance(value, tvm_ffi.Tensor):
+            converted = self._from_numpy(value, length)
+        elif isinstance(value, tvm_ffi.Tensor):
             self._check_shape(tuple(value.shape), dims)
-            return self._from_tvm(value, length)
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(value, torch.Tensor):
+            converted = self._from_tvm(value, length)
+        else:
+            torch = sys.modules.get("torch")
+            if torch is None or not isinstance(value, torch.Tensor):
+                raise self._error("expected a numpy array, torch tensor or tvm tensor, got "
+                                  f"{_describe(value)}")
             self._check_shape(tuple(value.shape), dims)
-            return self._from_torch(value, length)
-        raise self._error(f"expected a numpy array, torch tensor or tvm tensor, got {_describe(value)}")
+            converted = self._from_torch(value, length)
+        if not self.param.keeps_shape:
+            return converted
+        flat, copy_back = converted
+        shaped = flat._create_view(dims) if isinstance(flat, tvm_ffi.Tensor) \
+            else flat.view(dims)
+        return shaped, copy_back
 
     def _error(self, message: str) -> ArgumentError:
         return ArgumentError(f"argument '{self.param.name}': {message}")

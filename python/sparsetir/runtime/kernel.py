@@ -74,8 +74,8 @@ class Kernel:
         params = signature.params
         self._scalars = [(i, ScalarConverter(p)) for i, p in enumerate(params) if isinstance(p, ScalarParam)]
         self._buffers = [
-            (i, BufferConverter(p, self.device, required_alignment(p.dtype)
-                                if alignment == "element" else int(alignment)))
+            (i, BufferConverter(p, self.device, p.alignment or (
+                required_alignment(p.dtype) if alignment == "element" else int(alignment))))
             for i, p in enumerate(params) if isinstance(p, BufferParam)
         ]
         self._scalar_vars = tuple(convert.param.var for _, convert in self._scalars)

@@ -47,6 +47,11 @@ class BufferParam:
     shape : tuple of PrimExpr or int
         The declared (Stage II) dimensions, which an argument with more than one dimension
         must match; empty when only the length is known.
+    keeps_shape : bool
+        The compiled function takes the buffer with ``shape`` (a tensorized buffer keeps its
+        dimensions), not flat: the call passes a view of that shape.
+    alignment : int
+        Byte alignment the compiled function assumes for the data (0: the kernel's default).
 
     Examples
     --------
@@ -59,6 +64,8 @@ class BufferParam:
     length: object
     written: bool
     shape: tuple = ()
+    keeps_shape: bool = False
+    alignment: int = 0
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,15 @@ from ..ir.buffer import BufferDomain, SparseBuffer
 from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration, SpIterVar
 from ..ir.utils import is_handle, var_dtype
-from .declarations import (AxisDecl, BufferDecl, DomainDecl, FuncAttrDecl, InitDecl,
-                           IterAttrDecl, SpIterDecl)
+from .declarations import (
+    AxisDecl,
+    BufferDecl,
+    DomainDecl,
+    FuncAttrDecl,
+    InitDecl,
+    IterAttrDecl,
+    SpIterDecl,
+)
 from .errors import SparseScriptError
 
 TOKEN = "sparsetir"

@@ -26,8 +26,15 @@ from __future__ import annotations
 from tvm.script import tirx as _tvm_tirx
 
 from ..ir.axis import AttachedAxis, Axis, FusedAxis
-from .declarations import (AxisDecl, BufferDecl, DomainDecl, FuncAttrDecl, InitDecl,
-                           IterAttrDecl, SpIterDecl)
+from .declarations import (
+    AxisDecl,
+    BufferDecl,
+    DomainDecl,
+    FuncAttrDecl,
+    InitDecl,
+    IterAttrDecl,
+    SpIterDecl,
+)
 from .parser import prim_func  # noqa: F401  (T.prim_func)
 
 globals().update({name: getattr(_tvm_tirx, name) for name in dir(_tvm_tirx)

@@ -25,6 +25,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..ir.buffer import SparseBuffer
+from ..ir.utils import structural_map
 from ..script.printer import format_expr
 from .coordinate_checks import assertion
 from .layout import row_range, stage2_indices
@@ -64,31 +65,13 @@ class AccessRewriter:
 
     def stmt(self, stmt):
         """The Stage II form of a Stage I TIR statement."""
-        failures = []
-
-        def guarded(rewrite):
-            # an exception must not cross TVM's FFI callback boundary: keep it, raise after
-            def call(node):
-                if failures:
-                    return node
-                try:
-                    return rewrite(node)
-                except (ValueError, TypeError) as err:
-                    failures.append(err)
-                    return node
-            return call
-
-        mapped = tvm_ffi.structural_map(
-            stmt, [(tvm.ir.TensorLoad, guarded(self._load)),
-                   (tirx.BufferStore, guarded(self._store))], order="post")
-        if failures:
-            raise failures[0]
+        mapped = structural_map(stmt, [(tvm.ir.TensorLoad, self._load),
+                                       (tirx.BufferStore, self._store)])
         return self.coordinates(mapped)
 
     def coordinates(self, node):
         """Replace iteration variables by their coordinates."""
-        return tvm_ffi.structural_map(
-            node, (tirx.Var, lambda v: self.env[v].coord if v in self.env else v), order="post")
+        return structural_map(node, (tirx.Var, lambda v: self.env[v].coord if v in self.env else v))
 
     def _load(self, load):
         buf = self.lowering.sparse_buffer(load.source)

@@ -21,6 +21,8 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
+from ..ir.utils import structural_map
+
 ATOMIC_ANNOTATION = "atomic"
 
 
@@ -46,13 +48,13 @@ def _lower(body, target_kind: str):
     def on_block(block):
         if not _is_atomic(block):
             return block
-        new_body = tvm_ffi.structural_map(block.body, (tirx.BufferStore, _atomic_add),
+        new_body = structural_map(block.body, (tirx.BufferStore, _atomic_add),
                                           order="post")
         return s_tir.SBlock(block.iter_vars, block.reads, block.writes, block.name_hint,
                             new_body, block.init, block.alloc_buffers, block.match_buffers,
                             block.annotations)
 
-    return tvm_ffi.structural_map(body, (s_tir.SBlock, on_block), order="post")
+    return structural_map(body, (s_tir.SBlock, on_block), order="post")
 
 
 def _check_atomic_blocks(body, target_kind: str) -> None:

@@ -22,6 +22,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ..ir.utils import structural_map
 from ..runtime.errors import CHECK_PREFIX
 from .errors import LoweringError
 
@@ -70,7 +71,7 @@ class CoordinateChecker:
             fresh[var] = self.domains[load.source]
             return var
 
-        abstract = tvm_ffi.structural_map(coord, (tvm.ir.TensorLoad, on_load), order="post")
+        abstract = structural_map(coord, (tvm.ir.TensorLoad, on_load), order="post")
         for var, (lo, hi) in fresh.items():
             self.prover.bind(var, tvm.ir.Range.from_min_extent(lo, hi - lo))
         if self.prover.can_prove(abstract >= 0) and self.prover.can_prove(abstract < bound):
@@ -97,7 +98,7 @@ def lower_device_checks(mod: tvm.IRModule, target_kind: str) -> tvm.IRModule:
         trap = tirx.Evaluate(tirx.call_extern("int32", "__trap"))
         return tirx.IfThenElse(tirx.Not(stmt.condition), trap, None)
 
-    funcs = {gv: func.with_body(tvm_ffi.structural_map(func.body, (tirx.AssertStmt, on_assert),
+    funcs = {gv: func.with_body(structural_map(func.body, (tirx.AssertStmt, on_assert),
                                                        order="post"))
              if isinstance(func, tirx.PrimFunc) else func for gv, func in mod.functions.items()}
     return tvm.IRModule(funcs, attrs=mod.attrs)

@@ -42,7 +42,7 @@ from ..ir.buffer import SparseBuffer
 from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration, SpIterVar
 from ..ir.substitute import Substituter
-from ..ir.utils import substitute
+from ..ir.utils import structural_map, substitute
 from ..transform.plan import PREPROCESS_ANNOTATION
 from .errors import LoweringError
 
@@ -283,7 +283,7 @@ def _rebound(stmt, var_map, rewritten, order, rule_name):
         return tirx.BufferLoad(new.view, [order[a.name[:-len(rule_name) - 1]]
                                           for a in new.axes])
 
-    swapped = tvm_ffi.structural_map(stmt, (tvm.ir.TensorLoad, on_load), order="post")
+    swapped = structural_map(stmt, (tvm.ir.TensorLoad, on_load), order="post")
     return substitute(swapped, var_map)
 
 

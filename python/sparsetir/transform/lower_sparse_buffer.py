@@ -24,6 +24,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.script.ir_builder import tirx as Tb
 
+from ..ir.utils import structural_map
 from .complete_inits import decompose_conditional_inits
 
 
@@ -41,11 +42,16 @@ def lower_sparse_buffer(mod: tvm.IRModule) -> tvm.IRModule:
 def _flatten_function(func: tirx.PrimFunc) -> tirx.PrimFunc:
     analyzer = tvm.sym.Analyzer()
     flat = {}
+    tiles = _matched_buffers(func)
     for param in func.params:
         # parameters assume only their element's alignment, so any contiguous numpy array
-        # or torch tensor is passed without a copy
-        if tirx.is_buffer_var(param) and (len(param.shape) != 1
-                                           or param.data_alignment != _itemsize(param)):
+        # or torch tensor is passed without a copy; a buffer whose tiles a tensorized block
+        # matches keeps its dimensions and alignment (the call passes a view of that shape)
+        if not tirx.is_buffer_var(param):
+            continue
+        if param in tiles:
+            continue  # tensor intrinsics ask for TVM's default alignment: keep it
+        if len(param.shape) != 1 or param.data_alignment != _itemsize(param):
             flat[param] = _flat_buffer(param, analyzer, align=_itemsize(param))
     root = func.body.block if isinstance(func.body, s_tir.SBlockRealize) else None
     if root is not None:
@@ -56,36 +62,42 @@ def _flatten_function(func: tirx.PrimFunc) -> tirx.PrimFunc:
         return func
 
     def offset(buf, indices):
+        if len(flat[buf].shape) == len(buf.shape):    # a tile buffer keeps its dimensions
+            return list(indices)
         result = tirx.const(0, "int32")
         for dim, index in zip(buf.shape, indices):
             result = result * dim + index
-        return analyzer.simplify(result)
+        return [analyzer.simplify(result)]
 
     def on_load(load):
         if load.source not in flat:
             return load
-        return tirx.BufferLoad(flat[load.source], [offset(load.source, load.indices)])
+        return tirx.BufferLoad(flat[load.source], offset(load.source, load.indices))
 
     def on_store(store):
         if store.buffer not in flat:
             return store
         return tirx.BufferStore(flat[store.buffer], store.value,
-                                [offset(store.buffer, store.indices)])
+                                offset(store.buffer, store.indices))
 
     def on_region(region):
         # Regions only guide scheduling, which is over once buffers are flat: cover the buffer.
         buf = flat.get(region.source)
         if buf is None:
             return region
+        if len(buf.shape) == len(region.source.shape):
+            return tirx.BufferRegion(buf, list(region.region))
         return tirx.BufferRegion(buf, [tvm.ir.Range.from_min_extent(0, buf.shape[0])])
 
     def on_block(block):
         allocs = [flat.get(b, b) for b in block.alloc_buffers]
+        matches = [s_tir.MatchBufferRegion(m.buffer, on_region(m.source))
+                   for m in block.match_buffers]
         return s_tir.SBlock(block.iter_vars, [on_region(r) for r in block.reads],
                             [on_region(r) for r in block.writes], block.name_hint, block.body,
-                            block.init, allocs, block.match_buffers, block.annotations)
+                            block.init, allocs, matches, block.annotations)
 
-    body = tvm_ffi.structural_map(
+    body = structural_map(
         func.body, [(tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store),
                     (s_tir.SBlock, on_block)], order="post")
     params = [flat.get(p, p) for p in func.params]
@@ -99,6 +111,14 @@ def _flat_buffer(buf, analyzer, align: int = 0):
     # layout=None: the layout TVM's own parser and match_buffer give a parameter buffer
     return Tb.buffer([analyzer.simplify(size)], buf.dtype, layout=None, buffer_name=buf.name,
                      align=align)
+
+
+def _matched_buffers(func) -> set:
+    """Buffers a block's ``match_buffer`` takes a region of (tensorized tiles)."""
+    found = set()
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, lambda b: found.update(
+        m.source.source for m in b.match_buffers)), order="pre")
+    return found
 
 
 def _itemsize(buf) -> int:

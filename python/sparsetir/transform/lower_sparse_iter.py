@@ -49,10 +49,15 @@ from .coordinate_checks import CoordinateChecker
 from .emit import Emitter
 from .errors import LoweringError
 from .layout import stage2_shape
-from .plan import PARALLEL_ANNOTATION, BlockIterPlan, BlockPlan, LoopPlan, hoist_searches
 from .loop_signature import LOWERED_LOOPS_ATTR, loop_signature
+from .plan import (
+    PARALLEL_ANNOTATION,
+    BlockIterPlan,
+    BlockPlan,
+    LoopPlan,
+    hoist_searches,
+)
 from .regions import widen_local_regions
-
 
 PARAM_NAMES_ATTR = "sparsetir.param_names"
 """Function attribute: Stage II parameter name -> Stage I name (Stage II names buffers A,

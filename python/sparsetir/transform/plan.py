@@ -21,7 +21,6 @@ from tvm import tirx
 
 from ..ir.utils import substitute
 
-
 PARALLEL_ANNOTATION = "sparsetir.rows_owned"
 """Block annotation: the block's outermost loop writes disjoint outputs (safe to parallelise)."""
 

@@ -18,6 +18,8 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from ..ir.utils import structural_map
+
 
 def widen_local_regions(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """Widen every region dimension whose bounds read a buffer allocated inside its block."""
@@ -48,5 +50,5 @@ def widen_local_regions(func: tirx.PrimFunc) -> tirx.PrimFunc:
                             block.init, block.alloc_buffers, block.match_buffers,
                             block.annotations)
 
-    return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlock, on_block),
+    return func.with_body(structural_map(func.body, (s_tir.SBlock, on_block),
                                                  order="post"))
