@@ -131,6 +131,13 @@ def compile_module(mod: tvm.IRModule, target) -> tvm.runtime.Executable:
     if unbound:
         raise ValueError(f"cannot compile {unbound} for cuda: no loop is bound to blockIdx/threadIdx "
                          "(bind loops with Schedule.bind)")
+    for name, func in funcs.items():
+        for index, nest in enumerate(_top_level_loop_nests(func)):
+            if not _binds_threads_in(nest):
+                raise ValueError(
+                    f"cannot compile {name} for cuda: its top-level loop nest {index} binds no "
+                    "loop to blockIdx/threadIdx and would run on the host over device memory "
+                    "(bind it, or build with schedule='auto' to give it the default schedule)")
     _load_cuda_runtime()
     _choose_cuda_compiler()
     with tgt:  # the nvcc callback reads the architecture from the current target
@@ -188,6 +195,21 @@ def export(executable: tvm.runtime.Executable, path) -> Path:
 
 def _binds_threads(func: tirx.PrimFunc) -> bool:
     """Whether ``func`` has a loop bound to a GPU thread axis (scheduled or lowered form)."""
+    return _binds_threads_in(func.body)
+
+
+def _top_level_loop_nests(func: tirx.PrimFunc) -> list:
+    """The loop statements directly in the root block's body (schedulable TIR only)."""
+    from tvm import s_tir  # pylint: disable=import-outside-toplevel
+    if not isinstance(func.body, s_tir.SBlockRealize):
+        return []
+    body = func.body.block.body
+    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    return [stmt for stmt in stmts if isinstance(stmt, tirx.For)]
+
+
+def _binds_threads_in(node) -> bool:
+    """Whether ``node`` has a loop bound to a GPU thread axis (scheduled or lowered form)."""
     def visit(node):
         if isinstance(node, tirx.For) and node.kind == tirx.ForKind.THREAD_BINDING:
             return tvm_ffi.VisitInterrupt(node)
@@ -195,7 +217,7 @@ def _binds_threads(func: tirx.PrimFunc) -> bool:
             return tvm_ffi.VisitInterrupt(node)
         return None
 
-    return tvm_ffi.structural_walk(func.body, ((tirx.For, tirx.AttrStmt), visit), order="pre") is not None
+    return tvm_ffi.structural_walk(node, ((tirx.For, tirx.AttrStmt), visit), order="pre") is not None
 
 
 def _choose_cuda_compiler() -> None:

@@ -148,9 +148,17 @@ def _check(case, func, inputs, kernel) -> None:
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("label", sorted(SCHEDULES))
 def test_schedule_builds_for_cuda(label, arch):
+    # "auto" keeps the user's schedule and schedules only the nests nobody touched (the
+    # SDDMM's preprocess search)
     _, _, _, sch = _scheduled(label)
-    kernel = sparsetir.build(sch.mod, {"kind": "cuda", "arch": arch}, schedule="none")
+    kernel = sparsetir.build(sch.mod, {"kind": "cuda", "arch": arch})
     assert "threadIdx.x" in cuda_source(kernel.executable)
+
+
+def test_a_cuda_nest_left_unbound_is_refused():
+    _, _, _, sch = _scheduled("sddmm")
+    with pytest.raises(ValueError, match="loop nest 0 binds no loop.*run on the host"):
+        sparsetir.build(sch.mod, "cuda", schedule="none")
 
 
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "backward"])
