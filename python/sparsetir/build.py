@@ -33,7 +33,7 @@ from .runtime import (
 from .schedule import default_schedule
 from .stage_metadata import SizeReader
 from .target import compile_module, make_target
-from .transform.atomic import lower_atomic_blocks
+from .transform.atomic import check_atomic_inits, lower_atomic_blocks
 from .transform.coordinate_checks import lower_device_checks
 from .transform.lower_sparse_buffer import lower_sparse_buffer
 from .transform.lower_sparse_iter import (
@@ -69,6 +69,7 @@ def build(kernel, target="llvm", schedule: str = "auto") -> Kernel:
     kind = str(tgt.kind.name)
     if schedule == "auto":
         mod = default_schedule(mod, kind).mod
+    check_atomic_inits(mod)
     shapes = [tuple(p.shape) if tirx.is_buffer_var(p) else () for p in mod["main"].params]
     mod = lower_device_checks(lower_atomic_blocks(lower_sparse_buffer(mod), kind), kind)
     executable = compile_module(mod, tgt)

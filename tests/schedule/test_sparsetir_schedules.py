@@ -199,3 +199,10 @@ def test_atomic_block_under_a_cpu_parallel_loop_is_refused():
     sch.annotate(sch.get_sblock("csrmm1_update"), "atomic", True)
     with pytest.raises(sparsetir.AtomicBlockError, match="csrmm1_update.*parallel loop i"):
         sparsetir.build(sch.mod, "llvm", schedule="none")
+
+
+def test_atomic_block_with_an_init_is_refused():
+    sch = s_tir.Schedule(sparsetir.lower_sparse_iter(CASES["csrmm"].func))
+    sch.annotate(sch.get_sblock("csrmm1"), "atomic", True)
+    with pytest.raises(sparsetir.AtomicBlockError, match="csrmm1 is annotated atomic but has"):
+        sparsetir.build(sch.mod, "cuda")

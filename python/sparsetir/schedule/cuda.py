@@ -8,7 +8,7 @@ from tvm import s_tir, tirx
 
 from ..transform.loop_signature import top_level_nests
 from ..transform.lower_sparse_iter import PARALLEL_ANNOTATION
-from .common import innermost_spatial_loop, nest_blocks, reads_memory
+from .common import innermost_spatial_loop, nest_blocks, reads_memory, try_primitive
 
 WARP_SIZE = 32
 MAX_THREADS = 1024
@@ -34,7 +34,7 @@ def schedule_cuda(sch, nests: list) -> None:
             if owned and not used else []
         plans.append((outer.name_hint, owned, threads))
     for writer, name in local:
-        sch.set_scope(writer, name, "local")
+        try_primitive(sch.set_scope, writer, name, "local")
     for outer, owned, threads in plans:
         for name in threads:
             loop = sch.get_loops(sch.get_sblock(name))[-1]
@@ -43,13 +43,13 @@ def schedule_cuda(sch, nests: list) -> None:
             extent = sch.get(loop).extent
             if not (isinstance(extent, tirx.IntImm) and extent.value <= MAX_THREADS):
                 loop = sch.split(loop, [None, WARP_SIZE])[1]
-            sch.bind(loop, "threadIdx.x")
+            try_primitive(sch.bind, loop, "threadIdx.x")
         rv = sch.get_sblock(outer)
         loops = sch.get_loops(rv)
         if owned:
-            sch.bind(loops[0], "blockIdx.x")
+            try_primitive(sch.bind, loops[0], "blockIdx.x")
         else:
-            sch.bind(sch.add_unit_loop(loops[0] if loops else rv), "blockIdx.x")
+            try_primitive(sch.bind, sch.add_unit_loop(loops[0] if loops else rv), "blockIdx.x")
 
 
 def _intermediates(func, stmt) -> list:

@@ -6,7 +6,7 @@ RGCN schedule) may share its outputs with other threads. On CUDA every accumulat
 left as they are. The CPU backend has no atomic add: an atomic block is compiled as written
 when no parallel loop encloses it (one thread, so the result is exact) and refused otherwise.
 An atomic block must not carry a ``T.init`` (it would race with the other threads' adds):
-decompose the reduction first.
+``check_atomic_inits`` refuses one on Stage II, before inits are moved.
 
 Example
 -------
@@ -28,6 +28,20 @@ ATOMIC_ANNOTATION = "atomic"
 
 class AtomicBlockError(ValueError):
     """An ``"atomic"`` block that cannot be compiled as asked."""
+
+
+def check_atomic_inits(mod: tvm.IRModule) -> None:
+    """Refuse an ``"atomic"`` block that has a ``T.init`` (run on Stage II, before
+    ``lower_sparse_buffer`` moves inits into blocks of their own, which would still race with
+    the other threads' adds)."""
+    for func in mod.functions.values():
+        if isinstance(func, tirx.PrimFunc):
+            for block in _atomic_blocks(func.body):
+                if block.init is not None:
+                    raise AtomicBlockError(
+                        f"block {block.name_hint} is annotated atomic but has a T.init; "
+                        "decompose_reduction it and make sure the init runs before any thread "
+                        "adds (for example in a nest of its own)")
 
 
 def lower_atomic_blocks(mod: tvm.IRModule, target_kind: str) -> tvm.IRModule:
@@ -58,10 +72,6 @@ def _lower(body, target_kind: str):
 
 
 def _check_atomic_blocks(body, target_kind: str) -> None:
-    for block in _atomic_blocks(body):
-        if block.init is not None:
-            raise AtomicBlockError(f"block {block.name_hint} is annotated atomic but has a "
-                                   "T.init; decompose_reduction it so the init runs first")
     if target_kind == "cuda":
         return
     loops = []

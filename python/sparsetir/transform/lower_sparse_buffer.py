@@ -6,10 +6,12 @@ First every reduction whose init TVM would skip when a reduction loop is empty i
 Stage II keeps a sparse buffer's fixed trailing axes as dimensions (BSR values are
 ``[nnzb, bs, bs]``) so that schedules and tensorize see tiles. Users pass flat arrays, so this
 pass gives every buffer parameter and every global intermediate one dimension, with the
-row-major offset arithmetic in every access; parameters assume only their element's alignment
-(numpy allocates at 16 bytes) (block regions cover the whole flat buffer: no
-schedule runs after this pass). Loops, blocks,
-annotations and thread bindings (the user's schedule) are left as they are.
+row-major offset arithmetic in every access; the regions of a flattened buffer cover all of it
+(no schedule runs after this pass), those of a buffer that was already 1-D are kept.
+Parameters assume only their element's alignment (numpy allocates at 16 bytes). A buffer whose
+tiles a tensorized block matches keeps its dimensions and TVM's alignment (the call passes a
+view of that shape). Loops, blocks, annotations and thread bindings (the user's schedule) are
+left as they are.
 
 Example
 -------
