@@ -5,6 +5,7 @@ without a driver) are shipped inside the package as ``sparsetir/native/``, so a 
 ``pip install .`` or a wheel from ``python -m build`` has them; the library is compiled on first
 use (see ``sparsetir.target``).
 """
+import re
 import shutil
 from pathlib import Path
 
@@ -27,7 +28,8 @@ class BuildPyWithNativeSources(build_py):
 
 setup(
     name="sparsetir",
-    version="0.1.0",
+    version=re.search(r'__version__ = "(.+)"',
+                      (ROOT / "python/sparsetir/__init__.py").read_text()).group(1),
     description="Sparse tensor compiler (SparseTIR's three stages) on unmodified Apache TVM",
     package_dir={"": "python"},
     packages=find_packages("python"),

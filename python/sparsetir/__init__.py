@@ -6,6 +6,8 @@ flat buffers (Stage III), and ``build`` into a callable kernel.
 """
 import os as _os
 
+__version__ = "0.1.0"
+
 # TVM's CPU thread pool uses one thread unless told otherwise (TVM_NUM_THREADS); use the cores
 # this process may run on, unless the user chose a number.
 _os.environ.setdefault("TVM_NUM_THREADS", str(len(_os.sched_getaffinity(0))))
@@ -13,6 +15,7 @@ _os.environ.setdefault("TVM_NUM_THREADS", str(len(_os.sched_getaffinity(0))))
 from . import (  # noqa: E402  (after the thread setting, before TVM's pool starts)
                         format,  # noqa: E402  pylint: disable=redefined-builtin
                         ir,
+                        ops,
                         script,
 )
 from .build import build  # noqa: E402
@@ -36,4 +39,4 @@ from .transform.format_decompose import (  # noqa: E402
 __all__ = ["AtomicBlockError", "FormatRewriteError", "FormatRewriteRule", "InitPlacementError",
            "LoweringError", "Schedule", "SparseFunction", "SparseScheduleError", "build",
            "extract_preprocess", "format", "format_decompose", "ir", "lower_sparse_buffer",
-           "lower_sparse_iter", "remove_preprocess", "script"]
+           "lower_sparse_iter", "ops", "remove_preprocess", "script"]

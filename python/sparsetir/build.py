@@ -59,23 +59,39 @@ def build(kernel, target="llvm", schedule: str = "auto") -> Kernel:
         changed and leaves the others as the user scheduled them; ``"none"`` compiles the
         module as it is.
     """
+    tgt = make_target(target)
+    flat, shapes = lower_to_stage3(kernel, tgt, schedule)
+    return kernel_of(flat, shapes, compile_module(flat, tgt), tgt)
+
+
+def lower_to_stage3(kernel, target, schedule: str = "auto") -> tuple:
+    """``(module, shapes)``: what ``build`` compiles, the flattened (Stage III) module, and
+    the Stage II dimensions of its parameters (see ``signature_of``)."""
     if schedule not in ("auto", "none"):
         raise ValueError(f"schedule must be 'auto' or 'none', got {schedule!r}")
     mod = lower_sparse_iter(kernel) if isinstance(kernel, SparseFunction) else kernel
     if not isinstance(mod, tvm.IRModule):
         raise TypeError("build expects a SparseFunction or an IRModule from lower_sparse_iter, "
                         f"got {type(kernel).__name__}")
-    tgt = make_target(target)
-    kind = str(tgt.kind.name)
+    kind = str(make_target(target).kind.name)
     if schedule == "auto":
         mod = default_schedule(mod, kind).mod
     check_atomic_inits(mod)
     shapes = [tuple(p.shape) if tirx.is_buffer_var(p) else () for p in mod["main"].params]
-    mod = lower_device_checks(lower_atomic_blocks(lower_sparse_buffer(mod), kind), kind)
-    executable = compile_module(mod, tgt)
-    signature = signature_of(mod["main"], shapes)
+    return lower_device_checks(lower_atomic_blocks(lower_sparse_buffer(mod), kind), kind), shapes
+
+
+def kernel_of(flat: tvm.IRModule, shapes: list, executable, target,
+              checks_executable=None) -> Kernel:
+    """The callable ``Kernel`` of a compiled Stage III module; the index checks are compiled
+    for the host unless ``checks_executable`` (from ``compile_checks``) is given."""
+    kind = str(make_target(target).kind.name)
+    signature = signature_of(flat["main"], shapes)
+    checks = None
+    if kind == "llvm":
+        checks = compile_checks(signature, checks_executable)
     return Kernel(executable, signature, device="cuda" if kind == "cuda" else "cpu",
-                  compiled_checks=compile_checks(signature) if kind == "llvm" else None)
+                  compiled_checks=checks)
 
 
 def signature_of(func: tirx.PrimFunc, shapes=None) -> Signature:

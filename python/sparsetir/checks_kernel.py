@@ -52,16 +52,34 @@ class CompiledChecks:
         return True
 
 
-def compile_checks(signature) -> CompiledChecks | None:
-    """The compiled form of ``signature.checks`` for the host CPU, or None if it has none."""
+def compile_checks(signature, executable=None) -> CompiledChecks | None:
+    """The compiled form of ``signature.checks`` for the host CPU, or None if it has none.
+
+    ``executable`` is a module compiled earlier from the same signature (``checks_module``),
+    loaded from a cache: it is used instead of compiling again.
+    """
     if not signature.checks:
         return None
+    buffer_positions, scalar_positions = _positions(signature)
+    if executable is None:
+        executable = compile_module(checks_module(signature), "llvm")
+    return CompiledChecks(executable["main"], buffer_positions, scalar_positions)
+
+
+def _positions(signature) -> tuple:
     params = list(signature.params)
     names = [c.param for c in signature.checks] + [c.indptr for c in signature.checks
                                                    if isinstance(c, IndicesCheck) and c.indptr]
     buffer_positions = [i for i, p in enumerate(params)
                         if isinstance(p, BufferParam) and p.name in names]
     scalar_positions = [i for i, p in enumerate(params) if isinstance(p, ScalarParam)]
+    return buffer_positions, scalar_positions
+
+
+def checks_module(signature) -> tvm.IRModule:
+    """The check function of ``signature`` (which must have checks) as TIR."""
+    buffer_positions, scalar_positions = _positions(signature)
+    params = list(signature.params)
     with IRBuilder() as builder:
         with Tb.prim_func():
             Tb.func_name("check_indices")
@@ -78,8 +96,7 @@ def compile_checks(signature) -> CompiledChecks | None:
             order = sorted(signature.checks, key=lambda c: not isinstance(c, IndptrCheck))
             for check in order:
                 _emit(check, buffers)
-    return CompiledChecks(compile_module(tvm.IRModule({"main": builder.get()}), "llvm")["main"],
-                          buffer_positions, scalar_positions)
+    return tvm.IRModule({"main": builder.get()})
 
 
 def _assert(condition, what: str) -> None:

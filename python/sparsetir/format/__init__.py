@@ -10,5 +10,11 @@ Example
 """
 from .bsr import csr_to_bsr
 from .checks import check_csr
+from .condense import condense
+from .ell import EllBucket, csr_to_ell
+from .ell3d import csf_to_ell3d
+from .hyb import column_part_hyb, row_tiles
+from .pad import csr_pad
 
-__all__ = ["check_csr", "csr_to_bsr"]
+__all__ = ["EllBucket", "check_csr", "column_part_hyb", "condense", "csf_to_ell3d",
+           "csr_pad", "csr_to_bsr", "csr_to_ell", "row_tiles"]

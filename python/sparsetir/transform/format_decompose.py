@@ -30,7 +30,7 @@ Example
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import tvm
@@ -69,6 +69,14 @@ class FormatRewriteRule:
         Each old axis name -> the new axes that take its place.
     idx_map, inv_idx_map : callable
         Old coordinates -> new ones, and new coordinates -> old ones.
+    shared_params : dict
+        Scalar parameters of the description that are the function's own (description name ->
+        function parameter name), e.g. ``{"m": "m"}`` when the new format has the same rows:
+        no new parameter is added, and coordinates proven inside the old axes are neither
+        clamped nor masked.
+    mask : str or None
+        A buffer of the description over the new axes (int8) whose 0 entries are padding
+        (ELL rows shorter than their width): the decomposed kernel skips them.
     """
 
     name: str
@@ -79,6 +87,8 @@ class FormatRewriteRule:
     axis_map: dict
     idx_map: Callable
     inv_idx_map: Callable
+    shared_params: dict = field(default_factory=dict)
+    mask: str | None = None
 
 
 def format_decompose(func: SparseFunction, rules: list,
@@ -128,20 +138,35 @@ class _NewFormat:
         self.func, self.rule = func, rule
         desc = rule.new_format_desc
         suffix = f"_{rule.name}"
-        self.params = [tirx.Var(p.name + suffix, p.ty) for p in desc.params]
-        renamed = dict(zip(desc.params, self.params))
+        renamed = {p: self._shared_param(p) if p.name in rule.shared_params
+                   else tirx.Var(p.name + suffix, p.ty) for p in desc.params}
+        self.params = [renamed[p] for p in desc.params if p.name not in rule.shared_params]
         renamer = Substituter(renamed)
         self.axes = {}
         for axis in desc.axes:
             self.axes[axis.name] = _renamed_axis(renamer.axis(axis), suffix, self.axes, renamed)
         self.buffers = {}
         for buf in desc.buffers:
-            if buf.name not in rule.buffers_to_rewrite:
+            if buf.name not in rule.buffers_to_rewrite and buf.name != rule.mask:
                 continue
             self.buffers[buf.name] = SparseBuffer.create(
                 buf.name + suffix, [self.axes[a.name] for a in buf.axes], buf.dtype,
                 handle=renamer.expr(buf.handle) if buf.handle is not None else None)
         self._check()
+
+    def _shared_param(self, param) -> tirx.Var:
+        name = self.rule.shared_params[param.name]
+        try:
+            own = self.func.get_param(name)
+        except KeyError:
+            raise FormatRewriteError(f"FormatRewriteRule {self.rule.name!r}: shared_params maps "
+                                     f"{param.name} to {name}, which the function does not "
+                                     "have") from None
+        if str(own.ty) != str(param.ty) or isinstance(own.ty, tvm.ir.PointerType):
+            raise FormatRewriteError(f"FormatRewriteRule {self.rule.name!r}: shared_params may "
+                                     f"only share scalars of one type ({param.name}: "
+                                     f"{param.ty}, {name}: {own.ty})")
+        return own
 
     def _check(self) -> None:
         rule, func = self.rule, self.func
@@ -155,6 +180,11 @@ class _NewFormat:
                 raise FormatRewriteError(f"{where}: {name}'s axes are "
                                          f"{[a.name for a in old.axes]}, not "
                                          f"axes_before_rewrite {rule.axes_before_rewrite}")
+        if rule.mask is not None and (rule.mask not in self.buffers or [
+                a.name for a in self.buffers[rule.mask].axes] != [
+                self.axes[a].name for a in rule.axes_after_rewrite]):
+            raise FormatRewriteError(f"{where}: mask {rule.mask} must be a buffer of "
+                                     f"new_format_desc over {rule.axes_after_rewrite}")
         missing = [a for a in rule.axes_after_rewrite if a not in self.axes]
         if missing:
             raise FormatRewriteError(f"{where}: new_format_desc has no axis {missing[0]}")
@@ -171,43 +201,82 @@ class _NewFormat:
         self._check_inverse()
 
     def _check_inverse(self) -> None:
-        """idx_map(inv_idx_map(new)) == new for every new coordinate in range."""
+        """idx_map(inv_idx_map(new)) == new for every new coordinate in range.
+
+        The coordinate of an axis above a sparse axis (a row tile above the rows it holds)
+        may be fixed by the sparse axis's data instead: idx_map then gives a placeholder that
+        does not read it, and the check leaves that coordinate to the conversion routine.
+        """
         analyzer = tvm.sym.Analyzer()
-        new = [tirx.Var(a.lower(), "int32") for a in self.rule.axes_after_rewrite]
-        for var, name in zip(new, self.rule.axes_after_rewrite):
+        names = self.rule.axes_after_rewrite
+        new = [tirx.Var(a.lower(), "int32") for a in names]
+        for var, name in zip(new, names):
             analyzer.bind(var, tvm.ir.Range.from_min_extent(0, self.axes[name].length))
         back = self.rule.idx_map(*self.rule.inv_idx_map(*new))
-        for var, value in zip(new, back):
+        data_fixed = {key for key, axis in self.axes.items()
+                      if any(c.is_sparse and c.parent.name == axis.name
+                             for c in self.axes.values())}
+        for var, value, name in zip(new, back, names):
+            if name in data_fixed and not _uses(value, var):
+                continue
             if not analyzer.can_prove(value == var):
                 raise FormatRewriteError(f"FormatRewriteRule {self.rule.name!r}: idx_map is not "
                                          f"the inverse of inv_idx_map ({var} -> {value})")
 
     def old_coordinates(self, new_coords: list) -> list:
-        """The old coordinates of a new position: clamped into the old axes, plus whether
-        they lie inside them (False on the padding of a last block)."""
+        """The old coordinates of a new position, clamped into the old axes, and whether they
+        lie inside them (False on the padding of a last block); a coordinate proven inside
+        from the new axes' ranges is left as it is."""
+        analyzer = tvm.sym.Analyzer()
+        for var, name in zip(new_coords, self.rule.axes_after_rewrite):
+            analyzer.bind(var, tvm.ir.Range.from_min_extent(0, self.axes[name].length))
         old_axes = [self.func.get_axis(a) for a in self.rule.axes_before_rewrite]
         coords = list(self.rule.inv_idx_map(*new_coords))
-        inside = tirx.all(*[c < a.length for c, a in zip(coords, old_axes)])
-        clamped = [tirx.min(c, a.length - 1) for c, a in zip(coords, old_axes)]
-        return clamped, inside
+        clamped, conditions = [], []
+        for coord, axis in zip(coords, old_axes):
+            if analyzer.can_prove(coord < axis.length):
+                clamped.append(coord)
+            else:
+                clamped.append(tirx.min(coord, axis.length - 1))
+                conditions.append(coord < axis.length)
+        return clamped, conditions
+
+    def padding_mask(self, new_vars: dict) -> list:
+        """The rule's mask test at a new position (empty without a mask)."""
+        if self.rule.mask is None:
+            return []
+        mask = self.buffers[self.rule.mask]
+        coords = [new_vars[a.name[:-len(self.rule.name) - 1]] for a in mask.axes]
+        return [mask[coords] != tirx.const(0, mask.dtype)]
 
     def rewrite_iterations(self) -> list:
         """``rewrite_<buffer>_<rule>``: fill each new buffer from the old one."""
         out = []
-        for name, new_buf in self.buffers.items():
+        for name in self.rule.buffers_to_rewrite:
+            new_buf = self.buffers[name]
             old = self.func.get_buffer(name)
             sp_vars = [SpIterVar(tirx.Var(a.lower(), "int32"), self.axes[a], False, None)
                        for a in self.rule.axes_after_rewrite]
             by_axis = {a: v.var for a, v in zip(self.rule.axes_after_rewrite, sp_vars)}
             clamped, inside = self.old_coordinates([by_axis[a] for a in
                                                     self.rule.axes_after_rewrite])
-            value = tirx.Select(inside, old[clamped], tirx.const(0, old.dtype))
+            value = old[clamped]
+            if inside:
+                value = tirx.Select(tirx.all(*inside), value, tirx.const(0, old.dtype))
             store = tirx.BufferStore(new_buf.view, value,
                                      [by_axis[a.name[:-len(self.rule.name) - 1]]
                                       for a in new_buf.axes])
             out.append(SparseIteration(f"rewrite_{name}_{self.rule.name}", sp_vars, [store],
                                        None, {PREPROCESS_ANNOTATION: 1}))
         return out
+
+
+def _uses(expr, var) -> bool:
+    found = tvm_ffi.structural_walk(
+        tirx.const(0, "int32") + expr,
+        (tirx.Var, lambda v: tvm_ffi.VisitInterrupt(True) if v.same_as(var) else None),
+        order="pre")
+    return bool(getattr(found, "value", False))
 
 
 def _renamed_axis(axis: Axis, suffix: str, done: dict, handles: dict) -> Axis:
@@ -258,14 +327,16 @@ def _rule_iteration(it: SparseIteration, fmt: _NewFormat) -> SparseIteration:
     kept = [v for v in it.sp_iter_vars if v not in old_vars]
     sp_vars = kept[:first] + list(new_vars.values()) + kept[first:]
     clamped, inside = fmt.old_coordinates([new_vars[a].var for a in rule.axes_after_rewrite])
+    inside += fmt.padding_mask({a: v.var for a, v in new_vars.items()})
     coord_of = {v.base_axis.name: c for v, c in zip(
         [next(v for v in old_vars if v.base_axis.name == a) for a in rule.axes_before_rewrite],
         clamped)}
     var_map = {v.var: coord_of[v.base_axis.name] for v in old_vars}
     rewritten = {fmt.func.get_buffer(n).view: fmt.buffers[n] for n in rule.buffers_to_rewrite}
     order = {a: new_vars[a].var for a in rule.axes_after_rewrite}
-    body = [tirx.IfThenElse(inside, _rebound(s, var_map, rewritten, order, rule.name), None)
-            for s in it.body]
+    body = [_rebound(s, var_map, rewritten, order, rule.name) for s in it.body]
+    if inside:
+        body = [tirx.IfThenElse(tirx.all(*inside), s, None) for s in body]
     init = None
     if it.init is not None:   # identity: the part adds into what the output holds
         init = [_identity(_rebound(s, var_map, rewritten, order, rule.name)) for s in it.init]

@@ -1,0 +1,60 @@
+"""Dense operands of ``sparsetir.ops``: checked, and results given back in the caller's type.
+
+Example
+-------
+>>> import numpy as np
+>>> from sparsetir.ops.arrays import DenseOperand
+>>> x = DenseOperand("X", np.ones((3, 4), np.float32), rows=3)
+>>> x.feat_size, x.new_output(x.rows_shape(5)).shape
+(4, (5, 4))
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+
+class DenseOperand:
+    """A row-major dense operand with ``rows`` rows (a 1-D array is one feature)."""
+
+    def __init__(self, name: str, value, rows: int):
+        torch = sys.modules.get("torch")
+        self.is_torch = torch is not None and isinstance(value, torch.Tensor)
+        if not self.is_torch:
+            value = np.asarray(value)
+            if isinstance(value, np.matrix):
+                value = np.asarray(value)
+        if value.dtype not in (np.float32,) and str(value.dtype) != "torch.float32":
+            raise TypeError(f"{name} must be float32, got {value.dtype}")
+        if self.is_torch and value.device.type != "cpu":
+            raise TypeError(f"{name} is on {value.device}; sparsetir.ops runs on the CPU")
+        if value.ndim not in (1, 2) or value.shape[0] != rows:
+            raise ValueError(f"{name} must have {rows} rows (shape ({rows}, feat) or ({rows},)), "
+                             f"got shape {tuple(value.shape)}")
+        self.name, self.value, self.vector = name, value, value.ndim == 1
+        self.feat_size = 1 if self.vector else int(value.shape[1])
+
+    def as_matrix(self):
+        """The operand as a 2-D array (a view)."""
+        return self.value.reshape(-1, 1) if self.vector else self.value
+
+    def rows_shape(self, rows: int) -> tuple:
+        """The shape of an array of ``rows`` rows with this operand's features."""
+        return (rows,) if self.vector else (rows, self.feat_size)
+
+    def new_output(self, shape: tuple):
+        """An uninitialised float32 array of this operand's kind."""
+        if self.is_torch:
+            import torch  # pylint: disable=import-outside-toplevel
+            return torch.empty(shape, dtype=torch.float32)
+        return np.empty(shape, np.float32)
+
+
+def check_output(out, shape: tuple, name: str = "out") -> None:
+    """``out`` must be a float32 array of ``shape``."""
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(out.shape)}")
+    if str(out.dtype) not in ("float32", "torch.float32"):
+        raise TypeError(f"{name} must be float32, got {out.dtype}")

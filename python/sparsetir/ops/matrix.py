@@ -1,0 +1,92 @@
+"""``SparseMatrix``: a CSR matrix validated once and kept in the form the kernels take.
+
+The arrays are private, read-only copies (int32 index arrays, float32 values, column indices
+sorted within each row, duplicates summed), checked once when the matrix is made; calls on it
+then skip the per-call index checks, which is sound because nobody can change the copies.
+
+Example
+-------
+>>> import scipy.sparse, sparsetir.ops
+>>> M = sparsetir.ops.SparseMatrix(scipy.sparse.random(4, 3, density=0.5, format="csr"))
+>>> M.shape, M.indptr.dtype, M.indices.flags.writeable
+((4, 3), dtype('int32'), False)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse
+
+from ..format import check_csr
+
+
+class SparseMatrix:
+    """A validated CSR matrix (see the module docstring).
+
+    Parameters
+    ----------
+    matrix : scipy.sparse matrix or array, or torch sparse tensor (CSR or COO)
+        Any scipy sparse format is converted to CSR.
+
+    Attributes
+    ----------
+    shape : tuple of int
+    indptr, indices : numpy.ndarray (int32, read-only)
+    data : numpy.ndarray (float32, read-only)
+    nnz : int
+    """
+
+    def __init__(self, matrix):
+        if isinstance(matrix, SparseMatrix):
+            matrix = matrix.to_scipy()
+        csr = _as_scipy_csr(matrix)
+        if max(csr.shape) >= 2**31 or csr.nnz >= 2**31:
+            raise ValueError(f"a matrix of shape {csr.shape} with {csr.nnz} nonzeros needs "
+                             "int64 indices, which sparsetir.ops does not offer yet")
+        check_csr(csr.indptr, csr.indices, csr.shape)
+        csr = scipy.sparse.csr_matrix((np.asarray(csr.data, np.float32), csr.indices.copy(),
+                                       csr.indptr.copy()), shape=csr.shape)
+        csr.sum_duplicates()            # sorts the indices of every row too
+        self.shape = tuple(int(s) for s in csr.shape)
+        self.indptr = _frozen(csr.indptr, np.int32)
+        self.indices = _frozen(csr.indices, np.int32)
+        self.data = _frozen(csr.data, np.float32)
+        self.nnz = int(self.indices.size)
+
+    def to_scipy(self) -> scipy.sparse.csr_matrix:
+        """A scipy CSR matrix over copies of the arrays."""
+        return scipy.sparse.csr_matrix((self.data.copy(), self.indices.copy(),
+                                        self.indptr.copy()), shape=self.shape)
+
+    def __repr__(self) -> str:
+        return f"SparseMatrix(shape={self.shape}, nnz={self.nnz})"
+
+
+def as_sparse_matrix(matrix) -> SparseMatrix:
+    """``matrix`` itself when it is a ``SparseMatrix``, else a new one made from it."""
+    return matrix if isinstance(matrix, SparseMatrix) else SparseMatrix(matrix)
+
+
+def _frozen(array, dtype) -> np.ndarray:
+    out = np.array(array, dtype=dtype, copy=True)
+    out.flags.writeable = False
+    return out
+
+
+def _as_scipy_csr(matrix) -> scipy.sparse.csr_matrix:
+    if scipy.sparse.issparse(matrix):
+        return scipy.sparse.csr_matrix(matrix)
+    layout = getattr(matrix, "layout", None)
+    if layout is not None and "sparse" in str(layout):
+        import torch  # pylint: disable=import-outside-toplevel
+        if matrix.layout == torch.sparse_coo:
+            matrix = matrix.coalesce().to_sparse_csr()
+        if matrix.layout != torch.sparse_csr:
+            raise TypeError(f"a torch sparse tensor must be CSR or COO, got {matrix.layout}")
+        if matrix.dim() != 2:
+            raise TypeError(f"a sparse matrix has 2 dimensions, got {matrix.dim()}")
+        cpu = matrix.detach().cpu()
+        return scipy.sparse.csr_matrix((cpu.values().numpy(), cpu.col_indices().numpy(),
+                                        cpu.crow_indices().numpy()), shape=tuple(matrix.shape))
+    raise TypeError("sparsetir.ops takes a scipy sparse matrix, a torch sparse CSR/COO tensor "
+                    f"or a SparseMatrix, got {type(matrix).__name__}")

@@ -1,0 +1,138 @@
+"""sparsetir.ops: results equal scipy's for every input kind, outputs that held garbage,
+empty rows; kernels come back from the disk cache in a new process; bad input is refused."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import scipy.sparse
+import torch
+
+import sparsetir.ops as ops
+
+
+def matrix(rows=70, cols=45, seed=0):
+    rng = np.random.default_rng(seed)
+    A = scipy.sparse.random(rows, cols, density=0.08, format="lil", dtype=np.float32,
+                            random_state=seed)
+    A[3, :] = 0
+    A[rows - 1, :] = 0
+    A[5, :] = rng.standard_normal(cols)           # one full row
+    return A.tocsr()
+
+
+def pattern(A):
+    P = A.copy()
+    P.data[:] = 1
+    return P
+
+
+@pytest.mark.parametrize("feat", [1, 8, 24, 32, 64])
+def test_spmm_equals_scipy(feat):
+    A = matrix()
+    X = np.random.default_rng(1).standard_normal((45, feat)).astype(np.float32)
+    out = np.full((70, feat), np.nan, np.float32)
+    M = ops.SparseMatrix(A)
+    assert ops.spmm(M, X, out=out) is out
+    np.testing.assert_allclose(out, A @ X, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ops.spmm(M, X, weighted=False), pattern(A) @ X,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_vector_operand_gives_vector():
+    A = matrix()
+    x = np.arange(45, dtype=np.float32)
+    y = ops.spmm(A, x)
+    assert y.shape == (70,)
+    np.testing.assert_allclose(y, A @ x, rtol=1e-5)
+
+
+@pytest.mark.parametrize("feat", [4, 32, 48])
+def test_sddmm_equals_reference(feat):
+    A = matrix()
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((70, feat)).astype(np.float32)
+    Y = rng.standard_normal((45, feat)).astype(np.float32)
+    out = np.full(A.nnz, np.nan, np.float32)
+    ops.sddmm(A, X, Y, out=out)
+    coo = ops.SparseMatrix(A).to_scipy().tocoo()
+    np.testing.assert_allclose(out, np.einsum("ij,ij->i", X[coo.row], Y[coo.col]),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_torch_in_torch_out():
+    A = matrix()
+    At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
+                                 torch.from_numpy(A.indices.astype(np.int64)),
+                                 torch.from_numpy(A.data), size=A.shape)
+    X = torch.randn(45, 16)
+    Y = ops.spmm(At, X)
+    assert isinstance(Y, torch.Tensor)
+    torch.testing.assert_close(Y, torch.from_numpy(A @ X.numpy()), rtol=1e-5, atol=1e-5)
+    vals = ops.sddmm(At, torch.randn(70, 16), X)
+    assert isinstance(vals, torch.Tensor) and vals.shape == (A.nnz,)
+
+
+def test_matrix_is_a_private_validated_copy():
+    A = matrix()
+    M = ops.SparseMatrix(A)
+    X = np.ones((45, 8), np.float32)
+    expected = A @ X
+    A.indices[:] = 10**6                 # the caller's arrays change: M does not
+    np.testing.assert_allclose(ops.spmm(M, X), expected, rtol=1e-5)
+    with pytest.raises(ValueError):
+        M.indices[0] = 0
+
+
+def _descending_indptr(A):
+    A.indptr[2], A.indptr[3] = A.indptr[3] + 1, A.indptr[2]    # scipy does not look again
+    return A
+
+
+def _index_out_of_range(A):
+    A.indices[0] = 99
+    return A
+
+
+@pytest.mark.parametrize("corrupt, message", [(_descending_indptr, "not monotone"),
+                                              (_index_out_of_range, "out of range")])
+def test_malformed_matrix_is_refused(corrupt, message):
+    with pytest.raises(ValueError, match=message):
+        ops.SparseMatrix(corrupt(matrix()))
+
+
+def test_bad_dense_operands_are_refused():
+    M = ops.SparseMatrix(matrix())
+    with pytest.raises(ValueError, match="45 rows"):
+        ops.spmm(M, np.ones((44, 8), np.float32))
+    with pytest.raises(TypeError, match="float32"):
+        ops.spmm(M, np.ones((45, 8)))
+    with pytest.raises(ValueError, match="shape"):
+        ops.spmm(M, np.ones((45, 8), np.float32), out=np.empty((70, 9), np.float32))
+    with pytest.raises(ValueError, match="features"):
+        ops.sddmm(M, np.ones((70, 8), np.float32), np.ones((45, 4), np.float32))
+    with pytest.raises(TypeError, match="scipy sparse"):
+        ops.spmm(np.ones((70, 45)), np.ones((45, 8), np.float32))
+
+
+def test_second_process_loads_kernels_from_disk(tmp_path, monkeypatch):
+    script = textwrap.dedent("""
+        import time, numpy as np, scipy.sparse, sparsetir.ops as ops, sparsetir.ops.cache as c
+        compiled = []
+        original = c._compile_and_store
+        c._compile_and_store = lambda *a: compiled.append(1) or original(*a)
+        A = scipy.sparse.random(30, 20, density=0.2, format="csr", dtype=np.float32)
+        X = np.ones((20, 16), np.float32)
+        assert np.allclose(ops.spmm(A, X), A @ X, atol=1e-5)
+        print(len(compiled))
+    """)
+    env = {"SPARSETIR_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, check=True).stdout.split()[-1] for _ in range(2)]
+    assert runs == ["1", "0"]
+    assert len(list((tmp_path / "kernels").iterdir())) == 1
+    monkeypatch.setenv("SPARSETIR_CACHE", str(tmp_path))
+    ops.clear_cache()
+    assert not (tmp_path / "kernels").exists()
