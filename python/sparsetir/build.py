@@ -35,6 +35,7 @@ from .stage_metadata import SizeReader
 from .target import compile_module, make_target
 from .transform.atomic import check_atomic_inits, lower_atomic_blocks
 from .transform.coordinate_checks import lower_device_checks
+from .transform.horizontal_fusion import horizontal_fuse as fuse_nests
 from .transform.lower_sparse_buffer import lower_sparse_buffer
 from .transform.lower_sparse_iter import (
     INDEX_CHECKS_ATTR,
@@ -44,7 +45,7 @@ from .transform.lower_sparse_iter import (
 )
 
 
-def build(kernel, target="llvm", schedule: str = "auto") -> Kernel:
+def build(kernel, target="llvm", schedule: str = "auto", horizontal_fuse: bool = False) -> Kernel:
     """Compile ``kernel`` for ``target`` and return a callable ``Kernel``.
 
     Parameters
@@ -58,13 +59,18 @@ def build(kernel, target="llvm", schedule: str = "auto") -> Kernel:
         ``"auto"`` applies the default schedule to every loop nest no schedule primitive has
         changed and leaves the others as the user scheduled them; ``"none"`` compiles the
         module as it is.
+    horizontal_fuse : bool
+        Merge consecutive sub-kernels into one launch after scheduling
+        (``transform.horizontal_fusion``): parallel loops of one extent on the CPU,
+        ``blockIdx.x`` loops by ranges on CUDA.
     """
     tgt = make_target(target)
-    flat, shapes = lower_to_stage3(kernel, tgt, schedule)
+    flat, shapes = lower_to_stage3(kernel, tgt, schedule, horizontal_fuse)
     return kernel_of(flat, shapes, compile_module(flat, tgt), tgt)
 
 
-def lower_to_stage3(kernel, target, schedule: str = "auto") -> tuple:
+def lower_to_stage3(kernel, target, schedule: str = "auto",
+                    horizontal_fuse: bool = False) -> tuple:
     """``(module, shapes)``: what ``build`` compiles, the flattened (Stage III) module, and
     the Stage II dimensions of its parameters (see ``signature_of``)."""
     if schedule not in ("auto", "none"):
@@ -78,7 +84,10 @@ def lower_to_stage3(kernel, target, schedule: str = "auto") -> tuple:
         mod = default_schedule(mod, kind).mod
     check_atomic_inits(mod)
     shapes = [tuple(p.shape) if tirx.is_buffer_var(p) else () for p in mod["main"].params]
-    return lower_device_checks(lower_atomic_blocks(lower_sparse_buffer(mod), kind), kind), shapes
+    flat = lower_sparse_buffer(mod)
+    if horizontal_fuse:
+        flat = fuse_nests(flat, kind)
+    return lower_device_checks(lower_atomic_blocks(flat, kind), kind), shapes
 
 
 def kernel_of(flat: tvm.IRModule, shapes: list, executable, target,

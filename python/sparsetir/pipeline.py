@@ -1,4 +1,4 @@
-"""The TIR pipeline ``build`` compiles with: TVM's own, plus one repair.
+"""The TIR pipeline ``build`` compiles with: TVM's own, plus one repair and one optimisation.
 
 TVM 0.27 loses track of a buffer in two situations that sparse schedules produce: a block-local
 buffer whose shape depends on a block variable (``cache_read`` of one row's values gives
@@ -8,7 +8,8 @@ then leave the body referring to a copy of the buffer that is never allocated, a
 ``FlattenBuffer`` stops with "Buffer A_local is used before its definition". The ``sparsetir``
 pipeline runs TVM's block lowering, points every such reference back at the buffer that is
 allocated under the same name, and then runs TVM's default pipeline (whose block passes have
-nothing left to do). Where an allocation's size depends on a loop variable, TVM's
+nothing left to do); ``hoist_index_loads`` then binds loads of read-only index arrays once per
+loop iteration. Where an allocation's size depends on a loop variable, TVM's
 ``StorageRewrite`` (which would hoist it out of that loop) is turned off for that module.
 
 Example
@@ -24,6 +25,7 @@ from tvm import s_tir, tirx
 from tvm.tirx import compilation_pipeline
 
 from .ir.utils import structural_map
+from .transform.index_loads import hoist_index_loads
 
 PIPELINE_NAME = "sparsetir"
 
@@ -82,7 +84,8 @@ def _sparsetir_pipeline(**kwargs):
     default, finalize_host, finalize_device = compilation_pipeline.get_tir_pipeline("s_tir",
                                                                                     **kwargs)
     blocks = tvm.transform.Sequential(
-        [getattr(s_tir.transform, name)() for name in _BLOCK_LOWERING] + [repair_buffer_references])
+        [getattr(s_tir.transform, name)() for name in _BLOCK_LOWERING]
+        + [repair_buffer_references, hoist_index_loads])
 
     @tvm.transform.module_pass(opt_level=0, name="sparsetir.Pipeline")
     def pipeline(mod, ctx):

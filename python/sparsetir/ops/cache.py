@@ -1,7 +1,7 @@
 """Compiled kernels cached in memory and on disk, keyed by the scheduled IR and the target.
 
-A key is the SHA-256 of the scheduled Stage II module's script, the target and the versions of
-sparsetir, TVM and tvm-ffi. On disk each entry is a folder holding the kernel's shared library,
+A key is the SHA-256 of the scheduled Stage II module's script, the target, the versions of
+TVM and tvm-ffi and a digest of sparsetir's own sources (a changed lowering pass is a new key). On disk each entry is a folder holding the kernel's shared library,
 its index-check library (CPU) and the flattened Stage III module (JSON) the call signature is
 read from, so a new process loads the kernel without compiling. The cache lives in
 ``$SPARSETIR_CACHE/kernels`` (default ``~/.cache/sparsetir/kernels``); ``clear_cache()`` or
@@ -17,6 +17,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -47,28 +48,37 @@ def clear_cache() -> None:
     shutil.rmtree(cache_dir(), ignore_errors=True)
 
 
-def cached_build(mod: tvm.IRModule, target="llvm"):
-    """``sparsetir.build(mod, target, schedule="none")``, compiled at most once per machine."""
+def cached_build(mod: tvm.IRModule, target="llvm", horizontal_fuse: bool = False):
+    """``sparsetir.build(mod, target, schedule="none", horizontal_fuse=...)``, compiled at
+    most once per machine."""
     tgt = make_target(target)
-    key = _key(mod, tgt)
+    key = _key(mod, tgt, horizontal_fuse)
     kernel = _MEMORY.get(key)
     if kernel is None:
         kernel = _load(cache_dir() / key, tgt)
     if kernel is None:
-        kernel = _compile_and_store(mod, tgt, cache_dir() / key)
+        kernel = _compile_and_store(mod, tgt, cache_dir() / key, horizontal_fuse)
     _MEMORY[key] = kernel
     return kernel
 
 
-def _key(mod, tgt) -> str:
-    from .. import __version__  # pylint: disable=import-outside-toplevel
-    text = "\n".join([_FORMAT, __version__, tvm.__version__, tvm_ffi.__version__,
-                      str(tgt), mod.script()])
+def _key(mod, tgt, horizontal_fuse: bool) -> str:
+    text = "\n".join([_FORMAT, _sources_digest(), tvm.__version__, tvm_ffi.__version__,
+                      str(tgt), str(horizontal_fuse), mod.script()])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _compile_and_store(mod, tgt, folder: Path):
-    flat, shapes = lower_to_stage3(mod, tgt, schedule="none")
+@functools.lru_cache(maxsize=1)
+def _sources_digest() -> str:
+    package = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _compile_and_store(mod, tgt, folder: Path, horizontal_fuse: bool = False):
+    flat, shapes = lower_to_stage3(mod, tgt, "none", horizontal_fuse)
     executable = compile_module(flat, tgt)
     checks = None
     signature = signature_of(flat["main"], shapes)

@@ -2,8 +2,7 @@
 
 ``spmm``: ``Y[i, k] = sum_j A[i, j] * X[j, k]`` (DGL's ``u_mul_e_sum``); ``spmm_unweighted``:
 the same over A's pattern (``copy_u_sum``); ``sddmm``: ``out[i, j] = sum_k X[i, k] * Y[j, k]``
-on A's nonzeros (``u_dot_v``), iterated over the fused (row, nonzero) space so every nonzero is
-one parallel item. ``sparsetir.ops`` specialises the feature size and schedules them.
+on A's nonzeros (``u_dot_v``), rows in parallel. ``sparsetir.ops`` specialises the feature size and schedules them.
 
 Example
 -------
@@ -59,7 +58,7 @@ def sddmm(x: T.handle, y: T.handle, out: T.handle, indptr: T.handle, indices: T.
     X = T.match_sparse_buffer(x, (I, K), "float32")
     Y = T.match_sparse_buffer(y, (J_detach, K), "float32")
     OUT = T.match_sparse_buffer(out, (I, J), "float32")
-    with T.sp_iter([T.fuse(I, J), K], "SSR", "sddmm") as [i, j, k]:
+    with T.sp_iter([I, J, K], "SSR", "sddmm") as [i, j, k]:
         with T.init():
             OUT[i, j] = 0.0
         OUT[i, j] = OUT[i, j] + X[i, k] * Y[j, k]

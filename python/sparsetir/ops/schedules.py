@@ -7,8 +7,7 @@ and one fused multiply-add per tile. The cost model picks the widest tile (64, 3
 float32) that divides the feature size, keeping at most 4 AVX-512 accumulators live; a feature
 size no tile divides keeps one scalar loop.
 
-CPU SDDMM: the fused (row, nonzero) loop is parallel; every nonzero's dot product runs over a
-feature loop split by 16 and vectorised through ``rfactor`` (16 partial sums, then added).
+CPU SDDMM: rows in parallel; every nonzero's dot product accumulates in a register.
 
 CUDA: ``build``'s default schedule (one row per block, features over threads).
 
@@ -50,15 +49,14 @@ def schedule_spmm_cpu(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
 
 
 def schedule_sddmm_cpu(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
-    """Nonzero-parallel SDDMM; the dot product vectorised by 16 lanes when 16 divides it."""
-    sch = default_schedule(mod, "llvm")
-    update = sch.get_sblock("sddmm0")
-    loops = sch.get_loops(update)
-    if feat_size % 16 == 0 and feat_size > 16:
-        _, lane = sch.split(loops[-1], [None, 16])
-        partial = sch.rfactor(lane, 0)
-        sch.vectorize(sch.get_loops(partial)[-1])
-    sch.parallel(sch.get_loops(update)[0])
+    """Row-parallel SDDMM; each nonzero's dot product starts from a zero moved out of its
+    feature loop, so the sum stays in a register."""
+    sch = tvm.s_tir.Schedule(mod)
+    (rows,) = sch.get_loops(sch.get_sblock("sddmm0"))
+    update = sch.get_sblock("sddmm1")
+    _, features = sch.get_loops(update)
+    sch.parallel(rows)          # before decompose_reduction, which TVM's parallel check refuses
+    sch.decompose_reduction(update, features)
     return sch.mod
 
 

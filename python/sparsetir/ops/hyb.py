@@ -1,0 +1,99 @@
+"""The hyb SpMM of ``sparsetir.ops``: the CSR kernel decomposed into column partitions x ELL
+buckets by ``format_decompose``, its sub-kernels fused into one parallel loop over row tiles.
+
+``HybLayout.of(matrix, parts, widths, tiles)`` converts a ``SparseMatrix`` once
+(``column_part_hyb``; row tiles cut where the nonzeros are balanced, the same rows in every
+bucket); ``hyb_kernel`` builds (or fetches from the cache) the decomposed kernel for a feature
+size; ``HybLayout.arguments`` lays out a call.
+
+Example
+-------
+>>> # layout = HybLayout.of(M, parts=2, widths=(1, 2, 4, 8), tiles=64)
+>>> # kernel = hyb_kernel(layout.config, feat_size=128)
+>>> # kernel(*layout.arguments(kernel_params, X, Y), validate=False)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+
+from ..format import column_part_hyb
+from ..schedule import default_schedule
+from ..transform import lower_sparse_iter
+from ..transform.format_decompose import format_decompose, remove_preprocess
+from ..transform.hyb import ell_bucket_rule
+from .cache import cached_build
+from .kernels import spmm
+
+
+@dataclass(frozen=True)
+class HybConfig:
+    """The shape of a hyb decomposition: column partitions, bucket widths, row tiles."""
+    parts: int
+    widths: tuple
+    tiles: int
+
+    def rule_names(self) -> list:
+        return [f"p{p}b{b}" for p in range(self.parts) for b in range(len(self.widths))]
+
+
+def hyb_function(config: HybConfig, feat_size: int):
+    """The decomposed Stage I function (compute only) for ``feat_size`` features."""
+    rules = [ell_bucket_rule(name, config.widths[index % len(config.widths)], config.tiles)
+             for index, name in enumerate(config.rule_names())]
+    compute = remove_preprocess(format_decompose(spmm, rules))
+    return compute.specialize({"feat_size": feat_size})
+
+
+def schedule_hyb_cpu(mod: tvm.IRModule, config: HybConfig) -> tvm.IRModule:
+    """Default CPU schedule, plus every bucket's loop over row tiles in parallel (tiles own
+    their rows, so ``build(..., horizontal_fuse=True)`` may merge them)."""
+    sch = default_schedule(mod, "llvm")
+    for name in config.rule_names():
+        sch.parallel(sch.get_loops(sch.get_sblock(f"spmm_{name}0"))[0])
+    return sch.mod
+
+
+def hyb_kernel(config: HybConfig, feat_size: int, target: str = "llvm"):
+    """The compiled hyb SpMM (CPU, horizontally fused), from the kernel cache."""
+    func = hyb_function(config, feat_size)
+    scheduled = schedule_hyb_cpu(lower_sparse_iter(func), config)
+    return cached_build(scheduled, target, horizontal_fuse=True), func
+
+
+@dataclass
+class HybLayout:
+    """A matrix converted for one ``HybConfig``: the arrays of every bucket."""
+    config: HybConfig
+    arrays: dict
+
+    @classmethod
+    def of(cls, matrix, parts: int, widths: tuple, tiles: int) -> "HybLayout":
+        m, n = matrix.shape
+        config = HybConfig(parts, tuple(widths), tiles)
+        hyb = column_part_hyb(m, n, matrix.indptr, matrix.indices, parts, list(widths),
+                              data=matrix.data)
+        # tile boundaries where the nonzeros are balanced: each tile holds ~nnz / tiles
+        targets = np.linspace(0, matrix.nnz, tiles + 1)
+        bounds = np.searchsorted(matrix.indptr, targets, side="left").clip(0, m)
+        bounds[0], bounds[-1] = 0, m
+        arrays = {}
+        for name, bucket in zip(config.rule_names(), [b for part in hyb for b in part]):
+            suffix = f"_{name}"
+            arrays.update({
+                "a" + suffix: bucket.data, "rows" + suffix: bucket.row_indices,
+                "cols" + suffix: bucket.col_indices, "mask" + suffix: bucket.mask,
+                "tile_ptr" + suffix: np.searchsorted(bucket.row_indices, bounds)
+                .astype(np.int32),
+                "nrows" + suffix: int(bucket.row_indices.size)})
+        return cls(config, arrays)
+
+    def arguments(self, params, matrix, x, y) -> list:
+        """The call arguments of the hyb kernel, by parameter name."""
+        m, n = matrix.shape
+        values = dict(self.arrays, a=matrix.data, x=x, y=y, indptr=matrix.indptr,
+                      indices=matrix.indices, m=m, n=n, nnz=matrix.nnz)
+        return [values[p.name] for p in params]

@@ -1,0 +1,45 @@
+"""Format rules for hyb (ELL buckets by row length, optionally per column partition).
+
+``ell_bucket_rule(name, width)`` describes one ELL bucket of a CSR buffer ``A`` over axes
+``I, J``: rows grouped into row tiles (``O``, a dense axis of ``t`` tiles that own disjoint row
+ranges), the bucket's rows of each tile (``I``, sparse: their row ids), and ``width`` columns per
+row (``J``, sparse fixed), padding marked by a 0 in the int8 mask. Neither is sorted: a row
+longer than the widest bucket comes back as several ELL rows, and padding repeats a column. Every bucket of a
+decomposition shares the row tiles, so the sub-kernels of one tile write only that tile's rows:
+the CPU runs all of them under one parallel loop over tiles (``horizontal_fuse``) with no race.
+The arrays come from ``sparsetir.format.column_part_hyb`` / ``csr_to_ell`` plus ``row_tiles``.
+
+Example
+-------
+>>> # rules = [ell_bucket_rule(f"p{p}b{b}", w) for p in range(parts) for b, w in enumerate(ws)]
+>>> # hyb = sparsetir.remove_preprocess(sparsetir.format_decompose(csrmm, rules))
+"""
+
+from __future__ import annotations
+
+from ..script import tir as T
+from .format_decompose import FormatRewriteRule
+
+
+@T.prim_func
+def _ell_bucket(a: T.handle, tile_ptr: T.handle, rows: T.handle, cols: T.handle,
+                mask: T.handle, t: T.int32, m: T.int32, n: T.int32, nrows: T.int32,
+                width: T.int32) -> None:
+    O = T.dense_fixed(t)
+    I = T.sparse_variable(O, (m, nrows), (tile_ptr, rows), "int32", False)
+    J = T.sparse_fixed(I, (n, width), cols, "int32", False)
+    A = T.match_sparse_buffer(a, (O, I, J), "float32")
+    M = T.match_sparse_buffer(mask, (O, I, J), "int8")
+
+
+def ell_bucket_rule(name: str, width: int, tiles: int, buffers=("A",),
+                    axes=("I", "J"), rows: str = "m", cols: str = "n") -> FormatRewriteRule:
+    """The rule storing ``buffers`` (over ``axes``, a CSR row axis and its column axis, with
+    lengths the function's ``rows`` and ``cols`` parameters) as one ELL bucket of ``width``
+    columns in ``tiles`` row tiles; its parameters are suffixed ``_<name>``."""
+    desc = _ell_bucket.specialize({"width": width, "t": tiles})
+    return FormatRewriteRule(
+        name, desc, list(buffers), list(axes), ["O", "I", "J"],
+        {axes[0]: ["O", "I"], axes[1]: ["J"]},
+        lambda i, j: (0, i, j), lambda o, i, j: (i, j),
+        shared_params={"m": rows, "n": cols}, mask="M")

@@ -1,0 +1,200 @@
+"""Loads of read-only index arrays bound once per loop iteration (``LetStmt``), not per use.
+
+Lowered sparse kernels read ``indptr[i]`` and ``indices[indptr[i] + j]`` deep inside their
+feature loops. LLVM would hoist those loads, but inside a parallel loop TVM's outlined body has
+lost the parameters' ``noalias``: every store to the output may change the index arrays, so each
+is reloaded after every store, and the output element cannot stay in a register (SDDMM's dot
+product then runs at the speed of a store-to-load round trip per feature).
+
+A kernel never writes its inputs (the call wrapper refuses a written argument that overlaps
+another), so a load from a buffer the function never stores to gives the same value wherever
+it runs. This pass (run by the ``sparsetir`` pipeline after block lowering) binds each such
+scalar load to a variable at the top of the body of the innermost loop its index depends on,
+when it is used under a loop nested in that body and at least one use runs unconditionally
+in every iteration (so binding it early reads nothing the original did not read).
+
+Example
+-------
+>>> # for j in range(indptr[i + 1] - indptr[i]):
+>>> #     for k in range(32): C[indptr[i] + j] += X[i, k] * Y[indices[indptr[i] + j], k]
+>>> # becomes, inside the loop over i:
+>>> #     indptr_0 = indptr[i]
+>>> #     for j in range(indptr[i + 1] - indptr_0):
+>>> #         indices_1 = indices[indptr_0 + j]
+>>> #         for k in range(32): C[indptr_0 + j] += X[i, k] * Y[indices_1, k]
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="sparsetir.HoistIndexLoads")
+def hoist_index_loads(func, _mod, _ctx):
+    """The pass (see the module docstring)."""
+    readonly = _read_only_params(func)
+    if not readonly:
+        return func
+    return func.with_body(_Hoister(readonly).stmt(func.body))
+
+
+def _read_only_params(func) -> set:
+    params = {p for p in func.params if tirx.is_buffer_var(p)}
+    written = set()
+    tvm_ffi.structural_walk(func.body, (tirx.BufferStore, lambda s: written.add(s.buffer)),
+                            order="pre")
+
+    def on_call(call):   # address_of(C[...]) hands C to code that may write it (atomics)
+        for arg in call.args:
+            if isinstance(arg, tvm.ir.TensorLoad):
+                written.add(arg.source)
+
+    tvm_ffi.structural_walk(func.body, (tvm.ir.Call, on_call), order="pre")
+    return {p for p in params if not any(p.same_as(w) for w in written)}
+
+
+class _Hoister:
+    def __init__(self, readonly: set):
+        self.readonly = readonly
+        self.counter = itertools.count()
+
+    def stmt(self, node):
+        if isinstance(node, tirx.For):
+            body = self.stmt(node.body)
+            if node.kind != tirx.ForKind.VECTORIZED:
+                body = self._hoist_into(node.loop_var, body)
+            return tirx.For(node.loop_var, node.min, node.extent, node.kind, body,
+                            node.thread_binding, node.annotations)
+        if isinstance(node, tirx.SeqStmt):
+            return tirx.SeqStmt([self.stmt(s) for s in node.seq])
+        if isinstance(node, tirx.IfThenElse):
+            return tirx.IfThenElse(node.condition, self.stmt(node.then_case),
+                                   self.stmt(node.else_case) if node.else_case is not None
+                                   else None)
+        if isinstance(node, tirx.While):
+            return tirx.While(node.condition, self.stmt(node.body))
+        if isinstance(node, tirx.AttrStmt):
+            return tirx.AttrStmt(node.node, node.attr_key, node.value, self.stmt(node.body))
+        return node
+
+    def _hoist_into(self, loop_var, body):
+        inner = _defined_vars(body)
+        uses = _Uses()
+        uses.stmt(body, conditional=False, nested=False)
+        chosen = []
+        for load, (unconditional, nested) in uses.items():
+            if not (unconditional and nested) or not self._hoistable(load, loop_var, inner):
+                continue
+            chosen.append(load)
+        if not chosen:
+            return body
+        chosen.sort(key=lambda load: len(str(load)))
+        lets, mapping = [], []
+        for load in chosen:
+            value = _replaced(load, mapping)
+            var = tirx.Var(f"{load.source.name}_{next(self.counter)}", load.ty.dtype)
+            lets.append(tirx.LetStmt(var, value))
+            mapping.append((load, var))
+        return tirx.SeqStmt(lets + [_replaced(body, mapping)])
+
+    def _hoistable(self, load, loop_var, inner: set) -> bool:
+        if not any(load.source.same_as(b) for b in self.readonly) or load.ty.dtype.lanes != 1:
+            return False
+        free, nested_ok = [], []
+        tvm_ffi.structural_walk(load, (tirx.Var, free.append), order="pre")
+        tvm_ffi.structural_walk(load, (tvm.ir.TensorLoad, lambda inner_load: nested_ok.append(
+            any(inner_load.source.same_as(b) for b in self.readonly))), order="pre")
+        return all(nested_ok) and any(v.same_as(loop_var) for v in free) \
+            and not any(v in inner for v in free if not v.same_as(loop_var))
+
+
+class _Uses:
+    """Every load in a loop body, with whether some use runs in every iteration
+    (``unconditional``) and whether some use sits under a nested loop (``nested``)."""
+
+    def __init__(self):
+        self.entries = []   # [load, unconditional, nested]
+
+    def items(self):
+        return [(load, (u, n)) for load, u, n in self.entries]
+
+    def stmt(self, node, conditional: bool, nested: bool):
+        if isinstance(node, tirx.SeqStmt):
+            for s in node.seq:
+                self.stmt(s, conditional, nested)
+        elif isinstance(node, tirx.For):
+            self.expr(node.min, conditional, nested)
+            self.expr(node.extent, conditional, nested)
+            always = isinstance(node.extent, tirx.IntImm) and int(node.extent) > 0
+            self.stmt(node.body, conditional or not always, True)
+        elif isinstance(node, tirx.IfThenElse):
+            self.expr(node.condition, conditional, nested)
+            self.stmt(node.then_case, True, nested)
+            if node.else_case is not None:
+                self.stmt(node.else_case, True, nested)
+        elif isinstance(node, tirx.While):
+            self.expr(node.condition, conditional, nested)
+            self.stmt(node.body, True, True)
+        elif isinstance(node, tirx.AttrStmt):
+            self.expr(node.value, conditional, nested)
+            self.stmt(node.body, conditional, nested)
+        elif isinstance(node, tirx.BufferStore):
+            for e in list(node.indices) + [node.value]:
+                self.expr(e, conditional, nested)
+        elif isinstance(node, (tirx.LetStmt, tirx.Bind)):
+            self.expr(node.value, conditional, nested)
+        elif isinstance(node, tirx.Evaluate):
+            self.expr(node.value, conditional, nested)
+        elif isinstance(node, tirx.AssertStmt):
+            self.expr(node.condition, conditional, nested)
+
+    def expr(self, node, conditional: bool, nested: bool):
+        lazy = []
+
+        def on_lazy(e):   # operands that may not be evaluated
+            if isinstance(e, (tirx.Select, tvm.ir.Call, tirx.And, tirx.Or)):
+                lazy.append(e)
+
+        tvm_ffi.structural_walk(node, ((tirx.Select, tvm.ir.Call, tirx.And, tirx.Or), on_lazy),
+                                order="pre")
+        guarded = []
+        for e in lazy:
+            tvm_ffi.structural_walk(e, (tvm.ir.TensorLoad, guarded.append), order="pre")
+        loads = []
+        tvm_ffi.structural_walk(node, (tvm.ir.TensorLoad, loads.append), order="pre")
+        for load in loads:
+            maybe = conditional or any(load.same_as(g) for g in guarded)
+            self._record(load, not maybe, nested)
+
+    def _record(self, load, unconditional: bool, nested: bool):
+        for entry in self.entries:
+            if tvm_ffi.structural_equal(entry[0], load):
+                entry[1] = entry[1] or unconditional
+                entry[2] = entry[2] or nested
+                return
+        self.entries.append([load, unconditional, nested])
+
+
+def _defined_vars(body) -> set:
+    defined = set()
+    tvm_ffi.structural_walk(body, (tirx.For, lambda f: defined.add(f.loop_var)), order="pre")
+    tvm_ffi.structural_walk(body, ((tirx.LetStmt, tirx.Bind), lambda s: defined.add(s.var)),
+                            order="pre")
+    return defined
+
+
+def _replaced(node, mapping: list):
+    if not mapping:
+        return node
+
+    def on_load(load):
+        for old, var in mapping:
+            if tvm_ffi.structural_equal(old, load):
+                return var
+        return load
+
+    return tvm_ffi.structural_map(node, (tvm.ir.TensorLoad, on_load), order="post")
