@@ -4,7 +4,8 @@ buckets by ``format_decompose``, its sub-kernels fused into one parallel loop ov
 ``HybLayout.of(matrix, parts, widths, tiles)`` converts a ``SparseMatrix`` once
 (``column_part_hyb``; row tiles cut where the nonzeros are balanced, the same rows in every
 bucket); ``hyb_kernel`` builds (or fetches from the cache) the decomposed kernel for a feature
-size; ``HybLayout.arguments`` lays out a call.
+size; ``HybLayout.arguments`` lays out a call. ``schedule_hyb_cuda`` gives the same function a
+GPU schedule (one launch after horizontal fusion, atomic adds).
 
 Example
 -------
@@ -24,6 +25,7 @@ from ..format import column_part_hyb
 from ..schedule import default_schedule
 from ..transform import lower_sparse_iter
 from ..transform.format_decompose import format_decompose, remove_preprocess
+from ..transform.horizontal_fusion import FUSE_ANNOTATION
 from ..transform.hyb import ell_bucket_rule
 from .cache import cached_build
 from .kernels import spmm
@@ -53,8 +55,28 @@ def schedule_hyb_cpu(mod: tvm.IRModule, config: HybConfig) -> tvm.IRModule:
     their rows, so ``build(..., horizontal_fuse=True)`` may merge them)."""
     sch = default_schedule(mod, "llvm")
     for name in config.rule_names():
-        sch.parallel(sch.get_loops(sch.get_sblock(f"spmm_{name}0"))[0])
+        tile = sch.get_sblock(f"spmm_{name}0")
+        sch.parallel(sch.get_loops(tile)[0])
+        sch.annotate(tile, FUSE_ANNOTATION, True)
     return sch.mod
+
+
+def schedule_hyb_cuda(mod: tvm.IRModule, config: HybConfig) -> tvm.IRModule:
+    """Every bucket: row tiles to ``blockIdx.x``, features to ``threadIdx.x``, adds atomic (a
+    row's parts in other buckets and partitions run in other blocks at the same time); the
+    zeroing nest gets the default CUDA schedule. Build with ``horizontal_fuse=True`` for one
+    launch."""
+    sch = tvm.s_tir.Schedule(mod)
+    for name in config.rule_names():
+        (tiles,) = sch.get_loops(sch.get_sblock(f"spmm_{name}0"))
+        update = sch.get_sblock(f"spmm_{name}1")
+        rows, nonzeros, features = sch.get_loops(update)
+        sch.reorder(features, rows, nonzeros)
+        sch.bind(tiles, "blockIdx.x")
+        sch.bind(features, "threadIdx.x")
+        sch.annotate(update, "atomic", True)
+        sch.annotate(sch.get_sblock(f"spmm_{name}0"), FUSE_ANNOTATION, True)
+    return default_schedule(sch.mod, "cuda").mod
 
 
 def hyb_kernel(config: HybConfig, feat_size: int, target: str = "llvm"):

@@ -6,7 +6,10 @@ RGCN schedule) may share its outputs with other threads. On CUDA every accumulat
 left as they are. The CPU backend has no atomic add: an atomic block is compiled as written
 when no parallel loop encloses it (one thread, so the result is exact) and refused otherwise.
 An atomic block must not carry a ``T.init`` (it would race with the other threads' adds):
-``check_atomic_inits`` refuses one on Stage II, before inits are moved.
+``check_atomic_inits`` refuses one on Stage II, before inits are moved, unless the init keeps
+the output as it is (``X[idx] = X[idx]``, what ``format_decompose`` gives a sub-kernel that adds
+into an output another one initialised). ``lower_atomic_blocks`` removes such identity stores
+everywhere: they do nothing alone and would overwrite other threads' adds.
 
 Example
 -------
@@ -37,7 +40,7 @@ def check_atomic_inits(mod: tvm.IRModule) -> None:
     for func in mod.functions.values():
         if isinstance(func, tirx.PrimFunc):
             for block in _atomic_blocks(func.body):
-                if block.init is not None:
+                if block.init is not None and not _is_identity(block.init):
                     raise AtomicBlockError(
                         f"block {block.name_hint} is annotated atomic but has a T.init; "
                         "decompose_reduction it and make sure the init runs before any thread "
@@ -56,6 +59,8 @@ def lower_atomic_blocks(mod: tvm.IRModule, target_kind: str) -> tvm.IRModule:
 
 def _lower(body, target_kind: str):
     _check_atomic_blocks(body, target_kind)
+    body = structural_map(body, (tirx.BufferStore, lambda store: tirx.Evaluate(0)
+                                 if _is_identity(store) else store), order="post")
     if target_kind != "cuda":
         return body
 
@@ -84,6 +89,13 @@ def _check_atomic_blocks(body, target_kind: str) -> None:
                 f"block {names[0]} is annotated atomic and runs under the parallel loop "
                 f"{loop.loop_var.name}: the CPU backend has no atomic add; parallelise a "
                 "loop whose iterations write their own outputs instead")
+
+
+def _is_identity(stmt) -> bool:
+    """``X[idx] = X[idx]``."""
+    return isinstance(stmt, tirx.BufferStore) and isinstance(stmt.value, tvm.ir.TensorLoad) \
+        and stmt.value.source.same_as(stmt.buffer) \
+        and tvm_ffi.structural_equal(list(stmt.value.indices), list(stmt.indices))
 
 
 def _is_atomic(block) -> bool:

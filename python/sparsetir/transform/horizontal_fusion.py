@@ -1,7 +1,9 @@
 """Horizontal fusion: consecutive sub-kernels of one function become one launch (Stage III).
 
 The sub-kernels of a format decomposition (one per ELL bucket, per column partition...) are
-separate top-level loop nests. ``horizontal_fuse`` merges runs of them:
+separate top-level loop nests. A schedule marks the ones that may share a launch by annotating
+a block of each with ``"horizontal_fuse"`` (SparseTIR marked functions with that attribute);
+``horizontal_fuse`` merges runs of consecutive marked nests:
 
 * CPU: nests whose outermost loops are ``parallel`` with the same extent become one parallel
   loop whose body runs each nest's body in turn, so the thread pool starts once. This is safe
@@ -17,7 +19,8 @@ separate top-level loop nests. ``horizontal_fuse`` merges runs of them:
 
 Example
 -------
->>> # fused = horizontal_fuse(lower_sparse_buffer(scheduled), "llvm")
+>>> # sch.annotate(sch.get_sblock("spmm_p0b00"), "horizontal_fuse", True)   (each sub-kernel)
+>>> # fused = horizontal_fuse(lower_sparse_buffer(sch.mod), "llvm")
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ from tvm import s_tir, tirx
 from ..ir.utils import substitute
 from .errors import LoweringError
 from .loop_signature import top_level_nests
+
+
+FUSE_ANNOTATION = "horizontal_fuse"
 
 
 class HorizontalFusionError(LoweringError):
@@ -67,12 +73,19 @@ def horizontal_fuse(mod: tvm.IRModule, target_kind: str = "llvm") -> tvm.IRModul
 
 
 def _is_parallel_loop(stmt) -> bool:
-    return isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.PARALLEL
+    return isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.PARALLEL and _marked(stmt)
 
 
 def _is_block_x_loop(stmt) -> bool:
     return isinstance(stmt, tirx.For) and stmt.thread_binding is not None \
-        and stmt.thread_binding.thread_tag == "blockIdx.x"
+        and stmt.thread_binding.thread_tag == "blockIdx.x" and _marked(stmt)
+
+
+def _marked(stmt) -> bool:
+    found = tvm_ffi.structural_walk(stmt, (s_tir.SBlock, lambda b: tvm_ffi.VisitInterrupt(True)
+                                           if b.annotations and FUSE_ANNOTATION in b.annotations
+                                           else None), order="pre")
+    return bool(getattr(found, "value", False))
 
 
 def _same_extent(a, b) -> bool:
@@ -93,9 +106,10 @@ def _merge_by_ranges(loops: list):
                                     "give them the same threadIdx extents")
     first = loops[0]
     var = tirx.Var("fused_bx", first.loop_var.ty)
+    analyzer = tvm.sym.Analyzer()
     bodies, start = [], tirx.const(0, first.loop_var.ty)
     for loop in loops:
-        end = start + loop.extent
+        end = analyzer.simplify(start + loop.extent)
         inner = substitute(loop.body, {loop.loop_var: var - start + loop.min})
         bodies.append(tirx.IfThenElse(tirx.all(start <= var, var < end), inner, None))
         start = end
