@@ -8,8 +8,8 @@ then leave the body referring to a copy of the buffer that is never allocated, a
 ``FlattenBuffer`` stops with "Buffer A_local is used before its definition". The ``sparsetir``
 pipeline runs TVM's block lowering, points every such reference back at the buffer that is
 allocated under the same name, and then runs TVM's default pipeline (whose block passes have
-nothing left to do); ``hoist_index_loads`` then binds loads of read-only index arrays once per
-loop iteration. Where an allocation's size depends on a loop variable, TVM's
+nothing left to do); ``hoist_index_loads`` then moves loop-invariant tests out of loops and
+binds loads of read-only index arrays once per loop iteration. Where an allocation's size depends on a loop variable, TVM's
 ``StorageRewrite`` (which would hoist it out of that loop) is turned off for that module.
 
 Example

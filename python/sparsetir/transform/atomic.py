@@ -59,8 +59,9 @@ def lower_atomic_blocks(mod: tvm.IRModule, target_kind: str) -> tvm.IRModule:
 
 def _lower(body, target_kind: str):
     _check_atomic_blocks(body, target_kind)
-    body = structural_map(body, (tirx.BufferStore, lambda store: tirx.Evaluate(0)
-                                 if _is_identity(store) else store), order="post")
+    body = structural_map(body, [(s_tir.SBlock, _without_identity_init),
+                                 (tirx.BufferStore, lambda store: tirx.Evaluate(0)
+                                  if _is_identity(store) else store)], order="post")
     if target_kind != "cuda":
         return body
 
@@ -89,6 +90,14 @@ def _check_atomic_blocks(body, target_kind: str) -> None:
                 f"block {names[0]} is annotated atomic and runs under the parallel loop "
                 f"{loop.loop_var.name}: the CPU backend has no atomic add; parallelise a "
                 "loop whose iterations write their own outputs instead")
+
+
+def _without_identity_init(block):
+    """(Post-order: the identity store of the init is already ``Evaluate(0)``.)"""
+    if block.init is None or not isinstance(block.init, tirx.Evaluate):
+        return block
+    return s_tir.SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, block.body,
+                        None, block.alloc_buffers, block.match_buffers, block.annotations)
 
 
 def _is_identity(stmt) -> bool:

@@ -8,10 +8,12 @@ product then runs at the speed of a store-to-load round trip per feature).
 
 A kernel never writes its inputs (the call wrapper refuses a written argument that overlaps
 another), so a load from a buffer the function never stores to gives the same value wherever
-it runs. This pass (run by the ``sparsetir`` pipeline after block lowering) binds each such
-scalar load to a variable at the top of the body of the innermost loop its index depends on,
-when it is used under a loop nested in that body and at least one use runs unconditionally
-in every iteration (so binding it early reads nothing the original did not read).
+it runs. This pass (run by the ``sparsetir`` pipeline after block lowering) first moves a test
+that does not change in a loop of constant extent out of it (``if c: for k: ...``, as for the
+padding mask of an ELL bucket), then binds each such scalar load to a variable at the top of the body of the
+innermost loop its index depends on (or of the ``if`` branch it sits in), when it is used under
+a loop nested there and at least one use runs unconditionally in every iteration (so binding
+it early reads nothing the original did not read).
 
 Example
 -------
@@ -65,16 +67,20 @@ class _Hoister:
     def stmt(self, node):
         if isinstance(node, tirx.For):
             body = self.stmt(node.body)
+            unswitched = _unswitched(node, body)
+            if unswitched is not None:
+                return tirx.IfThenElse(unswitched.condition,
+                                       self._hoist_into(None, unswitched.then_case), None)
             if node.kind != tirx.ForKind.VECTORIZED:
                 body = self._hoist_into(node.loop_var, body)
             return tirx.For(node.loop_var, node.min, node.extent, node.kind, body,
                             node.thread_binding, node.annotations)
         if isinstance(node, tirx.SeqStmt):
             return tirx.SeqStmt([self.stmt(s) for s in node.seq])
-        if isinstance(node, tirx.IfThenElse):
-            return tirx.IfThenElse(node.condition, self.stmt(node.then_case),
-                                   self.stmt(node.else_case) if node.else_case is not None
-                                   else None)
+        if isinstance(node, tirx.IfThenElse):   # a branch is a scope of its own
+            return tirx.IfThenElse(node.condition, self._hoist_into(None, self.stmt(
+                node.then_case)), self._hoist_into(None, self.stmt(node.else_case))
+                if node.else_case is not None else None)
         if isinstance(node, tirx.While):
             return tirx.While(node.condition, self.stmt(node.body))
         if isinstance(node, tirx.AttrStmt):
@@ -108,8 +114,9 @@ class _Hoister:
         tvm_ffi.structural_walk(load, (tirx.Var, free.append), order="pre")
         tvm_ffi.structural_walk(load, (tvm.ir.TensorLoad, lambda inner_load: nested_ok.append(
             any(inner_load.source.same_as(b) for b in self.readonly))), order="pre")
-        return all(nested_ok) and any(v.same_as(loop_var) for v in free) \
-            and not any(v in inner for v in free if not v.same_as(loop_var))
+        uses_loop = loop_var is None or any(v.same_as(loop_var) for v in free)
+        return all(nested_ok) and uses_loop \
+            and not any(v in inner for v in free if loop_var is None or not v.same_as(loop_var))
 
 
 class _Uses:
@@ -177,6 +184,23 @@ class _Uses:
                 entry[2] = entry[2] or nested
                 return
         self.entries.append([load, unconditional, nested])
+
+
+def _unswitched(loop, body):
+    """``if c: for ...: S`` for ``for ...: if c: S`` when ``c`` does not change in the loop and
+    the loop always runs (a constant extent above 0), else None."""
+    if not isinstance(body, tirx.IfThenElse) or body.else_case is not None \
+            or not isinstance(loop.extent, tirx.IntImm) or int(loop.extent) <= 0 \
+            or loop.thread_binding is not None:
+        return None
+    inner = _defined_vars(body.then_case) | {loop.loop_var}
+    used = []
+    tvm_ffi.structural_walk(body.condition, (tirx.Var, used.append), order="pre")
+    if any(v in inner for v in used):
+        return None
+    return tirx.IfThenElse(body.condition, tirx.For(
+        loop.loop_var, loop.min, loop.extent, loop.kind, body.then_case, loop.thread_binding,
+        loop.annotations), None)
 
 
 def _defined_vars(body) -> set:
