@@ -15,7 +15,9 @@ from sparsetir.build import lower_to_stage3
 from sparsetir.ops import SparseMatrix
 from sparsetir.ops.hyb import HybConfig, HybLayout, hyb_function, schedule_hyb_cpu, \
     schedule_hyb_cuda
+from sparsetir.ops.kernels import spmm
 from sparsetir.transform.horizontal_fusion import HorizontalFusionError, horizontal_fuse
+from sparsetir.transform.hyb import ell_bucket_rule
 from sparsetir.transform.loop_signature import top_level_nests
 
 
@@ -136,3 +138,25 @@ def _replace_last_nest(mod, nest):
                             root.match_buffers, root.annotations)
     return tvm.IRModule({"main": func.with_body(s_tir.SBlockRealize(
         func.body.iter_values, func.body.predicate, new_root))})
+
+
+def test_preprocess_iterations_fill_the_ell_values_through_the_pipeline():
+    """extract_preprocess gives the value conversion as a kernel of its own: from the CSR
+    values and the ELL structure (column_part_hyb), it fills every bucket's values."""
+    config = HybConfig(2, (1, 4), 4)
+    rules = [ell_bucket_rule(name, config.widths[i % 2], config.tiles)
+             for i, name in enumerate(config.rule_names())]
+    convert = sparsetir.extract_preprocess(sparsetir.format_decompose(spmm, rules))
+    kernel = sparsetir.build(convert.specialize({"feat_size": 1}), "llvm")
+    A = skewed_matrix(seed=2)
+    M = SparseMatrix(A)
+    layout = HybLayout.of(M, config.parts, config.widths, config.tiles)
+    expected = {name: layout.arrays["a_" + name].copy() for name in config.rule_names()}
+    for name in config.rule_names():
+        layout.arrays["a_" + name] = np.full_like(expected[name], np.nan)
+    kernel(*layout.arguments(convert.specialize({"feat_size": 1}).params, M,
+                             np.zeros((A.shape[1], 1), np.float32),
+                             np.zeros((A.shape[0], 1), np.float32)))
+    for name in config.rule_names():
+        real = layout.arrays["mask_" + name] == 1
+        np.testing.assert_array_equal(layout.arrays["a_" + name][real], expected[name][real])
