@@ -136,3 +136,19 @@ def test_second_process_loads_kernels_from_disk(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARSETIR_CACHE", str(tmp_path))
     ops.clear_cache()
     assert not (tmp_path / "kernels").exists()
+
+
+def test_strided_inputs_and_outputs_get_the_result():
+    A = matrix()
+    X = np.asfortranarray(np.random.default_rng(3).standard_normal((45, 16)).astype(np.float32))
+    wide = np.full((70, 32), np.nan, np.float32)
+    out = wide[:, ::2]                                   # a strided view of the caller's array
+    ops.spmm(A, X, out=out)
+    np.testing.assert_allclose(wide[:, ::2], A @ X, rtol=1e-5, atol=1e-5)
+    assert np.isnan(wide[:, 1::2]).all()
+    vals = np.full(2 * A.nnz, np.nan, np.float32)[::2]
+    ops.sddmm(A, np.ones((70, 16), np.float32), X, out=vals)
+    assert np.isfinite(vals).all()
+    t_out = torch.full((70, 32), float("nan"))[:, ::2]
+    ops.spmm(A, torch.from_numpy(np.ascontiguousarray(X)), out=t_out)
+    torch.testing.assert_close(t_out, torch.from_numpy(A @ X), rtol=1e-5, atol=1e-5)

@@ -58,3 +58,19 @@ def check_output(out, shape: tuple, name: str = "out") -> None:
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(out.shape)}")
     if str(out.dtype) not in ("float32", "torch.float32"):
         raise TypeError(f"{name} must be float32, got {out.dtype}")
+
+
+def writable_view(out, shape: tuple):
+    """``(target, finish)``: an array of ``shape`` the kernel can write, and a function that
+    moves what was written into ``out`` (a reshaped view when ``out`` is contiguous, so
+    nothing moves; a contiguous copy otherwise, copied back)."""
+    contiguous = out.is_contiguous() if hasattr(out, "is_contiguous") \
+        else out.flags.c_contiguous
+    if contiguous:
+        return out.reshape(shape), lambda: None
+    target = out.contiguous() if hasattr(out, "contiguous") else np.ascontiguousarray(out)
+    target = target.reshape(shape)
+
+    def finish():
+        out[...] = target.reshape(out.shape)
+    return target, finish

@@ -8,7 +8,7 @@ Example
 from __future__ import annotations
 
 from ..transform import lower_sparse_iter
-from .arrays import DenseOperand, check_output
+from .arrays import DenseOperand, check_output, writable_view
 from .cache import cached_build
 from .kernels import KERNELS
 from .matrix import as_sparse_matrix
@@ -30,10 +30,11 @@ def spmm(A, X, out=None, weighted: bool = True):
     check_output(result, x.rows_shape(m))
     name = "spmm" if weighted else "spmm_unweighted"
     kernel = _kernel(name, x.feat_size)
-    y = result.reshape(m, x.feat_size)
+    y, finish = writable_view(result, (m, x.feat_size))
     values = (matrix.data,) if weighted else ()
     kernel(*values, x.as_matrix(), y, matrix.indptr, matrix.indices, m, n, matrix.nnz,
            validate=False)
+    finish()
     return result
 
 
@@ -55,8 +56,10 @@ def sddmm(A, X, Y, out=None):
     if x.is_torch != y.is_torch:
         raise TypeError("X and Y must both be numpy arrays or both torch tensors")
     kernel = _kernel("sddmm", x.feat_size)
-    kernel(x.as_matrix(), y.as_matrix(), result, matrix.indptr, matrix.indices, m, n,
+    values, finish = writable_view(result, (matrix.nnz,))
+    kernel(x.as_matrix(), y.as_matrix(), values, matrix.indptr, matrix.indices, m, n,
            matrix.nnz, validate=False)
+    finish()
     return result
 
 
