@@ -98,10 +98,7 @@ class HybLayout:
         config = HybConfig(parts, tuple(widths), tiles)
         hyb = column_part_hyb(m, n, matrix.indptr, matrix.indices, parts, list(widths),
                               data=matrix.data)
-        # tile boundaries where the nonzeros are balanced: each tile holds ~nnz / tiles
-        targets = np.linspace(0, matrix.nnz, tiles + 1)
-        bounds = np.searchsorted(matrix.indptr, targets, side="left").clip(0, m)
-        bounds[0], bounds[-1] = 0, m
+        bounds, _ = matrix.row_tiles(tiles)      # the same rows per tile in every bucket
         arrays = {}
         for name, bucket in zip(config.rule_names(), [b for part in hyb for b in part]):
             suffix = f"_{name}"

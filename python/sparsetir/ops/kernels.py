@@ -1,8 +1,13 @@
-"""The Stage I kernels behind ``sparsetir.ops``, each written once over CSR.
+"""The Stage I kernels behind ``sparsetir.ops``.
 
-``spmm``: ``Y[i, k] = sum_j A[i, j] * X[j, k]`` (DGL's ``u_mul_e_sum``); ``spmm_unweighted``:
-the same over A's pattern (``copy_u_sum``); ``sddmm``: ``out[i, j] = sum_k X[i, k] * Y[j, k]``
-on A's nonzeros (``u_dot_v``), rows in parallel. ``sparsetir.ops`` specialises the feature size and schedules them.
+``spmm``: ``Y[i, k] = sum_j A[i, j] * X[j, k]`` over CSR (DGL's ``u_mul_e_sum``), the kernel
+``format_decompose`` rewrites into hyb. The kernels ``sparsetir.ops`` calls iterate CSR through
+row tiles: ``O`` (``t`` tiles) over ``I`` (each tile's rows, ids in ``rows``, here ``0..m-1``)
+over ``J`` (the CSR row). Tiles are cut where the nonzeros are balanced, so a parallel loop over
+tiles gives every thread the same work however skewed the rows are (TVM splits a parallel loop
+into equal ranges of iterations: rows of a power-law graph would not be equal work).
+``spmm_tiled`` (``u_mul_e_sum``), ``spmm_unweighted_tiled`` (A's pattern, ``copy_u_sum``) and
+``sddmm_tiled`` (``out[p] = X[i] . Y[j]`` for nonzero ``p = (i, j)``, ``u_dot_v``).
 
 Example
 -------
@@ -32,36 +37,62 @@ def spmm(a: T.handle, x: T.handle, y: T.handle, indptr: T.handle, indices: T.han
 
 
 @T.prim_func
-def spmm_unweighted(x: T.handle, y: T.handle, indptr: T.handle, indices: T.handle,
-                    m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32) -> None:
+def spmm_tiled(a: T.handle, x: T.handle, y: T.handle, tile_ptr: T.handle, rows: T.handle,
+               indptr: T.handle, indices: T.handle, t: T.int32, m: T.int32, n: T.int32,
+               feat_size: T.int32, nnz: T.int32) -> None:
     T.func_attr({"global_symbol": "main", "tir.noalias": True})
-    I = T.dense_fixed(m)
+    O = T.dense_fixed(t)
+    I = T.sparse_variable(O, (m, m), (tile_ptr, rows), "int32")
     J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+    I_detach = T.dense_fixed(m)
+    J_detach = T.dense_fixed(n)
+    K = T.dense_fixed(feat_size)
+    A = T.match_sparse_buffer(a, (O, I, J), "float32")
+    X = T.match_sparse_buffer(x, (J_detach, K), "float32")
+    Y = T.match_sparse_buffer(y, (I_detach, K), "float32")
+    with T.sp_iter([O, I, J, K], "SSRS", "spmm") as [o, i, j, k]:
+        with T.init():
+            Y[i, k] = 0.0
+        Y[i, k] = Y[i, k] + A[o, i, j] * X[j, k]
+
+
+@T.prim_func
+def spmm_unweighted_tiled(x: T.handle, y: T.handle, tile_ptr: T.handle, rows: T.handle,
+                          indptr: T.handle, indices: T.handle, t: T.int32, m: T.int32,
+                          n: T.int32, feat_size: T.int32, nnz: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True})
+    O = T.dense_fixed(t)
+    I = T.sparse_variable(O, (m, m), (tile_ptr, rows), "int32")
+    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+    I_detach = T.dense_fixed(m)
     J_detach = T.dense_fixed(n)
     K = T.dense_fixed(feat_size)
     X = T.match_sparse_buffer(x, (J_detach, K), "float32")
-    Y = T.match_sparse_buffer(y, (I, K), "float32")
-    with T.sp_iter([I, J, K], "SRS", "spmm") as [i, j, k]:
+    Y = T.match_sparse_buffer(y, (I_detach, K), "float32")
+    with T.sp_iter([O, I, J, K], "SSRS", "spmm") as [o, i, j, k]:
         with T.init():
             Y[i, k] = 0.0
         Y[i, k] = Y[i, k] + X[j, k]
 
 
 @T.prim_func
-def sddmm(x: T.handle, y: T.handle, out: T.handle, indptr: T.handle, indices: T.handle,
-          m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32) -> None:
+def sddmm_tiled(x: T.handle, y: T.handle, out: T.handle, tile_ptr: T.handle, rows: T.handle,
+                indptr: T.handle, indices: T.handle, t: T.int32, m: T.int32, n: T.int32,
+                feat_size: T.int32, nnz: T.int32) -> None:
     T.func_attr({"global_symbol": "main", "tir.noalias": True})
-    I = T.dense_fixed(m)
+    O = T.dense_fixed(t)
+    I = T.sparse_variable(O, (m, m), (tile_ptr, rows), "int32")
     J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+    I_detach = T.dense_fixed(m)
     J_detach = T.dense_fixed(n)
     K = T.dense_fixed(feat_size)
-    X = T.match_sparse_buffer(x, (I, K), "float32")
+    X = T.match_sparse_buffer(x, (I_detach, K), "float32")
     Y = T.match_sparse_buffer(y, (J_detach, K), "float32")
-    OUT = T.match_sparse_buffer(out, (I, J), "float32")
-    with T.sp_iter([I, J, K], "SSR", "sddmm") as [i, j, k]:
+    OUT = T.match_sparse_buffer(out, (O, I, J), "float32")
+    with T.sp_iter([O, I, J, K], "SSSR", "sddmm") as [o, i, j, k]:
         with T.init():
-            OUT[i, j] = 0.0
-        OUT[i, j] = OUT[i, j] + X[i, k] * Y[j, k]
+            OUT[o, i, j] = 0.0
+        OUT[o, i, j] = OUT[o, i, j] + X[i, k] * Y[j, k]
 
 
-KERNELS = {"spmm": spmm, "spmm_unweighted": spmm_unweighted, "sddmm": sddmm}
+KERNELS = {"spmm": spmm_tiled, "spmm_unweighted": spmm_unweighted_tiled, "sddmm": sddmm_tiled}

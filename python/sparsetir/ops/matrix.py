@@ -52,6 +52,18 @@ class SparseMatrix:
         self.indices = _frozen(csr.indices, np.int32)
         self.data = _frozen(csr.data, np.float32)
         self.nnz = int(self.indices.size)
+        self._tiles = {}
+
+    def row_tiles(self, tiles: int) -> tuple:
+        """``(tile_ptr, rows)``: ``tiles`` ranges of rows holding about ``nnz / tiles``
+        nonzeros each (``tile_ptr``, length ``tiles + 1``) and the row ids ``0..m-1``; kept."""
+        if tiles not in self._tiles:
+            m = self.shape[0]
+            bounds = np.searchsorted(self.indptr, np.linspace(0, self.nnz, tiles + 1))
+            bounds = np.clip(bounds, 0, m)
+            bounds[0], bounds[-1] = 0, m
+            self._tiles[tiles] = (_frozen(bounds, np.int32), _frozen(np.arange(m), np.int32))
+        return self._tiles[tiles]
 
     def to_scipy(self) -> scipy.sparse.csr_matrix:
         """A scipy CSR matrix over copies of the arrays."""

@@ -7,6 +7,8 @@ Example
 
 from __future__ import annotations
 
+import os
+
 from ..transform import lower_sparse_iter
 from .arrays import DenseOperand, check_output, writable_view
 from .cache import cached_build
@@ -15,6 +17,8 @@ from .matrix import as_sparse_matrix
 from .schedules import schedule_for
 
 _KERNELS: dict = {}
+# row tiles per call: enough that equal-nonzero tiles even out over the threads TVM starts
+TILES = 8 * int(os.environ.get("TVM_NUM_THREADS", "1"))
 
 
 def spmm(A, X, out=None, weighted: bool = True):
@@ -32,8 +36,9 @@ def spmm(A, X, out=None, weighted: bool = True):
     kernel = _kernel(name, x.feat_size)
     y, finish = writable_view(result, (m, x.feat_size))
     values = (matrix.data,) if weighted else ()
-    kernel(*values, x.as_matrix(), y, matrix.indptr, matrix.indices, m, n, matrix.nnz,
-           validate=False)
+    tile_ptr, rows = matrix.row_tiles(TILES)
+    kernel(*values, x.as_matrix(), y, tile_ptr, rows, matrix.indptr, matrix.indices, TILES,
+           m, n, matrix.nnz, validate=False)
     finish()
     return result
 
@@ -57,8 +62,9 @@ def sddmm(A, X, Y, out=None):
         raise TypeError("X and Y must both be numpy arrays or both torch tensors")
     kernel = _kernel("sddmm", x.feat_size)
     values, finish = writable_view(result, (matrix.nnz,))
-    kernel(x.as_matrix(), y.as_matrix(), values, matrix.indptr, matrix.indices, m, n,
-           matrix.nnz, validate=False)
+    tile_ptr, rows = matrix.row_tiles(TILES)
+    kernel(x.as_matrix(), y.as_matrix(), values, tile_ptr, rows, matrix.indptr, matrix.indices,
+           TILES, m, n, matrix.nnz, validate=False)
     finish()
     return result
 

@@ -1,13 +1,15 @@
 """Stage II schedules for the ``sparsetir.ops`` kernels, and the cost model that sizes them.
 
-CPU SpMM (rows in parallel): the feature loop is split into register tiles of ``lanes``
+Both iterate CSR through row tiles balanced by nonzeros (``kernels``), the tiles in parallel.
+
+CPU SpMM: the feature loop is split into register tiles of ``lanes``
 features and the tile loop is moved outside the row's nonzeros, so one tile of the output row
 stays in vector registers while the row is walked, and each nonzero costs one vector load of X
 and one fused multiply-add per tile. The cost model picks the widest tile (64, 32 or 16 lanes of
 float32) that divides the feature size, keeping at most 4 AVX-512 accumulators live; a feature
 size no tile divides keeps one scalar loop.
 
-CPU SDDMM: rows in parallel; every nonzero's dot product accumulates in a register.
+CPU SDDMM: every nonzero's dot product accumulates in a register.
 
 CUDA: ``build``'s default schedule (one row per block, features over threads).
 
@@ -34,28 +36,29 @@ def spmm_lanes(feat_size: int) -> int:
 
 
 def schedule_spmm_cpu(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
-    """Row-parallel SpMM with register-tiled, vectorised feature loops."""
+    """Row tiles in parallel, register-tiled vectorised feature loops."""
     sch = tvm.s_tir.Schedule(mod)
-    row_block, update = sch.get_sblock("spmm0"), sch.get_sblock("spmm1")
-    (rows,) = sch.get_loops(row_block)
-    nonzeros, features = sch.get_loops(update)
+    (tiles,) = sch.get_loops(sch.get_sblock("spmm0"))
+    update = sch.get_sblock("spmm2")
+    nonzeros, features = sch.get_loops(update)[-2:]
     lanes = spmm_lanes(feat_size)
     if lanes > 1:
-        tiles, lane = sch.split(features, [None, lanes])
-        sch.reorder(tiles, nonzeros)
+        feature_tiles, lane = sch.split(features, [None, lanes])
+        sch.reorder(feature_tiles, nonzeros)
         sch.vectorize(lane)
-    sch.parallel(rows)
+    sch.parallel(tiles)
     return sch.mod
 
 
 def schedule_sddmm_cpu(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
-    """Row-parallel SDDMM; each nonzero's dot product starts from a zero moved out of its
+    """Row tiles in parallel; each nonzero's dot product starts from a zero moved out of its
     feature loop, so the sum stays in a register."""
+    del feat_size
     sch = tvm.s_tir.Schedule(mod)
-    (rows,) = sch.get_loops(sch.get_sblock("sddmm0"))
-    update = sch.get_sblock("sddmm1")
-    _, features = sch.get_loops(update)
-    sch.parallel(rows)          # before decompose_reduction, which TVM's parallel check refuses
+    (tiles,) = sch.get_loops(sch.get_sblock("sddmm0"))
+    update = sch.get_sblock("sddmm2")
+    features = sch.get_loops(update)[-1]
+    sch.parallel(tiles)          # before decompose_reduction, which TVM's parallel check refuses
     sch.decompose_reduction(update, features)
     return sch.mod
 
