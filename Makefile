@@ -30,7 +30,17 @@ package-test: $(STAMP)
 	cd /tmp && $(CURDIR)/$(PKG_VENV)/bin/python $(CURDIR)/tests/packaging/smoke.py
 	rm -rf build
 
-bench: $(STAMP)
-	TVM_NUM_THREADS=$$(nproc) $(PY) examples/spmm_csr.py
+# The main job: SpMM / SDDMM against DGL, torch.sparse, scipy, MKL and GraphBLAS
+# (benchmarks/bench.py; results in benchmarks/results/). BENCH_ARGS=--quick or --large.
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP) benchmarks/requirements.txt
+	$(VENV)/bin/pip install -q -r benchmarks/requirements.txt
+	touch $(BENCH_STAMP)
+
+BENCH_ARGS ?=
+bench: $(BENCH_STAMP)
+	MKL_RT=$$(ls $(CURDIR)/$(VENV)/lib/libmkl_rt.so* | tail -1) \
+	LD_LIBRARY_PATH=$(CURDIR)/$(VENV)/lib:$$LD_LIBRARY_PATH \
+	$(PY) benchmarks/bench.py $(BENCH_ARGS)
 
 .PHONY: venv test bench package-test

@@ -1,4 +1,5 @@
-"""Real graphs bundled with sparsetir (see README.md here for their sources).
+"""Real graphs bundled with sparsetir (see README.md here for their sources), and
+:func:`power_law_graph` (``synthetic.py``), a seeded synthetic power-law graph of any size.
 
 Example
 -------
@@ -6,6 +7,9 @@ Example
 >>> A = load_graph("cora")          # scipy.sparse.csr_matrix, float32 ones, int32 indices
 >>> A.shape, A.nnz
 ((2708, 2708), 10556)
+>>> from sparsetir.data import power_law_graph
+>>> power_law_graph(169_343, 1_166_243, seed=0).nnz     # ogbn-arxiv sized
+1166243
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse
+
+from .synthetic import power_law_graph  # noqa: F401  (re-exported)
 
 DATA_DIR = Path(__file__).resolve().parent
 

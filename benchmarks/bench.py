@@ -1,0 +1,175 @@
+"""sparsetir's operators against DGL, torch.sparse, scipy, MKL and GraphBLAS on the CPU.
+
+Operators (float32): weighted SpMM ``Y = A @ X`` (DGL ``u_mul_e_sum``), unweighted SpMM (A's
+pattern, DGL ``copy_u_sum``) and SDDMM ``dot(X[r], Y[c])`` at every nonzero (DGL ``u_dot_v``), on
+the bundled graphs and a synthetic power-law graph of ogbn-arxiv size (``--large``: also one of
+ogbn-proteins size), at feature sizes 32, 64, 128 and 256.
+
+Method: every (contender, graph) pair runs in a process of its own (``worker.py``), all with the
+same thread count. Each measurement checks the first call's result against scipy, warms up,
+then times repeated whole calls (as many as fit in a time budget, within bounds) and checks the
+last result again; a wrong result is an error, never a time. Reported: the median and spread,
+achieved GB/s against a memory-traffic lower bound (``workload.py``) and this machine's
+measured bandwidth (``machine.py``), ours' speedup over each contender, and ours' one-off costs
+(``SparseMatrix(A)`` and each kernel's first call) apart. A contender whose library is not
+installed is reported n/a. Outputs (``--out``, default ``benchmarks/results/``): ``bench.csv``,
+``bench.json`` (machine, settings and rows) and ``bench.png`` (needs matplotlib).
+
+Example
+-------
+``.venv/bin/python benchmarks/bench.py --quick`` (cora and citeseer, feature size 32: under a
+minute); ``.venv/bin/python benchmarks/bench.py`` (everything: about 6 minutes on 2 cores);
+``.venv/bin/python benchmarks/bench.py --graphs pubmed --feat 64 --contenders ours dgl``
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import contenders
+import graphs
+import machine
+import report
+import workload
+from worker import PREFIX
+
+HERE = Path(__file__).resolve().parent
+QUICK = {"graphs": ["cora", "citeseer"], "feats": [32], "budget": 0.02, "min_repeat": 3,
+         "max_repeat": 50}
+FULL = {"feats": [32, 64, 128, 256], "budget": 0.4, "min_repeat": 5, "max_repeat": 400}
+WORKER_TIMEOUT_S = 1800
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="cora and citeseer, feature size 32, few repeats")
+    parser.add_argument("--large", action="store_true", help="add synthetic-proteins (40 M edges)")
+    parser.add_argument("--graphs", nargs="+", choices=graphs.labels(large=True))
+    parser.add_argument("--feat", nargs="+", type=int, help="feature sizes (default 32 64 128 256)")
+    parser.add_argument("--contenders", nargs="+", choices=contenders.NAMES,
+                        default=list(contenders.NAMES))
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                        help="threads for every contender (default: all usable cores)")
+    parser.add_argument("--budget", type=float, help="seconds of timed calls per measurement")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    return parser.parse_args(argv)
+
+
+def settings_of(args: argparse.Namespace) -> dict:
+    """The run's settings: the preset (quick or full) overridden by the options given."""
+    preset = dict(QUICK if args.quick else FULL)
+    preset.setdefault("graphs", graphs.labels(large=args.large))
+    overrides = {"graphs": args.graphs, "feats": args.feat, "budget": args.budget}
+    preset.update({k: v for k, v in overrides.items() if v})
+    return {**preset, "contenders": args.contenders, "threads": args.threads,
+            "ops": list(workload.OPS),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "passive")}
+
+
+def worker_env(threads: int, cache: Path) -> dict:
+    """The environment of every worker: one thread count for every library, OpenMP threads
+    that sleep rather than spin while they wait (unless ``OMP_WAIT_POLICY`` is set already),
+    and an empty kernel cache for sparsetir (so ours' first calls show the compile times).
+
+    Spinning OpenMP threads can stall for whole scheduler ticks on a machine with other load
+    or virtual CPUs: torch's SpMM on cora took 0.11 ms or 24 ms, DGL's 0.5 ms or 16 ms, from
+    one process to the next, on the 2-core VM this harness was written on. Waiting passively
+    costs tens of microseconds on the smallest graphs and removes those outliers.
+    """
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TVM_NUM_THREADS"):
+        env[var] = str(threads)
+    env.setdefault("OMP_WAIT_POLICY", "passive")
+    env["DGLBACKEND"] = "pytorch"
+    env["SPARSETIR_CACHE"] = str(cache / "sparsetir")
+    return env
+
+
+def run_worker(name: str, graph: str, settings: dict, cache: Path, progress) -> list:
+    """Every measurement of contender ``name`` on ``graph``, from one worker process; those the
+    worker did not report (it crashed or ran past ``WORKER_TIMEOUT_S``) as errors."""
+    cmd = [sys.executable, str(HERE / "worker.py"), "--contender", name, "--graph", graph,
+           "--feats", ",".join(map(str, settings["feats"])), "--ops", ",".join(settings["ops"]),
+           "--threads", str(settings["threads"]), "--budget", str(settings["budget"]),
+           "--min-repeat", str(settings["min_repeat"]),
+           "--max-repeat", str(settings["max_repeat"]), "--cache", str(cache)]
+    records = []
+    with open(cache / f"{name}-{graph}.stderr", "w+") as stderr:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                env=worker_env(settings["threads"], cache), cwd=HERE)
+        timer = threading.Timer(WORKER_TIMEOUT_S, proc.kill)
+        timer.start()
+        for line in proc.stdout:
+            if line.startswith(PREFIX):
+                records.append(json.loads(line[len(PREFIX):]))
+                progress(records[-1])
+        rc = proc.wait()
+        timer.cancel()
+        stderr.seek(0)
+        last = (stderr.read().strip().splitlines() or [""])[-1]
+    done = {(r["feat"], r["op"]) for r in records}
+    for feat in settings["feats"]:
+        for op in settings["ops"]:
+            if (feat, op) not in done:
+                records.append({"contender": name, "graph": graph, "feat": feat, "op": op,
+                                "status": "error", "note": f"worker exited ({rc}): {last}"})
+                progress(records[-1])
+    return records
+
+
+def graph_info(label: str, settings: dict, cache: Path) -> dict:
+    """Prepare graph ``label`` for the workers; its size and traffic lower bounds."""
+    A = graphs.prepare(label, cache)
+    return {"rows": A.shape[0], "nnz": A.nnz,
+            "traffic": {(op, f): workload.traffic_bytes(A, op, f)
+                        for op in settings["ops"] for f in settings["feats"]}}
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    settings = settings_of(args)
+    start = time.perf_counter()
+    print(f"measuring memory bandwidth with {settings['threads']} threads ...", flush=True)
+    info = machine.describe(settings["threads"])
+    print(report.header(info, settings), flush=True)
+    total = len(settings["graphs"]) * len(settings["contenders"]) * len(settings["feats"]) * 3
+    count = itertools.count(1)
+
+    def progress(r):
+        if r["status"] == "ok":
+            result = f"{r['median_ms']:.3f} ms (IQR {r['p25_ms']:.3f}-{r['p75_ms']:.3f})"
+        else:
+            result = f"{r['status']}: {r.get('note', '')}"
+        print(f"[{next(count):4d}/{total}] {r['graph']} f={r['feat']} {r['op']} "
+              f"{r['contender']}: {result}", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="sparsetir-bench-") as tmp:
+        cache, sizes, records = Path(tmp), {}, []
+        for label in settings["graphs"]:
+            sizes[label] = graph_info(label, settings, cache)
+            print(f"graph {label}: {sizes[label]['rows']:,} rows, {sizes[label]['nnz']:,} "
+                  "nonzeros", flush=True)
+        for label in settings["graphs"]:
+            for name in settings["contenders"]:
+                records += run_worker(name, label, settings, cache, progress)
+    rows = report.finish(records, sizes, info)
+    print()
+    print(report.table(rows, info, settings))
+    paths = report.write(rows, info, settings, args.out)
+    print("\nwrote " + ", ".join(str(p) for p in paths.values())
+          + ("" if "png" in paths else " (no chart: matplotlib is not installed)"))
+    print(f"total {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

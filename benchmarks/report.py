@@ -1,0 +1,201 @@
+"""The benchmark's outputs: derived columns, the terminal table, the CSV, the JSON sidecar and
+the PNG chart.
+
+Each result row (one per operator, graph, feature size and contender) gets ``gbps`` (the
+traffic lower bound of ``workload.traffic_bytes`` over the median time), ``roofline`` (that as a
+share of the machine's measured bandwidth; above 1 means the data came from cache) and
+``speedup_of_ours`` (this contender's median over ours: above 1, ours is faster).
+
+Example
+-------
+>>> rows = finish(records, graphs, machine_info)    # records: the workers' result dicts
+>>> print(table(rows, machine_info, settings))
+>>> write(rows, machine_info, settings, Path("benchmarks/results"))
+{'csv': ..., 'json': ..., 'png': ...}
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import contenders
+import workload
+
+COLUMNS = ("op", "graph", "rows", "nnz", "feat", "contender", "status", "checked", "median_ms",
+           "p25_ms", "p75_ms", "min_ms", "max_ms", "repeats", "traffic_bytes", "gbps",
+           "roofline", "speedup_of_ours", "first_call_ms", "setup_ms", "max_error", "note")
+
+
+def finish(records: list, graphs: dict, machine: dict) -> list:
+    """Result rows: the workers' ``records`` with the derived columns, in ``COLUMNS`` order.
+
+    ``graphs`` maps each graph label to ``{"rows", "nnz", "traffic": {(op, feat): bytes}}``.
+    """
+    ours = {(r["op"], r["graph"], r["feat"]): r["median_ms"] for r in records
+            if r["contender"] == "ours" and r["status"] == "ok"}
+    rows = []
+    for r in records:
+        g = graphs[r["graph"]]
+        row = dict.fromkeys(COLUMNS, "")
+        row.update(r, rows=g["rows"], nnz=g["nnz"], checked=bool(r.get("checked", False)),
+                   traffic_bytes=g["traffic"][r["op"], r["feat"]])
+        if r["status"] == "ok":
+            seconds = r["median_ms"] / 1e3
+            row["gbps"] = row["traffic_bytes"] / seconds / 1e9
+            row["roofline"] = row["gbps"] / machine["bandwidth_gbps"]
+            key = (r["op"], r["graph"], r["feat"])
+            if key in ours:
+                row["speedup_of_ours"] = r["median_ms"] / ours[key]
+        rows.append({k: row[k] for k in COLUMNS})
+    return rows
+
+
+def _cell(row: dict) -> str:
+    if row["status"] != "ok":
+        return "n/a" if row["status"] == "n/a" else "ERROR"
+    text = f"{row['median_ms']:.4g}"
+    if row["contender"] != "ours" and row["speedup_of_ours"] != "":
+        text += f" ({row['speedup_of_ours']:.3g}x)"
+    return text
+
+
+def header(machine: dict, settings: dict) -> str:
+    """The machine and method, as the lines printed above the table."""
+    lines = [
+        f"machine: {machine['cpu_model']} (LLVM: {machine['llvm_cpu']}), "
+        f"{machine['cpus_usable']} usable of {machine['cpus_total']} CPUs, {machine['memory']}",
+        f"threads: {settings['threads']} for every contender (OMP_NUM_THREADS, MKL_NUM_THREADS, "
+        "TVM_NUM_THREADS, torch.set_num_threads, GraphBLAS nthreads; scipy is single-threaded), "
+        f"OMP_WAIT_POLICY={settings['omp_wait_policy']}",
+        f"measured bandwidth at {settings['threads']} threads: copy {machine['copy_gbps']} GB/s, "
+        f"triad {machine['triad_gbps']} GB/s (numpy, STREAM-like)",
+        f"timing: each (contender, graph) in its own process; whole call, median of "
+        f"{settings['min_repeat']}-{settings['max_repeat']} calls (about {settings['budget']} s "
+        "each measurement) after a checked first call and warm-up",
+    ]
+    return "\n".join(lines)
+
+
+def table(rows: list, machine: dict, settings: dict) -> str:
+    """The terminal table: per operator, median ms for each contender (with ours' speedup over
+    it), ours' GB/s and its share of the measured bandwidth (above 100%: served from cache);
+    then ours' one-off costs."""
+    names = [n for n in contenders.NAMES if any(r["contender"] == n for r in rows)]
+    width = 2 + max(len(text) for text in names + [_cell(r) for r in rows])
+    out = [header(machine, settings), ""]
+    for op in workload.OPS:
+        op_rows = [r for r in rows if r["op"] == op]
+        if not op_rows:
+            continue
+        out.append(f"{workload.OP_TITLES[op]}: median ms (speedup of ours over it); ours' GB/s "
+                   "against the traffic lower bound, and its share of the measured bandwidth")
+        out.append(f"{'graph':20s}{'feat':>5s} " + "".join(f"{n:>{width}s}" for n in names)
+                   + f"{'ours GB/s':>11s}{'of peak':>8s}")
+        keys = sorted({(r["graph"], r["feat"]) for r in op_rows},
+                      key=lambda k: (list(settings["graphs"]).index(k[0]), k[1]))
+        for graph, feat in keys:
+            cells = {r["contender"]: r for r in op_rows if (r["graph"], r["feat"]) == (graph, feat)}
+            line = f"{graph:20s}{feat:5d} " + "".join(
+                f"{_cell(cells[n]) if n in cells else '':>{width}s}" for n in names)
+            mine = cells.get("ours")
+            if mine and mine["status"] == "ok":
+                line += f"{mine['gbps']:11.1f}{mine['roofline']:8.0%}"
+            out.append(line)
+        out.append("")
+    notes = set()
+    for r in rows:
+        if r["status"] == "n/a":
+            notes.add(f"{r['contender']} {r['op']}: n/a, {r['note']}")
+        elif r["status"] == "error":
+            notes.add(f"{r['contender']} {r['op']} {r['graph']} f={r['feat']}: ERROR, {r['note']}")
+    out += [f"  {n}" for n in sorted(notes)] + ([""] if notes else [])
+    out.append(_ours_costs(rows))
+    return "\n".join(out)
+
+
+def _ours_costs(rows: list) -> str:
+    mine = [r for r in rows if r["contender"] == "ours" and r["first_call_ms"] != ""]
+    if not mine:
+        return "ours: no results"
+    feats = sorted({r["feat"] for r in mine})
+    ops = [op for op in workload.OPS if any(r["op"] == op for r in mine)]
+    lines = ["ours, one-off costs, not in the times above (ms): SparseMatrix(A), and each "
+             f"operator's first call at feature size {'/'.join(map(str, feats))} (a kernel "
+             "compiles the first time a graph needs it, the run's kernel cache starting empty, "
+             "and loads from that disk cache after)",
+             f"{'graph':20s}{'SparseMatrix':>13s}" + "".join(f"{op:>24s}" for op in ops)]
+    for graph in dict.fromkeys(r["graph"] for r in mine):
+        first = {(r["op"], r["feat"]): r["first_call_ms"] for r in mine if r["graph"] == graph}
+        setup = next(r["setup_ms"] for r in mine if r["graph"] == graph)
+        cells = ["/".join(f"{first[op, f]:.0f}" if (op, f) in first else "-" for f in feats)
+                 for op in ops]
+        lines.append(f"{graph:20s}{setup:13.1f}" + "".join(f"{c:>24s}" for c in cells))
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def chart(rows: list, graphs: list, path: Path) -> bool:
+    """Ours' speedup over each contender (log scale, bars per feature size), one panel per
+    operator (rows) and graph (columns); False when matplotlib is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if r["contender"] != "ours" and r["speedup_of_ours"] != ""]
+    ops = [op for op in workload.OPS if any(r["op"] == op for r in rows)]
+    names = [n for n in contenders.NAMES if any(r["contender"] == n for r in rows)]
+    colors = {n: plt.get_cmap("tab10")(i) for i, n in enumerate(contenders.NAMES)}
+    feats = sorted({r["feat"] for r in rows})
+    fig, axes = plt.subplots(len(ops), len(graphs), figsize=(2.6 * len(graphs) + 1, 2.6 * len(ops)),
+                             sharey="row", squeeze=False)
+    step = 0.8 / len(names)
+    for (op, graph), ax in zip([(o, g) for o in ops for g in graphs], axes.flat):
+        for i, name in enumerate(names):
+            speed = {r["feat"]: r["speedup_of_ours"] for r in rows
+                     if (r["op"], r["graph"], r["contender"]) == (op, graph, name)}
+            xs = [j + (i - (len(names) - 1) / 2) * step for j, f in enumerate(feats) if f in speed]
+            ax.bar(xs, [speed[f] for f in feats if f in speed], step, color=colors[name],
+                   label=name)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(feats)), [str(f) for f in feats], fontsize=8)
+        ax.set_title(f"{graph}", fontsize=9)
+        if ax in axes[:, 0]:
+            ax.set_ylabel(f"{op}\nspeedup of ours (x)", fontsize=9)
+        if ax in axes[-1]:
+            ax.set_xlabel("feature size", fontsize=8)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n]) for n in names]
+    fig.legend(handles, names, loc="upper center", ncol=len(names), fontsize=9)
+    fig.suptitle("above 1: ours is faster (contender's median time over ours)", y=0.005,
+                 va="bottom", fontsize=9)
+    fig.tight_layout(rect=(0, 0.02, 1, 0.95))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def write(rows: list, machine: dict, settings: dict, out: Path) -> dict:
+    """``bench.csv`` (one row per result), ``bench.json`` (machine, settings, rows) and
+    ``bench.png`` (when matplotlib is installed) in ``out``; their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"csv": out / "bench.csv", "json": out / "bench.json"}
+    with open(paths["csv"], "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(COLUMNS)
+        writer.writerows([_fmt(r[c]) for c in COLUMNS] for r in rows)
+    sidecar = {"machine": machine, "settings": settings, "columns": COLUMNS, "rows": rows}
+    paths["json"].write_text(json.dumps(sidecar, indent=1, default=str) + "\n")
+    if chart(rows, settings["graphs"], out / "bench.png"):
+        paths["png"] = out / "bench.png"
+    return paths
+

@@ -1,0 +1,125 @@
+"""One contender on one graph, in a process of its own (``bench.py`` starts one per pair).
+
+For every feature size and operator: make the inputs and the scipy reference, get the
+contender's ``run`` (outside the timed region), call it once (the first call, timed apart: it
+compiles for ours) and check the result, warm up, choose the repeat count from the warm-up time
+(``budget`` seconds of timed calls, clamped to ``[min_repeat, max_repeat]``), time each call,
+and check the last result again. A result whose check fails is reported as an error, with no
+time. Each measurement is printed as one line, ``RESULT {json}``; anything else on stdout is
+the libraries' own chatter.
+
+Thread counts come from the environment the harness sets (``OMP_NUM_THREADS``,
+``MKL_NUM_THREADS``, ``TVM_NUM_THREADS``) and ``--threads`` (torch, GraphBLAS).
+
+Example
+-------
+``python benchmarks/worker.py --contender dgl --graph cora --feats 32,64 --threads 2 --cache DIR``
+(``DIR`` holding ``cora.npz`` from ``graphs.prepare``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+import contenders
+import workload
+
+PREFIX = "RESULT "
+
+
+def _timed(run) -> tuple:
+    start = time.perf_counter()
+    result = run()
+    return result, time.perf_counter() - start
+
+
+def measure(contender, A, op: str, feat: int, args) -> dict:
+    """Check and time ``op`` at ``feat`` features; the fields of one result row."""
+    X, Y = workload.inputs(A, op, feat)
+    run = contender.sddmm(X, Y) if op == "sddmm" else contender.spmm(X, weighted=op == "spmm")
+    if run is None:
+        return {"status": "n/a", "note": "no such call in this library"}
+    path = args.cache / f"{args.graph}-{op}-{feat}.npy"
+    expected, bound = workload.reference(A, op, X, Y, path)
+
+    result, first_s = _timed(run)
+    error = workload.check(contender.to_numpy(op, result), expected, bound)
+    if error > 1:
+        return {"status": "error", "note": f"wrong result (error {error:.3g} of the allowed)",
+                "first_call_ms": 1e3 * first_s}
+    warm, calls = time.perf_counter(), 0
+    while calls == 0 or (calls < args.max_repeat and time.perf_counter() - warm < args.budget / 10):
+        run()
+        calls += 1
+    per_call = (time.perf_counter() - warm) / calls
+    repeat = int(min(max(args.budget / per_call, args.min_repeat), args.max_repeat))
+    times = []
+    for _ in range(repeat):
+        result, seconds = _timed(run)
+        times.append(seconds)
+    error = max(error, workload.check(contender.to_numpy(op, result), expected, bound))
+    if error > 1:
+        return {"status": "error", "note": f"wrong result after timing (error {error:.3g})",
+                "first_call_ms": 1e3 * first_s}
+    ms = 1e3 * np.array(times)
+    return {"status": "ok", "checked": True, "median_ms": float(np.median(ms)),
+            "p25_ms": float(np.percentile(ms, 25)), "p75_ms": float(np.percentile(ms, 75)),
+            "min_ms": float(ms.min()), "max_ms": float(ms.max()), "repeats": repeat,
+            "first_call_ms": 1e3 * first_s, "max_error": error}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--contender", required=True, choices=contenders.NAMES)
+    parser.add_argument("--graph", required=True)
+    parser.add_argument("--feats", default="32", help="comma-separated feature sizes")
+    parser.add_argument("--ops", default=",".join(workload.OPS))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--budget", type=float, default=0.25, help="seconds of timed calls")
+    parser.add_argument("--min-repeat", type=int, default=5)
+    parser.add_argument("--max-repeat", type=int, default=400)
+    parser.add_argument("--cache", type=Path, required=True,
+                        help="the harness's folder of prepared graphs and references")
+    args = parser.parse_args()
+    feats, ops = [int(f) for f in args.feats.split(",")], args.ops.split(",")
+
+    def emit(feat, op, **fields):
+        print(PREFIX + json.dumps({"contender": args.contender, "graph": args.graph,
+                                   "feat": feat, "op": op, **fields}), flush=True)
+
+    def emit_all(**fields):
+        for feat in feats:
+            for op in ops:
+                emit(feat, op, **fields)
+
+    A = workload.load(args.graph, args.cache)
+    try:
+        Contender = contenders.load(args.contender)
+    except ImportError as exc:
+        emit_all(status="n/a", note=f"not installed ({exc})".splitlines()[0])
+        return
+    try:
+        start = time.perf_counter()
+        contender = Contender(A, args.threads)
+        setup_ms = 1e3 * (time.perf_counter() - start)
+    except Exception:  # reported as this contender's error on every measurement
+        emit_all(status="error", note="setup: " + traceback.format_exc(limit=1).splitlines()[-1])
+        return
+    for feat in feats:
+        for op in ops:
+            try:
+                fields = measure(contender, A, op, feat, args)
+            except Exception:  # one failing call is that measurement's error, not the run's
+                fields = {"status": "error",
+                          "note": traceback.format_exc(limit=1).splitlines()[-1]}
+            emit(feat, op, setup_ms=setup_ms, **fields)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""What each worker benchmarks: a prepared graph, each operator's inputs, the reference and the
+check, and the memory-traffic lower bound the achieved bandwidth is measured against.
+
+Graphs are prepared by ``graphs.py`` in the harness's process and read here from its cache
+folder, so a worker imports no more than its contender needs (not TVM, for the others).
+
+Traffic lower bound (bytes; 4-byte values and indices; ``m`` rows, ``f`` features, ``nnz``
+nonzeros, ``r`` non-empty rows, ``c`` distinct columns): every operand read once and the result
+written once, nothing more:
+
+- ``spmm``: ``4 (m + 1)`` indptr + ``4 nnz`` indices + ``4 nnz`` values + ``4 c f`` rows of X read
+  + ``4 m f`` Y written; ``spmm_unweighted``: the same without the values.
+- ``sddmm``: ``4 (m + 1)`` indptr + ``4 nnz`` indices + ``4 (r + c) f`` rows of X and Y read +
+  ``4 nnz`` values written.
+
+Example
+-------
+>>> A = load("cora", cache)        # after graphs.prepare("cora", cache)
+>>> X, Y = inputs(A, "spmm", 32)
+>>> expected, bound = reference(A, "spmm", X, Y)
+>>> check(A @ X, expected, bound)  # the largest error as a share of what is allowed: <= 1 passes
+0.0
+>>> traffic_bytes(A, "spmm", 32)
+788532
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse
+
+OPS = ("spmm", "spmm_unweighted", "sddmm")
+OP_TITLES = {"spmm": "SpMM, weighted (Y = A @ X)",
+             "spmm_unweighted": "SpMM, unweighted (Y = pattern(A) @ X)",
+             "sddmm": "SDDMM (dot(X[r], Y[c]) at every nonzero (r, c))"}
+RTOL = 1e-3  # allowed error, relative to the sum of the magnitudes of the terms
+
+
+def graph_path(label: str, cache: Path) -> Path:
+    """Where ``graphs.prepare`` keeps graph ``label``."""
+    return cache / f"{label}.npz"
+
+
+def load(label: str, cache: Path) -> scipy.sparse.csr_matrix:
+    """Prepared graph ``label``: float32 CSR, int32 indices sorted within rows."""
+    return scipy.sparse.load_npz(graph_path(label, cache))
+
+
+def inputs(A, op: str, feat: int) -> tuple:
+    """Seeded float32 inputs: ``(X, None)`` for SpMM (``X``: columns x feat), ``(X, Y)`` for
+    SDDMM (``X``: rows x feat, ``Y``: columns x feat)."""
+    rng = np.random.default_rng(feat)
+    m, n = A.shape
+    if op == "sddmm":
+        return (rng.standard_normal((m, feat), np.float32),
+                rng.standard_normal((n, feat), np.float32))
+    return rng.standard_normal((n, feat), np.float32), None
+
+
+def _pattern(A):
+    return scipy.sparse.csr_matrix((np.ones(A.nnz, np.float32), A.indices, A.indptr), A.shape)
+
+
+def _row_ids(A) -> np.ndarray:
+    return np.repeat(np.arange(A.shape[0], dtype=np.int32), np.diff(A.indptr))
+
+
+def _sddmm(A, X, Y, chunk: int = 1 << 18) -> np.ndarray:
+    rows, out = _row_ids(A), np.empty(A.nnz, np.float32)
+    for lo in range(0, A.nnz, chunk):
+        hi = min(lo + chunk, A.nnz)
+        out[lo:hi] = np.einsum("ef,ef->e", X[rows[lo:hi]], Y[A.indices[lo:hi]])
+    return out
+
+
+def reference(A, op: str, X, Y, path: Path | None = None) -> tuple:
+    """``(expected, bound)``: scipy's (SDDMM: numpy's, in chunks) result, kept in ``path`` (a
+    ``.npy`` file) when one is given, and the sum of the magnitudes of the terms of each entry
+    (SpMM: an upper bound of it, ``|A| @ max|X[c, :]|``; SDDMM: ``|X[r]| |Y[c]|``), which
+    :func:`check` scales the allowed error by."""
+    B = _pattern(A) if op == "spmm_unweighted" else A
+    if path and path.exists():
+        expected = np.load(path)
+    else:
+        expected = _sddmm(A, X, Y) if op == "sddmm" else np.asarray(B @ X)
+        if path:
+            np.save(path.with_suffix(".part.npy"), expected)
+            path.with_suffix(".part.npy").replace(path)
+    if op == "sddmm":
+        bound = np.linalg.norm(X, axis=1)[_row_ids(A)] * np.linalg.norm(Y, axis=1)[A.indices]
+    else:
+        bound = (abs(B) @ np.abs(X).max(axis=1))[:, None]
+    return expected, bound
+
+
+def check(got, expected: np.ndarray, bound: np.ndarray) -> float:
+    """The largest error of ``got`` as a share of what is allowed (``RTOL * bound`` + 1e-6 per
+    entry): at most 1 passes; inf for NaNs or a shape or size that differs."""
+    got = np.asarray(got)
+    if got.size != expected.size:
+        return float("inf")
+    err = np.abs(got.reshape(expected.shape) - expected) / (RTOL * bound + 1e-6)
+    return float(err.max()) if np.isfinite(err).all() else float("inf")
+
+
+def traffic_bytes(A, op: str, feat: int) -> int:
+    """The memory-traffic lower bound of one call (formula in the module docstring)."""
+    m, nnz = A.shape[0], A.nnz
+    cols = int(np.count_nonzero(np.bincount(A.indices, minlength=A.shape[1])))
+    csr = 4 * (m + 1) + 4 * nnz
+    if op == "sddmm":
+        rows = int(np.count_nonzero(np.diff(A.indptr)))
+        return csr + 4 * (rows + cols) * feat + 4 * nnz
+    values = 4 * nnz if op == "spmm" else 0
+    return csr + values + 4 * cols * feat + 4 * m * feat
