@@ -17,7 +17,7 @@ from sparsetir.ops.hyb import HybConfig, HybLayout, hyb_function, schedule_hyb_c
     schedule_hyb_cuda
 from sparsetir.ops.kernels import spmm
 from sparsetir.transform.horizontal_fusion import HorizontalFusionError, horizontal_fuse
-from sparsetir.transform.hyb import ell_bucket_rule
+from sparsetir.transform.hyb import ell_bucket_rule, padded_rows_rule
 from sparsetir.transform.loop_signature import top_level_nests
 
 
@@ -160,3 +160,21 @@ def test_preprocess_iterations_fill_the_ell_values_through_the_pipeline():
     for name in config.rule_names():
         real = layout.arrays["mask_" + name] == 1
         np.testing.assert_array_equal(layout.arrays["a_" + name][real], expected[name][real])
+
+
+@pytest.mark.parametrize("multiple", [1, 4, 32])
+def test_padded_rows_rule_equals_scipy(multiple):
+    """CSR padded to a multiple of 32 (or 4, or unpadded) per row: one rule, masked padding."""
+    A = skewed_matrix(seed=4)
+    func = sparsetir.remove_preprocess(sparsetir.format_decompose(
+        spmm, [padded_rows_rule("pad")])).specialize({"feat_size": 16})
+    kernel = sparsetir.build(func, "llvm")
+    indptr, indices, mask, data = sparsetir.format.csr_pad(A.indptr, A.indices, A.data,
+                                                           A.shape, multiple)
+    X = np.random.default_rng(6).standard_normal((A.shape[1], 16)).astype(np.float32)
+    Y = np.full((A.shape[0], 16), np.nan, np.float32)
+    values = dict(a=A.data, x=X, y=Y, indptr=A.indptr, indices=A.indices, m=A.shape[0],
+                  n=A.shape[1], nnz=A.nnz, a_pad=data, indptr_pad=indptr,
+                  indices_pad=indices, mask_pad=mask, nnz_pad=indices.size)
+    kernel(*[values[p.name] for p in func.params])
+    np.testing.assert_allclose(Y, A @ X, rtol=1e-5, atol=1e-5)

@@ -1,4 +1,5 @@
-"""Format rules for hyb (ELL buckets by row length, optionally per column partition).
+"""Format rules for hyb (ELL buckets by row length, optionally per column partition) and for
+CSR with padded rows.
 
 ``ell_bucket_rule(name, width)`` describes one ELL bucket of a CSR buffer ``A`` over axes
 ``I, J``: rows grouped into row tiles (``O``, a dense axis of ``t`` tiles that own disjoint row
@@ -8,6 +9,9 @@ longer than the widest bucket comes back as several ELL rows, and padding repeat
 decomposition shares the row tiles, so the sub-kernels of one tile write only that tile's rows:
 the CPU runs all of them under one parallel loop over tiles (``horizontal_fuse``) with no race.
 The arrays come from ``sparsetir.format.column_part_hyb`` / ``csr_to_ell`` plus ``row_tiles``.
+
+``padded_rows_rule(name)`` stores the buffer as CSR whose rows are padded (to a multiple of 32,
+say, by ``sparsetir.format.csr_pad``), the padding masked the same way.
 
 Example
 -------
@@ -42,4 +46,23 @@ def ell_bucket_rule(name: str, width: int, tiles: int, buffers=("A",),
         name, desc, list(buffers), list(axes), ["O", "I", "J"],
         {axes[0]: ["O", "I"], axes[1]: ["J"]},
         lambda i, j: (0, i, j), lambda o, i, j: (i, j),
+        shared_params={"m": rows, "n": cols}, mask="M")
+
+
+@T.prim_func
+def _padded_rows(a: T.handle, indptr: T.handle, indices: T.handle, mask: T.handle,
+                 m: T.int32, n: T.int32, nnz: T.int32) -> None:
+    I = T.dense_fixed(m)
+    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32", False)
+    A = T.match_sparse_buffer(a, (I, J), "float32")
+    M = T.match_sparse_buffer(mask, (I, J), "int8")
+
+
+def padded_rows_rule(name: str, buffers=("A",), axes=("I", "J"), rows: str = "m",
+                     cols: str = "n") -> FormatRewriteRule:
+    """The rule storing ``buffers`` (over the CSR ``axes``) as CSR with padded rows and a mask;
+    the padded ``indptr``, ``indices``, ``mask`` and values come from ``csr_pad``."""
+    return FormatRewriteRule(
+        name, _padded_rows, list(buffers), list(axes), ["I", "J"],
+        {axes[0]: ["I"], axes[1]: ["J"]}, lambda i, j: (i, j), lambda i, j: (i, j),
         shared_params={"m": rows, "n": cols}, mask="M")
