@@ -1,0 +1,155 @@
+"""Dot products in vector registers: a serial reduction over a constant extent becomes partial
+sums in lanes (CPU).
+
+SDDMM computes, per nonzero, ``out[p] = out[p] + x[i, k] * y[j, k]`` over ``k``: one chain of
+scalar fused multiply-adds, each waiting for the last (about 4 cycles per feature). Splitting
+the sum into ``LANES`` partial sums lets the CPU run them as one vector: this pass (run by the
+``sparsetir`` pipeline on code without GPU thread bindings) rewrites every serial loop
+
+    for k in range(K):  Y[idx] = Y[idx] + e(k)        (K a multiple of LANES, idx fixed in k)
+
+into
+
+    for l in vectorized(LANES): acc[l] = 0
+    for k0 in range(K // LANES):
+        for l in vectorized(LANES): acc[l] = acc[l] + e(k0 * LANES + l)
+    Y[idx] = Y[idx] + ((acc[0] + acc[1]) + ...)          (a balanced tree)
+
+``acc`` is allocated once at the top of the enclosing parallel loop's body (once per task
+iteration, not per nonzero: TVM 0.27 allocates every local buffer on the CPU through its
+workspace allocator, a call each time). The sum is reassociated, as ``rfactor`` would: results
+differ from the serial order by rounding only.
+
+Example
+-------
+>>> # mod = vectorize_reductions(mod)   (after block lowering, before code generation)
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..ir.utils import substitute
+
+LANES = 16
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="sparsetir.VectorizeReductions")
+def vectorize_reductions(func, _mod, _ctx):
+    """The pass (see the module docstring)."""
+    if _binds_threads(func.body):
+        return func
+    rewriter = _Rewriter()
+    body = rewriter.stmt(func.body)
+    if rewriter.pending:   # reductions outside any parallel loop: allocate at the top
+        body = tirx.SeqStmt([tirx.AllocBuffer(b) for b in rewriter.pending] + [body])
+    return func.with_body(body)
+
+
+class _Rewriter:
+    def __init__(self):
+        self.pending = []
+
+    def stmt(self, node):
+        if isinstance(node, tirx.For):
+            if node.kind == tirx.ForKind.PARALLEL:
+                outer, self.pending = self.pending, []
+                body = self.stmt(node.body)
+                if self.pending:
+                    body = tirx.SeqStmt([tirx.AllocBuffer(b) for b in self.pending] + [body])
+                self.pending = outer
+                return tirx.For(node.loop_var, node.min, node.extent, node.kind, body,
+                                node.thread_binding, node.annotations)
+            if node.kind == tirx.ForKind.VECTORIZED:   # lanes already: leave what is inside
+                return node
+            rewritten = self._reduction(node)
+            if rewritten is not None:
+                return rewritten
+            return tirx.For(node.loop_var, node.min, node.extent, node.kind,
+                            self.stmt(node.body), node.thread_binding, node.annotations)
+        if isinstance(node, tirx.SeqStmt):
+            return tirx.SeqStmt([self.stmt(s) for s in node.seq])
+        if isinstance(node, tirx.IfThenElse):
+            return tirx.IfThenElse(node.condition, self.stmt(node.then_case),
+                                   self.stmt(node.else_case) if node.else_case is not None
+                                   else None)
+        if isinstance(node, tirx.AttrStmt):
+            return tirx.AttrStmt(node.node, node.attr_key, node.value, self.stmt(node.body))
+        if isinstance(node, tirx.While):
+            return tirx.While(node.condition, self.stmt(node.body))
+        return node
+
+    def _reduction(self, loop):
+        store = loop.body
+        if loop.kind != tirx.ForKind.SERIAL or not isinstance(loop.extent, tirx.IntImm) \
+                or not _is_zero(loop.min) or int(loop.extent) % LANES != 0 \
+                or not isinstance(store, tirx.BufferStore) or store.value.ty.dtype.lanes != 1 \
+                or str(store.value.ty.dtype) not in ("float32", "float64"):
+            return None
+        value = store.value
+        if not isinstance(value, tirx.Add) or not _same_element(value.a, store) \
+                or _reads(value.b, store.buffer) or _uses(store.indices, loop.loop_var) \
+                or any(_reads(i, store.buffer) for i in store.indices):
+            return None
+        dtype = str(store.value.ty.dtype)
+        acc = tirx.decl_buffer((LANES,), dtype, f"{store.buffer.name}_lanes", scope="local")
+        self.pending.append(acc)
+        lane = tirx.Var("lane", loop.loop_var.ty)
+        outer = tirx.Var(loop.loop_var.name + "_o", loop.loop_var.ty)
+        zero = tirx.For(lane, 0, LANES, tirx.ForKind.VECTORIZED,
+                        tirx.BufferStore(acc, tirx.const(0, dtype), [lane]))
+        term = substitute(value.b, {loop.loop_var: outer * LANES + lane})
+        accumulate = tirx.For(outer, 0, int(loop.extent) // LANES, tirx.ForKind.SERIAL,
+                              tirx.For(lane, 0, LANES, tirx.ForKind.VECTORIZED,
+                                       tirx.BufferStore(acc, acc[lane] + term, [lane])))
+        total = _tree_sum([acc[i] for i in range(LANES)])
+        finish = tirx.BufferStore(store.buffer, value.a + total, list(store.indices))
+        return tirx.SeqStmt([zero, _fresh_lane(accumulate), finish])
+
+
+def _fresh_lane(loop):
+    """The two lane loops may not share one variable."""
+    inner = loop.body
+    lane = tirx.Var("lane_a", inner.loop_var.ty)
+    new_inner = tirx.For(lane, inner.min, inner.extent, inner.kind,
+                         substitute(inner.body, {inner.loop_var: lane}))
+    return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, new_inner)
+
+
+def _tree_sum(terms: list):
+    while len(terms) > 1:
+        terms = [terms[i] + terms[i + 1] for i in range(0, len(terms), 2)]
+    return terms[0]
+
+
+def _is_zero(expr) -> bool:
+    return isinstance(expr, tirx.IntImm) and int(expr) == 0
+
+
+def _same_element(load, store) -> bool:
+    return isinstance(load, tvm.ir.TensorLoad) and load.source.same_as(store.buffer) \
+        and tvm_ffi.structural_equal(list(load.indices), list(store.indices))
+
+
+def _reads(expr, buffer) -> bool:
+    found = tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad, lambda load: tvm_ffi.VisitInterrupt(
+        True) if load.source.same_as(buffer) else None), order="pre")
+    return bool(getattr(found, "value", False))
+
+
+def _uses(exprs, var) -> bool:
+    for expr in exprs:
+        found = tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: tvm_ffi.VisitInterrupt(True)
+                                               if v.same_as(var) else None), order="pre")
+        if getattr(found, "value", False):
+            return True
+    return False
+
+
+def _binds_threads(body) -> bool:
+    found = tvm_ffi.structural_walk(body, (tirx.For, lambda f: tvm_ffi.VisitInterrupt(True)
+                                           if f.thread_binding is not None else None),
+                                    order="pre")
+    return bool(getattr(found, "value", False))
