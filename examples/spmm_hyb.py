@@ -21,6 +21,7 @@ Run: ``.venv/bin/python examples/spmm_hyb.py [--graphs pubmed email-enron] [--fe
 
 import argparse
 import os
+import re
 import time
 import warnings
 
@@ -98,9 +99,10 @@ def compile_for_cuda(feat: int) -> None:
     kernel = sparsetir.build(mod, {"kind": "cuda", "arch": "sm_90"}, schedule="none",
                              horizontal_fuse=True)
     source = cuda_source(kernel.executable)
-    print(f"CUDA sm_90: {source.count('atomicAdd')} atomicAdd sites, "
-          f"{len(CONFIG.rule_names())} sub-kernels fused into one launch "
-          f"({source.count('fused_bx')} range tests on blockIdx.x)")
+    kernels = set(re.findall(r"__global__ void __launch_bounds__\(\d+\) (\w+)\(", source))
+    print(f"CUDA sm_90: {len(kernels)} kernels (zeroing + the {len(CONFIG.rule_names())} "
+          f"sub-kernels fused, {source.count('((int)blockIdx.x) <')} blockIdx.x ranges), "
+          f"{source.count('cuda_atomic_add((&')} atomic adds")
 
 
 def main() -> None:
