@@ -152,3 +152,48 @@ def test_strided_inputs_and_outputs_get_the_result():
     t_out = torch.full((70, 32), float("nan"))[:, ::2]
     ops.spmm(A, torch.from_numpy(np.ascontiguousarray(X)), out=t_out)
     torch.testing.assert_close(t_out, torch.from_numpy(A @ X), rtol=1e-5, atol=1e-5)
+
+
+def test_the_callers_matrix_is_never_changed():
+    """Unsorted, duplicated float32 CSR (and torch CSR sharing its memory) stay as they were."""
+    A = scipy.sparse.csr_matrix((np.array([1, 2, 3, 4, 5], np.float32), np.array([3, 0, 3, 1, 1]),
+                                 np.array([0, 3, 5, 5])), shape=(3, 4))
+    before = A.toarray()
+    X = np.arange(8, dtype=np.float32).reshape(4, 2)
+    first = ops.spmm(A, X)
+    np.testing.assert_array_equal(A.toarray(), before)
+    np.testing.assert_allclose(ops.spmm(A, X), first)
+    np.testing.assert_allclose(first, before @ X)
+    U = torch.sparse_csr_tensor(torch.tensor([0, 2]), torch.tensor([2, 0]),
+                                torch.tensor([1.0, 2.0]), (1, 3))
+    dense = U.to_dense().clone()
+    ops.spmm(U, np.eye(3, dtype=np.float32))
+    torch.testing.assert_close(U.to_dense(), dense)
+
+
+@pytest.mark.parametrize("threads", ["0", "-1", "auto", "3"])
+def test_any_thread_setting_gives_the_right_answer(threads, monkeypatch):
+    monkeypatch.setenv("TVM_NUM_THREADS", threads)
+    A = matrix()
+    out = np.full((70, 4), 7, np.float32)
+    ops.spmm(A, np.ones((45, 4), np.float32), out=out)
+    np.testing.assert_allclose(out, A @ np.ones((45, 4), np.float32), rtol=1e-5)
+
+
+def test_errors_name_what_the_user_passed():
+    M = ops.SparseMatrix(matrix())
+    X = np.ones((45, 8), np.float32)
+    frozen = np.empty((70, 8), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="out is read-only"):
+        ops.spmm(M, X, out=frozen)
+    with pytest.raises(TypeError, match="out must be a numpy array"):
+        ops.spmm(M, X, out=[[0.0] * 8] * 70)
+    square = ops.SparseMatrix(scipy.sparse.random(45, 45, density=0.1, format="csr",
+                                                  dtype=np.float32))
+    with pytest.raises(Exception, match="'out' shares memory with argument 'X'"):
+        ops.spmm(square, X, out=X)
+    with pytest.raises(TypeError, match="complex"):
+        ops.SparseMatrix(matrix() * 1j)
+    with pytest.raises(TypeError, match="2 dimensions"):
+        ops.SparseMatrix(scipy.sparse.coo_array(np.ones(5)))

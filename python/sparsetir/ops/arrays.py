@@ -53,7 +53,12 @@ class DenseOperand:
 
 
 def check_output(out, shape: tuple, name: str = "out") -> None:
-    """``out`` must be a float32 array of ``shape``."""
+    """``out`` must be a writable float32 array (numpy or torch) of ``shape``."""
+    if not hasattr(out, "shape") or not hasattr(out, "dtype"):
+        raise TypeError(f"{name} must be a numpy array or torch tensor, got "
+                        f"{type(out).__name__}")
+    if getattr(getattr(out, "flags", None), "writeable", True) is False:
+        raise ValueError(f"{name} is read-only")
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(out.shape)}")
     if str(out.dtype) not in ("float32", "torch.float32"):

@@ -44,8 +44,11 @@ class SparseMatrix:
             raise ValueError(f"a matrix of shape {csr.shape} with {csr.nnz} nonzeros needs "
                              "int64 indices, which sparsetir.ops does not offer yet")
         check_csr(csr.indptr, csr.indices, csr.shape)
-        csr = scipy.sparse.csr_matrix((np.asarray(csr.data, np.float32), csr.indices.copy(),
-                                       csr.indptr.copy()), shape=csr.shape)
+        if np.iscomplexobj(csr.data):
+            raise TypeError("sparsetir.ops works on real matrices, got complex values")
+        # copies: sum_duplicates sorts in place, and the caller's arrays must stay as they are
+        csr = scipy.sparse.csr_matrix((np.array(csr.data, np.float32, copy=True),
+                                       csr.indices.copy(), csr.indptr.copy()), shape=csr.shape)
         csr.sum_duplicates()            # sorts the indices of every row too
         self.shape = tuple(int(s) for s in csr.shape)
         self.indptr = _frozen(csr.indptr, np.int32)
@@ -87,16 +90,18 @@ def _frozen(array, dtype) -> np.ndarray:
 
 def _as_scipy_csr(matrix) -> scipy.sparse.csr_matrix:
     if scipy.sparse.issparse(matrix):
+        if matrix.ndim != 2:
+            raise TypeError(f"a sparse matrix has 2 dimensions, got {matrix.ndim}")
         return scipy.sparse.csr_matrix(matrix)
     layout = getattr(matrix, "layout", None)
     if layout is not None and "sparse" in str(layout):
         import torch  # pylint: disable=import-outside-toplevel
+        if matrix.dim() != 2:
+            raise TypeError(f"a sparse matrix has 2 dimensions, got {matrix.dim()}")
         if matrix.layout == torch.sparse_coo:
             matrix = matrix.coalesce().to_sparse_csr()
         if matrix.layout != torch.sparse_csr:
             raise TypeError(f"a torch sparse tensor must be CSR or COO, got {matrix.layout}")
-        if matrix.dim() != 2:
-            raise TypeError(f"a sparse matrix has 2 dimensions, got {matrix.dim()}")
         cpu = matrix.detach().cpu()
         return scipy.sparse.csr_matrix((cpu.values().numpy(), cpu.col_indices().numpy(),
                                         cpu.crow_indices().numpy()), shape=tuple(matrix.shape))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from ..runtime.errors import ArgumentError
 from ..transform import lower_sparse_iter
 from .arrays import DenseOperand, check_output, writable_view
 from .cache import cached_build
@@ -17,8 +18,26 @@ from .matrix import as_sparse_matrix
 from .schedules import schedule_for
 
 _KERNELS: dict = {}
-# row tiles per call: enough that equal-nonzero tiles even out over the threads TVM starts
-TILES = 8 * int(os.environ.get("TVM_NUM_THREADS", "1"))
+# the kernels' parameter names as users know them, for error messages
+_USER_NAMES = {"'x'": "'X'", "'y'": "'out'"}
+
+
+def _tiles() -> int:
+    """Row tiles per call: enough that equal-nonzero tiles even out over the threads TVM
+    starts (``TVM_NUM_THREADS``, the usable cores when it is unset or not a positive number)."""
+    value = os.environ.get("TVM_NUM_THREADS", "")
+    threads = int(value) if value.isdigit() and int(value) > 0 else len(os.sched_getaffinity(0))
+    return 8 * threads
+
+
+def _run(kernel, *args) -> None:
+    try:
+        kernel(*args, validate=False)
+    except ArgumentError as err:
+        message = str(err)
+        for internal, user in _USER_NAMES.items():
+            message = message.replace(f"argument {internal}", f"argument {user}")
+        raise ArgumentError(message) from None
 
 
 def spmm(A, X, out=None, weighted: bool = True):
@@ -36,9 +55,10 @@ def spmm(A, X, out=None, weighted: bool = True):
     kernel = _kernel(name, x.feat_size)
     y, finish = writable_view(result, (m, x.feat_size))
     values = (matrix.data,) if weighted else ()
-    tile_ptr, rows = matrix.row_tiles(TILES)
-    kernel(*values, x.as_matrix(), y, tile_ptr, rows, matrix.indptr, matrix.indices, TILES,
-           m, n, matrix.nnz, validate=False)
+    tiles = _tiles()
+    tile_ptr, rows = matrix.row_tiles(tiles)
+    _run(kernel, *values, x.as_matrix(), y, tile_ptr, rows, matrix.indptr, matrix.indices,
+         tiles, m, n, matrix.nnz)
     finish()
     return result
 
@@ -62,9 +82,10 @@ def sddmm(A, X, Y, out=None):
         raise TypeError("X and Y must both be numpy arrays or both torch tensors")
     kernel = _kernel("sddmm", x.feat_size)
     values, finish = writable_view(result, (matrix.nnz,))
-    tile_ptr, rows = matrix.row_tiles(TILES)
-    kernel(x.as_matrix(), y.as_matrix(), values, tile_ptr, rows, matrix.indptr, matrix.indices,
-           TILES, m, n, matrix.nnz, validate=False)
+    tiles = _tiles()
+    tile_ptr, rows = matrix.row_tiles(tiles)
+    _run(kernel, x.as_matrix(), y.as_matrix(), values, tile_ptr, rows, matrix.indptr,
+         matrix.indices, tiles, m, n, matrix.nnz)
     finish()
     return result
 
