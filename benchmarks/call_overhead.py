@@ -15,7 +15,6 @@ import argparse
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,16 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import sparsetir  # noqa: E402
 from kernel_zoo import KERNELS  # noqa: E402
 from sparsetir.data import graph_names, load_graph  # noqa: E402
-
-
-def median_call(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+from sparsetir.runtime.timing import median_seconds  # noqa: E402
 
 
 def main() -> None:
@@ -62,8 +52,8 @@ def main() -> None:
             kernel_s, call_s, unchecked_s = [], [], []
             for _ in range(args.rounds):   # interleaved, so machine noise hits all three
                 kernel_s.append(kernel.time(*call_args, number=repeat, repeat=1))
-                call_s.append(median_call(lambda: kernel(*call_args), repeat))
-                unchecked_s.append(median_call(lambda: kernel(*call_args, validate=False),
+                call_s.append(median_seconds(lambda: kernel(*call_args), repeat))
+                unchecked_s.append(median_seconds(lambda: kernel(*call_args, validate=False),
                                                repeat))
             k, c, u = (float(np.median(v)) * 1e3 for v in (kernel_s, call_s, unchecked_s))
             print(f"{graph:12s} {feat:4d} {k:10.4f} {c:9.4f} {c / k:10.2f}x {u:12.4f}")

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import platform
-import time
 
 import numpy as np
 
 from sparsetir import format as fmt
+from sparsetir.runtime.timing import median_seconds
 
 BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 
@@ -44,16 +44,6 @@ def as_csf(indptr, indices, num_rels: int, seed: int = 0) -> tuple:
     indptr_0 = np.searchsorted(fiber_rel, np.arange(num_rels + 1)).astype(np.int32)
     indptr_1 = np.append(starts, indices.size).astype(np.int32)
     return indptr_0, row_of[order][starts].astype(np.int32), indptr_1, indices[order]
-
-
-def median_time(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def main() -> None:
@@ -86,7 +76,7 @@ def main() -> None:
             lambda: fmt.csr_pad(indptr, indices, data, shape, 32),
     }
     for name, fn in cases.items():
-        print(f"{name:42s} {median_time(fn, args.repeat) * 1e3:8.1f} ms")
+        print(f"{name:42s} {median_seconds(fn, args.repeat) * 1e3:8.1f} ms")
 
 
 if __name__ == "__main__":

@@ -10,31 +10,16 @@ Run: ``.venv/bin/python examples/bsr_spmm.py [--rows 768 --cols 3072 --feat 128]
 """
 
 import argparse
-import time
 
 import numpy as np
 import scipy.sparse
 
 import sparsetir
+from sparsetir.ops.kernels import spmm as csrmm    # the CSR SpMM, written once
+from sparsetir.runtime.timing import median_seconds
 from sparsetir.script import tir as T
 
 BLOCK = 32
-
-
-@T.prim_func
-def csrmm(a: T.handle, b: T.handle, c: T.handle, indptr: T.handle, indices: T.handle,
-          m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32) -> None:
-    I = T.dense_fixed(m)
-    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
-    J_detach = T.dense_fixed(n)
-    K = T.dense_fixed(feat_size)
-    A = T.match_sparse_buffer(a, (I, J), "float32")
-    B = T.match_sparse_buffer(b, (J_detach, K), "float32")
-    C = T.match_sparse_buffer(c, (I, K), "float32")
-    with T.sp_iter([I, J, K], "SRS", "csrmm") as [i, j, k]:
-        with T.init():
-            C[i, k] = 0.0
-        C[i, k] = C[i, k] + A[i, j] * B[j, k]
 
 
 @T.prim_func
@@ -57,16 +42,6 @@ def block_sparse_matrix(rows, cols, density, rng):
     return matrix
 
 
-def median_seconds(fn, repeat=20):
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=768)
@@ -87,7 +62,7 @@ def main():
     indptr_b, indices_b, data_b = sparsetir.format.csr_to_bsr(a.indptr, a.indices, a.data,
                                                               a.shape, BLOCK)
     y = np.full((args.rows, args.feat), np.nan, np.float32)
-    values = dict(a=a.data, b=x, c=y, indptr=a.indptr, indices=a.indices, m=args.rows,
+    values = dict(a=a.data, x=x, y=y, indptr=a.indptr, indices=a.indices, m=args.rows,
                   n=args.cols, nnz=a.nnz, a_bsr=data_b, indptr_bsr=indptr_b,
                   indices_bsr=indices_b, mb_bsr=args.rows // BLOCK, nb_bsr=args.cols // BLOCK,
                   nnzb_bsr=indices_b.size)

@@ -1,5 +1,6 @@
-"""CSR SpMM end to end: write the kernel, lower it, schedule it with TVM primitives, build it,
-check it against scipy and time it next to scipy and torch.sparse.
+"""CSR SpMM end to end: take the Stage I kernel (sparsetir.ops.kernels.spmm), lower it, schedule
+it with TVM primitives, build it, check it against scipy and time it next to scipy and
+torch.sparse.
 
 Run: ``.venv/bin/python examples/spmm_csr.py [graph ...] [--feat 64]`` (``make bench`` runs the full
 benchmark against DGL and the CPU libraries).
@@ -8,7 +9,6 @@ benchmark against DGL and the CPU libraries).
 import argparse
 import os
 import platform
-import time
 import warnings
 
 import numpy as np
@@ -17,24 +17,8 @@ from tvm.target.codegen import llvm_get_system_cpu
 
 import sparsetir
 from sparsetir.data import graph_names, load_graph
-from sparsetir.script import tir as T
-
-
-@T.prim_func
-def csrmm(a: T.handle, b: T.handle, c: T.handle, indptr: T.handle, indices: T.handle,
-          m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32) -> None:
-    T.func_attr({"global_symbol": "main", "tir.noalias": True})
-    I = T.dense_fixed(m)
-    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
-    J_detach = T.dense_fixed(n)
-    K = T.dense_fixed(feat_size)
-    A = T.match_sparse_buffer(a, (I, J), "float32")
-    B = T.match_sparse_buffer(b, (J_detach, K), "float32")
-    C = T.match_sparse_buffer(c, (I, K), "float32")
-    with T.sp_iter([I, J, K], "SRS", "csrmm") as [i, j, k]:
-        with T.init():
-            C[i, k] = 0.0
-        C[i, k] = C[i, k] + A[i, j] * B[j, k]
+from sparsetir.ops.kernels import spmm as csrmm    # CSR SpMM in Stage I: see its source
+from sparsetir.runtime.timing import median_seconds
 
 
 def schedule_cpu(mod: tvm.IRModule, lanes: int = 16) -> tvm.IRModule:
@@ -42,22 +26,11 @@ def schedule_cpu(mod: tvm.IRModule, lanes: int = 16) -> tvm.IRModule:
     TVM's checks on. ``build`` moves the init before the row's loop (empty rows get zeros)
     and keeps the vectorised feature loop for it."""
     sch = tvm.s_tir.Schedule(mod)
-    (rows,) = sch.get_loops(sch.get_sblock("csrmm0"))
-    _, feature = sch.get_loops(sch.get_sblock("csrmm1"))
+    (rows,) = sch.get_loops(sch.get_sblock("spmm0"))
+    _, feature = sch.get_loops(sch.get_sblock("spmm1"))
     sch.vectorize(sch.split(feature, [None, lanes])[1])
     sch.parallel(rows)
     return sch.mod
-
-
-def best_of(fn, repeat: int = 20) -> float:
-    """Best wall time of ``fn()`` in seconds."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def run(graph: str, feat: int, kernel_cache: dict) -> None:
@@ -77,7 +50,7 @@ def run(graph: str, feat: int, kernel_cache: dict) -> None:
     np.testing.assert_allclose(Y, expected, rtol=1e-4, atol=1e-4)
 
     ours = kernel.time(*args, number=20, repeat=5)   # compiled function only, mean per call
-    scipy_t = best_of(lambda: A @ X)
+    scipy_t = median_seconds(lambda: A @ X)
     line = f"{graph:12s} {m:7d} {A.nnz:8d} {feat:5d} {ours * 1e3:9.3f} {scipy_t * 1e3:9.3f} " \
            f"{scipy_t / ours:7.2f}x"
     try:
@@ -88,7 +61,7 @@ def run(graph: str, feat: int, kernel_cache: dict) -> None:
                                      torch.from_numpy(A.data), size=A.shape,
                                      check_invariants=False)
         Xt = torch.from_numpy(X)
-        torch_t = best_of(lambda: torch.sparse.mm(At, Xt))
+        torch_t = median_seconds(lambda: torch.sparse.mm(At, Xt))
         line += f" {torch_t * 1e3:9.3f} {torch_t / ours:7.2f}x"
     except ImportError:
         line += "   (torch not installed)"
@@ -104,7 +77,7 @@ def main() -> None:
     cpu = llvm_get_system_cpu()
     print(f"CSR SpMM, float32, on {platform.machine()} (LLVM cpu {cpu}, {os.cpu_count()} cores, "
           f"TVM_NUM_THREADS={threads}); results checked against scipy.")
-    print("ours: compiled kernel, mean per call (time_evaluator); scipy/torch: best of 20 calls.")
+    print("ours: compiled kernel, mean per call (time_evaluator); scipy/torch: median of 20 calls.")
     print(f"{'graph':12s} {'rows':>7s} {'nnz':>8s} {'feat':>5s} {'ours ms':>9s} {'scipy ms':>9s} "
           f"{'vs scipy':>8s} {'torch ms':>9s} {'vs torch':>8s}")
     cache = {}

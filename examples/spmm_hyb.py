@@ -22,7 +22,6 @@ Run: ``.venv/bin/python examples/spmm_hyb.py [--graphs pubmed email-enron] [--fe
 import argparse
 import os
 import re
-import time
 import warnings
 
 import numpy as np
@@ -30,9 +29,9 @@ import numpy as np
 import sparsetir
 from sparsetir.data import load_graph
 from sparsetir.ops import SparseMatrix
-from sparsetir.ops.hyb import HybConfig, HybLayout, hyb_function, schedule_hyb_cpu, \
-    schedule_hyb_cuda
+from sparsetir.ops.hyb import HybConfig, HybLayout, schedule_hyb_cpu, schedule_hyb_cuda
 from sparsetir.ops.kernels import spmm
+from sparsetir.runtime.timing import median_seconds
 from sparsetir.target import cuda_source
 from sparsetir.transform.hyb import ell_bucket_rule
 
@@ -45,16 +44,6 @@ def decomposed(config: HybConfig, feat: int):
              for i, name in enumerate(config.rule_names())]
     func = sparsetir.remove_preprocess(sparsetir.format_decompose(spmm, rules))
     return func.specialize({"feat_size": feat})
-
-
-def median_ms(fn, repeat=30):
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
 
 
 def torch_call(A, X):
@@ -85,9 +74,9 @@ def run(graph: str, feat: int) -> None:
     csr = sparsetir.build(spmm.specialize({"feat_size": feat}), "llvm")   # default schedule
     Y_csr = np.empty_like(Y)
     csr_args = (M.data, X, Y_csr, M.indptr, M.indices, *A.shape, M.nnz)
-    t_hyb = median_ms(lambda: kernel(*args, validate=False))
-    t_csr = median_ms(lambda: csr(*csr_args, validate=False))
-    t_torch = median_ms(torch_call(A, X))
+    t_hyb = median_seconds(lambda: kernel(*args, validate=False)) * 1e3
+    t_csr = median_seconds(lambda: csr(*csr_args, validate=False)) * 1e3
+    t_torch = median_seconds(torch_call(A, X)) * 1e3
     print(f"{graph:12s} feat {feat:4d}: equal to scipy; hyb {t_hyb:7.3f} ms, CSR default "
           f"{t_csr:7.3f} ms (hyb {t_csr / t_hyb:4.2f}x), torch.sparse {t_torch:7.3f} ms "
           f"(hyb {t_torch / t_hyb:4.2f}x)", flush=True)

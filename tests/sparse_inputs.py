@@ -469,3 +469,16 @@ def make_csr2bsr_inputs(rng: np.random.Generator, size: str) -> dict:
         m_in=m_out * blk, n_in=n_out * blk, m_out=m_out, n_out=n_out,
         nnz_in=csr.nnz, nnz_out=blocks.nnz, blk_size=blk,
     )
+
+
+def skewed_csr(rows: int, cols: int, seed: int = 0, density: float = 0.05):
+    """A float32 scipy CSR matrix with two empty rows (row 4 and the last), one full row (row 7,
+    longer than any ELL bucket) and the rest short and random."""
+    import scipy.sparse  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng(seed)
+    A = scipy.sparse.random(rows, cols, density=density, format="lil", dtype=np.float32,
+                            random_state=seed)
+    A[4, :] = 0
+    A[rows - 1, :] = 0
+    A[7, :] = rng.standard_normal(cols).astype(np.float32)
+    return A.tocsr()

@@ -11,16 +11,11 @@ import scipy.sparse
 import torch
 
 import sparsetir.ops as ops
+from sparse_inputs import skewed_csr
 
 
 def matrix(rows=70, cols=45, seed=0):
-    rng = np.random.default_rng(seed)
-    A = scipy.sparse.random(rows, cols, density=0.08, format="lil", dtype=np.float32,
-                            random_state=seed)
-    A[3, :] = 0
-    A[rows - 1, :] = 0
-    A[5, :] = rng.standard_normal(cols)           # one full row
-    return A.tocsr()
+    return skewed_csr(rows, cols, seed, density=0.08)
 
 
 def pattern(A):

@@ -5,7 +5,6 @@ import re
 
 import numpy as np
 import pytest
-import scipy.sparse
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
@@ -19,17 +18,11 @@ from sparsetir.ops.kernels import spmm
 from sparsetir.transform.horizontal_fusion import HorizontalFusionError, horizontal_fuse
 from sparsetir.transform.hyb import ell_bucket_rule, padded_rows_rule
 from sparsetir.transform.loop_signature import top_level_nests
+from sparse_inputs import skewed_csr
 
 
 def skewed_matrix(rows=90, cols=70, seed=0):
-    """Empty rows, one row longer than every bucket, the rest short and random."""
-    rng = np.random.default_rng(seed)
-    A = scipy.sparse.random(rows, cols, density=0.05, format="lil", dtype=np.float32,
-                            random_state=seed)
-    A[4, :] = 0
-    A[rows - 1, :] = 0
-    A[7, :] = rng.standard_normal(cols).astype(np.float32)
-    return A.tocsr()
+    return skewed_csr(rows, cols, seed)
 
 
 def run_hyb(A, config, feat, fuse=True, target="llvm"):
