@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import contenders
@@ -111,8 +112,37 @@ def table(rows: list, machine: dict, settings: dict) -> str:
         elif r["status"] == "error":
             notes.add(f"{r['contender']} {r['op']} {r['graph']} f={r['feat']}: ERROR, {r['note']}")
     out += [f"  {n}" for n in sorted(notes)] + ([""] if notes else [])
-    out.append(_ours_costs(rows))
+    out += [summary(rows), "", _ours_costs(rows)]
     return "\n".join(out)
+
+
+def summary(rows: list) -> str:
+    """Per operator: in how many (graph, feature) cases ours is fastest, and the geometric mean
+    of ours' speedup over the fastest other contender, over DGL and over torch.sparse (checked
+    results only). ``rows`` as ``finish`` makes them, or read back from ``bench.csv``."""
+    times = {}
+    for r in rows:
+        if r["status"] == "ok" and str(r["checked"]) == "True":
+            times.setdefault((r["op"], r["graph"], int(r["feat"])), {})[r["contender"]] = \
+                float(r["median_ms"])
+    lines = ["summary, geometric means of ours' speedup over all (graph, feature) cases:"]
+    for op in workload.OPS:
+        cases = [t for (o, _, _), t in times.items() if o == op and "ours" in t and len(t) > 1]
+        if not cases:
+            continue
+        best = [min(v for k, v in t.items() if k != "ours") / t["ours"] for t in cases]
+        parts = [f"{op:16s} ours fastest in {sum(b > 1 for b in best)} of {len(cases)}",
+                 f"vs fastest other {_geomean(best):.2f}x"]
+        for name in ("dgl", "torch_sparse"):
+            ratios = [t[name] / t["ours"] for t in cases if name in t]
+            if ratios:
+                parts.append(f"vs {name} {_geomean(ratios):.2f}x")
+        lines.append("  " + ", ".join(parts))
+    return "\n".join(lines)
+
+
+def _geomean(values: list) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def _ours_costs(rows: list) -> str:
@@ -199,3 +229,8 @@ def write(rows: list, machine: dict, settings: dict, out: Path) -> dict:
         paths["png"] = out / "bench.png"
     return paths
 
+
+
+if __name__ == "__main__":   # the summary of a finished run: python benchmarks/report.py bench.csv
+    import sys
+    print(summary(list(csv.DictReader(open(sys.argv[1], encoding="utf-8")))))
