@@ -1,12 +1,18 @@
-"""What a whole kernel call costs next to the compiled kernel alone.
+"""What a whole call costs next to the compiled kernel alone.
 
-CSR SpMM built by ``sparsetir.build`` (default schedule, feature size baked in) on the bundled
-graphs, called the way users call it: numpy arrays straight from scipy and numpy (16-byte
-aligned, passed without a copy), every check made (index arrays validated by the compiled
-check function). The kernel alone is timed with TVM's time evaluator on the same arrays.
-Times are medians of interleaved repeats in one process.
+Two ways users call kernels, on the bundled graphs and the synthetic arxiv-size graph:
 
-Run: ``.venv/bin/python benchmarks/call_overhead.py [--feat 32 128] [--graphs cora pubmed]``
+- ``sparsetir.ops.spmm(M, X, out=Y)`` on a ``SparseMatrix`` made once (validated when made,
+  its arrays bound to the kernel once): the call converts and checks X and Y only;
+- a kernel from ``sparsetir.build`` (SparseTIR's csrmm, feature size baked in) called with
+  scipy's arrays, every index check made by the compiled check function on each call.
+
+Both are given numpy arrays straight from scipy and numpy (16-byte aligned, passed without a
+copy). The kernel alone is timed with TVM's time evaluator on the same arguments. Times are
+medians of interleaved rounds in one process.
+
+Run: ``TVM_NUM_THREADS=2 .venv/bin/python benchmarks/call_overhead.py [--feat 32 128]
+[--graphs cora synthetic-arxiv]``
 """
 
 from __future__ import annotations
@@ -22,41 +28,65 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import sparsetir  # noqa: E402
+import sparsetir.ops  # noqa: E402
 from kernel_zoo import KERNELS  # noqa: E402
-from sparsetir.data import graph_names, load_graph  # noqa: E402
+from sparsetir.data import graph_names, load_graph, power_law_graph  # noqa: E402
+from sparsetir.ops.operators import _bound  # noqa: E402
 from sparsetir.runtime.timing import median_seconds  # noqa: E402
+
+ARXIV = (169_343, 1_166_243)
+
+
+def graph(name: str):
+    return power_law_graph(*ARXIV, seed=0) if name == "synthetic-arxiv" else load_graph(name)
+
+
+def rounds(kernel_time, call, count: int, budget_s: float = 0.2) -> tuple:
+    """Median kernel and call seconds over ``count`` interleaved rounds."""
+    repeat = max(3, int(budget_s / max(kernel_time(1), 1e-6)))
+    kernel_s, call_s = [], []
+    for _ in range(count):       # interleaved, so machine noise hits both
+        kernel_s.append(kernel_time(repeat))
+        call_s.append(median_seconds(call, repeat))
+    return float(np.median(kernel_s)), float(np.median(call_s))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--feat", type=int, nargs="+", default=[32, 128])
-    parser.add_argument("--graphs", nargs="+", default=graph_names())
+    parser.add_argument("--graphs", nargs="+", default=graph_names() + ["synthetic-arxiv"])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     from tvm.target.codegen import llvm_get_system_cpu
-    print(f"CSR SpMM call overhead on {platform.machine()} (LLVM cpu {llvm_get_system_cpu()}, "
+    print(f"SpMM call overhead on {platform.machine()} (LLVM cpu {llvm_get_system_cpu()}, "
           f"TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS')})")
-    print(f"{'graph':12s} {'feat':>4s} {'kernel ms':>10s} {'call ms':>9s} {'call/kernel':>11s} "
-          f"{'unchecked ms':>12s}")
+    print(f"{'graph':16s} {'feat':>4s} {'caller':>16s} {'kernel ms':>10s} {'call ms':>9s} "
+          f"{'overhead us':>11s} {'call/kernel':>11s}")
     for feat in args.feat:
-        kernel = sparsetir.build(KERNELS["csrmm"].specialize({"feat_size": feat}), "llvm")
-        for graph in args.graphs:
-            adj = load_graph(graph)
-            m, n = adj.shape
-            x = np.random.default_rng(0).standard_normal((n, feat)).astype(np.float32)
-            y = np.empty((m, feat), np.float32)
-            call_args = (adj.data, x, y, adj.indptr, adj.indices, m, n, adj.nnz)
-            kernel(*call_args)
-            np.testing.assert_allclose(y, adj @ x, rtol=1e-4, atol=1e-4)
-            repeat = max(20, int(0.2 / max(kernel.time(*call_args, number=5, repeat=1), 1e-6)))
-            kernel_s, call_s, unchecked_s = [], [], []
-            for _ in range(args.rounds):   # interleaved, so machine noise hits all three
-                kernel_s.append(kernel.time(*call_args, number=repeat, repeat=1))
-                call_s.append(median_seconds(lambda: kernel(*call_args), repeat))
-                unchecked_s.append(median_seconds(lambda: kernel(*call_args, validate=False),
-                                               repeat))
-            k, c, u = (float(np.median(v)) * 1e3 for v in (kernel_s, call_s, unchecked_s))
-            print(f"{graph:12s} {feat:4d} {k:10.4f} {c:9.4f} {c / k:10.2f}x {u:12.4f}")
+        built = sparsetir.build(KERNELS["csrmm"].specialize({"feat_size": feat}), "llvm")
+        for name in args.graphs:
+            A = graph(name)
+            m, n = A.shape
+            X = np.random.default_rng(0).standard_normal((n, feat)).astype(np.float32)
+            Y = np.full((m, feat), np.nan, np.float32)
+            expected = A @ X
+            M = sparsetir.ops.SparseMatrix(A)
+            sparsetir.ops.spmm(M, X, out=Y)
+            np.testing.assert_allclose(Y, expected, rtol=1e-4, atol=1e-4)
+            bound = _bound(M, "spmm", feat)
+            build_args = (A.data, X, Y, A.indptr, A.indices, m, n, A.nnz)
+            built(*build_args)
+            np.testing.assert_allclose(Y, expected, rtol=1e-4, atol=1e-4)
+            cases = {
+                "ops.spmm": (lambda r: bound.time(X, Y, number=r, repeat=1),
+                             lambda: sparsetir.ops.spmm(M, X, out=Y)),
+                "build (checked)": (lambda r: built.time(*build_args, number=r, repeat=1),
+                                    lambda: built(*build_args)),
+            }
+            for caller, (kernel_time, call) in cases.items():
+                k, c = rounds(kernel_time, call, args.rounds)
+                print(f"{name:16s} {feat:4d} {caller:>16s} {k * 1e3:10.4f} {c * 1e3:9.4f} "
+                      f"{(c - k) * 1e6:11.1f} {c / k:10.3f}x", flush=True)
 
 
 if __name__ == "__main__":

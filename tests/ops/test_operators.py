@@ -81,6 +81,18 @@ def test_matrix_is_a_private_validated_copy():
         M.indices[0] = 0
 
 
+def test_calls_on_a_matrix_convert_and_copy_none_of_it():
+    M = ops.SparseMatrix(matrix())
+    X = np.ones((45, 8), np.float32)
+    ops.spmm(M, X)
+    (bound,) = M.prepared.values()
+    passed = {param: value.data_ptr() for param, value in zip(
+        bound.kernel.signature.params, bound._values) if hasattr(value, "data_ptr")}
+    assert passed[next(p for p in passed if p.name == "indices")] == M.indices.ctypes.data
+    assert passed[next(p for p in passed if p.name == "a")] == M.data.ctypes.data
+    assert not M.indices.flags.writeable and not M.data.flags.writeable
+
+
 def _descending_indptr(A):
     A.indptr[2], A.indptr[3] = A.indptr[3] + 1, A.indptr[2]    # scipy does not look again
     return A
@@ -188,6 +200,10 @@ def test_errors_name_what_the_user_passed():
                                                   dtype=np.float32))
     with pytest.raises(Exception, match="'out' shares memory with argument 'X'"):
         ops.spmm(square, X, out=X)
+    X70 = np.ones((70, 8), np.float32)
+    assert M.nnz <= X.size
+    with pytest.raises(Exception, match="'out' shares memory with argument 'Y'"):
+        ops.sddmm(M, X70, X, out=X.reshape(-1)[:M.nnz])
     with pytest.raises(TypeError, match="complex"):
         ops.SparseMatrix(matrix() * 1j)
     with pytest.raises(TypeError, match="2 dimensions"):

@@ -115,6 +115,74 @@ def misaligned(array, offset=4):
     return view
 
 
+# --- bound kernels ---------------------------------------------------------------------------
+
+
+def bound_arguments(args):
+    indptr, indices, data, _, _ = args
+    m, n, nnz = scalars(args)
+    return dict(indptr=indptr, indices=indices, data=data, m=m, n=n, nnz=nnz)
+
+
+def test_bound_kernel(kernel, problem):
+    args, expected = problem
+    spmv = kernel.bind(**bound_arguments(args))
+    assert spmv.parameters == ["x", "y"]
+    spmv(args[3], args[4])
+    np.testing.assert_allclose(args[4], expected, rtol=1e-5)
+    y = torch.full((M,), float("nan"))
+    spmv(torch.from_numpy(args[3]), y)          # any array kind for the free arguments
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-5)
+    assert spmv.time(args[3], args[4], number=2, repeat=1) > 0
+
+
+def test_bound_kernel_checks_fixed_arrays_once(kernel, problem):
+    args, _ = problem
+    args[0][3] = args[0][2] - 1
+    with pytest.raises(ArgumentError, match="indptr"):
+        kernel.bind(**bound_arguments(args))
+    kernel.bind(validate=False, **bound_arguments(args))   # the caller knows
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda fixed: fixed.update(z=1), "the kernel has no parameter z"),
+    (lambda fixed: fixed.pop("m"), "bind m too"),
+    (lambda fixed: fixed.pop("indices"), "bind indices too"),
+    (lambda fixed: fixed.update(y=np.zeros(M, np.float32)), "the kernel writes y"),
+])
+def test_bind_refuses(kernel, problem, change, message):
+    args, _ = problem
+    fixed = bound_arguments(args)
+    change(fixed)
+    with pytest.raises(ValueError, match=message):
+        kernel.bind(**fixed)
+
+
+def test_bound_kernel_checks_free_arguments(kernel, problem):
+    args, _ = problem
+    spmv = kernel.bind(**bound_arguments(args))
+    with pytest.raises(ArgumentError, match="takes 2 arguments \\(x, y\\), got 1"):
+        spmv(args[3])
+    with pytest.raises(ArgumentError, match="'x': dtype float64"):
+        spmv(args[3].astype(np.float64), args[4])
+    with pytest.raises(ArgumentError, match="'y': has 6 elements"):
+        spmv(args[3], args[4][:6])
+
+
+def test_bound_kernel_refuses_output_over_a_bound_input():
+    matrix, x = make_matrix(m=N, n=N)
+    memory = np.from_dlpack(tvm.runtime.empty((N + matrix.nnz,), "float32", tvm.cpu()))
+    data, y = memory[:matrix.nnz], memory[matrix.nnz - 1:]      # y starts on data's last value
+    data[:] = matrix.data
+    kernel = Kernel(tvm.compile(tvm.IRModule({"main": spmv}), "llvm"), spmv_signature(),
+                    alignment=4)
+    spmv_bound = kernel.bind(indptr=matrix.indptr.astype(np.int32),
+                             indices=matrix.indices.astype(np.int32), data=data,
+                             m=N, n=N, nnz=matrix.nnz)
+    with pytest.raises(ArgumentError, match="'y' shares memory with argument 'data'"):
+        spmv_bound(x, y[:N])
+
+
 # --- argument kinds ---------------------------------------------------------------------------
 
 
@@ -148,11 +216,20 @@ def test_multidimensional_arrays_are_flattened(kernel, problem):
     np.testing.assert_allclose(args[4], expected, rtol=1e-5)
 
 
-def test_read_only_input_is_staged(kernel, problem):
+def test_read_only_input(kernel, problem):
     args, expected = problem
-    args[3].flags.writeable = False
+    for array in args[:4]:
+        array.flags.writeable = False
     kernel(*args, *scalars(args))
     np.testing.assert_allclose(args[4], expected, rtol=1e-5)
+
+
+def test_read_only_input_is_passed_without_copy():
+    convert = BufferConverter(BufferParam("x", "float32", M, written=False), tvm.cpu(), 4)
+    array = np.arange(2 * M, dtype=np.float32)[1:M + 1]     # 4-byte aligned
+    array.flags.writeable = False
+    value, copy_back = convert(array, M)
+    assert value.data_ptr() == array.ctypes.data and copy_back is None
 
 
 def test_torch_tensors(kernel, problem):

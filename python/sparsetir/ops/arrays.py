@@ -26,7 +26,7 @@ class DenseOperand:
             value = np.asarray(value)
             if isinstance(value, np.matrix):
                 value = np.asarray(value)
-        if value.dtype not in (np.float32,) and str(value.dtype) != "torch.float32":
+        if value.dtype != np.float32 and str(value.dtype) != "torch.float32":
             raise TypeError(f"{name} must be float32, got {value.dtype}")
         if self.is_torch and value.device.type != "cpu":
             raise TypeError(f"{name} is on {value.device}; sparsetir.ops runs on the CPU")
@@ -61,7 +61,7 @@ def check_output(out, shape: tuple, name: str = "out") -> None:
         raise ValueError(f"{name} is read-only")
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(out.shape)}")
-    if str(out.dtype) not in ("float32", "torch.float32"):
+    if out.dtype != np.float32 and str(out.dtype) != "torch.float32":
         raise TypeError(f"{name} must be float32, got {out.dtype}")
 
 

@@ -1,8 +1,10 @@
 """``SparseMatrix``: a CSR matrix validated once and kept in the form the kernels take.
 
-The arrays are private, read-only copies (int32 index arrays, float32 values, column indices
-sorted within each row, duplicates summed), checked once when the matrix is made; calls on it
-then skip the per-call index checks, which is sound because nobody can change the copies.
+The arrays are private copies (int32 index arrays, float32 values, column indices sorted
+within each row, duplicates summed), checked once when the matrix is made and shown to users
+as read-only views; calls on it then skip the per-call index checks, which is sound because
+nobody can change the copies, and hand the kernels tvm tensors over the same memory, made once,
+so that a call converts and copies nothing of the matrix.
 
 Example
 -------
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse
+import tvm_ffi
 
 from ..format import check_csr
 
@@ -51,11 +54,22 @@ class SparseMatrix:
                                        csr.indices.copy(), csr.indptr.copy()), shape=csr.shape)
         csr.sum_duplicates()            # sorts the indices of every row too
         self.shape = tuple(int(s) for s in csr.shape)
-        self.indptr = _frozen(csr.indptr, np.int32)
-        self.indices = _frozen(csr.indices, np.int32)
-        self.data = _frozen(csr.data, np.float32)
+        self.indptr, self.indices, self.data = (
+            _read_only_view(np.array(array, dtype, copy=True))
+            for array, dtype in ((csr.indptr, np.int32), (csr.indices, np.int32),
+                                 (csr.data, np.float32)))
         self.nnz = int(self.indices.size)
         self._tiles = {}
+        self._tensors = {}
+        self.prepared = {}      # what the operators prepare once per matrix (bound kernels)
+
+    def tensor(self, array: np.ndarray):
+        """The tvm tensor over one of this matrix's arrays (``indptr``, ``indices``, ``data``
+        or one from ``row_tiles``), for passing to a kernel without a conversion; kept."""
+        key = id(array)
+        if key not in self._tensors:
+            self._tensors[key] = (array, tvm_ffi.from_dlpack(array.base))
+        return self._tensors[key][1]
 
     def row_tiles(self, tiles: int) -> tuple:
         """``(tile_ptr, rows)``: ``tiles`` ranges of rows holding about ``nnz / tiles``
@@ -65,7 +79,8 @@ class SparseMatrix:
             bounds = np.searchsorted(self.indptr, np.linspace(0, self.nnz, tiles + 1))
             bounds = np.clip(bounds, 0, m)
             bounds[0], bounds[-1] = 0, m
-            self._tiles[tiles] = (_frozen(bounds, np.int32), _frozen(np.arange(m), np.int32))
+            self._tiles[tiles] = (_read_only_view(bounds.astype(np.int32)),
+                                  _read_only_view(np.arange(m, dtype=np.int32)))
         return self._tiles[tiles]
 
     def to_scipy(self) -> scipy.sparse.csr_matrix:
@@ -82,10 +97,11 @@ def as_sparse_matrix(matrix) -> SparseMatrix:
     return matrix if isinstance(matrix, SparseMatrix) else SparseMatrix(matrix)
 
 
-def _frozen(array, dtype) -> np.ndarray:
-    out = np.array(array, dtype=dtype, copy=True)
-    out.flags.writeable = False
-    return out
+def _read_only_view(private: np.ndarray) -> np.ndarray:
+    """A read-only view of a private writable array (``view.base is private``)."""
+    view = private.view()
+    view.flags.writeable = False
+    return view
 
 
 def _as_scipy_csr(matrix) -> scipy.sparse.csr_matrix:

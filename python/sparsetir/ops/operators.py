@@ -8,6 +8,7 @@ Example
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 
 from ..runtime.errors import ArgumentError
 from ..transform import lower_sparse_iter
@@ -18,26 +19,49 @@ from .matrix import as_sparse_matrix
 from .schedules import schedule_for
 
 _KERNELS: dict = {}
-# the kernels' parameter names as users know them, for error messages
-_USER_NAMES = {"'x'": "'X'", "'y'": "'out'"}
 
 
 def _tiles() -> int:
     """Row tiles per call: enough that equal-nonzero tiles even out over the threads TVM
     starts (``TVM_NUM_THREADS``, the usable cores when it is unset or not a positive number)."""
-    value = os.environ.get("TVM_NUM_THREADS", "")
-    threads = int(value) if value.isdigit() and int(value) > 0 else len(os.sched_getaffinity(0))
+    return _tiles_for(os.environ.get("TVM_NUM_THREADS", ""))
+
+
+@lru_cache(maxsize=None)
+def _tiles_for(num_threads: str) -> int:
+    threads = int(num_threads) if num_threads.isdigit() and int(num_threads) > 0 \
+        else len(os.sched_getaffinity(0))
     return 8 * threads
 
 
-def _run(kernel, *args) -> None:
+def _run(bound, user_names: dict, *args) -> None:
+    """Call a bound kernel; argument errors name the operator's parameters (``user_names``:
+    kernel parameter -> the name users know)."""
     try:
-        kernel(*args, validate=False)
+        bound(*args)
     except ArgumentError as err:
         message = str(err)
-        for internal, user in _USER_NAMES.items():
-            message = message.replace(f"argument {internal}", f"argument {user}")
+        for internal, user in user_names.items():
+            message = message.replace(f"argument '{internal}'", f"argument '{user}'")
         raise ArgumentError(message) from None
+
+
+def _bound(matrix, name: str, feat_size: int):
+    """The operator's kernel with ``matrix``'s arrays bound (checked once, kept with it)."""
+    tiles = _tiles()
+    key = (name, feat_size, tiles)
+    if key not in matrix.prepared:
+        tile_ptr, rows = matrix.row_tiles(tiles)
+        arrays = dict(tile_ptr=tile_ptr, rows=rows, indptr=matrix.indptr,
+                      indices=matrix.indices)
+        if name == "spmm":
+            arrays["a"] = matrix.data
+        tensors = {param: matrix.tensor(array) for param, array in arrays.items()}
+        # the matrix was validated when it was made
+        matrix.prepared[key] = _kernel(name, feat_size).bind(
+            validate=False, t=tiles, m=matrix.shape[0], n=matrix.shape[1], nnz=matrix.nnz,
+            **tensors)
+    return matrix.prepared[key]
 
 
 def spmm(A, X, out=None, weighted: bool = True):
@@ -51,14 +75,9 @@ def spmm(A, X, out=None, weighted: bool = True):
     x = DenseOperand("X", X, n)
     result = x.new_output(x.rows_shape(m)) if out is None else out
     check_output(result, x.rows_shape(m))
-    name = "spmm" if weighted else "spmm_unweighted"
-    kernel = _kernel(name, x.feat_size)
+    bound = _bound(matrix, "spmm" if weighted else "spmm_unweighted", x.feat_size)
     y, finish = writable_view(result, (m, x.feat_size))
-    values = (matrix.data,) if weighted else ()
-    tiles = _tiles()
-    tile_ptr, rows = matrix.row_tiles(tiles)
-    _run(kernel, *values, x.as_matrix(), y, tile_ptr, rows, matrix.indptr, matrix.indices,
-         tiles, m, n, matrix.nnz)
+    _run(bound, {"x": "X", "y": "out"}, x.as_matrix(), y)
     finish()
     return result
 
@@ -80,12 +99,9 @@ def sddmm(A, X, Y, out=None):
     check_output(result, (matrix.nnz,))
     if x.is_torch != y.is_torch:
         raise TypeError("X and Y must both be numpy arrays or both torch tensors")
-    kernel = _kernel("sddmm", x.feat_size)
+    bound = _bound(matrix, "sddmm", x.feat_size)
     values, finish = writable_view(result, (matrix.nnz,))
-    tiles = _tiles()
-    tile_ptr, rows = matrix.row_tiles(tiles)
-    _run(kernel, x.as_matrix(), y.as_matrix(), values, tile_ptr, rows, matrix.indptr,
-         matrix.indices, tiles, m, n, matrix.nnz)
+    _run(bound, {"x": "X", "y": "Y"}, x.as_matrix(), y.as_matrix(), values)
     finish()
     return result
 

@@ -8,6 +8,7 @@ parameter and stage only data that does not meet those assumptions.
 """
 from __future__ import annotations
 
+import ctypes
 import sys
 from functools import partial
 from typing import Callable
@@ -151,7 +152,8 @@ class BufferConverter:
             array; None unless `value` is a staged copy of a written buffer.
         """
         if isinstance(value, np.ndarray):
-            value = np.asarray(value)       # numpy.matrix and other subclasses: a plain view
+            if type(value) is not np.ndarray:
+                value = np.asarray(value)   # numpy.matrix and other subclasses: a plain view
             self._check_shape(value.shape, dims)
             converted = self._from_numpy(value, length)
         elif isinstance(value, tvm_ffi.Tensor):
@@ -185,7 +187,7 @@ class BufferConverter:
     def _check_shape(self, shape: tuple, dims: tuple) -> None:
         """A flat argument (one dimension) is taken as is; a shaped one must match ``dims``
         when the parameter declares a shape."""
-        if len(shape) <= 1 or not self.param.shape:
+        if len(shape) <= 1 or not self.param.shape or shape == dims:
             return
         if tuple(int(d) for d in shape) != tuple(dims):
             declared = ", ".join(str(d) for d in self.param.shape)
@@ -204,11 +206,13 @@ class BufferConverter:
         self._check(array.dtype, self.param.dtype, array.size, length)
         if not length:
             return self._empty()
-        if not array.flags.writeable:
-            if self.param.written:
-                raise self._error("the kernel writes this buffer, but the array is read-only")
-        elif self._on_host and array.flags.c_contiguous:
-            tensor = tvm_ffi.from_dlpack(array if array.ndim == 1 else array.reshape(-1))
+        flags = array.flags
+        if not flags.writeable and self.param.written:
+            raise self._error("the kernel writes this buffer, but the array is read-only")
+        if self._on_host and flags.c_contiguous:
+            flat = array if array.ndim == 1 else array.reshape(-1)
+            # DLPack cannot export read-only arrays; the kernel only reads this one
+            tensor = tvm_ffi.from_dlpack(flat if flags.writeable else _writable_alias(flat))
             if tensor.data_ptr() % self.alignment == 0:
                 return tensor, None
         staged = tvm.runtime.empty((length,), self.param.dtype, self.device)
@@ -251,6 +255,13 @@ class BufferConverter:
         staged_view = torch.from_dlpack(staged).view(tensor.shape)
         staged_view.copy_(tensor.detach())
         return staged, partial(_torch_copy_back, tensor, staged_view) if self.param.written else None
+
+
+def _writable_alias(array: np.ndarray) -> np.ndarray:
+    """A writable 1-D array over the memory of the contiguous read-only ``array``, for handing
+    an input to compiled code without a copy; it does not keep ``array`` alive."""
+    memory = (ctypes.c_char * array.nbytes).from_address(array.ctypes.data)
+    return np.frombuffer(memory, array.dtype)
 
 
 def _numpy_copy_back(array: np.ndarray, staged: tvm_ffi.Tensor) -> None:

@@ -7,7 +7,7 @@ from functools import lru_cache
 import numpy as np
 import tvm
 
-from .aliasing import check_no_aliasing
+from .aliasing import byte_ranges, check_no_aliasing
 from .arguments import BufferConverter, ScalarConverter, host_array, required_alignment
 from .errors import CHECK_PREFIX, ArgumentError
 from .signature import BufferParam, IndicesCheck, ScalarParam, Signature, evaluate_int
@@ -84,6 +84,7 @@ class Kernel:
                        if isinstance(check, IndicesCheck) and check.indptr is not None)
         self._checked = [(param.name, i) for i, param in enumerate(params) if param.name in checked]
         self._lengths = lru_cache(maxsize=256)(self._evaluate_lengths)
+        self._written = [i for i, convert in self._buffers if convert.param.written]
 
     def __call__(self, *args, validate: bool = True) -> None:
         """Run the kernel; written buffers receive the results in place.
@@ -102,8 +103,36 @@ class Kernel:
         RuntimeError
             If the kernel's device is not available.
         """
-        function = self._entry_function()
+        self._entry_function()          # no device: say so before converting anything
         values, copy_backs = self._convert(args, validate)
+        self._invoke(values, copy_backs, args)
+
+    def bind(self, validate: bool = True, **fixed) -> "BoundKernel":
+        """Fix some arguments once, for a kernel called many times on the same sparse data.
+
+        The fixed arguments are converted and checked now (index checks included, unless
+        ``validate=False``), and kept: each call of the result converts only the remaining
+        arguments, which are still checked as in a full call (dtype, shape, device, no
+        written buffer overlapping any argument, the fixed ones included).  Every scalar
+        parameter and every array the index checks read must be fixed; a buffer the
+        kernel writes cannot be.  The fixed arrays must not change while the result is used.
+
+        Returns
+        -------
+        BoundKernel
+            Callable with the remaining parameters, in signature order.
+
+        Examples
+        --------
+        >>> spmv = kernel.bind(indptr=indptr, indices=indices, data=data, m=m, n=n, nnz=nnz)
+        >>> spmv(x, y)        # as kernel(indptr, indices, data, x, y, m, n, nnz)
+        """
+        return BoundKernel(self, fixed, validate)
+
+    def _invoke(self, values: list, copy_backs: list, args) -> None:
+        """Run the compiled function on converted ``values``, then copy staged results back
+        and bump the versions of the torch tensors among ``args`` that it wrote."""
+        function = self._entry_function()
         try:
             function(*values)
         except Exception as err:  # a check compiled into the kernel stopped it
@@ -143,6 +172,9 @@ class Kernel:
         """
         self._entry_function()
         values, copy_backs = self._convert(args, validate=True)
+        return self._time_values(values, copy_backs, number, repeat)
+
+    def _time_values(self, values: list, copy_backs: list, number: int, repeat: int) -> float:
         timer = self.executable.jit().time_evaluator(self.entry, self.device, number=number, repeat=repeat)
         seconds = timer(*values).mean
         for copy_back in copy_backs:
@@ -200,31 +232,42 @@ class Kernel:
         for i, convert in self._scalars:
             values[i] = convert(args[i])
         scalars = tuple(values[i] for i, _ in self._scalars)
-        copy_backs = []
-        passed = []
-        for (i, convert), (length, dims) in zip(self._buffers, self._lengths(scalars)):
+        copy_backs, passed = self._convert_buffers(self._buffers, args, values,
+                                                   self._lengths(scalars))
+        check_no_aliasing(byte_ranges(passed))
+        if validate and self._checked:
+            self._validate(values, args, scalars)
+        return values, copy_backs
+
+    @staticmethod
+    def _convert_buffers(buffers, args, values: list, lengths) -> tuple[list, list]:
+        """Convert ``args[i]`` into ``values[i]`` for each ``(i, converter)`` of ``buffers``
+        (``lengths``: their ``(length, dims)``); return the copy-backs and what passed as is."""
+        copy_backs, passed = [], []
+        for (i, convert), (length, dims) in zip(buffers, lengths):
             values[i], copy_back = convert(args[i], length, dims)
             if copy_back is not None:
                 copy_backs.append(copy_back)
             else:  # passed as is (a staged input is a private copy: no overlap possible)
                 passed.append((convert.param, values[i], convert.itemsize))
-        check_no_aliasing(passed)
-        if validate and self._checked:
-            if self._compiled_checks is not None and self._compiled_checks(values):
-                return values, copy_backs
-            arrays = {name: host_array(args[i]) for name, i in self._checked}
-            run_checks(self.signature.checks, arrays, dict(zip(self._scalar_vars, scalars)))
-            if self._compiled_checks is not None:
-                raise ArgumentError("the index arrays failed the kernel's compiled checks")
-        return values, copy_backs
+        return copy_backs, passed
 
-    def _bump_versions(self, args: tuple) -> None:
+    def _validate(self, values: list, args, scalars: tuple) -> None:
+        """Run the index checks on the converted ``values`` (``args``: as the caller gave them)."""
+        if self._compiled_checks is not None and self._compiled_checks(values):
+            return
+        arrays = {name: host_array(args[i]) for name, i in self._checked}
+        run_checks(self.signature.checks, arrays, dict(zip(self._scalar_vars, scalars)))
+        if self._compiled_checks is not None:
+            raise ArgumentError("the index arrays failed the kernel's compiled checks")
+
+    def _bump_versions(self, args) -> None:
         """Tell autograd that the torch tensors this kernel wrote have changed."""
         torch = sys.modules.get("torch")
         if torch is None:
             return
-        for i, convert in self._buffers:
-            if convert.param.written and isinstance(args[i], torch.Tensor):
+        for i in self._written:
+            if isinstance(args[i], torch.Tensor):
                 torch.autograd.graph.increment_version(args[i])
 
 
@@ -236,3 +279,77 @@ def _check_index_range(param, length: int) -> None:
         raise ArgumentError(
             f"argument '{param.name}': {length} elements need offsets past {dtype} "
             f"(at most {limit + 1}); build the kernel with int64 indices")
+
+
+class BoundKernel:
+    """A :class:`Kernel` with some arguments converted and checked once (``Kernel.bind``).
+
+    Calls take the remaining parameters in signature order and cost their conversion only.
+
+    Examples
+    --------
+    >>> spmv = kernel.bind(indptr=indptr, indices=indices, data=data, m=m, n=n, nnz=nnz)
+    >>> spmv(x, y)
+    """
+
+    def __init__(self, kernel: Kernel, fixed: dict, validate: bool):
+        params = kernel.signature.params
+        names = [param.name for param in params]
+        unknown = sorted(set(fixed) - set(names))
+        if unknown:
+            raise ValueError(f"the kernel has no parameter {', '.join(unknown)} "
+                             f"(its parameters: {', '.join(names)})")
+        unbound = [convert.param.name for _, convert in kernel._scalars
+                   if convert.param.name not in fixed]
+        unbound += [name for name, _ in kernel._checked if validate and name not in fixed]
+        if unbound:
+            raise ValueError(f"bind {', '.join(unbound)} too: a bound kernel needs every "
+                             "scalar and every array its index checks read")
+        written = [name for name in fixed if getattr(params[names.index(name)], "written", False)]
+        if written:
+            raise ValueError(f"the kernel writes {', '.join(written)}: pass it at each call")
+        kernel._entry_function()        # no device: say so before converting anything
+        self.kernel = kernel
+        self._values = [fixed.get(name) for name in names]
+        scalars = []
+        for i, convert in kernel._scalars:
+            self._values[i] = convert(fixed[names[i]])
+            scalars.append(self._values[i])
+        lengths = dict(zip((i for i, _ in kernel._buffers), kernel._lengths(tuple(scalars))))
+        bound = [(i, convert) for i, convert in kernel._buffers if names[i] in fixed]
+        self._free = [(i, convert) for i, convert in kernel._buffers if names[i] not in fixed]
+        self._free_lengths = [lengths[i] for i, _ in self._free]
+        args = [fixed.get(name) for name in names]
+        # staged copies of fixed inputs are kept with the values; nothing is written back
+        _, passed = Kernel._convert_buffers(bound, args, self._values,
+                                            [lengths[i] for i, _ in bound])
+        self._fixed_ranges = byte_ranges(passed)
+        self._fixed_args = args          # keeps the fixed arrays alive
+        check_no_aliasing(self._fixed_ranges)
+        if validate and kernel._checked:
+            kernel._validate(self._values, args, tuple(scalars))
+        self._free_positions = [i for i, _ in self._free]
+        self.parameters = [params[i].name for i in self._free_positions]
+
+    def __call__(self, *args) -> None:
+        """Run the kernel with the free arguments (``self.parameters``, in order)."""
+        values, copy_backs, full = self._convert(args)
+        self.kernel._invoke(values, copy_backs, full)
+
+    def time(self, *args, number: int = 20, repeat: int = 3) -> float:
+        """Mean seconds per run of the compiled function alone, as ``Kernel.time``."""
+        values, copy_backs, _ = self._convert(args)
+        return self.kernel._time_values(values, copy_backs, number, repeat)
+
+    def _convert(self, args: tuple) -> tuple[list, list, list]:
+        """The values to pass, the copy-backs, and the full argument list as a caller's."""
+        if len(args) != len(self._free_positions):
+            raise ArgumentError(f"the bound kernel takes {len(self._free_positions)} arguments "
+                                f"({', '.join(self.parameters)}), got {len(args)}")
+        full = list(self._fixed_args)
+        for i, value in zip(self._free_positions, args):
+            full[i] = value
+        values = list(self._values)
+        copy_backs, passed = Kernel._convert_buffers(self._free, full, values, self._free_lengths)
+        check_no_aliasing(byte_ranges(passed), self._fixed_ranges)
+        return values, copy_backs, full
