@@ -9,11 +9,18 @@ into equal ranges of iterations: rows of a power-law graph would not be equal wo
 ``spmm_tiled`` (``u_mul_e_sum``), ``spmm_unweighted_tiled`` (A's pattern, ``copy_u_sum``) and
 ``sddmm_tiled`` (``out[p] = X[i] . Y[j]`` for nonzero ``p = (i, j)``, ``u_dot_v``).
 
+The CUDA schedules (``cuda_schedules``) take the forms in ``CUDA_KERNELS`` instead: plain CSR
+``spmm`` and ``spmm_unweighted`` (rows go to warps), and ``sddmm_fused``, which iterates the
+nonzeros as one fused axis (``T.fuse(I, J)``, each nonzero's row found by a binary search over
+``indptr``), so that they go to groups of threads whatever the rows' lengths.
+
 Example
 -------
 >>> from sparsetir.ops.kernels import KERNELS
 >>> sorted(KERNELS)
 ['sddmm', 'spmm', 'spmm_unweighted']
+>>> [func.params[0].name for func in CUDA_KERNELS.values()]
+['a', 'x', 'x']
 """
 
 from ..script import tir as T
@@ -95,4 +102,38 @@ def sddmm_tiled(x: T.handle, y: T.handle, out: T.handle, tile_ptr: T.handle, row
         OUT[o, i, j] = OUT[o, i, j] + X[i, k] * Y[j, k]
 
 
+@T.prim_func
+def spmm_unweighted(x: T.handle, y: T.handle, indptr: T.handle, indices: T.handle, m: T.int32,
+                    n: T.int32, feat_size: T.int32, nnz: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True})
+    I = T.dense_fixed(m)
+    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+    J_detach = T.dense_fixed(n)
+    K = T.dense_fixed(feat_size)
+    X = T.match_sparse_buffer(x, (J_detach, K), "float32")
+    Y = T.match_sparse_buffer(y, (I, K), "float32")
+    with T.sp_iter([I, J, K], "SRS", "spmm") as [i, j, k]:
+        with T.init():
+            Y[i, k] = 0.0
+        Y[i, k] = Y[i, k] + X[j, k]
+
+
+@T.prim_func
+def sddmm_fused(x: T.handle, y: T.handle, out: T.handle, indptr: T.handle, indices: T.handle,
+                m: T.int32, n: T.int32, feat_size: T.int32, nnz: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True})
+    I = T.dense_fixed(m)
+    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+    J_detach = T.dense_fixed(n)
+    K = T.dense_fixed(feat_size)
+    X = T.match_sparse_buffer(x, (I, K), "float32")  # on I itself: the searched row is proven
+    Y = T.match_sparse_buffer(y, (J_detach, K), "float32")
+    OUT = T.match_sparse_buffer(out, (I, J), "float32")
+    with T.sp_iter([T.fuse(I, J), K], "SSR", "sddmm") as [i, j, k]:
+        with T.init():
+            OUT[i, j] = 0.0
+        OUT[i, j] = OUT[i, j] + X[i, k] * Y[j, k]
+
+
 KERNELS = {"spmm": spmm_tiled, "spmm_unweighted": spmm_unweighted_tiled, "sddmm": sddmm_tiled}
+CUDA_KERNELS = {"spmm": spmm, "spmm_unweighted": spmm_unweighted, "sddmm": sddmm_fused}

@@ -11,7 +11,8 @@ size no tile divides keeps one scalar loop.
 
 CPU SDDMM: every nonzero's dot product accumulates in a register.
 
-CUDA: ``build``'s default schedule (one row per block, features over threads).
+CUDA: ``cuda_schedules`` (warps over CSR rows for SpMM, thread groups over nonzeros with a
+warp-shuffle reduction for SDDMM), on the forms in ``kernels.CUDA_KERNELS``.
 
 Example
 -------
@@ -24,7 +25,8 @@ from __future__ import annotations
 
 import tvm
 
-from ..schedule import default_schedule
+from ..transform.prefetch import PREFETCH
+from .cuda_schedules import schedule_sddmm_cuda, schedule_spmm_cuda
 
 LANE_CHOICES = (64, 32, 16, 8)
 
@@ -35,8 +37,16 @@ def spmm_lanes(feat_size: int) -> int:
     return next((lanes for lanes in LANE_CHOICES if feat_size % lanes == 0), 1)
 
 
-def schedule_spmm_cpu(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
-    """Row tiles in parallel, register-tiled vectorised feature loops."""
+def prefetch_distance(gathered_rows: int, feat_size: int) -> int:
+    """How many nonzeros ahead the CPU kernels prefetch the rows they gather (0: not at all),
+    for a gathered operand of ``gathered_rows`` rows of ``feat_size`` float32."""
+    del gathered_rows, feat_size
+    return 0
+
+
+def schedule_spmm_cpu(mod: tvm.IRModule, feat_size: int, prefetch: int = 0) -> tvm.IRModule:
+    """Row tiles in parallel, register-tiled vectorised feature loops; with ``prefetch``, the
+    loop over a row's nonzeros prefetches the X rows that many nonzeros ahead."""
     sch = tvm.s_tir.Schedule(mod)
     (tiles,) = sch.get_loops(sch.get_sblock("spmm0"))
     update = sch.get_sblock("spmm2")
@@ -46,27 +56,36 @@ def schedule_spmm_cpu(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
         feature_tiles, lane = sch.split(features, [None, lanes])
         sch.reorder(feature_tiles, nonzeros)
         sch.vectorize(lane)
+    if prefetch:
+        sch.annotate(nonzeros, PREFETCH, prefetch)
     sch.parallel(tiles)
     return sch.mod
 
 
-def schedule_sddmm_cpu(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
+def schedule_sddmm_cpu(mod: tvm.IRModule, feat_size: int, prefetch: int = 0) -> tvm.IRModule:
     """Row tiles in parallel; each nonzero's dot product starts from a zero moved out of its
-    feature loop, so the sum stays in a register."""
+    feature loop, so the sum stays in a register; with ``prefetch``, the loop over a row's
+    nonzeros prefetches the Y rows that many nonzeros ahead."""
     del feat_size
     sch = tvm.s_tir.Schedule(mod)
     (tiles,) = sch.get_loops(sch.get_sblock("sddmm0"))
     update = sch.get_sblock("sddmm2")
-    features = sch.get_loops(update)[-1]
+    nonzeros, features = sch.get_loops(update)[-2:]
+    if prefetch:
+        sch.annotate(nonzeros, PREFETCH, prefetch)
     sch.parallel(tiles)          # before decompose_reduction, which TVM's parallel check refuses
     sch.decompose_reduction(update, features)
     return sch.mod
 
 
-def schedule_for(name: str, mod: tvm.IRModule, feat_size: int, target_kind: str):
-    """The scheduled module of kernel ``name`` (see ``kernels.KERNELS``)."""
+def schedule_for(name: str, mod: tvm.IRModule, feat_size: int, target_kind: str,
+                 prefetch: int = 0):
+    """The scheduled module of kernel ``name`` (see ``kernels.KERNELS``; for ``"cuda"``,
+    ``kernels.CUDA_KERNELS``)."""
     if target_kind == "cuda":
-        return default_schedule(mod, "cuda").mod
+        if name == "sddmm":
+            return schedule_sddmm_cuda(mod, feat_size)
+        return schedule_spmm_cuda(mod, feat_size)
     if name.startswith("spmm"):
-        return schedule_spmm_cpu(mod, feat_size)
-    return schedule_sddmm_cpu(mod, feat_size)
+        return schedule_spmm_cpu(mod, feat_size, prefetch)
+    return schedule_sddmm_cpu(mod, feat_size, prefetch)
