@@ -31,7 +31,7 @@ import sparsetir  # noqa: E402
 import sparsetir.ops  # noqa: E402
 from kernel_zoo import KERNELS  # noqa: E402
 from sparsetir.data import graph_names, load_graph, power_law_graph  # noqa: E402
-from sparsetir.ops.operators import _bound  # noqa: E402
+from sparsetir.ops.operators import bind_kernel  # noqa: E402
 from sparsetir.runtime.timing import median_seconds  # noqa: E402
 
 ARXIV = (169_343, 1_166_243)
@@ -73,7 +73,7 @@ def main() -> None:
             M = sparsetir.ops.SparseMatrix(A)
             sparsetir.ops.spmm(M, X, out=Y)
             np.testing.assert_allclose(Y, expected, rtol=1e-4, atol=1e-4)
-            bound = _bound(M, "spmm", feat)
+            bound = bind_kernel(M, "spmm", feat)
             build_args = (A.data, X, Y, A.indptr, A.indices, m, n, A.nnz)
             built(*build_args)
             np.testing.assert_allclose(Y, expected, rtol=1e-4, atol=1e-4)

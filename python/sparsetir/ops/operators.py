@@ -16,7 +16,7 @@ from .arrays import DenseOperand, check_output, writable_view
 from .cache import cached_build
 from .kernels import KERNELS
 from .matrix import as_sparse_matrix
-from .schedules import schedule_for
+from .schedules import prefetch_distance, schedule_for
 
 _KERNELS: dict = {}
 
@@ -46,10 +46,15 @@ def _run(bound, user_names: dict, *args) -> None:
         raise ArgumentError(message) from None
 
 
-def _bound(matrix, name: str, feat_size: int):
-    """The operator's kernel with ``matrix``'s arrays bound (checked once, kept with it)."""
+def bind_kernel(matrix, name: str, feat_size: int, prefetch: int | None = None):
+    """Kernel ``name`` (``kernels.KERNELS``) for ``feat_size`` with ``matrix``'s arrays bound:
+    checked once and kept with the matrix, so a call converts only the dense operands.
+    ``prefetch``: the distance at which the loop over nonzeros prefetches gathered rows (0:
+    none); by default the cost model's (``schedules.prefetch_distance``)."""
+    if prefetch is None:
+        prefetch = prefetch_distance(matrix.shape[1], feat_size)
     tiles = _tiles()
-    key = (name, feat_size, tiles)
+    key = (name, feat_size, tiles, prefetch)
     if key not in matrix.prepared:
         tile_ptr, rows = matrix.row_tiles(tiles)
         arrays = dict(tile_ptr=tile_ptr, rows=rows, indptr=matrix.indptr,
@@ -58,7 +63,7 @@ def _bound(matrix, name: str, feat_size: int):
             arrays["a"] = matrix.data
         tensors = {param: matrix.tensor(array) for param, array in arrays.items()}
         # the matrix was validated when it was made
-        matrix.prepared[key] = _kernel(name, feat_size).bind(
+        matrix.prepared[key] = _kernel(name, feat_size, prefetch=prefetch).bind(
             validate=False, t=tiles, m=matrix.shape[0], n=matrix.shape[1], nnz=matrix.nnz,
             **tensors)
     return matrix.prepared[key]
@@ -75,7 +80,7 @@ def spmm(A, X, out=None, weighted: bool = True):
     x = DenseOperand("X", X, n)
     result = x.new_output(x.rows_shape(m)) if out is None else out
     check_output(result, x.rows_shape(m))
-    bound = _bound(matrix, "spmm" if weighted else "spmm_unweighted", x.feat_size)
+    bound = bind_kernel(matrix, "spmm" if weighted else "spmm_unweighted", x.feat_size)
     y, finish = writable_view(result, (m, x.feat_size))
     _run(bound, {"x": "X", "y": "out"}, x.as_matrix(), y)
     finish()
@@ -99,17 +104,17 @@ def sddmm(A, X, Y, out=None):
     check_output(result, (matrix.nnz,))
     if x.is_torch != y.is_torch:
         raise TypeError("X and Y must both be numpy arrays or both torch tensors")
-    bound = _bound(matrix, "sddmm", x.feat_size)
+    bound = bind_kernel(matrix, "sddmm", x.feat_size)
     values, finish = writable_view(result, (matrix.nnz,))
     _run(bound, {"x": "X", "y": "Y"}, x.as_matrix(), y.as_matrix(), values)
     finish()
     return result
 
 
-def _kernel(name: str, feat_size: int, target: str = "llvm"):
-    key = (name, feat_size, target)
+def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0):
+    key = (name, feat_size, target, prefetch)
     if key not in _KERNELS:
         func = KERNELS[name].specialize({"feat_size": feat_size})
-        scheduled = schedule_for(name, lower_sparse_iter(func), feat_size, target)
+        scheduled = schedule_for(name, lower_sparse_iter(func), feat_size, target, prefetch)
         _KERNELS[key] = cached_build(scheduled, target)
     return _KERNELS[key]

@@ -38,13 +38,13 @@ from tvm import tirx
 @tirx.transform.prim_func_pass(opt_level=0, name="sparsetir.HoistIndexLoads")
 def hoist_index_loads(func, _mod, _ctx):
     """The pass (see the module docstring)."""
-    readonly = _read_only_params(func)
+    readonly = read_only_params(func)
     if not readonly:
         return func
     return func.with_body(_Hoister(readonly).stmt(func.body))
 
 
-def _read_only_params(func) -> set:
+def read_only_params(func) -> set:
     params = {p for p in func.params if tirx.is_buffer_var(p)}
     written = set()
     tvm_ffi.structural_walk(func.body, (tirx.BufferStore, lambda s: written.add(s.buffer)),
