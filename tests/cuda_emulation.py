@@ -77,8 +77,9 @@ def _binds(sch, block, loop, reduction_vars) -> bool:
     return False
 
 
-def emulate(mod, reverse: bool = False) -> Kernel:
-    """A CPU ``Kernel`` computing what the CUDA-scheduled ``mod`` computes on a GPU."""
+def emulate(mod, reverse: bool = False, target="llvm") -> Kernel:
+    """A CPU ``Kernel`` computing what the CUDA-scheduled ``mod`` computes on a GPU, compiled
+    for ``target`` (default: this machine's CPU; ``{"kind": "llvm"}``: any x86-64)."""
     flat = sparsetir.lower_sparse_buffer(serialize_threads(decompose_all_reductions(mod),
                                                            reverse))
-    return Kernel(compile_module(flat, "llvm"), signature_of(flat["main"]), device="cpu")
+    return Kernel(compile_module(flat, target), signature_of(flat["main"]), device="cpu")

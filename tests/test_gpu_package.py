@@ -60,23 +60,28 @@ def test_json_files_agree(bundle):
         assert (bundle / "kernels" / spec["library"]).is_file()
         assert (bundle / "kernels" / spec["cpu_library"]).is_file()
         packaged.add((spec["kernel"], spec["op"], spec["feat_size"]))
-        params = spec["params"]
-        assert [p["name"] for p in params] == ["a", "b", "c", "indptr", "indices", "m", "n", "nnz"]
-        assert [p["kind"] for p in params] == ["buffer"] * 5 + ["scalar"] * 3
-        assert all(p["dtype"] == "int32" for p in params[3:])
-        assert [p["name"] for p in params if p.get("written")] == ["c"]
-        outputs = {"spmm": f"m * {spec['feat_size']}", "sddmm": "nnz"}
-        assert params[2]["role"] == "out" and params[2]["length"] == outputs[spec["op"]]
-        assert len({p["role"] for p in params}) == len(params)
-    assert packaged == {(kernel, op, feat) for kernel, op in
-                        [("csrmm", "spmm"), ("sddmm", "sddmm"), ("fused_sddmm", "sddmm")]
-                        for feat in (32, 128)}
+        roles = {p["role"]: p for p in spec["params"]}
+        assert len(roles) == len(spec["params"])
+        inputs = {"spmm": {"values", "x"}, "spmm_unweighted": {"x"}, "sddmm": {"x", "y"}}
+        assert set(roles) == inputs[spec["op"]] | {"out", "indptr", "indices", "rows", "cols",
+                                                   "nnz"}
+        assert [p["kind"] for p in spec["params"]] == \
+            ["buffer"] * (len(roles) - 3) + ["scalar"] * 3
+        assert all(roles[r]["dtype"] == "int32" for r in ("indptr", "indices", "rows", "nnz"))
+        assert [p["role"] for p in spec["params"] if p.get("written")] == ["out"]
+        outputs = {"sddmm": "nnz"}
+        assert roles["out"]["length"] == outputs.get(spec["op"], f"m * {spec['feat_size']}")
+    zoo = {(kernel, op, feat) for kernel, op in
+           [("csrmm", "spmm"), ("sddmm", "sddmm"), ("fused_sddmm", "sddmm")] for feat in (32, 128)}
+    ops = {(f"ops_{op}", op, feat) for op in ("spmm", "spmm_unweighted", "sddmm")
+           for feat in (32, 64, 128, 256)}
+    assert packaged == zoo | ops
 
 
 def test_cpu_selftest_passes_without_tvm_packages(bundle):
     result = _selftest(bundle)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "selftest-cpu: OK: 6 CUDA libraries" in result.stdout
+    assert "selftest-cpu: OK: 18 CUDA libraries" in result.stdout
 
 
 def test_cpu_selftest_catches_a_wrong_parameter_order(bundle, tmp_path):

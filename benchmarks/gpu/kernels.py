@@ -1,10 +1,17 @@
-"""The kernels packaged for the GPU machine: built by ``sparsetir.build``, exported, described.
+"""The kernels packaged for the GPU machine: scheduled, built by ``sparsetir.build``, described.
 
-Each zoo kernel (``tests/kernel_zoo.py``) is specialised to a feature size and built twice from the
-same Stage I function: for CUDA with the default schedule (the library the GPU runs) and for a
-generic x86-64 CPU (its *CPU twin*, which the self-test calls to check the parameter order and the
-runner's calling code without a GPU). Both must have the same Stage III parameters; the JSON lists
-them in call order (``runner/bundle.py`` describes the format).
+Two families, each a Stage I function specialised to a feature size and scheduled for CUDA:
+
+* zoo kernels (``tests/kernel_zoo.py``: ``csrmm``, ``sddmm``, ``fused_sddmm``) with ``build``'s
+  default CUDA schedule, at feature sizes 32 and 128;
+* the ``sparsetir.ops`` CUDA kernels (``ops_spmm``, ``ops_spmm_unweighted``, ``ops_sddmm``:
+  ``kernels.CUDA_KERNELS`` with the schedules of ``ops/cuda_schedules.py``), at 32, 64, 128, 256.
+
+Each scheduled module is compiled twice: for CUDA (the library the GPU runs) and, with its
+thread loops made serial (``tests/cuda_emulation.py``), for a generic x86-64 CPU: its *CPU twin*,
+which the self-test calls without a GPU to check the parameter order, the runner's calling code
+and what the schedule computes. Both must have the same Stage III parameters; the JSON lists them
+in call order (``runner/bundle.py`` describes the format).
 
 Example
 -------
@@ -18,35 +25,78 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Callable, NamedTuple
+
+import tvm
 
 import sparsetir
+from sparsetir.ops.kernels import CUDA_KERNELS
+from sparsetir.ops.schedules import schedule_for
 from sparsetir.runtime import BufferParam
+from sparsetir.schedule import default_schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from kernel_zoo import KERNELS  # noqa: E402
+from cuda_emulation import emulate  # noqa: E402
+from kernel_zoo import KERNELS as ZOO  # noqa: E402
+
+
+class Packaged(NamedTuple):
+    """A packaged kernel: the op the runner checks it as, the role of each Stage I parameter
+    (see ``runner/ops.py``), its feature sizes, and ``schedule(feat)``, its scheduled Stage II
+    module at a feature size."""
+
+    op: str
+    roles: dict
+    feats: tuple
+    schedule: Callable[[int], tvm.IRModule]
+
+
+def _scheduled(func, schedule) -> Callable[[int], tvm.IRModule]:
+    """``feat -> schedule(lower_sparse_iter(func at feat), feat)``."""
+    return lambda feat: schedule(
+        sparsetir.lower_sparse_iter(func.specialize({"feat_size": feat})), feat)
+
+
+def _zoo(name: str) -> Callable[[int], tvm.IRModule]:
+    return _scheduled(ZOO[name], lambda mod, feat: default_schedule(mod, "cuda").mod)
+
+
+def _ops(name: str) -> Callable[[int], tvm.IRModule]:
+    return _scheduled(CUDA_KERNELS[name], lambda mod, feat: schedule_for(name, mod, feat, "cuda"))
+
 
 _CSR = {"indptr": "indptr", "indices": "indices", "m": "rows", "n": "cols", "nnz": "nnz"}
-# zoo kernel -> (the op the runner checks it as, the role of each Stage I parameter; see ops.py)
+ZOO_FEATS = (32, 128)
+OPS_FEATS = (32, 64, 128, 256)
 PACKAGED = {
-    "csrmm": ("spmm", {"a": "values", "b": "x", "c": "out", **_CSR}),
-    "sddmm": ("sddmm", {"a": "x", "b": "y", "c": "out", **_CSR}),
-    "fused_sddmm": ("sddmm", {"a": "x", "b": "y", "c": "out", **_CSR}),
+    "csrmm": Packaged("spmm", {"a": "values", "b": "x", "c": "out", **_CSR}, ZOO_FEATS,
+                      _zoo("csrmm")),
+    "sddmm": Packaged("sddmm", {"a": "x", "b": "y", "c": "out", **_CSR}, ZOO_FEATS,
+                      _zoo("sddmm")),
+    "fused_sddmm": Packaged("sddmm", {"a": "x", "b": "y", "c": "out", **_CSR}, ZOO_FEATS,
+                            _zoo("fused_sddmm")),
+    "ops_spmm": Packaged("spmm", {"a": "values", "x": "x", "y": "out", **_CSR}, OPS_FEATS,
+                         _ops("spmm")),
+    "ops_spmm_unweighted": Packaged("spmm_unweighted", {"x": "x", "y": "out", **_CSR},
+                                    OPS_FEATS, _ops("spmm_unweighted")),
+    "ops_sddmm": Packaged("sddmm", {"x": "x", "y": "y", "out": "out", **_CSR}, OPS_FEATS,
+                          _ops("sddmm")),
 }
-FEATS = (32, 128)
 CPU_TARGET = {"kind": "llvm"}  # no -mcpu: the twins run on any x86-64
 
 
 def export_kernel(kernel: str, feat: int, arch: str, out_dir: Path) -> dict:
-    """Build zoo kernel ``kernel`` at feature size ``feat`` into ``out_dir``; return its JSON."""
-    op, roles = PACKAGED[kernel]
-    func = KERNELS[kernel].specialize({"feat_size": feat})
-    cuda = sparsetir.build(func, {"kind": "cuda", "arch": arch})
-    twin = sparsetir.build(func, CPU_TARGET)
-    params = describe(cuda.signature, roles)
-    if describe(twin.signature, roles) != params:
+    """Build ``kernel`` (a key of ``PACKAGED``) at feature size ``feat`` into ``out_dir``;
+    return its JSON."""
+    packaged = PACKAGED[kernel]
+    scheduled = packaged.schedule(feat)
+    cuda = sparsetir.build(scheduled, {"kind": "cuda", "arch": arch}, schedule="none")
+    twin = emulate(scheduled, target=CPU_TARGET)
+    params = describe(cuda.signature, packaged.roles)
+    if describe(twin.signature, packaged.roles) != params:
         raise RuntimeError(f"{kernel}: the CUDA and CPU builds take different parameters")
     name = f"{kernel}_f{feat}"
-    spec = {"name": name, "kernel": kernel, "op": op, "feat_size": feat, "arch": arch,
+    spec = {"name": name, "kernel": kernel, "op": packaged.op, "feat_size": feat, "arch": arch,
             "entry": cuda.entry, "library": f"{name}.so", "cpu_library": f"{name}.cpu.so",
             "params": params}
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -6,9 +6,11 @@ Python version. The folder (under 40 MB) holds:
 * ``lib/``: TVM's runtime libraries only (``libtvm_ffi.so``, ``libtvm_runtime.so``,
   ``libtvm_runtime_cuda.so``), CUDA's ``libcudart.so.13`` they need, TVM's LICENSE and NOTICE;
   no compiler and no Python package: ``tvm_rt.py`` calls them through TVM FFI's C ABI.
-* ``kernels/``: CSR SpMM (``csrmm``) and SDDMM (``sddmm``, ``fused_sddmm``) at feature sizes 32
-  and 128, built by ``sparsetir.build`` with the default CUDA schedule for ``--arch`` and exported
-  (fatbin inside), each with its CPU twin and a JSON of its parameters (``kernels.py``).
+* ``kernels/``: zoo CSR SpMM (``csrmm``) and SDDMM (``sddmm``, ``fused_sddmm``) with the default
+  CUDA schedule at feature sizes 32 and 128, and the ``sparsetir.ops`` CUDA kernels
+  (``ops_spmm``, ``ops_spmm_unweighted``, ``ops_sddmm``, schedules of ``ops/cuda_schedules.py``)
+  at 32, 64, 128 and 256, built by ``sparsetir.build`` for ``--arch`` and exported (fatbin
+  inside), each with its CPU twin and a JSON of its parameters (``kernels.py``).
 * ``data/``: the bundled graphs; ``graphs.py`` makes the seeded synthetic ones with numpy.
 * ``run.py`` and its modules (copied from ``runner/``): checks against torch and times next to
   cuSPARSE on the GPU; ``run.py --selftest-cpu`` checks the folder without one, with the
@@ -19,8 +21,8 @@ Run: ``.venv/bin/python benchmarks/gpu/package.py --out build/gpu_bundle [--arch
 
 Example
 -------
->>> package(Path("build/gpu_bundle"), "sm_90")["kernels"]        # doctest: +SKIP
-['csrmm_f32', 'csrmm_f128', 'sddmm_f32', 'sddmm_f128', 'fused_sddmm_f32', 'fused_sddmm_f128']
+>>> package(Path("build/gpu_bundle"), "sm_90")["kernels"][:3]    # doctest: +SKIP
+['csrmm_f32', 'csrmm_f128', 'sddmm_f32']
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import tvm_ffi
 import sparsetir.data
 from sparsetir.target import _build_stub  # the libcuda.so.1 stand-in CUDA builds use here
 
-from kernels import FEATS, PACKAGED, export_kernel
+from kernels import PACKAGED, export_kernel
 
 HERE = Path(__file__).resolve().parent
 MAX_BYTES = 40 * 2**20
@@ -68,7 +70,7 @@ def _assemble(out: Path, arch: str) -> dict:
     shutil.copytree(HERE / "runner", out, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
     specs = [export_kernel(kernel, feat, arch, out / "kernels")
-             for kernel in PACKAGED for feat in FEATS]
+             for kernel, packaged in PACKAGED.items() for feat in packaged.feats]
     runtime = _copy_runtime(out / "lib")  # after the CUDA builds: they load libcudart
     data_dir = Path(sparsetir.data.__file__).parent
     (out / "data").mkdir()

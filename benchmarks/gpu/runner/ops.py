@@ -5,6 +5,8 @@ sizes by role, so the call is ``[inputs[p["role"]] for p in spec["params"]]`` in
 parameter order.
 
 * ``spmm``: ``out = A @ x``, A the graph with float32 weights (CSR), x dense ``cols x feat``.
+* ``spmm_unweighted``: the same with every weight 1 (the kernel takes no values; DGL's
+  ``copy_u_sum``).
 * ``sddmm``: ``out[e] = x[row(e)] . y[col(e)]`` for each nonzero ``e``: torch's
   ``sampled_addmm(pattern, x, y.T, beta=0)``.
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-OPS = ("spmm", "sddmm")
+OPS = ("spmm", "spmm_unweighted", "sddmm")
 RTOL, ATOL = 1e-4, 1e-3  # float32 sums of up to ~10^5 terms in another order
 
 
@@ -33,8 +35,10 @@ def make_inputs(op: str, graph, feat: int, device) -> dict:
         "indices": torch.from_numpy(graph.indices).to(device),
         "rows": rows, "cols": cols, "nnz": graph.nnz,
     }
-    if op == "spmm":
-        inputs["values"] = _tensor(rng.random(graph.nnz, dtype=np.float32) + 0.5, device)
+    if op in ("spmm", "spmm_unweighted"):
+        values = rng.random(graph.nnz, dtype=np.float32) + 0.5 if op == "spmm" \
+            else np.ones(graph.nnz, np.float32)
+        inputs["values"] = _tensor(values, device)
         inputs["x"] = _tensor(rng.standard_normal((cols, feat), dtype=np.float32), device)
         inputs["out"] = torch.full((rows, feat), float("nan"), device=device)
     elif op == "sddmm":
@@ -49,7 +53,7 @@ def make_inputs(op: str, graph, feat: int, device) -> dict:
 def baseline(op: str, inputs: dict):
     """A function of no arguments computing ``op`` with torch.sparse (cuSPARSE on a GPU)."""
     shape = (inputs["rows"], inputs["cols"])
-    if op == "spmm":
+    if op != "sddmm":
         matrix = torch.sparse_csr_tensor(inputs["indptr"], inputs["indices"], inputs["values"],
                                          shape)
         x = inputs["x"]

@@ -4,7 +4,9 @@ Needs python3 with torch (CUDA) and numpy, nothing else: the kernels in ``kernel
 by TVM's runtime libraries in ``lib/`` through ``tvm_rt`` (no TVM install, no compiler). For each
 graph (``data/*.npz`` and the seeded synthetic ones of ``graphs.py``) and each kernel, the output
 is filled with NaN, computed, and compared with torch on the GPU (``torch.sparse`` CSR @ dense for
-SpMM, ``torch.sparse.sampled_addmm`` for SDDMM, both cuSPARSE). Times are CUDA-event times per
+SpMM, with weights 1 for unweighted SpMM, ``torch.sparse.sampled_addmm`` for SDDMM, all cuSPARSE),
+which is timed next to every kernel of the same op and feature size: the zoo kernels with the
+default schedule and the ``sparsetir.ops`` kernels (``ops_*``) with their CUDA schedules. Times are CUDA-event times per
 call on torch's current stream (warm-up, then the median of repeats, each over enough back-to-back
 calls to span about a millisecond); both sides are called from Python with their inputs ready.
 
@@ -123,12 +125,12 @@ def _dgl_note() -> str:
 
 def _print_header() -> None:
     print("times in ms per call; speedup = cuSPARSE time / ours")
-    print(f"{'graph':18s} {'rows':>7s} {'nnz':>9s} {'op':5s} {'kernel':12s} {'feat':>4s} "
+    print(f"{'graph':18s} {'rows':>7s} {'nnz':>9s} {'op':15s} {'kernel':19s} {'feat':>4s} "
           f"{'ours':>9s} {'cuSPARSE':>9s} {'speedup':>7s} {'max err':>8s} ok")
 
 
 def _print_row(r: dict) -> None:
-    print(f"{r['graph']:18s} {r['rows']:7d} {r['nnz']:9d} {r['op']:5s} {r['kernel']:12s} "
+    print(f"{r['graph']:18s} {r['rows']:7d} {r['nnz']:9d} {r['op']:15s} {r['kernel']:19s} "
           f"{r['feat']:4d} {r['ours_ms']:9.4f} {r['cusparse_ms']:9.4f} {r['speedup']:7.2f} "
           f"{r['max_abs_err']:>8s} {'yes' if r['ok'] else 'NO'}", flush=True)
 

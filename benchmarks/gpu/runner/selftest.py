@@ -4,9 +4,10 @@
    stand-in (every call answers "no device") when no NVIDIA driver is installed.
 2. Every kernel's CUDA library loads with them, has its entry function and carries device code
    (a fatbin, not CUDA source). Calling it needs a GPU.
-3. Every kernel's CPU twin (the same kernel with the same parameters, compiled for generic x86-64)
-   computes what torch computes on bundled graphs when called in its JSON's parameter order. This
-   checks the JSON files and ``tvm_rt``'s calling code, which the GPU run uses too.
+3. Every kernel's CPU twin (the same scheduled kernel with the same parameters, its GPU threads
+   run one after another, compiled for generic x86-64) computes what torch computes on bundled
+   graphs when called in its JSON's parameter order. This checks the JSON files, ``tvm_rt``'s
+   calling code, which the GPU run uses too, and what the schedule computes.
 
 Example
 -------
