@@ -126,3 +126,19 @@ def test_index_array_is_not_read_past_its_end():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300, cwd=str(Path(__file__).resolve().parents[2]))
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+
+
+def test_cost_model_prefetches_operands_larger_than_the_l2_caches(monkeypatch):
+    from sparsetir.ops import schedules
+    assert schedules.l2_cache_bytes() >= 64 << 10
+    monkeypatch.setattr(schedules, "l2_cache_bytes", lambda: 1 << 20)
+    assert schedules.prefetch_distance(2708, 32) == 0          # cora's X: 346 KB
+    assert schedules.prefetch_distance(169_343, 128) == 8      # arxiv-size X: 87 MB
+
+
+def test_ops_calls_use_the_cost_models_distance():
+    from sparsetir.ops import operators, schedules
+    M = SparseMatrix(skewed_csr(40, 30))
+    operators.bind_kernel(M, "spmm", 32)
+    (key,) = M.prepared
+    assert key[-1] == schedules.prefetch_distance(30, 32) == 0
