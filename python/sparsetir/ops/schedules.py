@@ -4,8 +4,9 @@ Both iterate CSR through row tiles balanced by nonzeros (``kernels``), the tiles
 
 CPU SpMM: the feature loop is split into register tiles of ``lanes``
 features and the tile loop is moved outside the row's nonzeros, so one tile of the output row
-stays in vector registers while the row is walked, and each nonzero costs one vector load of X
-and one fused multiply-add per tile. The cost model picks the widest tile (64, 32 or 16 lanes of
+stays in vector registers while the row is walked (``cache_write`` into a row-local buffer,
+written to Y once per tile), and each nonzero costs one vector load of X and one fused
+multiply-add per vector. The cost model picks the widest tile (64, 32 or 16 lanes of
 float32) that divides the feature size, keeping at most 4 AVX-512 accumulators live; a feature
 size no tile divides keeps one scalar loop.
 
@@ -80,13 +81,23 @@ def schedule_spmm_cpu(mod: tvm.IRModule, feat_size: int, prefetch: int = 0) -> t
     update = sch.get_sblock("spmm2")
     nonzeros, features = sch.get_loops(update)[-2:]
     lanes = spmm_lanes(feat_size)
-    if lanes > 1:
-        feature_tiles, lane = sch.split(features, [None, lanes])
-        sch.reorder(feature_tiles, nonzeros)
-        sch.vectorize(lane)
     if prefetch:
         sch.annotate(nonzeros, PREFETCH, prefetch)
+    if lanes == 1:
+        sch.parallel(tiles)
+        return sch.mod
+    feature_tiles, lane = sch.split(features, [None, lanes])
+    sch.reorder(feature_tiles, nonzeros)
+    sch.vectorize(lane)
     sch.parallel(tiles)
+    # The tile of the output row accumulates in a buffer of the row's own (a "global"
+    # allocation of constant size becomes a stack array, which LLVM keeps in registers;
+    # summing into Y itself stores every vector after every nonzero), written once.
+    accumulate = sch.cache_write(update, 0, "global")
+    sch.reverse_compute_at(accumulate, feature_tiles)
+    sch.vectorize(sch.get_loops(accumulate)[-1])
+    init = sch.decompose_reduction(update, nonzeros)
+    sch.vectorize(sch.get_loops(init)[-1])
     return sch.mod
 
 
