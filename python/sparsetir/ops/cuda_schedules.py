@@ -31,8 +31,10 @@ can hold many nonzeros, and lanes are what walks it in parallel), then ``vec``. 
 widest ``vec`` first, then up to 32 lanes: a nonzero's dot product is only ``F`` long, and fewer
 lanes per nonzero means fewer shuffle steps and more nonzeros per warp for the same bytes loaded.
 
-Vector loads need X (and Y) rows aligned to ``4 * vec`` bytes, which fresh torch CUDA tensors
-and contiguous arrays of the stated shapes are (``F`` is a multiple of ``vec``).
+Vector accesses need the dense operands and the SpMM output to start at a multiple of
+``4 * vec`` bytes (every row then does, ``F`` being a multiple of ``vec``). Fresh torch CUDA
+tensors do (256-byte aligned); a view starting inside another tensor may not, and the kernel's
+call checks only float alignment.
 
 Example
 -------
