@@ -8,17 +8,20 @@ the sum into ``LANES`` partial sums lets the CPU run them as one vector: this pa
 
     for k in range(K):  Y[idx] = Y[idx] + e(k)        (K a multiple of LANES, idx fixed in k)
 
-into
+into (``W``: 4, 2 or 1 times ``LANES``, the most that divides ``K``)
 
-    for l in vectorized(LANES): acc[l] = 0
-    for k0 in range(K // LANES):
-        for l in vectorized(LANES): acc[l] = acc[l] + e(k0 * LANES + l)
+    for l in vectorized(W): acc[l] = 0
+    for k0 in range(K // W):
+        for l in vectorized(W): acc[l] = acc[l] + e(k0 * W + l)
+    for l in vectorized(LANES): acc[l] = (acc[l] + acc[l + LANES]) + ...   (when W > LANES)
     Y[idx] = Y[idx] + ((acc[0] + acc[1]) + ...)          (a balanced tree)
 
-``acc`` is allocated once at the top of the enclosing parallel loop's body (once per task
-iteration, not per nonzero: TVM 0.27 allocates every local buffer on the CPU through its
-workspace allocator, a call each time). The sum is reassociated, as ``rfactor`` would: results
-differ from the serial order by rounding only.
+``W / LANES`` independent vector accumulators shorten the chain of dependent fused
+multiply-adds (4 cycles each) by as much. ``acc`` is allocated once at the top of the enclosing
+parallel loop's body, as a "global" buffer of constant size: TVM makes that a stack array, which
+LLVM keeps in registers (a "local" buffer goes through TVM's workspace allocator, a call each
+time, and stays in memory). The sum is reassociated, as ``rfactor`` would: results differ from
+the serial order by rounding only.
 
 Example
 -------
@@ -94,19 +97,27 @@ class _Rewriter:
                 or any(_reads(i, store.buffer) for i in store.indices):
             return None
         dtype = str(store.value.ty.dtype)
-        acc = tirx.decl_buffer((LANES,), dtype, f"{store.buffer.name}_lanes", scope="local")
+        extent = int(loop.extent)
+        lanes = next(count * LANES for count in (4, 2, 1) if extent % (count * LANES) == 0)
+        acc = tirx.decl_buffer((lanes,), dtype, f"{store.buffer.name}_lanes", scope="global")
         self.pending.append(acc)
         lane = tirx.Var("lane", loop.loop_var.ty)
         outer = tirx.Var(loop.loop_var.name + "_o", loop.loop_var.ty)
-        zero = tirx.For(lane, 0, LANES, tirx.ForKind.VECTORIZED,
+        zero = tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED,
                         tirx.BufferStore(acc, tirx.const(0, dtype), [lane]))
-        term = substitute(value.b, {loop.loop_var: outer * LANES + lane})
-        accumulate = tirx.For(outer, 0, int(loop.extent) // LANES, tirx.ForKind.SERIAL,
-                              tirx.For(lane, 0, LANES, tirx.ForKind.VECTORIZED,
+        term = substitute(value.b, {loop.loop_var: outer * lanes + lane})
+        accumulate = tirx.For(outer, 0, extent // lanes, tirx.ForKind.SERIAL,
+                              tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED,
                                        tirx.BufferStore(acc, acc[lane] + term, [lane])))
+        steps = [zero, _fresh_lane(accumulate)]
+        if lanes > LANES:   # independent vectors (shorter FMA chains): fold them into one
+            fold = tirx.Var("lane_f", loop.loop_var.ty)
+            steps.append(tirx.For(fold, 0, LANES, tirx.ForKind.VECTORIZED, tirx.BufferStore(
+                acc, _tree_sum([acc[fold + v * LANES] for v in range(lanes // LANES)]),
+                [fold])))
         total = _tree_sum([acc[i] for i in range(LANES)])
         finish = tirx.BufferStore(store.buffer, value.a + total, list(store.indices))
-        return tirx.SeqStmt([zero, _fresh_lane(accumulate), finish])
+        return tirx.SeqStmt(steps + [finish])
 
 
 def _fresh_lane(loop):
