@@ -15,6 +15,8 @@ Example
 
 from __future__ import annotations
 
+import dataclasses
+
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -30,6 +32,7 @@ from .runtime import (
     Signature,
     ValueDomainCheck,
 )
+from .pipeline import lower_blocks
 from .schedule import default_schedule
 from .stage_metadata import SizeReader
 from .target import compile_module, make_target
@@ -96,6 +99,8 @@ def kernel_of(flat: tvm.IRModule, shapes: list, executable, target,
     for the host unless ``checks_executable`` (from ``compile_checks``) is given."""
     kind = str(make_target(target).kind.name)
     signature = signature_of(flat["main"], shapes)
+    if kind == "cuda":
+        signature = with_vector_alignment(signature, lower_blocks(flat)["main"])
     checks = None
     if kind == "llvm":
         checks = compile_checks(signature, checks_executable)
@@ -145,6 +150,55 @@ def signature_of(func: tirx.PrimFunc, shapes=None) -> Signature:
         checks.append(ValueDomainCheck(str(entry["param"]), sizes.expr(entry["min"]),
                                        sizes.expr(entry["max"])))
     return Signature(tuple(params), tuple(checks))
+
+
+def with_vector_alignment(signature: Signature, func: tirx.PrimFunc) -> Signature:
+    """``signature`` with each buffer's alignment raised to what the vectorised loops of the
+    CUDA function ``func`` (blocks lowered to loops) access it with: a loop of ``e`` lanes over ``b``-byte elements
+    becomes one access of ``e * b`` bytes (at most 16, a ``float4``), which CUDA requires to be
+    aligned to its size; the call then stages a tensor that is not."""
+    widths = {}
+
+    def on_for(loop):
+        if loop.kind != tirx.ForKind.VECTORIZED or not isinstance(loop.extent, tirx.IntImm):
+            return
+
+        def on_access(access):
+            buffer = access.buffer if isinstance(access, tirx.BufferStore) else access.source
+            if not _uses_var(access.indices, loop.loop_var):   # one element for all lanes
+                return
+            size = min(16, int(loop.extent) * buffer.dtype.itemsize)
+            if size & (size - 1) == 0:
+                widths[buffer.name] = max(widths.get(buffer.name, 1), size)
+
+        tvm_ffi.structural_walk(loop.body, ((tirx.BufferStore, tvm.ir.TensorLoad), on_access),
+                                order="pre")
+
+    tvm_ffi.structural_walk(func.body, (tirx.For, on_for), order="pre")
+    names = {str(p.name): p for p in func.params}
+    by_user_name = dict(func.attrs.get(PARAM_NAMES_ATTR, {})) if func.attrs is not None else {}
+    params = []
+    for param in signature.params:
+        internal = next((k for k, v in by_user_name.items() if str(v) == param.name),
+                        param.name)
+        width = widths.get(str(internal), 0) if str(internal) in names else 0
+        if isinstance(param, BufferParam) and width > max(param.alignment,
+                                                          param_itemsize(param)):
+            param = dataclasses.replace(param, alignment=width)
+        params.append(param)
+    return Signature(tuple(params), signature.checks)
+
+
+def param_itemsize(param: BufferParam) -> int:
+    return tvm_ffi.dtype(param.dtype).itemsize
+
+
+def _uses_var(exprs, var) -> bool:
+    hits = []
+    for expr in exprs:
+        tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: hits.append(v.same_as(var))),
+                                order="pre")
+    return any(hits)
 
 
 def _stored_buffers(func) -> list:

@@ -44,6 +44,14 @@ _BLOCK_LOWERING = (
 )
 
 
+def lower_blocks(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with its blocks lowered to plain loops as the ``sparsetir`` pipeline lowers them
+    (TVM's block passes, then ``repair_buffer_references``): what the later passes and the
+    analyses of generated loops see."""
+    passes = [getattr(s_tir.transform, name)() for name in _BLOCK_LOWERING]
+    return tvm.transform.Sequential(passes + [repair_buffer_references])(mod)
+
+
 class BufferReferenceError(RuntimeError):
     """A buffer is used but never allocated, and no allocated buffer can stand for it."""
 

@@ -13,7 +13,7 @@ from sparsetir.build import lower_to_stage3
 from sparsetir.ops import SparseMatrix, spmm
 from sparsetir.ops.kernels import KERNELS
 from sparsetir.ops.schedules import schedule_for, spmm_lanes
-from sparsetir.pipeline import _BLOCK_LOWERING
+from sparsetir.pipeline import lower_blocks
 from sparse_inputs import skewed_csr
 
 
@@ -22,8 +22,7 @@ def stores_by_loop(feat):
     mod = schedule_for("spmm", sparsetir.lower_sparse_iter(
         KERNELS["spmm"].specialize({"feat_size": feat})), feat, "llvm")
     flat, _ = lower_to_stage3(mod, "llvm", "none")
-    flat = tvm.transform.Sequential([getattr(tvm.s_tir.transform, name)()
-                                     for name in _BLOCK_LOWERING])(flat)
+    flat = lower_blocks(flat)
     inside = []
 
     def on_for(loop):

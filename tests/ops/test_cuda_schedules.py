@@ -180,3 +180,18 @@ def test_cuda_kernel_on_gpu_equals_torch(name, feat):
             for key, value in args.items()}
     _call(kernel, name, args)
     torch.testing.assert_close(args[out], _torch_result(name, args), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cuda
+def test_vector_accesses_raise_the_alignment_the_call_checks():
+    """A float4 load needs 16-byte aligned data: the CUDA kernel's signature says so, so a
+    tensor view starting 4 bytes into another is staged, not handed to the kernel."""
+    from sparsetir.ops.kernels import CUDA_KERNELS
+    from sparsetir.ops.schedules import schedule_for
+    func = CUDA_KERNELS["spmm"].specialize({"feat_size": 128})
+    kernel = sparsetir.build(schedule_for("spmm", sparsetir.lower_sparse_iter(func), 128,
+                                          "cuda"), "cuda", schedule="none")
+    alignment = {p.name: p.alignment for p in kernel.signature.params
+                 if hasattr(p, "alignment")}
+    assert alignment["x"] == alignment["y"] == 16    # float4 over features
+    assert alignment["indices"] == alignment["a"] == 4    # one element for all lanes

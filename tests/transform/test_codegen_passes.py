@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import tirx
 
 import sparsetir
 from sparsetir.build import lower_to_stage3
 from sparsetir.ops import SparseMatrix
 from sparsetir.ops.kernels import KERNELS
 from sparsetir.ops.schedules import schedule_for
-from sparsetir.pipeline import _BLOCK_LOWERING, repair_buffer_references
+from sparsetir.pipeline import lower_blocks
 from sparsetir.transform.index_loads import hoist_index_loads
 from sparsetir.transform.vector_reductions import LANES, vectorize_reductions
 
@@ -21,9 +21,8 @@ def lowered(name, feat, passes):
     mod = schedule_for(name, sparsetir.lower_sparse_iter(
         KERNELS[name].specialize({"feat_size": feat})), feat, "llvm")
     flat, _ = lower_to_stage3(mod, "llvm", "none")
-    blocks = [getattr(s_tir.transform, n)() for n in _BLOCK_LOWERING]
     with tvm.target.Target("llvm"):
-        return tvm.transform.Sequential(blocks + [repair_buffer_references] + passes)(flat)
+        return tvm.transform.Sequential(passes)(lower_blocks(flat))
 
 
 def nodes(mod, kind):

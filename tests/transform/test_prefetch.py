@@ -12,14 +12,14 @@ import pytest
 import scipy.sparse
 import tvm
 import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import tirx
 
 import sparsetir
 from sparsetir.build import lower_to_stage3
 from sparsetir.ops import SparseMatrix
 from sparsetir.ops.kernels import KERNELS
 from sparsetir.ops.schedules import schedule_for
-from sparsetir.pipeline import _BLOCK_LOWERING, repair_buffer_references
+from sparsetir.pipeline import lower_blocks
 from sparsetir.transform.prefetch import PREFETCH, prefetch_gathers
 from sparsetir.transform.vector_reductions import vectorize_reductions
 from sparse_inputs import skewed_csr
@@ -32,10 +32,9 @@ def annotated(name, feat, distance):
 
 def lowered(mod):
     flat, _ = lower_to_stage3(mod, "llvm", "none")
-    blocks = [getattr(s_tir.transform, n)() for n in _BLOCK_LOWERING]
     with tvm.target.Target("llvm"):
-        return tvm.transform.Sequential(
-            blocks + [repair_buffer_references, vectorize_reductions, prefetch_gathers])(flat)
+        return tvm.transform.Sequential([vectorize_reductions, prefetch_gathers])(
+            lower_blocks(flat))
 
 
 def prefetches(mod):

@@ -33,8 +33,9 @@ lanes per nonzero means fewer shuffle steps and more nonzeros per warp for the s
 
 Vector accesses need the dense operands and the SpMM output to start at a multiple of
 ``4 * vec`` bytes (every row then does, ``F`` being a multiple of ``vec``). Fresh torch CUDA
-tensors do (256-byte aligned); a view starting inside another tensor may not, and the kernel's
-call checks only float alignment.
+tensors do (256-byte aligned); a view starting inside another tensor may not: ``build`` records
+the width of every vector access in the kernel's signature (``with_vector_alignment``), and the
+call stages such a view into an aligned copy.
 
 Example
 -------
