@@ -67,6 +67,9 @@ def test_cuda_uses_wmma_and_builds(block_size, arch, tmp_path):
                         ("store_matrix_sync", 1)):
         assert len(re.findall(rf"nvcuda::wmma::{call}\(", src)) == count, call
     assert f"__launch_bounds__({32 * block_size // 16})" in src     # one warp per 16 rows
+    assert "*(uint4*)(X_ptr" in src and "*(float4*)(Y_ptr" in src       # 16-byte copies
+    alignment = {p.name: getattr(p, "alignment", None) for p in kernel.signature.params}
+    assert alignment["a"] == alignment["x"] == alignment["y"] == 16
     library = export(kernel.executable, tmp_path / "bsrmm.so").read_bytes()
     assert FATBIN_MAGIC in library
     (tmp_path / "bsrmm.cu").write_text(src)

@@ -13,12 +13,14 @@ tensorized with TVM's own WMMA intrinsics (``tvm.s_tir.tensor_intrin.cuda``: 16 
   ``tiles_per_warp`` 16 x 16 fp32 accumulators, zeroed by ``wmma_fill`` before the loop over the
   row's nonzero blocks (so an empty block row gives zeros);
 * per nonzero block, all threads copy the ``A`` block and the ``X`` rows it needs into shared
-  memory (``reindex`` gives the gathered ``X`` tile its own iteration space, so the tile copy is a
+  memory, 16 bytes per thread and access, rows padded by 16 bytes against bank conflicts
+  (``reindex`` gives the gathered ``X`` tile its own iteration space, so the tile copy is a
   plain block and the fragment loads from it tensorize), then each warp loads 16 x 16 fragments
   and multiplies;
-* the accumulators go to shared memory and all threads copy the tile to ``Y``: every global
-  access is an ordinary element access, so arguments need only their element's alignment and
-  every parameter stays a flat buffer.
+* the accumulators go to shared memory and all threads copy the tile to ``Y`` (16 bytes each).
+  Global memory is read and written only by these copies: every parameter stays a flat buffer,
+  and the kernel's signature asks 16-byte alignment of ``A``, ``X`` and ``Y`` (a call stages a
+  view that is not).
 
 Row and column counts must be multiples of the block size: ``sparsetir.format.csr_to_bsr`` pads a
 matrix whose shape is not, and ``X`` needs its rows padded to match (``bsr_operands``).
@@ -51,6 +53,7 @@ from ..transform import lower_sparse_iter
 
 WMMA = 16          # the m = n = k of the fragments
 WARP = 32
+VECTOR_BYTES = 16  # a copy's access per thread (uint4 / float4), and the padding of a shared row
 
 
 @T.prim_func
@@ -126,8 +129,11 @@ def schedule_bsr_spmm_tensorcore(block_size: int, feat_size: int, tiles_per_warp
     acc = sch.cache_write(block, 0, scopes[2])
     sch.reverse_compute_at(acc, bi_warp)
     sch.reverse_compute_at(y_tile, f_block)
-    for copy in (a_tile, x_tile, y_tile):
-        _spread_over_threads(sch, copy, warps)
+    feat_tile = WMMA * tiles_per_warp
+    for tile, row in ((a_tile, block_size), (x_tile, feat_tile)):
+        _pad_rows(sch, tile, row)
+    for copy, itemsize in ((a_tile, 2), (x_tile, 2), (y_tile, 4)):
+        _spread_over_threads(sch, copy, warps, itemsize)
     init = sch.decompose_reduction(block, j)
     # the accumulator store as (feature tile, 16 rows, 16 features): one 16 x 16 store each
     rows, cols = sch.get_loops(acc)[-2:]
@@ -236,10 +242,18 @@ def _read_index(sch: s_tir.Schedule, block, name: str) -> int:
     return [region.source.name for region in sch.get(block).reads].index(name)
 
 
-def _spread_over_threads(sch: s_tir.Schedule, copy, warps: int) -> None:
-    """Share a 2-D tile copy among all threads of the CUDA block, consecutive elements on
-    consecutive ``threadIdx.x``."""
+def _pad_rows(sch: s_tir.Schedule, writer, row: int) -> None:
+    """Pad the rows (``row`` elements) of the shared tile ``writer`` writes by 16 bytes, so that
+    the 16 rows of a fragment load do not fall on the same memory banks."""
+    tile = sch.get(writer).writes[0].source
+    sch.storage_align(writer, 0, len(tile.shape) - 2, row, VECTOR_BYTES // tile.dtype.itemsize)
+
+
+def _spread_over_threads(sch: s_tir.Schedule, copy, warps: int, itemsize: int) -> None:
+    """Share a 2-D tile copy among all threads of the CUDA block: 16 bytes per thread and
+    access, consecutive vectors on consecutive ``threadIdx.x``."""
     fused = sch.fuse(*sch.get_loops(copy)[-2:])
-    _, warp, lane = sch.split(fused, [None, warps, WARP])
+    _, warp, lane, vector = sch.split(fused, [None, warps, WARP, VECTOR_BYTES // itemsize])
     sch.bind(warp, "threadIdx.y")
     sch.bind(lane, "threadIdx.x")
+    sch.vectorize(vector)
