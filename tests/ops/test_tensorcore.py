@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 import scipy.sparse
 
+import sparsetir
 from cuda_emulation import emulate
-from sparsetir.ops.tensorcore import (bsr_operands, bsr_spmm_tensorcore,
+from sparsetir.ops.tensorcore import (bsr_operands, bsr_spmm_tensorcore, bsrmm_fp16,
                                       schedule_bsr_spmm_tensorcore)
 from sparsetir.target import cuda_source, export
 
@@ -45,16 +46,17 @@ def _operands(block_size: int, feat: int) -> tuple:
     matrix[block_size:2 * block_size] = 0
     x = rng.standard_normal((COLS, feat)).astype(np.float32)
     operands = bsr_operands(matrix, x, block_size)
-    assert operands["indptr"][1] == operands["indptr"][2]      # the empty block row
+    assert operands["indptr"][1] == operands["indptr"][2]      # block row 1 is empty
     return operands, matrix
 
 
 def _expected(operands: dict, block_size: int) -> np.ndarray:
-    """scipy's BSR product of the fp16 operands, in float64."""
+    """scipy's BSR product of the fp16 operands, in float64, shaped like ``y``."""
     shape = (operands["mb"] * block_size, operands["nb"] * block_size)
     bsr = scipy.sparse.bsr_matrix((operands["a"].astype(np.float64), operands["indices"],
                                    operands["indptr"]), shape=shape)
-    return bsr @ operands["x"].astype(np.float64)
+    x = operands["x"].reshape(shape[1], -1).astype(np.float64)
+    return (bsr @ x).reshape(operands["y"].shape)
 
 
 @pytest.mark.cuda
@@ -85,11 +87,21 @@ def test_schedule_on_cpu_equals_scipy_bsr(block_size, feat, reverse):
     kernel = emulate(schedule_bsr_spmm_tensorcore(block_size, feat, tensorize=False), reverse)
     operands, matrix = _operands(block_size, feat)
     kernel(*[operands[p] for p in PARAMS])
-    expected = _expected(operands, block_size)
-    np.testing.assert_allclose(operands["y"], expected, rtol=1e-5, atol=1e-5)
-    assert not operands["y"][block_size:2 * block_size].any()       # empty block row: zeros
-    np.testing.assert_allclose(operands["y"][:ROWS], matrix @ operands["x"][:COLS].astype(np.float64), rtol=1e-2,
-                               atol=1e-2)  # the unpadded product, X rounded to fp16
+    np.testing.assert_allclose(operands["y"], _expected(operands, block_size), rtol=1e-5,
+                               atol=1e-5)
+    assert not operands["y"][1].any()                                # the empty block row
+    y = operands["y"].reshape(-1, feat)[:ROWS]
+    x = operands["x"].reshape(-1, feat)[:COLS].astype(np.float64)
+    np.testing.assert_allclose(y, matrix @ x, rtol=1e-2, atol=1e-2)  # A rounded to fp16
+
+
+def test_stage1_kernel_takes_the_operands_on_cpu():
+    """The Stage I kernel with sparsetir's default CPU schedule (shapes checked at the call)
+    takes ``bsr_operands`` as they are and agrees with scipy."""
+    kernel = sparsetir.build(bsrmm_fp16.specialize({"blk": 16, "feat_size": 32}), "llvm")
+    operands, _ = _operands(16, 32)
+    kernel(*[operands[p] for p in PARAMS])
+    np.testing.assert_allclose(operands["y"], _expected(operands, 16), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("block_size, feat, tiles", [(8, 32, 0), (16, 40, 0), (16, 64, 3)])
@@ -110,5 +122,5 @@ def test_gpu_kernel_equals_torch(block_size):
     _cuda_kernel(block_size, arch)(*[args[p] for p in PARAMS])
     shape = (operands["mb"] * block_size, operands["nb"] * block_size)
     bsr = torch.sparse_bsr_tensor(args["indptr"], args["indices"], args["a"].float(), shape)
-    torch.testing.assert_close(args["y"], bsr.to_dense() @ args["x"].float(), rtol=1e-3,
-                               atol=1e-3)
+    expected = bsr.to_dense() @ args["x"].reshape(shape[1], 64).float()
+    torch.testing.assert_close(args["y"].reshape(shape[0], 64), expected, rtol=1e-3, atol=1e-3)

@@ -160,8 +160,9 @@ def bsr_spmm_tensorcore(block_size: int, feat_size: int, target="cuda", tiles_pe
     cores, sm_70 or later).
 
     Call it as ``kernel(data, x, y, indptr, indices, mb, nb, nnzb)``: ``data`` the
-    ``(nnzb, block_size, block_size)`` fp16 blocks, ``x`` the ``(nb * block_size, feat_size)``
-    fp16 features, ``y`` the ``(mb * block_size, feat_size)`` fp32 output (overwritten),
+    ``(nnzb, block_size, block_size)`` fp16 blocks, ``x`` the fp16 features, shaped
+    ``(nb, block_size, feat_size)`` (or flat), ``y`` the fp32 output (overwritten), shaped
+    ``(mb, block_size, feat_size)`` (or flat),
     ``indptr``/``indices`` the int32 block-row pointers and block-column indices
     (``bsr_operands`` makes them from a scipy matrix). Runs on a GPU only.
 
@@ -175,25 +176,28 @@ def bsr_spmm_tensorcore(block_size: int, feat_size: int, target="cuda", tiles_pe
 
 def bsr_operands(matrix, x: np.ndarray, block_size: int) -> dict:
     """The arguments of the kernel, by Stage I parameter name, for ``Y = matrix @ x`` with
-    ``matrix`` any scipy sparse matrix: its BSR blocks in fp16 (rows and columns padded with
-    zeros to a multiple of ``block_size``), ``x`` in fp16 with zero rows appended to match, and
-    ``y`` an fp32 output of ``mb * block_size`` rows filled with NaN (the first
-    ``matrix.shape[0]`` rows are the product).
+    ``matrix`` any scipy sparse matrix and ``x`` of shape ``(matrix.shape[1], feat_size)``: the
+    BSR blocks in fp16 (rows and columns padded with zeros to whole blocks by
+    ``sparsetir.format.csr_to_bsr``), ``x`` in fp16 with zero rows appended to match, shaped
+    ``(nb, block_size, feat_size)`` as the kernel declares it, and ``y`` an fp32 output of shape
+    ``(mb, block_size, feat_size)`` filled with NaN: ``y.reshape(-1, feat_size)[:rows]`` is the
+    product.
 
     >>> import scipy.sparse
     >>> ops = bsr_operands(scipy.sparse.eye(20, format="csr"), np.ones((20, 16)), 16)
     >>> ops["x"].shape, ops["y"].shape, ops["mb"], int(ops["nnzb"])
-    ((32, 16), (32, 16), 2, 2)
+    ((2, 16, 16), (2, 16, 16), 2, 2)
     """
     csr = matrix.tocsr()
     csr.sort_indices()
     indptr, indices, data = sparse_format.csr_to_bsr(csr.indptr, csr.indices, csr.data,
                                                      csr.shape, block_size)
     mb, nb = len(indptr) - 1, -(-csr.shape[1] // block_size)
-    x_padded = np.zeros((nb * block_size, x.shape[1]), np.float16)
+    feat_size = x.shape[1]
+    x_padded = np.zeros((nb * block_size, feat_size), np.float16)
     x_padded[:x.shape[0]] = x
-    return {"a": data.astype(np.float16), "x": x_padded,
-            "y": np.full((mb * block_size, x.shape[1]), np.nan, np.float32),
+    return {"a": data.astype(np.float16), "x": x_padded.reshape(nb, block_size, feat_size),
+            "y": np.full((mb, block_size, feat_size), np.nan, np.float32),
             "indptr": indptr, "indices": indices, "mb": mb, "nb": nb, "nnzb": indices.size}
 
 
