@@ -26,7 +26,8 @@ import workload
 
 COLUMNS = ("op", "graph", "rows", "nnz", "feat", "contender", "status", "checked", "median_ms",
            "p25_ms", "p75_ms", "min_ms", "max_ms", "repeats", "traffic_bytes", "gbps",
-           "roofline", "speedup_of_ours", "first_call_ms", "setup_ms", "max_error", "note")
+           "roofline", "speedup_of_ours", "first_call_ms", "setup_ms", "max_error", "rounds",
+           "round_ms", "note")
 
 
 def finish(records: list, graphs: dict, machine: dict) -> list:
@@ -41,7 +42,8 @@ def finish(records: list, graphs: dict, machine: dict) -> list:
         g = graphs[r["graph"]]
         row = dict.fromkeys(COLUMNS, "")
         row.update(r, rows=g["rows"], nnz=g["nnz"], checked=bool(r.get("checked", False)),
-                   traffic_bytes=g["traffic"][r["op"], r["feat"]])
+                   traffic_bytes=g["traffic"][r["op"], r["feat"]],
+                   round_ms=" ".join(f"{ms:.5g}" for ms in r.get("round_ms", [])))
         if r["status"] == "ok":
             seconds = r["median_ms"] / 1e3
             row["gbps"] = row["traffic_bytes"] / seconds / 1e9
