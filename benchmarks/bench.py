@@ -20,7 +20,7 @@ installed is reported n/a. Outputs (``--out``, default ``benchmarks/results/``):
 Example
 -------
 ``.venv/bin/python benchmarks/bench.py --quick`` (cora and citeseer, feature size 32: under a
-minute); ``.venv/bin/python benchmarks/bench.py`` (everything: about 6 minutes on 2 cores);
+minute); ``.venv/bin/python benchmarks/bench.py`` (everything, 3 rounds: about 12 minutes on 2 cores);
 ``.venv/bin/python benchmarks/bench.py --graphs pubmed --feat 64 --contenders ours dgl``
 """
 
