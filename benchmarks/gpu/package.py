@@ -7,13 +7,15 @@ Python version. The folder (under 40 MB) holds:
   ``libtvm_runtime_cuda.so``), CUDA's ``libcudart.so.13`` they need, TVM's LICENSE and NOTICE;
   no compiler and no Python package: ``tvm_rt.py`` calls them through TVM FFI's C ABI.
 * ``kernels/``: zoo CSR SpMM (``csrmm``) and SDDMM (``sddmm``, ``fused_sddmm``) with the default
-  CUDA schedule at feature sizes 32 and 128, and the ``sparsetir.ops`` CUDA kernels
-  (``ops_spmm``, ``ops_spmm_unweighted``, ``ops_sddmm``, schedules of ``ops/cuda_schedules.py``)
-  at 32, 64, 128 and 256, built by ``sparsetir.build`` for ``--arch`` and exported (fatbin
-  inside), each with its CPU twin and a JSON of its parameters (``kernels.py``).
+  CUDA schedule at feature sizes 32 and 128, the ``sparsetir.ops`` CUDA kernels (``ops_spmm``,
+  ``ops_spmm_unweighted``, ``ops_sddmm``, schedules of ``ops/cuda_schedules.py``) at 32, 64,
+  128 and 256, and the fp16 tensor-core BSR SpMM (``tc_bsrmm``, ``ops/tensorcore.py``) at block
+  sizes 16 and 32 and feature sizes 64 and 128, built by ``sparsetir.build`` for ``--arch`` and
+  exported (fatbin inside), each with its CPU twin and a JSON of its parameters (``kernels.py``).
 * ``data/``: the bundled graphs; ``graphs.py`` makes the seeded synthetic ones with numpy.
 * ``run.py`` and its modules (copied from ``runner/``): checks against torch and times next to
-  cuSPARSE on the GPU; ``run.py --selftest-cpu`` checks the folder without one, with the
+  torch.sparse (cuSPARSE for CSR) on the GPU, and the BSR kernel also next to cuBLAS fp16
+  dense; ``run.py --selftest-cpu`` checks the folder without one, with the
   ``libcuda.so.1`` stand-in in ``selftest/``.
 * ``manifest.json`` (what was packaged, with which versions) and ``README.md``.
 
@@ -69,8 +71,8 @@ def _assemble(out: Path, arch: str) -> dict:
     """Write every part of the package into the empty folder ``out``; return the manifest."""
     shutil.copytree(HERE / "runner", out, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    specs = [export_kernel(kernel, feat, arch, out / "kernels")
-             for kernel, packaged in PACKAGED.items() for feat in packaged.feats]
+    specs = [export_kernel(kernel, sizes, arch, out / "kernels")
+             for kernel, packaged in PACKAGED.items() for sizes in packaged.sizes]
     runtime = _copy_runtime(out / "lib")  # after the CUDA builds: they load libcudart
     data_dir = Path(sparsetir.data.__file__).parent
     (out / "data").mkdir()

@@ -2,7 +2,9 @@
 
 A kernel's JSON lists its parameters in call order, each with its Stage I ``name``, a ``role``
 (which input of its op it takes, see ``ops.py``), ``kind`` (``buffer`` or ``scalar``) and
-``dtype``; a buffer also has its ``length`` (over the scalars' names) and ``written``.
+``dtype``; a buffer also has its ``length`` (over the scalars' names), ``written`` and
+``alignment``, the byte alignment the CUDA code assumes for its start (16 where it copies with
+16-byte vectors; fresh torch CUDA tensors are 256-byte aligned).
 
 Example
 -------
@@ -26,5 +28,11 @@ def load_specs(root: Path) -> tuple:
 
 
 def arguments(spec: dict, inputs: dict) -> list:
-    """The kernel's arguments in its parameter order, taken from ``inputs`` by role."""
-    return [inputs[param["role"]] for param in spec["params"]]
+    """The kernel's arguments in its parameter order, taken from ``inputs`` by role; raises
+    ValueError for a tensor less aligned than its parameter's ``alignment``."""
+    args = [inputs[param["role"]] for param in spec["params"]]
+    for param, arg in zip(spec["params"], args):
+        if param["kind"] == "buffer" and arg.data_ptr() % param["alignment"]:
+            raise ValueError(f"{spec['name']}: {param['name']} must be "
+                             f"{param['alignment']}-byte aligned")
+    return args

@@ -4,10 +4,13 @@
    stand-in (every call answers "no device") when no NVIDIA driver is installed.
 2. Every kernel's CUDA library loads with them, has its entry function and carries device code
    (a fatbin, not CUDA source). Calling it needs a GPU.
-3. Every kernel's CPU twin (the same scheduled kernel with the same parameters, its GPU threads
-   run one after another, compiled for generic x86-64) computes what torch computes on bundled
-   graphs when called in its JSON's parameter order. This checks the JSON files, ``tvm_rt``'s
-   calling code, which the GPU run uses too, and what the schedule computes.
+3. Every kernel's CPU twin (compiled for generic x86-64 with the same parameters: the same
+   scheduled kernel with its GPU threads run one after another, or for the tensor-core BSR
+   SpMM, whose WMMA fragments need a GPU, its Stage I function with sparsetir's CPU schedule)
+   computes what torch computes when called in its JSON's parameter order: the CSR kernels on
+   bundled graphs, the BSR one on seeded block-sparse matrices (``blocksparse.py``; some block
+   rows empty, rows and columns different). This checks the JSON files, ``tvm_rt``'s calling
+   code, which the GPU run uses too, and what the CSR schedules compute.
 
 Example
 -------
@@ -23,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+import blocksparse
 import graphs
 import ops
 from bundle import arguments, load_specs
@@ -30,6 +34,7 @@ from tvm_rt import Runtime, TVMError
 
 FATBIN_MAGIC = bytes.fromhex("50ed55ba")
 GRAPHS = ("cora", "citeseer")  # citeseer has empty rows
+BSR_SHAPES = ((512, 384),)     # 10% of 12 blocks per block row of 32: some rows empty
 
 
 def run(root: Path) -> int:
@@ -47,24 +52,41 @@ def run(root: Path) -> int:
             problems.append(f"{spec['library']}: no fatbin inside (device code missing)")
     twins = {spec["name"]: runtime.load_module(kernels / spec["cpu_library"])[spec["entry"]]
              for spec in specs}
-    for graph_name in GRAPHS:
-        graph = graphs.load(graph_name, root / "data")
-        for spec in specs:
-            inputs = ops.make_inputs(spec["op"], graph, spec["feat_size"], torch.device("cpu"))
+    loaded = {name: graphs.load(name, root / "data") for name in GRAPHS}
+    for spec in specs:
+        for problem, inputs, expected, tolerance in _cases(spec, loaded):
             try:
                 twins[spec["name"]](*arguments(spec, inputs))
-            except TVMError as err:
-                problems.append(f"{spec['name']} (CPU twin) on {graph_name}: {err}")
+            except (TVMError, ValueError) as err:
+                problems.append(f"{spec['name']} (CPU twin) on {problem}: {err}")
                 continue
-            err, ok = ops.check(inputs["out"], ops.reference(spec["op"], inputs))
+            err, ok = ops.check(inputs["out"], expected, *tolerance)
             if not ok:
-                problems.append(f"{spec['name']} (CPU twin) on {graph_name}: off by {err:.2e}")
+                problems.append(f"{spec['name']} (CPU twin) on {problem}: off by {err:.2e}")
     for problem in problems:
         print("selftest-cpu:", problem)
+    shapes = ", ".join(f"{rows}x{cols}" for rows, cols in BSR_SHAPES)
     print(f"selftest-cpu: {'FAILED' if problems else 'OK'}: {len(specs)} CUDA libraries for "
           f"{manifest['arch']} load with the runtime-only TVM in lib/; their CPU twins "
-          f"{'do not all match' if problems else 'match'} torch on {', '.join(GRAPHS)}")
+          f"{'do not all match' if problems else 'match'} torch on {', '.join(GRAPHS)} "
+          f"(CSR) and block-sparse {shapes} (BSR)")
     return 1 if problems else 0
+
+
+def _cases(spec: dict, loaded: dict):
+    """(problem name, inputs on the CPU, torch's answer, (rtol, atol)) for each check of
+    ``spec``'s twin."""
+    cpu = torch.device("cpu")
+    if spec["op"] == blocksparse.OP:
+        for rows, cols in BSR_SHAPES:
+            matrix = blocksparse.make(rows, cols, spec["block_size"])
+            inputs = blocksparse.make_inputs(matrix, spec["feat_size"], cpu)
+            yield (f"{matrix.name}/b{matrix.block}", inputs, blocksparse.reference(inputs),
+                   (blocksparse.RTOL, blocksparse.ATOL))
+        return
+    for name, graph in loaded.items():
+        inputs = ops.make_inputs(spec["op"], graph, spec["feat_size"], cpu)
+        yield name, inputs, ops.reference(spec["op"], inputs), (ops.RTOL, ops.ATOL)
 
 
 def _driver_present() -> bool:

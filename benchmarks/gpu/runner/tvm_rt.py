@@ -23,7 +23,8 @@ from pathlib import Path
 # TVMFFITypeIndex values (c_api.h)
 _INT, _BOOL, _DLTENSOR_PTR, _RAW_STR, _FUNCTION, _MODULE = 1, 2, 7, 8, 68, 73
 _CPU, _CUDA = 1, 2  # DLDeviceType
-_DTYPES = {"float32": (2, 32), "float64": (2, 64), "int32": (0, 32), "int64": (0, 64)}
+_DTYPES = {"float16": (2, 16), "float32": (2, 32), "float64": (2, 64), "int32": (0, 32),
+           "int64": (0, 64)}
 
 
 class TVMError(RuntimeError):
