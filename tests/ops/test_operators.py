@@ -93,6 +93,33 @@ def test_calls_on_a_matrix_convert_and_copy_none_of_it():
     assert not M.indices.flags.writeable and not M.data.flags.writeable
 
 
+def test_matrix_arrays_cannot_be_made_writable():
+    M = ops.SparseMatrix(matrix())
+    for array in (M.indptr, M.indices, M.data, *M.row_tiles(4)):
+        with pytest.raises(ValueError):
+            array.flags.writeable = True
+        assert isinstance(array.base, bytes)           # immutable memory underneath
+
+
+def test_copies_and_pickles_are_matrices_of_their_own():
+    import copy
+    import pickle
+    A = matrix()
+    M = ops.SparseMatrix(A)
+    X = np.ones((45, 8), np.float32)
+    ops.spmm(M, X)                                     # with a bound kernel to leave behind
+    for twin in (copy.copy(M), copy.deepcopy(M), pickle.loads(pickle.dumps(M))):
+        assert twin is not M and not twin.prepared
+        np.testing.assert_allclose(ops.spmm(twin, X), A @ X, rtol=1e-5)
+
+
+def test_zero_features():
+    M = ops.SparseMatrix(matrix())
+    assert ops.spmm(M, np.zeros((45, 0), np.float32)).shape == (70, 0)
+    assert ops.sddmm(M, np.zeros((70, 0), np.float32), np.zeros((45, 0), np.float32)).tolist() \
+        == [0.0] * M.nnz
+
+
 def _descending_indptr(A):
     A.indptr[2], A.indptr[3] = A.indptr[3] + 1, A.indptr[2]    # scipy does not look again
     return A
@@ -178,7 +205,7 @@ def test_the_callers_matrix_is_never_changed():
     torch.testing.assert_close(U.to_dense(), dense)
 
 
-@pytest.mark.parametrize("threads", ["0", "-1", "auto", "3"])
+@pytest.mark.parametrize("threads", ["0", "-1", "auto", "3", "\u00b2"])
 def test_any_thread_setting_gives_the_right_answer(threads, monkeypatch):
     monkeypatch.setenv("TVM_NUM_THREADS", threads)
     A = matrix()
@@ -198,8 +225,9 @@ def test_errors_name_what_the_user_passed():
         ops.spmm(M, X, out=[[0.0] * 8] * 70)
     square = ops.SparseMatrix(scipy.sparse.random(45, 45, density=0.1, format="csr",
                                                   dtype=np.float32))
-    with pytest.raises(Exception, match="'out' shares memory with argument 'X'"):
+    with pytest.raises(Exception, match="'out' shares memory with argument 'X'") as refused:
         ops.spmm(square, X, out=X)
+    assert "'y'" not in str(refused.value) and "'x'" not in str(refused.value)
     X70 = np.ones((70, 8), np.float32)
     assert M.nnz <= X.size
     with pytest.raises(Exception, match="'out' shares memory with argument 'Y'"):

@@ -62,6 +62,12 @@ def test_one_prefetch_per_cache_line_of_the_gathered_row(name, feat, lines):
     assert "+ 8 <" in str(condition) and "nnz" in str(condition)
 
 
+def test_a_long_row_gets_at_most_max_lines_prefetches():
+    from sparsetir.transform.prefetch import MAX_LINES
+    (group,) = prefetches(lowered(annotated("sddmm", 4096, 8)))
+    assert group[1] == MAX_LINES          # not the 256 lines of the row: compile time
+
+
 def test_the_annotation_is_consumed_and_nothing_else_is_prefetched():
     assert not prefetches(lowered(annotated("spmm", 128, 0)))
     loops = []

@@ -1,10 +1,10 @@
 """``SparseMatrix``: a CSR matrix validated once and kept in the form the kernels take.
 
 The arrays are private copies (int32 index arrays, float32 values, column indices sorted
-within each row, duplicates summed), checked once when the matrix is made and shown to users
-as read-only views; calls on it then skip the per-call index checks, which is sound because
-nobody can change the copies, and hand the kernels tvm tensors over the same memory, made once,
-so that a call converts and copies nothing of the matrix.
+within each row, duplicates summed) over immutable memory (``bytes``: numpy will not make them
+writable), checked once when the matrix is made; calls on it then skip the per-call index
+checks, which is sound because nobody can change the copies, and hand the kernels tvm tensors
+over the same memory, made once, so that a call converts and copies nothing of the matrix.
 
 Example
 -------
@@ -21,6 +21,7 @@ import scipy.sparse
 import tvm_ffi
 
 from ..format import check_csr
+from ..runtime.arguments import writable_alias
 
 
 class SparseMatrix:
@@ -55,9 +56,8 @@ class SparseMatrix:
         csr.sum_duplicates()            # sorts the indices of every row too
         self.shape = tuple(int(s) for s in csr.shape)
         self.indptr, self.indices, self.data = (
-            _read_only_view(np.array(array, dtype, copy=True))
-            for array, dtype in ((csr.indptr, np.int32), (csr.indices, np.int32),
-                                 (csr.data, np.float32)))
+            _immutable(array, dtype) for array, dtype in (
+                (csr.indptr, np.int32), (csr.indices, np.int32), (csr.data, np.float32)))
         self.nnz = int(self.indices.size)
         self._tiles = {}
         self._tensors = {}
@@ -67,8 +67,9 @@ class SparseMatrix:
         """The tvm tensor over one of this matrix's arrays (``indptr``, ``indices``, ``data``
         or one from ``row_tiles``), for passing to a kernel without a conversion; kept."""
         key = id(array)
-        if key not in self._tensors:
-            self._tensors[key] = (array, tvm_ffi.from_dlpack(array.base))
+        if key not in self._tensors:   # the kernels only read it: a writable alias will do
+            alias = writable_alias(array) if array.size else np.empty(0, array.dtype)
+            self._tensors[key] = (array, tvm_ffi.from_dlpack(alias))
         return self._tensors[key][1]
 
     def row_tiles(self, tiles: int) -> tuple:
@@ -79,9 +80,12 @@ class SparseMatrix:
             bounds = np.searchsorted(self.indptr, np.linspace(0, self.nnz, tiles + 1))
             bounds = np.clip(bounds, 0, m)
             bounds[0], bounds[-1] = 0, m
-            self._tiles[tiles] = (_read_only_view(bounds.astype(np.int32)),
-                                  _read_only_view(np.arange(m, dtype=np.int32)))
+            self._tiles[tiles] = (_immutable(bounds, np.int32), _immutable(np.arange(m), np.int32))
         return self._tiles[tiles]
+
+    def __reduce__(self):
+        """Copies and pickles are made again from the arrays (validated; no kernels kept)."""
+        return SparseMatrix, (self.to_scipy(),)
 
     def to_scipy(self) -> scipy.sparse.csr_matrix:
         """A scipy CSR matrix over copies of the arrays."""
@@ -97,11 +101,10 @@ def as_sparse_matrix(matrix) -> SparseMatrix:
     return matrix if isinstance(matrix, SparseMatrix) else SparseMatrix(matrix)
 
 
-def _read_only_view(private: np.ndarray) -> np.ndarray:
-    """A read-only view of a private writable array (``view.base is private``)."""
-    view = private.view()
-    view.flags.writeable = False
-    return view
+def _immutable(array, dtype) -> np.ndarray:
+    """A copy of ``array`` as ``dtype`` over a ``bytes`` object: read-only for good (numpy
+    refuses to make an array over immutable memory writable)."""
+    return np.frombuffer(np.ascontiguousarray(array, dtype).tobytes(), dtype)
 
 
 def _as_scipy_csr(matrix) -> scipy.sparse.csr_matrix:

@@ -29,8 +29,8 @@ def _tiles() -> int:
 
 @lru_cache(maxsize=None)
 def _tiles_for(num_threads: str) -> int:
-    threads = int(num_threads) if num_threads.isdigit() and int(num_threads) > 0 \
-        else len(os.sched_getaffinity(0))
+    threads = int(num_threads) if num_threads.isascii() and num_threads.isdigit() \
+        and int(num_threads) > 0 else len(os.sched_getaffinity(0))
     return 8 * threads
 
 
@@ -42,7 +42,7 @@ def _run(bound, user_names: dict, *args) -> None:
     except ArgumentError as err:
         message = str(err)
         for internal, user in user_names.items():
-            message = message.replace(f"argument '{internal}'", f"argument '{user}'")
+            message = message.replace(f"'{internal}'", f"'{user}'")
         raise ArgumentError(message) from None
 
 

@@ -46,7 +46,8 @@ LANE_CHOICES = (64, 32, 16, 8)
 def spmm_lanes(feat_size: int) -> int:
     """The register tile of the CPU SpMM feature loop (see the module docstring); 1 when no
     tile divides ``feat_size``."""
-    return next((lanes for lanes in LANE_CHOICES if feat_size % lanes == 0), 1)
+    return next((lanes for lanes in LANE_CHOICES if feat_size > 0 and feat_size % lanes == 0),
+                1)
 
 
 PREFETCH_DISTANCE = 8

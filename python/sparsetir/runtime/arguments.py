@@ -212,7 +212,7 @@ class BufferConverter:
         if self._on_host and flags.c_contiguous:
             flat = array if array.ndim == 1 else array.reshape(-1)
             # DLPack cannot export read-only arrays; the kernel only reads this one
-            tensor = tvm_ffi.from_dlpack(flat if flags.writeable else _writable_alias(flat))
+            tensor = tvm_ffi.from_dlpack(flat if flags.writeable else writable_alias(flat))
             if tensor.data_ptr() % self.alignment == 0:
                 return tensor, None
         staged = tvm.runtime.empty((length,), self.param.dtype, self.device)
@@ -257,7 +257,7 @@ class BufferConverter:
         return staged, partial(_torch_copy_back, tensor, staged_view) if self.param.written else None
 
 
-def _writable_alias(array: np.ndarray) -> np.ndarray:
+def writable_alias(array: np.ndarray) -> np.ndarray:
     """A writable 1-D array over the memory of the contiguous read-only ``array``, for handing
     an input to compiled code without a copy; it does not keep ``array`` alive."""
     memory = (ctypes.c_char * array.nbytes).from_address(array.ctypes.data)

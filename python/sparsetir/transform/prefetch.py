@@ -11,7 +11,7 @@ A loop annotated ``sparsetir.prefetch_distance = D`` (``sch.annotate(loop, PREFE
 the Stage II loop over nonzeros) gets, at the top of its body, for every load
 ``B[f(idx[e])]`` in it from a buffer the function never writes, where ``idx`` is read-only and
 ``e`` depends on the loop variable: a prefetch of every cache line that the loops nested inside
-read from ``B``, at the address the load has when ``idx[e]`` is replaced by ``idx[e + D]``,
+read from ``B`` (at most ``MAX_LINES``), at the address the load has when ``idx[e]`` is replaced by ``idx[e + D]``,
 guarded by ``e + D < len(idx)`` (``idx`` is read no further than its end; a prefetch never
 faults). The run of positions ``e, e + 1, ...`` is the nonzeros in storage order, so near the
 end of a row the prefetch already asks for the next row's first nonzeros.
@@ -37,6 +37,7 @@ from .index_loads import read_only_params
 
 PREFETCH = "sparsetir.prefetch_distance"
 CACHE_LINE = 64
+MAX_LINES = 16     # per gathered row: the first 1 KiB (more costs compile time, not speed)
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="sparsetir.PrefetchGathers")
@@ -120,7 +121,7 @@ def _prefetch(load, gather, distance: int, inner_loops: dict):
     # read (0), keep in all cache levels (3), data cache (1)
     lines = [tirx.Evaluate(T.call_intrin("void", "tirx.prefetch", T.address_of(
         tirx.BufferLoad(load.source, [first + offset])), 0, 3, 1))
-        for offset in range(0, int(span), per_line)]
+        for offset in range(0, min(int(span), MAX_LINES * per_line), per_line)]
     length = tirx.Cast(str(position.ty.dtype), gather.source.shape[0])
     in_range = position + distance < length
     return tirx.IfThenElse(in_range, tirx.SeqStmt(lines) if len(lines) > 1 else lines[0], None)
