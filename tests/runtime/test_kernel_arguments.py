@@ -136,6 +136,17 @@ def test_bound_kernel(kernel, problem):
     assert spmv.time(args[3], args[4], number=2, repeat=1) > 0
 
 
+def test_bound_torch_tensor_given_new_storage_keeps_the_checked_one(kernel, problem):
+    args, expected = problem
+    fixed = bound_arguments(args)
+    indices = torch.from_numpy(fixed["indices"].copy())
+    fixed["indices"] = indices
+    spmv = kernel.bind(**fixed)
+    indices.set_(torch.full((indices.numel(),), 10**8, dtype=torch.int32))  # never checked
+    spmv(args[3], args[4])
+    np.testing.assert_allclose(args[4], expected, rtol=1e-5)
+
+
 def test_bound_kernel_checks_fixed_arrays_once(kernel, problem):
     args, _ = problem
     args[0][3] = args[0][2] - 1

@@ -3,7 +3,7 @@
 The kernel is produced by the compiler pipeline from the Stage I kernel ``bsrmm_fp16``: fp16
 values and features, fp32 products summed in fp32, ``Y`` in fp32. ``lower_sparse_iter`` gives an
 ordinary reduction block over ``(block j, row bi, feature f, column bj)`` of each block row,
-which is scheduled with TVM's checked ``tvm.s_tir.Schedule`` (no ``enable_check=False``) and
+which is scheduled with TVM's checked ``tvm.s_tir.Schedule`` (every check on) and
 tensorized with TVM's own WMMA intrinsics (``tvm.s_tir.tensor_intrin.cuda``: 16 x 16 x 16
 ``wmma_sync_16x16x16_f16f16f32``, ``wmma_load_16x16x16_f16_{a,b}_shared``,
 ``wmma_fill_16x16x16_f32``, ``wmma_store_16x16x16_f32_shared``):

@@ -6,6 +6,7 @@ from functools import lru_cache
 
 import numpy as np
 import tvm
+import tvm_ffi
 
 from .aliasing import byte_ranges, check_no_aliasing
 from .arguments import BufferConverter, ScalarConverter, host_array, required_alignment
@@ -323,6 +324,10 @@ class BoundKernel:
         # staged copies of fixed inputs are kept with the values; nothing is written back
         _, passed = Kernel._convert_buffers(bound, args, self._values,
                                             [lengths[i] for i, _ in bound])
+        torch = sys.modules.get("torch")
+        for i, _ in bound:   # a torch tensor is read at each call: pin its memory of now
+            if torch is not None and isinstance(self._values[i], torch.Tensor):
+                self._values[i] = tvm_ffi.from_dlpack(self._values[i].detach())
         self._fixed_ranges = byte_ranges(passed)
         self._fixed_args = args          # keeps the fixed arrays alive
         check_no_aliasing(self._fixed_ranges)
