@@ -221,6 +221,10 @@ def test_errors_name_what_the_user_passed():
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match="out is read-only"):
         ops.spmm(M, X, out=frozen)
+    shared = np.lib.stride_tricks.as_strided(np.zeros(8, np.float32), (70, 8), (0, 4),
+                                             writeable=True)
+    with pytest.raises(ValueError, match="out has elements that share memory"):
+        ops.spmm(M, X, out=shared)
     with pytest.raises(TypeError, match="out must be a numpy array"):
         ops.spmm(M, X, out=[[0.0] * 8] * 70)
     square = ops.SparseMatrix(scipy.sparse.random(45, 45, density=0.1, format="csr",

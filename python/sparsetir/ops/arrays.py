@@ -61,6 +61,11 @@ def check_output(out, shape: tuple, name: str = "out") -> None:
         raise ValueError(f"{name} is read-only")
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(out.shape)}")
+    strides = out.stride() if callable(getattr(out, "stride", None)) else out.strides
+    if 0 not in tuple(out.shape) and any(step == 0 and size > 1
+                                         for step, size in zip(strides, out.shape)):
+        raise ValueError(f"{name} has elements that share memory (a stride of 0); "
+                         "pass an array with one place per element")
     if out.dtype != np.float32 and str(out.dtype) != "torch.float32":
         raise TypeError(f"{name} must be float32, got {out.dtype}")
 
