@@ -151,6 +151,40 @@ def test_bad_dense_operands_are_refused():
         ops.spmm(np.ones((70, 45)), np.ones((45, 8), np.float32))
 
 
+def test_repeated_calls_check_every_operand():
+    """After a first call prepares the fast path, later calls are right for any out they
+    get (NaN-filled, torch, strided) and still refuse what the first call would have."""
+    A = matrix()
+    M = ops.SparseMatrix(A)
+    X = np.random.default_rng(4).standard_normal((45, 8)).astype(np.float32)
+    expected = A @ X
+    ops.spmm(M, X)
+    assert ("spmm", True, (45, 8)) in M.calls
+    for _ in range(2):
+        out = np.full((70, 8), np.nan, np.float32)
+        assert ops.spmm(M, X, out=out) is out
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    torch_out = ops.spmm(M, torch.from_numpy(X))
+    assert isinstance(torch_out, torch.Tensor)
+    np.testing.assert_allclose(torch_out.numpy(), expected, rtol=1e-5, atol=1e-5)
+    wide = np.full((70, 16), np.nan, np.float32)
+    ops.spmm(M, X, out=wide[:, ::2])
+    np.testing.assert_allclose(wide[:, ::2], expected, rtol=1e-5, atol=1e-5)
+    retyped = X.copy()
+    retyped.dtype = np.int32                    # same shape, other dtype, changed in place
+    with pytest.raises(TypeError, match="float32"):
+        ops.spmm(M, retyped)
+    with pytest.raises(ValueError, match="shape"):
+        ops.spmm(M, X, out=np.empty(70 * 8, np.float32))
+    values = np.full(M.nnz, np.nan, np.float32)
+    X70 = np.ones((70, 8), np.float32)
+    ops.sddmm(M, X70, X)
+    ops.sddmm(M, X70, X, out=values)
+    rows = np.repeat(np.arange(70), np.diff(M.indptr))
+    np.testing.assert_allclose(values, (X70[rows] * X[M.indices]).sum(axis=1), rtol=1e-5,
+                               atol=1e-5)
+
+
 def test_second_process_loads_kernels_from_disk(tmp_path, monkeypatch):
     script = textwrap.dedent("""
         import time, numpy as np, scipy.sparse, sparsetir.ops as ops, sparsetir.ops.cache as c
@@ -214,9 +248,18 @@ def test_any_thread_setting_gives_the_right_answer(threads, monkeypatch):
     np.testing.assert_allclose(out, A @ np.ones((45, 4), np.float32), rtol=1e-5)
 
 
-def test_errors_name_what_the_user_passed():
+@pytest.mark.parametrize("after_a_good_call", [False, True])
+def test_errors_name_what_the_user_passed(after_a_good_call):
+    """Refused alike on the first call and on calls after a good one (the prepared path)."""
     M = ops.SparseMatrix(matrix())
     X = np.ones((45, 8), np.float32)
+    X70 = np.ones((70, 8), np.float32)
+    square = ops.SparseMatrix(scipy.sparse.random(45, 45, density=0.1, format="csr",
+                                                  dtype=np.float32))
+    if after_a_good_call:
+        ops.spmm(M, X, out=np.empty((70, 8), np.float32))
+        ops.spmm(square, X)
+        ops.sddmm(M, X70, X)
     frozen = np.empty((70, 8), np.float32)
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match="out is read-only"):
@@ -227,12 +270,9 @@ def test_errors_name_what_the_user_passed():
         ops.spmm(M, X, out=shared)
     with pytest.raises(TypeError, match="out must be a numpy array"):
         ops.spmm(M, X, out=[[0.0] * 8] * 70)
-    square = ops.SparseMatrix(scipy.sparse.random(45, 45, density=0.1, format="csr",
-                                                  dtype=np.float32))
     with pytest.raises(Exception, match="'out' shares memory with argument 'X'") as refused:
         ops.spmm(square, X, out=X)
     assert "'y'" not in str(refused.value) and "'x'" not in str(refused.value)
-    X70 = np.ones((70, 8), np.float32)
     assert M.nnz <= X.size
     with pytest.raises(Exception, match="'out' shares memory with argument 'Y'"):
         ops.sddmm(M, X70, X, out=X.reshape(-1)[:M.nnz])

@@ -194,6 +194,86 @@ def test_bound_kernel_refuses_output_over_a_bound_input():
         spmv_bound(x, y[:N])
 
 
+def _variants(x, y):
+    """(name, x, y, fast) call variants: ``fast`` says whether the fast path may take them."""
+    torch_x, torch_y = torch.from_numpy(x.copy()), torch.full((M,), float("nan"))
+    read_only = x.copy()
+    read_only.flags.writeable = False
+    wide = np.full((M, 2), np.nan, np.float32)
+    return [
+        ("numpy", x, y, True),
+        ("torch", torch_x, torch_y, True),
+        ("2-D y", x, np.full((M, 1), np.nan, np.float32), True),
+        ("read-only x", read_only, y, False),
+        ("strided y", x, wide[:, 0], False),
+        ("float64 x", x.astype(np.float64), y, False),
+        ("x requires grad", torch_x.clone().requires_grad_(), torch_y, False),
+        ("x a Parameter", torch.nn.Parameter(torch_x.clone(), requires_grad=False), torch_y,
+         False),
+        ("x a list", x.tolist(), y, False),
+        ("y 1 short", x, y[:-1], False),
+        ("y over x", x, x[:M] if N >= M else y, False),
+    ]
+
+
+@pytest.mark.parametrize("index", range(11))
+def test_fast_path_takes_only_the_common_call(executable, problem, index):
+    """``call_fast`` runs exactly the common calls, with the general path's answer; every
+    other call it leaves untouched for the general path, which then answers or refuses."""
+    args, expected = problem
+    spmv = Kernel(executable, spmv_signature(), alignment=4).bind(**bound_arguments(args))
+    name, x, y, fast = _variants(args[3], args[4])[index]
+    before = _host(y).copy()
+    taken = spmv.call_fast((x, y))
+    assert taken == fast, name
+    if taken:
+        np.testing.assert_allclose(_host(y).reshape(-1), expected, rtol=1e-5)
+        return
+    np.testing.assert_array_equal(_host(y), before)   # nothing ran
+    try:
+        spmv(x, y)
+    except ArgumentError:
+        return
+    np.testing.assert_allclose(_host(y).reshape(-1), expected, rtol=1e-5)
+
+
+def _host(array) -> np.ndarray:
+    return array.detach().numpy() if isinstance(array, torch.Tensor) else array
+
+
+def test_fast_path_declines_what_the_kernel_assumes_aligned(kernel, problem):
+    args, expected = problem
+    spmv = kernel.bind(**bound_arguments(args))      # compiled for 64-byte aligned buffers
+    y = misaligned(args[4], offset=4)
+    assert not spmv.call_fast((args[3], y))
+    spmv(args[3], y)                                 # staged and copied back
+    np.testing.assert_allclose(y, expected, rtol=1e-5)
+
+
+def test_fast_path_refuses_an_output_over_a_bound_input(executable):
+    matrix, x = make_matrix(m=N, n=N)
+    memory = np.zeros(N + matrix.nnz, np.float32)
+    data, y = memory[:matrix.nnz], memory[matrix.nnz - 1:]      # y starts on data's last value
+    data[:] = matrix.data
+    spmv_bound = Kernel(executable, spmv_signature(), alignment=4).bind(
+        indptr=matrix.indptr.astype(np.int32), indices=matrix.indices.astype(np.int32),
+        data=data, m=N, n=N, nnz=matrix.nnz)
+    assert not spmv_bound.call_fast((x, y[:N]))
+    with pytest.raises(ArgumentError, match="'y' shares memory with argument 'data'"):
+        spmv_bound(x, y[:N])
+    assert spmv_bound.call_fast((x, memory[:N].copy()))
+
+
+def test_fast_path_bumps_torch_versions(executable, problem):
+    args, expected = problem
+    spmv = Kernel(executable, spmv_signature(), alignment=4).bind(**bound_arguments(args))
+    y = torch.full((M,), float("nan"))
+    version = y._version
+    assert spmv.call_fast((torch.from_numpy(args[3]), y))
+    assert y._version > version
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-5)
+
+
 # --- argument kinds ---------------------------------------------------------------------------
 
 

@@ -46,10 +46,14 @@ class DenseOperand:
 
     def new_output(self, shape: tuple):
         """An uninitialised float32 array of this operand's kind."""
-        if self.is_torch:
-            import torch  # pylint: disable=import-outside-toplevel
-            return torch.empty(shape, dtype=torch.float32)
-        return np.empty(shape, np.float32)
+        return new_array(self.is_torch, shape)
+
+
+def new_array(torch_tensor: bool, shape: tuple):
+    """An uninitialised float32 torch tensor (``torch_tensor``) or numpy array of ``shape``."""
+    if torch_tensor:
+        return sys.modules["torch"].empty(shape, dtype=sys.modules["torch"].float32)
+    return np.empty(shape, np.float32)
 
 
 def check_output(out, shape: tuple, name: str = "out") -> None:

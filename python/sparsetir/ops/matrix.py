@@ -62,6 +62,7 @@ class SparseMatrix:
         self._tiles = {}
         self._tensors = {}
         self.prepared = {}      # what the operators prepare once per matrix (bound kernels)
+        self.calls = {}         # operator and operand shapes -> (bound kernel, result shape)
 
     def tensor(self, array: np.ndarray):
         """The tvm tensor over one of this matrix's arrays (``indptr``, ``indices``, ``data``

@@ -8,14 +8,17 @@ Example
 from __future__ import annotations
 
 import os
+import sys
 from functools import lru_cache
+
+import numpy as np
 
 from ..runtime.errors import ArgumentError
 from ..transform import lower_sparse_iter
-from .arrays import DenseOperand, check_output, writable_view
+from .arrays import DenseOperand, check_output, new_array, writable_view
 from .cache import cached_build
 from .kernels import KERNELS
-from .matrix import as_sparse_matrix
+from .matrix import SparseMatrix, as_sparse_matrix
 from .schedules import prefetch_distance, schedule_for
 
 _KERNELS: dict = {}
@@ -69,12 +72,40 @@ def bind_kernel(matrix, name: str, feat_size: int, prefetch: int | None = None):
     return matrix.prepared[key]
 
 
+def _call_prepared(A, key: tuple, operands: tuple, out):
+    """The result of the call that an earlier call on the ``SparseMatrix`` ``A`` prepared
+    under ``key`` (operator and operand shapes), when the arrays are the common kind
+    (``BoundKernel.call_fast``); None, with nothing run, when the call needs the full path."""
+    if type(A) is not SparseMatrix or key not in A.calls:
+        return None
+    bound, out_shape = A.calls[key]
+    if out is None:
+        kind = type(operands[0])
+        torch = sys.modules.get("torch")
+        if kind is not np.ndarray and (torch is None or kind is not torch.Tensor):
+            return None
+        out = new_array(kind is not np.ndarray, out_shape)
+    elif getattr(out, "shape", None) != out_shape:
+        return None
+    return out if bound.call_fast((*operands, out)) else None
+
+
+def _prepare_call(matrix, key: tuple, bound, out_shape: tuple) -> None:
+    """Remember ``bound`` for later calls with operands of the shapes in ``key``."""
+    if None not in key:
+        matrix.calls[key] = (bound, out_shape)
+
+
 def spmm(A, X, out=None, weighted: bool = True):
     """``A @ X`` for a sparse ``A`` of shape (m, n) and a dense ``X`` of shape (n, feat) or
     (n,); ``weighted=False`` uses A's pattern with every value 1 (DGL's ``copy_u_sum``).
 
     Returns ``out`` (filled) or a new array of X's kind with shape (m, feat) or (m,).
     """
+    key = ("spmm", weighted, getattr(X, "shape", None))
+    result = _call_prepared(A, key, (X,), out)
+    if result is not None:
+        return result
     matrix = as_sparse_matrix(A)
     m, n = matrix.shape
     x = DenseOperand("X", X, n)
@@ -84,6 +115,7 @@ def spmm(A, X, out=None, weighted: bool = True):
     y, finish = writable_view(result, (m, x.feat_size))
     _run(bound, {"x": "X", "y": "out"}, x.as_matrix(), y)
     finish()
+    _prepare_call(matrix, key, bound, x.rows_shape(m))
     return result
 
 
@@ -94,6 +126,10 @@ def sddmm(A, X, Y, out=None):
     ``X`` has shape (m, feat), ``Y`` (n, feat); returns ``out`` (filled) or a new array of X's
     kind with one value per nonzero.
     """
+    key = ("sddmm", getattr(X, "shape", None), getattr(Y, "shape", None))
+    result = _call_prepared(A, key, (X, Y), out)
+    if result is not None:
+        return result
     matrix = as_sparse_matrix(A)
     m, n = matrix.shape
     x = DenseOperand("X", X, m)
@@ -108,6 +144,7 @@ def sddmm(A, X, Y, out=None):
     values, finish = writable_view(result, (matrix.nnz,))
     _run(bound, {"x": "X", "y": "Y"}, x.as_matrix(), y.as_matrix(), values)
     finish()
+    _prepare_call(matrix, key, bound, (matrix.nnz,))
     return result
 
 

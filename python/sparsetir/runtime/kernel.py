@@ -11,6 +11,7 @@ import tvm_ffi
 from .aliasing import byte_ranges, check_no_aliasing
 from .arguments import BufferConverter, ScalarConverter, host_array, required_alignment
 from .errors import CHECK_PREFIX, ArgumentError
+from .fast_path import FastPath
 from .signature import BufferParam, IndicesCheck, ScalarParam, Signature, evaluate_int
 from .validate import run_checks
 
@@ -133,18 +134,22 @@ class Kernel:
     def _invoke(self, values: list, copy_backs: list, args) -> None:
         """Run the compiled function on converted ``values``, then copy staged results back
         and bump the versions of the torch tensors among ``args`` that it wrote."""
-        function = self._entry_function()
+        self._run(values)
+        for copy_back in copy_backs:
+            copy_back()
+        self._bump_versions(args)
+
+    def _run(self, values: list) -> None:
+        """Run the compiled function on converted ``values``; a failed compiled check
+        becomes an ArgumentError."""
         try:
-            function(*values)
+            self._entry_function()(*values)
         except Exception as err:  # a check compiled into the kernel stopped it
             message = str(err)
             if CHECK_PREFIX not in message:
                 raise
             raise ArgumentError(message[message.index(CHECK_PREFIX) + len(CHECK_PREFIX):]
                                 .strip().splitlines()[0]) from None
-        for copy_back in copy_backs:
-            copy_back()
-        self._bump_versions(args)
 
     def time(self, *args, number: int = 20, repeat: int = 3) -> float:
         """Mean seconds per call, measured with TVM's time evaluator.
@@ -335,11 +340,31 @@ class BoundKernel:
             kernel._validate(self._values, args, tuple(scalars))
         self._free_positions = [i for i, _ in self._free]
         self.parameters = [params[i].name for i in self._free_positions]
+        self._fast = FastPath([(i, convert, length, dims) for (i, convert), (length, dims)
+                               in zip(self._free, self._free_lengths)],
+                              self._values, self._fixed_ranges)
+        self._written_free = [k for k, (_, convert) in enumerate(self._free)
+                              if convert.param.written]
 
     def __call__(self, *args) -> None:
         """Run the kernel with the free arguments (``self.parameters``, in order)."""
-        values, copy_backs, full = self._convert(args)
-        self.kernel._invoke(values, copy_backs, full)
+        if not self.call_fast(args):
+            values, copy_backs, full = self._convert(args)
+            self.kernel._invoke(values, copy_backs, full)
+
+    def call_fast(self, args: tuple) -> bool:
+        """Run the kernel on ``args`` if they are the common call (contiguous, writable numpy
+        arrays or CPU torch tensors of the right dtype and shape, no written array
+        overlapping another: see ``fast_path.FastPath``), converting nothing but what DLPack
+        needs; return False, with nothing run, for any other call."""
+        values = self._fast.values(args) if self._fast.enabled else None
+        if values is None:
+            return False
+        self.kernel._run(values)
+        for k in self._written_free:
+            if type(args[k]) is not np.ndarray:     # a torch tensor: tell autograd
+                sys.modules["torch"].autograd.graph.increment_version(args[k])
+        return True
 
     def time(self, *args, number: int = 20, repeat: int = 3) -> float:
         """Mean seconds per run of the compiled function alone, as ``Kernel.time``."""
