@@ -7,9 +7,11 @@ Steps, as a user of sparsetir takes them:
    ``format_decompose`` rewrites the kernel into one sub-kernel per rule (plus the zeroing of
    Y) and ``remove_preprocess`` drops the data-movement iterations: conversion happens once,
    outside, with ``sparsetir.format.column_part_hyb`` (``HybLayout.of`` calls it).
-3. ``schedule_hyb_cpu``: the default schedule plus each sub-kernel's loop over row tiles in
-   parallel, marked for fusion; ``build(..., horizontal_fuse=True)`` runs them all under one
-   parallel loop (tiles own the same rows in every bucket, so no two threads share a row).
+3. ``schedule_hyb_cpu``: each sub-kernel's loop over row tiles in parallel, marked for
+   fusion, and each output row's register tiles summed in an accumulator loaded from Y (what
+   earlier buckets added), prefetching gathered X rows when X is larger than the L2 caches;
+   ``build(..., horizontal_fuse=True)`` runs them all under one parallel loop (tiles own the
+   same rows in every bucket, so no two threads share a row).
 4. The same function, scheduled by ``schedule_hyb_cuda`` (tiles to blocks, features to threads,
    atomic adds), compiles for sm_90 into one fused kernel (nvcc; no GPU needed to compile).
 
@@ -31,6 +33,7 @@ from sparsetir.data import load_graph
 from sparsetir.ops import SparseMatrix
 from sparsetir.ops.hyb import HybConfig, HybLayout, schedule_hyb_cpu, schedule_hyb_cuda
 from sparsetir.ops.kernels import spmm
+from sparsetir.ops.schedules import prefetch_distance
 from sparsetir.runtime.timing import median_seconds
 from sparsetir.target import cuda_source
 from sparsetir.transform.hyb import ell_bucket_rule
@@ -63,7 +66,9 @@ def run(graph: str, feat: int) -> None:
     X = rng.standard_normal((A.shape[1], feat)).astype(np.float32)
     M = SparseMatrix(A)
     func = decomposed(CONFIG, feat)
-    kernel = sparsetir.build(schedule_hyb_cpu(sparsetir.lower_sparse_iter(func), CONFIG),
+    prefetch = prefetch_distance(A.shape[1], feat)        # the cost model of sparsetir.ops
+    kernel = sparsetir.build(schedule_hyb_cpu(sparsetir.lower_sparse_iter(func), CONFIG,
+                                              prefetch),
                              "llvm", schedule="none", horizontal_fuse=True)
     layout = HybLayout.of(M, CONFIG.parts, CONFIG.widths, CONFIG.tiles)
     Y = np.full((A.shape[0], feat), np.nan, np.float32)

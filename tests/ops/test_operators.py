@@ -159,7 +159,7 @@ def test_repeated_calls_check_every_operand():
     X = np.random.default_rng(4).standard_normal((45, 8)).astype(np.float32)
     expected = A @ X
     ops.spmm(M, X)
-    assert ("spmm", True, (45, 8)) in M.calls
+    assert ("spmm", np.ndarray, (45, 8)) in M.calls
     for _ in range(2):
         out = np.full((70, 8), np.nan, np.float32)
         assert ops.spmm(M, X, out=out) is out
@@ -183,6 +183,37 @@ def test_repeated_calls_check_every_operand():
     rows = np.repeat(np.arange(70), np.diff(M.indptr))
     np.testing.assert_allclose(values, (X70[rows] * X[M.indices]).sum(axis=1), rtol=1e-5,
                                atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
+@pytest.mark.parametrize("warm", [False, True])
+def test_found_by_attack(warm):
+    """Cold and after a good call alike: torch's negative bit is honoured, mixed numpy/torch
+    SDDMM operands refused, ``weighted`` taken as a truth value, no output written into the
+    matrix's own (read-only) arrays through a torch view of them."""
+    A = matrix()
+    M = ops.SparseMatrix(A)
+    X = np.random.default_rng(5).standard_normal((45, 8)).astype(np.float32)
+    X70 = np.ones((70, 8), np.float32)
+    if warm:
+        ops.spmm(M, torch.from_numpy(X))
+        ops.sddmm(M, X70, X)
+        ops.sddmm(M, torch.from_numpy(X70), torch.from_numpy(X))
+    negative = torch._neg_view(torch.from_numpy(X.copy()))          # holds -X
+    np.testing.assert_allclose(ops.spmm(M, negative).numpy(), A @ -X, rtol=1e-5, atol=1e-5)
+    out = torch._neg_view(torch.full((70, 8), float("nan")))
+    ops.spmm(M, torch.from_numpy(X), out=out)
+    np.testing.assert_allclose(out.resolve_neg().numpy(), A @ X, rtol=1e-5, atol=1e-5)
+    with pytest.raises(TypeError, match="both be numpy arrays or both torch"):
+        ops.sddmm(M, X70, torch.from_numpy(X))
+    np.testing.assert_allclose(ops.spmm(M, X, weighted=np.array(False)), pattern(A) @ X,
+                               rtol=1e-5, atol=1e-5)
+    data = M.data.copy()
+    with pytest.raises(Exception, match="'out' shares memory"):
+        ops.sddmm(M, X70, X, out=torch.from_numpy(M.data))
+    np.testing.assert_array_equal(M.data, data)
+    with pytest.raises(Exception, match="zero tensor"):
+        ops.spmm(M, X, out=torch._efficientzerotensor((70, 8)))
 
 
 def test_second_process_loads_kernels_from_disk(tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from sparsetir.runtime import (
     evaluate_int,
 )
 from sparsetir.runtime.arguments import BufferConverter
+from sparsetir.runtime.fast_path import FastPath
 from sparsetir.target import compile_module, cuda_available
 
 
@@ -262,6 +263,15 @@ def test_fast_path_refuses_an_output_over_a_bound_input(executable):
     with pytest.raises(ArgumentError, match="'y' shares memory with argument 'data'"):
         spmv_bound(x, y[:N])
     assert spmv_bound.call_fast((x, memory[:N].copy()))
+
+
+def test_no_fast_path_for_a_kernel_off_the_cpu(executable, problem):
+    args, _ = problem
+    spmv = Kernel(executable, spmv_signature(), alignment=4).bind(**bound_arguments(args))
+    free = [(i, convert, length, dims) for (i, convert), (length, dims)
+            in zip(spmv._free, spmv._free_lengths)]
+    assert FastPath(free, spmv._values, [], on_host=True).values((args[3], args[4]))
+    assert FastPath(free, spmv._values, [], on_host=False).values((args[3], args[4])) is None
 
 
 def test_fast_path_bumps_torch_versions(executable, problem):

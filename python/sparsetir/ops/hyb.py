@@ -25,10 +25,13 @@ from ..format import column_part_hyb
 from ..schedule import default_schedule
 from ..transform import lower_sparse_iter
 from ..transform.format_decompose import format_decompose, remove_preprocess
+from ..transform.accumulator import start_from_output
 from ..transform.horizontal_fusion import FUSE_ANNOTATION
 from ..transform.hyb import ell_bucket_rule
+from ..transform.prefetch import PREFETCH
 from .cache import cached_build
 from .kernels import spmm
+from .schedules import spmm_lanes
 
 
 @dataclass(frozen=True)
@@ -50,15 +53,40 @@ def hyb_function(config: HybConfig, feat_size: int):
     return compute.specialize({"feat_size": feat_size})
 
 
-def schedule_hyb_cpu(mod: tvm.IRModule, config: HybConfig) -> tvm.IRModule:
-    """Default CPU schedule, plus every bucket's loop over row tiles in parallel (tiles own
-    their rows, so ``build(..., horizontal_fuse=True)`` may merge them)."""
-    sch = default_schedule(mod, "llvm")
+def schedule_hyb_cpu(mod: tvm.IRModule, config: HybConfig, prefetch: int = 0) -> tvm.IRModule:
+    """Every bucket's loop over row tiles in parallel, marked for horizontal fusion (tiles own
+    their rows, so ``build(..., horizontal_fuse=True)`` may merge them), and, as in the CSR
+    kernel (``schedules.schedule_spmm_cpu``), each register tile of an output row summed in a
+    row-local accumulator: loaded from Y (earlier buckets added into it,
+    ``transform.accumulator``), walked over the row's ELL entries, written back once. With
+    ``prefetch``, the loop over a row's entries prefetches the X rows that many entries
+    ahead. The zeroing nest runs its rows in parallel, its features vectorised."""
+    sch = tvm.s_tir.Schedule(mod)
+    inits, output = [], None
     for name in config.rule_names():
         tile = sch.get_sblock(f"spmm_{name}0")
+        update = sch.get_sblock(f"spmm_{name}1")
+        _, entries, features = sch.get_loops(update)[-3:]
+        lanes = spmm_lanes(int(sch.get(features).extent))
+        if prefetch:
+            sch.annotate(entries, PREFETCH, prefetch)
+        if lanes > 1:
+            feature_tiles, lane = sch.split(features, [None, lanes])
+            sch.reorder(feature_tiles, entries)
+            sch.vectorize(lane)
+            accumulate = sch.cache_write(update, 0, "global")
+            output = sch.get(accumulate).writes[0].source
+            sch.reverse_compute_at(accumulate, feature_tiles)
+            sch.vectorize(sch.get_loops(accumulate)[-1])
+            init = sch.decompose_reduction(update, entries)
+            sch.vectorize(sch.get_loops(init)[-1])
+            inits.append(sch.get(init).name_hint)
         sch.parallel(sch.get_loops(tile)[0])
         sch.annotate(tile, FUSE_ANNOTATION, True)
-    return sch.mod
+    rows, features = sch.get_loops(sch.get_sblock("spmm_init0"))
+    sch.parallel(rows)
+    sch.vectorize(features)
+    return start_from_output(sch.mod, inits, output) if inits else sch.mod
 
 
 def schedule_hyb_cuda(mod: tvm.IRModule, config: HybConfig) -> tvm.IRModule:

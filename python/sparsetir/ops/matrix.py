@@ -81,8 +81,18 @@ class SparseMatrix:
             bounds = np.searchsorted(self.indptr, np.linspace(0, self.nnz, tiles + 1))
             bounds = np.clip(bounds, 0, m)
             bounds[0], bounds[-1] = 0, m
-            self._tiles[tiles] = (_immutable(bounds, np.int32), _immutable(np.arange(m), np.int32))
+            rows = next(iter(self._tiles.values()))[1] if self._tiles \
+                else _immutable(np.arange(m), np.int32)
+            self._tiles[tiles] = (_immutable(bounds, np.int32), rows)
         return self._tiles[tiles]
+
+    def arrays(self) -> dict:
+        """Every array of the matrix made so far, by name (``tile_ptr<tiles>`` for each
+        ``row_tiles`` count)."""
+        arrays = {"indptr": self.indptr, "indices": self.indices, "data": self.data}
+        for tiles, (tile_ptr, rows) in self._tiles.items():
+            arrays[f"tile_ptr{tiles}"], arrays["rows"] = tile_ptr, rows
+        return arrays
 
     def __reduce__(self):
         """Copies and pickles are made again from the arrays (validated; no kernels kept)."""

@@ -65,34 +65,52 @@ def bind_kernel(matrix, name: str, feat_size: int, prefetch: int | None = None):
         if name == "spmm":
             arrays["a"] = matrix.data
         tensors = {param: matrix.tensor(array) for param, array in arrays.items()}
-        # the matrix was validated when it was made
-        matrix.prepared[key] = _kernel(name, feat_size, prefetch=prefetch).bind(
+        # validated when the matrix was made; outputs must not overlap any of its arrays
+        bound = _kernel(name, feat_size, prefetch=prefetch).bind(
             validate=False, t=tiles, m=matrix.shape[0], n=matrix.shape[1], nnz=matrix.nnz,
             **tensors)
+        matrix.prepared[key] = bound.protect(**{f"M.{part}": array for part, array
+                                                in matrix.arrays().items()})
     return matrix.prepared[key]
 
 
 def _call_prepared(A, key: tuple, operands: tuple, out):
     """The result of the call that an earlier call on the ``SparseMatrix`` ``A`` prepared
-    under ``key`` (operator and operand shapes), when the arrays are the common kind
+    under ``key`` (operator, operand kinds and shapes), when the arrays are the common kind
     (``BoundKernel.call_fast``); None, with nothing run, when the call needs the full path."""
-    if type(A) is not SparseMatrix or key not in A.calls:
+    if key is None or type(A) is not SparseMatrix or key not in A.calls:
         return None
     bound, out_shape = A.calls[key]
     if out is None:
-        kind = type(operands[0])
-        torch = sys.modules.get("torch")
-        if kind is not np.ndarray and (torch is None or kind is not torch.Tensor):
-            return None
-        out = new_array(kind is not np.ndarray, out_shape)
-    elif getattr(out, "shape", None) != out_shape:
+        out = new_array(type(operands[0]) is not np.ndarray, out_shape)
+    elif _kind(out) is None or out.shape != out_shape:
         return None
     return out if bound.call_fast((*operands, out)) else None
 
 
+def _kind(value):
+    """numpy.ndarray or torch.Tensor when ``value`` is exactly one, else None."""
+    kind = type(value)
+    torch = sys.modules.get("torch")
+    return kind if kind is np.ndarray or (torch is not None and kind is torch.Tensor) else None
+
+
+def _call_key(name: str, *operands):
+    """The key of a call in ``SparseMatrix.calls``: the kernel's name, then each dense
+    operand's kind and shape; None when an operand is not exactly a numpy array or torch
+    tensor (such calls always take the full path)."""
+    key = [name]
+    for operand in operands:
+        kind = _kind(operand)
+        if kind is None:
+            return None
+        key += [kind, operand.shape]
+    return tuple(key)
+
+
 def _prepare_call(matrix, key: tuple, bound, out_shape: tuple) -> None:
-    """Remember ``bound`` for later calls with operands of the shapes in ``key``."""
-    if None not in key:
+    """Remember ``bound`` for later calls with operands of the kinds and shapes in ``key``."""
+    if key is not None:
         matrix.calls[key] = (bound, out_shape)
 
 
@@ -102,7 +120,8 @@ def spmm(A, X, out=None, weighted: bool = True):
 
     Returns ``out`` (filled) or a new array of X's kind with shape (m, feat) or (m,).
     """
-    key = ("spmm", weighted, getattr(X, "shape", None))
+    weighted = bool(weighted)
+    key = _call_key("spmm" if weighted else "spmm_unweighted", X)
     result = _call_prepared(A, key, (X,), out)
     if result is not None:
         return result
@@ -126,7 +145,7 @@ def sddmm(A, X, Y, out=None):
     ``X`` has shape (m, feat), ``Y`` (n, feat); returns ``out`` (filled) or a new array of X's
     kind with one value per nonzero.
     """
-    key = ("sddmm", getattr(X, "shape", None), getattr(Y, "shape", None))
+    key = _call_key("sddmm", X, Y)
     result = _call_prepared(A, key, (X, Y), out)
     if result is not None:
         return result

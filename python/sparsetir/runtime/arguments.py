@@ -249,7 +249,16 @@ class BufferConverter:
             raise self._wrong_device(tensor.device)
         if not length:
             return self._empty()
-        if tensor.is_contiguous() and tensor.data_ptr() % self.alignment == 0:
+        if tensor._is_zerotensor():
+            raise self._error("is a zero tensor without memory of its own; pass a real tensor")
+        try:
+            start = tensor.data_ptr()
+        except RuntimeError as err:      # a functorch wrapper (vmap, grad) has no storage
+            raise self._error(f"has no memory the kernel can use ({err})") from None
+        # a tensor with the negative or conjugate bit holds other values than its memory
+        # does: staged below, where copy_ applies the bit (both ways)
+        if tensor.is_contiguous() and start % self.alignment == 0 \
+                and not (tensor.is_neg() or tensor.is_conj()):
             return (tensor if tensor.ndim == 1 else tensor.detach().view(-1)), None
         staged = tvm.runtime.empty((length,), self.param.dtype, self.device)
         staged_view = torch.from_dlpack(staged).view(tensor.shape)

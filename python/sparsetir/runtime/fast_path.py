@@ -4,8 +4,9 @@ A :class:`~sparsetir.runtime.kernel.BoundKernel` is called again and again with 
 shape: C-contiguous, writable numpy arrays or contiguous CPU torch tensors of the parameter's
 dtype. :class:`FastPath` recognises exactly that case and hands the arrays to the compiled
 function with nothing converted but what DLPack needs; any argument it does not recognise
-(another type or dtype, a strided or read-only array, a torch tensor that requires grad, an
-output overlapping another argument) sends the call down the general path, which copies what
+(another type or dtype, a strided or read-only array, a torch tensor that requires grad or
+carries a negative or conjugate bit, an output overlapping another argument, a kernel that
+does not run on the CPU) sends the call down the general path, which copies what
 must be copied and raises the errors. The fast path never decides that a call is wrong, so
 its checks cannot disagree with the general ones.
 
@@ -52,9 +53,11 @@ class FastPath:
         The converted values of every parameter (free ones are filled in per call).
     fixed_ranges : list of (param, start, end)
         Byte ranges of the bound arrays passed without a copy (``aliasing.byte_ranges``).
+    on_host : bool
+        Whether the kernel runs on the CPU (no fast path otherwise: arrays must be moved).
     """
 
-    def __init__(self, free, fixed_values: list, fixed_ranges):
+    def __init__(self, free, fixed_values: list, fixed_ranges, on_host: bool):
         self._slots = [_Slot(position, convert.param, length, dims, convert.alignment)
                        for position, convert, length, dims in free]
         self._values = fixed_values
@@ -67,11 +70,11 @@ class FastPath:
                 merged.append([start, end])
         self._fixed_starts = [start for start, _ in merged]
         self._fixed_ends = [end for _, end in merged]
-        self.enabled = all(slot.length > 0 for slot in self._slots)
+        self.enabled = on_host and all(slot.length > 0 for slot in self._slots)
 
     def values(self, args: tuple):
         """The values to pass for ``args``, or None when a call must take the general path."""
-        if len(args) != self._count:
+        if not self.enabled or len(args) != self._count:
             return None
         values = self._values.copy()
         spans, written = [], []
@@ -93,7 +96,8 @@ class FastPath:
                 if slot.torch_dtype is None:
                     slot.torch_dtype = getattr(torch, slot.dtype.name)
                 if (not value.is_cpu or value.requires_grad or value.layout is not torch.strided
-                        or value.dtype != slot.torch_dtype or not value.is_contiguous()):
+                        or value.dtype != slot.torch_dtype or not value.is_contiguous()
+                        or value.is_neg() or value.is_conj() or value._is_zerotensor()):
                     return None
                 shape = value.shape
                 if shape != slot.passed_shape:

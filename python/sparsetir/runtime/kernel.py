@@ -277,6 +277,14 @@ class Kernel:
                 torch.autograd.graph.increment_version(args[i])
 
 
+class _Protected:
+    """A protected array in alias checks (``BoundKernel.protect``): named, never written."""
+    written = False
+
+    def __init__(self, name: str):
+        self.name = name
+
+
 def _check_index_range(param, length: int) -> None:
     """A buffer longer than the kernel's index type can address would wrap its offsets."""
     dtype = str(param.length.ty.dtype) if hasattr(param.length, "ty") else "int64"
@@ -340,11 +348,31 @@ class BoundKernel:
             kernel._validate(self._values, args, tuple(scalars))
         self._free_positions = [i for i, _ in self._free]
         self.parameters = [params[i].name for i in self._free_positions]
-        self._fast = FastPath([(i, convert, length, dims) for (i, convert), (length, dims)
-                               in zip(self._free, self._free_lengths)],
-                              self._values, self._fixed_ranges)
+        self._fast = self._fast_path()
         self._written_free = [k for k, (_, convert) in enumerate(self._free)
                               if convert.param.written]
+
+    def protect(self, **arrays) -> "BoundKernel":
+        """Refuse calls whose written arguments overlap ``arrays`` too: arrays the kernel does
+        not read that must not change either (the other arrays of a matrix whose arrays are
+        bound). Returns ``self``.
+
+        Examples
+        --------
+        >>> spmv.protect(values_copy=values_copy)
+        >>> spmv(x, values_copy)      # ArgumentError: 'y' shares memory with 'values_copy'
+        """
+        self._fixed_ranges = self._fixed_ranges + [
+            (_Protected(name), value.ctypes.data, value.ctypes.data + value.nbytes)
+            for name, value in arrays.items() if value.nbytes]
+        self._fast = self._fast_path()
+        return self
+
+    def _fast_path(self) -> FastPath:
+        on_host = self.kernel.device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU
+        return FastPath([(i, convert, length, dims) for (i, convert), (length, dims)
+                         in zip(self._free, self._free_lengths)],
+                        self._values, self._fixed_ranges, on_host)
 
     def __call__(self, *args) -> None:
         """Run the kernel with the free arguments (``self.parameters``, in order)."""
@@ -357,7 +385,7 @@ class BoundKernel:
         arrays or CPU torch tensors of the right dtype and shape, no written array
         overlapping another: see ``fast_path.FastPath``), converting nothing but what DLPack
         needs; return False, with nothing run, for any other call."""
-        values = self._fast.values(args) if self._fast.enabled else None
+        values = self._fast.values(args)
         if values is None:
             return False
         self.kernel._run(values)
