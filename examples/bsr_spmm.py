@@ -1,10 +1,12 @@
 """Block-sparse SpMM through format decomposition: a CSR kernel computed in BSR.
 
 A prunebert-style weight matrix (blocks of 32 kept with probability 10%) is stored as CSR;
-``format_decompose`` rewrites the CSR SpMM kernel (written once, over CSR) into a BSR kernel,
-``sparsetir.format.csr_to_bsr`` converts the data at run time, and the result is compared with
-``scipy.sparse.bsr_matrix @ X``. Times of the BSR kernel and of the CSR kernel are printed side
-by side (same process, median of repeats, whole calls).
+``format_decompose`` rewrites the CSR SpMM kernel (written once, over CSR) into a BSR kernel
+(``bsr_rule``), ``sparsetir.format.csr_to_bsr`` converts the data at run time, and the result
+is compared with ``scipy.sparse.bsr_matrix @ X``. The BSR kernel is built twice, with the
+default schedule and with ``schedule_bsr_cpu`` (block rows in parallel, register tiles of each
+output row summed over the block row's blocks); times are printed next to the CSR kernel with
+the default schedule and ``sparsetir.ops.spmm`` (same process, median of repeats, whole calls).
 
 Run: ``.venv/bin/python examples/bsr_spmm.py [--rows 768 --cols 3072 --feat 128]``
 """
@@ -15,21 +17,13 @@ import numpy as np
 import scipy.sparse
 
 import sparsetir
+import sparsetir.ops
+from sparsetir.ops.bsr import schedule_bsr_cpu
 from sparsetir.ops.kernels import spmm as csrmm    # the CSR SpMM, written once
 from sparsetir.runtime.timing import median_seconds
-from sparsetir.script import tir as T
+from sparsetir.transform.bsr import bsr_rule
 
 BLOCK = 32
-
-
-@T.prim_func
-def bsr(a: T.handle, indptr: T.handle, indices: T.handle, mb: T.int32, nb: T.int32,
-        nnzb: T.int32) -> None:
-    IO = T.dense_fixed(mb)
-    JO = T.sparse_variable(IO, (nb, nnzb), (indptr, indices), "int32")
-    II = T.dense_fixed(32)
-    JI = T.dense_fixed(32)
-    A = T.match_sparse_buffer(a, (IO, JO, II, JI), "float32")
 
 
 def block_sparse_matrix(rows, cols, density, rng):
@@ -51,35 +45,42 @@ def main():
     rng = np.random.default_rng(0)
     a = block_sparse_matrix(args.rows, args.cols, 0.1, rng)
     x = rng.standard_normal((args.cols, args.feat)).astype(np.float32)
-    rule = sparsetir.FormatRewriteRule(
-        "bsr", bsr, ["A"], ["I", "J"], ["IO", "JO", "II", "JI"],
-        {"I": ["IO", "II"], "J": ["JO", "JI"]},
-        lambda i, j: (i // BLOCK, j // BLOCK, i % BLOCK, j % BLOCK),
-        lambda io, jo, ii, ji: (io * BLOCK + ii, jo * BLOCK + ji))
-    compute = sparsetir.remove_preprocess(sparsetir.format_decompose(csrmm, [rule]))
-    compute = compute.specialize({"feat_size": args.feat})
-    kernel = sparsetir.build(compute, "llvm")
+    decomposed = sparsetir.format_decompose(csrmm, [bsr_rule("bsr", BLOCK)])
+    compute = sparsetir.remove_preprocess(decomposed).specialize({"feat_size": args.feat})
+    kernels = {
+        "BSR, default schedule": sparsetir.build(compute, "llvm"),
+        "BSR, schedule_bsr_cpu": sparsetir.build(
+            schedule_bsr_cpu(sparsetir.lower_sparse_iter(compute)), "llvm", schedule="none"),
+    }
     indptr_b, indices_b, data_b = sparsetir.format.csr_to_bsr(a.indptr, a.indices, a.data,
                                                               a.shape, BLOCK)
+    reference = scipy.sparse.bsr_matrix((data_b, indices_b, indptr_b),
+                                        shape=(args.rows, args.cols)) @ x
     y = np.full((args.rows, args.feat), np.nan, np.float32)
     values = dict(a=a.data, x=x, y=y, indptr=a.indptr, indices=a.indices, m=args.rows,
                   n=args.cols, nnz=a.nnz, a_bsr=data_b, indptr_bsr=indptr_b,
                   indices_bsr=indices_b, mb_bsr=args.rows // BLOCK, nb_bsr=args.cols // BLOCK,
                   nnzb_bsr=indices_b.size)
     call = [values[p.name] for p in compute.params]
-    kernel(*call)
-    reference = scipy.sparse.bsr_matrix((data_b, indices_b, indptr_b),
-                                        shape=(args.rows, args.cols)) @ x
-    np.testing.assert_allclose(y, reference, rtol=1e-4, atol=1e-3)
     print(f"{args.rows} x {args.cols}, blocks of {BLOCK} at 10% density ({indices_b.size} blocks,"
-          f" {a.nnz} nonzeros), feature size {args.feat}: equal to scipy.sparse.bsr_matrix @ X")
+          f" {a.nnz} nonzeros), feature size {args.feat}")
+    times = {}
+    for name, kernel in kernels.items():
+        y[...] = np.nan
+        kernel(*call)
+        np.testing.assert_allclose(y, reference, rtol=1e-4, atol=1e-3)
+        times[name] = median_seconds(lambda kernel=kernel: kernel(*call))
     csr_kernel = sparsetir.build(csrmm.specialize({"feat_size": args.feat}), "llvm")
     y_csr = np.empty_like(y)
-    t_bsr = median_seconds(lambda: kernel(*call))
-    t_csr = median_seconds(lambda: csr_kernel(a.data, x, y_csr, a.indptr, a.indices, args.rows,
-                                              args.cols, a.nnz))
-    print(f"BSR kernel {t_bsr * 1e3:.3f} ms, CSR kernel {t_csr * 1e3:.3f} ms "
-          "(default schedules, whole calls)")
+    times["CSR, default schedule"] = median_seconds(lambda: csr_kernel(
+        a.data, x, y_csr, a.indptr, a.indices, args.rows, args.cols, a.nnz))
+    matrix = sparsetir.ops.SparseMatrix(a)
+    times["CSR, sparsetir.ops.spmm"] = median_seconds(
+        lambda: sparsetir.ops.spmm(matrix, x, out=y_csr))
+    np.testing.assert_allclose(y_csr, reference, rtol=1e-4, atol=1e-3)
+    print("both BSR kernels equal scipy.sparse.bsr_matrix @ X; whole calls:")
+    for name, seconds in times.items():
+        print(f"  {name:24s} {seconds * 1e3:7.3f} ms")
 
 
 if __name__ == "__main__":

@@ -10,28 +10,14 @@ import scipy.sparse
 from kernel_zoo import CASES
 
 import sparsetir
+import sparsetir.transform.bsr
 from sparsetir import FormatRewriteError, FormatRewriteRule
-from sparsetir.script import tir as T
 
 FEAT = 8
 
 
-@T.prim_func
-def bsr_desc(a: T.handle, indptr: T.handle, indices: T.handle, mb: T.int32, nb: T.int32,
-             nnzb: T.int32, bs: T.int32):
-    IO = T.dense_fixed(mb)
-    JO = T.sparse_variable(IO, (nb, nnzb), (indptr, indices), "int32")
-    II = T.dense_fixed(bs)
-    JI = T.dense_fixed(bs)
-    A = T.match_sparse_buffer(a, (IO, JO, II, JI), "float32")
-
-
-def bsr_rule(bs: int, inv=None) -> FormatRewriteRule:
-    return FormatRewriteRule(
-        "bsr", bsr_desc.specialize({"bs": bs}), ["A"], ["I", "J"], ["IO", "JO", "II", "JI"],
-        {"I": ["IO", "II"], "J": ["JO", "JI"]},
-        lambda i, j: (i // bs, j // bs, i % bs, j % bs),
-        inv or (lambda io, jo, ii, ji: (io * bs + ii, jo * bs + ji)))
+def bsr_rule(bs: int) -> FormatRewriteRule:
+    return sparsetir.transform.bsr.bsr_rule("bsr", bs)
 
 
 def _matrix(m, n, seed=0):

@@ -62,7 +62,7 @@ def schedule_hyb_cpu(mod: tvm.IRModule, config: HybConfig, prefetch: int = 0) ->
     ``prefetch``, the loop over a row's entries prefetches the X rows that many entries
     ahead. The zeroing nest runs its rows in parallel, its features vectorised."""
     sch = tvm.s_tir.Schedule(mod)
-    inits, output = [], None
+    inits = []
     for name in config.rule_names():
         tile = sch.get_sblock(f"spmm_{name}0")
         update = sch.get_sblock(f"spmm_{name}1")
@@ -75,7 +75,6 @@ def schedule_hyb_cpu(mod: tvm.IRModule, config: HybConfig, prefetch: int = 0) ->
             sch.reorder(feature_tiles, entries)
             sch.vectorize(lane)
             accumulate = sch.cache_write(update, 0, "global")
-            output = sch.get(accumulate).writes[0].source
             sch.reverse_compute_at(accumulate, feature_tiles)
             sch.vectorize(sch.get_loops(accumulate)[-1])
             init = sch.decompose_reduction(update, entries)
@@ -86,7 +85,7 @@ def schedule_hyb_cpu(mod: tvm.IRModule, config: HybConfig, prefetch: int = 0) ->
     rows, features = sch.get_loops(sch.get_sblock("spmm_init0"))
     sch.parallel(rows)
     sch.vectorize(features)
-    return start_from_output(sch.mod, inits, output) if inits else sch.mod
+    return start_from_output(sch.mod, inits) if inits else sch.mod
 
 
 def schedule_hyb_cuda(mod: tvm.IRModule, config: HybConfig) -> tvm.IRModule:

@@ -1,0 +1,56 @@
+"""BSR SpMM on the CPU: the CSR kernel of ``sparsetir.ops`` decomposed into BSR by
+``format_decompose``, scheduled like the CSR kernel.
+
+``bsr_spmm_function`` gives the decomposed Stage I function (compute only: the data comes from
+``sparsetir.format.csr_to_bsr``); ``schedule_bsr_cpu`` runs block rows in parallel and, for each
+row of a block row, sums register tiles of the output row over every nonzero block of the block
+row (the accumulator loaded from Y, which the zeroing nest cleared: ``transform.accumulator``),
+so a nonzero costs one vector load of X and one fused multiply-add per vector, and X is read in
+runs of ``block_size`` consecutive rows.
+
+Example
+-------
+>>> # func = bsr_spmm_function(32, feat_size=128)
+>>> # kernel = sparsetir.build(schedule_bsr_cpu(sparsetir.lower_sparse_iter(func)), "llvm",
+>>> #                          schedule="none")
+"""
+
+from __future__ import annotations
+
+import tvm
+
+from ..transform.accumulator import start_from_output
+from ..transform.bsr import bsr_rule
+from ..transform.format_decompose import format_decompose, remove_preprocess
+from .kernels import spmm
+from .schedules import spmm_lanes
+
+
+def bsr_spmm_function(block_size: int, feat_size: int):
+    """``sparsetir.ops.kernels.spmm`` computed through BSR blocks of ``block_size`` (the
+    rule's parameters are suffixed ``_bsr``), for ``feat_size`` features."""
+    decomposed = format_decompose(spmm, [bsr_rule("bsr", block_size)])
+    return remove_preprocess(decomposed).specialize({"feat_size": feat_size})
+
+
+def schedule_bsr_cpu(mod: tvm.IRModule) -> tvm.IRModule:
+    """The CPU schedule of the lowered ``bsr_spmm_function`` (see the module docstring)."""
+    sch = tvm.s_tir.Schedule(mod)
+    update = sch.get_sblock("spmm_bsr1")
+    (block_rows,) = sch.get_loops(sch.get_sblock("spmm_bsr0"))
+    blocks, rows, columns, features = sch.get_loops(update)[-4:]
+    lanes = spmm_lanes(int(sch.get(features).extent))
+    if lanes > 1:
+        feature_tiles, lane = sch.split(features, [None, lanes])
+        sch.reorder(rows, feature_tiles, blocks, columns, lane)
+        sch.vectorize(lane)
+        accumulate = sch.cache_write(update, 0, "global")
+        sch.reverse_compute_at(accumulate, feature_tiles)
+        sch.vectorize(sch.get_loops(accumulate)[-1])
+        init = sch.decompose_reduction(update, blocks)
+        sch.vectorize(sch.get_loops(init)[-1])
+    sch.parallel(block_rows)
+    zero_rows, zero_features = sch.get_loops(sch.get_sblock("spmm_init0"))
+    sch.parallel(zero_rows)
+    sch.vectorize(zero_features)
+    return start_from_output(sch.mod, [sch.get(init).name_hint]) if lanes > 1 else sch.mod
