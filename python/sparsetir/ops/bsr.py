@@ -23,7 +23,7 @@ from ..transform.accumulator import start_from_output
 from ..transform.bsr import bsr_rule
 from ..transform.format_decompose import format_decompose, remove_preprocess
 from .kernels import spmm
-from .schedules import spmm_lanes
+from .schedules import accumulate_in_registers, schedule_zeroing, spmm_lanes
 
 
 def bsr_spmm_function(block_size: int, feat_size: int):
@@ -40,17 +40,10 @@ def schedule_bsr_cpu(mod: tvm.IRModule) -> tvm.IRModule:
     (block_rows,) = sch.get_loops(sch.get_sblock("spmm_bsr0"))
     blocks, rows, columns, features = sch.get_loops(update)[-4:]
     lanes = spmm_lanes(int(sch.get(features).extent))
-    if lanes > 1:
-        feature_tiles, lane = sch.split(features, [None, lanes])
-        sch.reorder(rows, feature_tiles, blocks, columns, lane)
-        sch.vectorize(lane)
-        accumulate = sch.cache_write(update, 0, "global")
-        sch.reverse_compute_at(accumulate, feature_tiles)
-        sch.vectorize(sch.get_loops(accumulate)[-1])
-        init = sch.decompose_reduction(update, blocks)
-        sch.vectorize(sch.get_loops(init)[-1])
     sch.parallel(block_rows)
-    zero_rows, zero_features = sch.get_loops(sch.get_sblock("spmm_init0"))
-    sch.parallel(zero_rows)
-    sch.vectorize(zero_features)
-    return start_from_output(sch.mod, [sch.get(init).name_hint]) if lanes > 1 else sch.mod
+    schedule_zeroing(sch)
+    if lanes == 1:
+        return sch.mod
+    sch.reorder(rows, blocks)
+    init = accumulate_in_registers(sch, update, [blocks, columns], features, lanes)
+    return start_from_output(sch.mod, [sch.get(init).name_hint])

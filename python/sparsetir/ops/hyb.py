@@ -31,7 +31,7 @@ from ..transform.hyb import ell_bucket_rule
 from ..transform.prefetch import PREFETCH
 from .cache import cached_build
 from .kernels import spmm
-from .schedules import spmm_lanes
+from .schedules import accumulate_in_registers, schedule_zeroing, spmm_lanes
 
 
 @dataclass(frozen=True)
@@ -70,21 +70,12 @@ def schedule_hyb_cpu(mod: tvm.IRModule, config: HybConfig, prefetch: int = 0) ->
         lanes = spmm_lanes(int(sch.get(features).extent))
         if prefetch:
             sch.annotate(entries, PREFETCH, prefetch)
-        if lanes > 1:
-            feature_tiles, lane = sch.split(features, [None, lanes])
-            sch.reorder(feature_tiles, entries)
-            sch.vectorize(lane)
-            accumulate = sch.cache_write(update, 0, "global")
-            sch.reverse_compute_at(accumulate, feature_tiles)
-            sch.vectorize(sch.get_loops(accumulate)[-1])
-            init = sch.decompose_reduction(update, entries)
-            sch.vectorize(sch.get_loops(init)[-1])
-            inits.append(sch.get(init).name_hint)
         sch.parallel(sch.get_loops(tile)[0])
         sch.annotate(tile, FUSE_ANNOTATION, True)
-    rows, features = sch.get_loops(sch.get_sblock("spmm_init0"))
-    sch.parallel(rows)
-    sch.vectorize(features)
+        if lanes > 1:
+            init = accumulate_in_registers(sch, update, [entries], features, lanes)
+            inits.append(sch.get(init).name_hint)
+    schedule_zeroing(sch)
     return start_from_output(sch.mod, inits) if inits else sch.mod
 
 

@@ -87,19 +87,35 @@ def schedule_spmm_cpu(mod: tvm.IRModule, feat_size: int, prefetch: int = 0) -> t
     if lanes == 1:
         sch.parallel(tiles)
         return sch.mod
-    feature_tiles, lane = sch.split(features, [None, lanes])
-    sch.reorder(feature_tiles, nonzeros)
-    sch.vectorize(lane)
     sch.parallel(tiles)
-    # The tile of the output row accumulates in a buffer of the row's own (a "global"
-    # allocation of constant size becomes a stack array, which LLVM keeps in registers;
-    # summing into Y itself stores every vector after every nonzero), written once.
+    accumulate_in_registers(sch, update, [nonzeros], features, lanes)
+    return sch.mod
+
+
+def schedule_zeroing(sch, block: str = "spmm_init0") -> None:
+    """The nest that clears the output before decomposed sub-kernels add into it: rows in
+    parallel, features vectorised."""
+    rows, features = sch.get_loops(sch.get_sblock(block))
+    sch.parallel(rows)
+    sch.vectorize(features)
+
+
+def accumulate_in_registers(sch, update, reductions: list, features, lanes: int):
+    """Split ``update``'s feature loop into tiles of ``lanes`` placed above its
+    ``reductions`` loops (outermost first), and sum each tile in a buffer of its own: a
+    "global" allocation of constant size becomes a stack array, which LLVM keeps in vector
+    registers (summing into the output itself stores every vector after every nonzero),
+    written back once per tile. Returns the init block that ``decompose_reduction`` made (an
+    init that keeps the output, ``Y = Y``, must then load it: ``transform.accumulator``)."""
+    feature_tiles, lane = sch.split(features, [None, lanes])
+    sch.reorder(feature_tiles, *reductions)
+    sch.vectorize(lane)
     accumulate = sch.cache_write(update, 0, "global")
     sch.reverse_compute_at(accumulate, feature_tiles)
     sch.vectorize(sch.get_loops(accumulate)[-1])
-    init = sch.decompose_reduction(update, nonzeros)
+    init = sch.decompose_reduction(update, reductions[0])
     sch.vectorize(sch.get_loops(init)[-1])
-    return sch.mod
+    return init
 
 
 def schedule_sddmm_cpu(mod: tvm.IRModule, feat_size: int, prefetch: int = 0) -> tvm.IRModule:
