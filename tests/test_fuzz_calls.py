@@ -1,7 +1,9 @@
-"""Random valid and invalid calls of zoo kernels: right answers, ArgumentErrors, no signal.
+"""Random valid and invalid calls: right answers or refusals, no signal. Two drivers: zoo
+kernels from ``sparsetir.build`` (``fuzz_calls.py``: refusals are ArgumentErrors) and repeated
+``sparsetir.ops`` calls on prepared matrices, mostly on the fast path (``fuzz_ops.py``).
 
-A few hundred cases in CI; set ``SPARSETIR_FUZZ_CASES`` for more. The calls run in a
-subprocess (``fuzz_calls.py``), so a crash fails this test and names the last case.
+A few hundred cases each in CI; set ``SPARSETIR_FUZZ_CASES`` for more. The calls run in a
+subprocess, so a crash fails this test and names the last case.
 """
 
 import json
@@ -10,10 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
-def test_random_calls_are_right_or_refused():
+
+@pytest.mark.parametrize("driver", ["fuzz_calls.py", "fuzz_ops.py"])
+def test_random_calls_are_right_or_refused(driver):
     cases = int(os.environ.get("SPARSETIR_FUZZ_CASES", "300"))
-    script = Path(__file__).with_name("fuzz_calls.py")
+    script = Path(__file__).with_name(driver)
     proc = subprocess.run([sys.executable, str(script), str(cases), "20261123"],
                           capture_output=True, text=True, timeout=1200)
     last = proc.stderr.strip().splitlines()[-1:] if proc.stderr.strip() else []
