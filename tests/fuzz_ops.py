@@ -18,7 +18,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

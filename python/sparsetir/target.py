@@ -15,11 +15,8 @@ PosixPath('kernels.so')
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import tvm
@@ -29,16 +26,12 @@ from tvm.base import _LOADED_LIBS
 from tvm.target.codegen import llvm_get_system_cpu
 from tvm_ffi.libinfo import load_lib_ctypes
 
+from .native import build_shared
 from .pipeline import PIPELINE_NAME
 
 __all__ = ["make_target", "compile_module", "cuda_available", "cuda_source", "export"]
 
 DEFAULT_CUDA_ARCH = "sm_80"
-# installed: shipped inside the package; from a source checkout (editable install): under src/
-_STUB_SOURCE = next((path for path in (
-    Path(__file__).resolve().parent / "native" / "libcuda_stub.c",
-    Path(__file__).resolve().parents[2] / "src" / "cuda_stub" / "libcuda_stub.c") if path.exists()),
-    Path(__file__).resolve().parent / "native" / "libcuda_stub.c")
 
 
 def make_target(target, arch=None) -> tvm.target.Target:
@@ -262,20 +255,4 @@ def _load_cuda_runtime() -> None:
 
 def _build_stub() -> Path:
     """Compile the driver stub into the cache once per source version; return its path."""
-    source = _STUB_SOURCE.read_bytes()
-    cache = Path(os.environ.get("SPARSETIR_CACHE", Path.home() / ".cache" / "sparsetir")) / "cuda_stub"
-    lib = cache / f"libcuda_stub-{hashlib.sha256(source).hexdigest()[:16]}.so"
-    if lib.exists():
-        return lib
-    cache.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=cache)  # build aside, then rename: safe across processes
-    os.close(fd)
-    try:
-        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-Wl,-soname,libcuda.so.1", "-o", tmp,
-                        str(_STUB_SOURCE)], check=True, capture_output=True, text=True)
-        os.replace(tmp, lib)
-    except (OSError, subprocess.CalledProcessError) as err:
-        Path(tmp).unlink(missing_ok=True)
-        detail = getattr(err, "stderr", "") or err
-        raise RuntimeError(f"cannot build the libcuda stub from {_STUB_SOURCE}: {detail}") from err
-    return lib
+    return build_shared("libcuda_stub.c", ["-Wl,-soname,libcuda.so.1"])

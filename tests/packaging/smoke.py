@@ -1,14 +1,24 @@
 """Smoke test of an installed sparsetir (run from outside the source tree by ``make package-test``).
 
 Builds CSR SpMM for the CPU and checks it against scipy, then compiles it for CUDA (the libcuda
-stand-in must come from the installed package), and prints where the package was imported from.
+stand-in must come from the installed package), calls ``sparsetir.ops.spmm`` twice on one
+matrix (the second call through the native fast path, compiled from the C source the package
+ships), and prints where the package was imported from.
 """
+
+import os
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse
 
-import sparsetir
-from sparsetir.script import tir as T
+os.environ["SPARSETIR_CACHE"] = tempfile.mkdtemp()     # native code built from this package
+
+import sparsetir  # noqa: E402
+import sparsetir.native  # noqa: E402
+import sparsetir.ops  # noqa: E402
+from sparsetir.script import tir as T  # noqa: E402
 
 
 @T.prim_func
@@ -37,7 +47,14 @@ def main():
     np.testing.assert_allclose(y, a @ x, rtol=1e-5, atol=1e-6)
     cuda = sparsetir.build(csrmm.specialize({"feat_size": 16}), {"kind": "cuda", "arch": "sm_90"})
     assert "threadIdx.x" in cuda.inspect_source("cuda")
-    print("llvm and cuda builds OK")
+    matrix = sparsetir.ops.SparseMatrix(a)
+    for _ in range(2):
+        np.testing.assert_allclose(sparsetir.ops.spmm(matrix, x), a @ x, rtol=1e-5, atol=1e-6)
+    source = sparsetir.native.source_path("fastcall.c")
+    assert source.is_relative_to(Path(sparsetir.__file__).parent), source
+    ((bound, _),) = matrix.calls.values()
+    assert bound._fast.native is not None
+    print("llvm and cuda builds OK; ops.spmm through the native call")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Calls with inputs that would read or write out of bounds, one per case, run as a script.
 
-``python bad_calls.py CASE`` builds a zoo kernel, calls it with the bad input of CASE and
-prints ``ArgumentError: <message>`` when the call is refused (exit code 0). A wrong answer
+``python bad_calls.py CASE [bound]`` builds a zoo kernel, calls it with the bad input of CASE
+(``bound``: through ``Kernel.bind`` with every input bound, so the call takes the native fast
+path, where a check compiled into the kernel must still surface) and prints
+``ArgumentError: <message>`` when the call is refused (exit code 0). A wrong answer
 prints ``SILENT``; a crash kills the process, which the test sees as a signal exit code.
 The tests in ``test_index_safety.py`` run each case in a subprocess.
 """
@@ -19,7 +21,7 @@ import sparse_inputs as si  # noqa: E402
 from kernel_zoo import CASES  # noqa: E402
 
 import sparsetir  # noqa: E402
-from sparsetir.runtime import ArgumentError  # noqa: E402
+from sparsetir.runtime import ArgumentError, native_call  # noqa: E402
 
 
 def _inputs(name: str) -> dict:
@@ -82,12 +84,22 @@ KERNEL_OF = {"etype_out_of_range": "rgcn_homo_forward", "etype_negative": "rgcn_
              "bmm_inconsistent_rows": "bmm"}
 
 
-def main(case: str) -> None:
+def main(case: str, bound: bool = False) -> None:
     name, inputs = CASES_BY_NAME[case](_inputs(KERNEL_OF[case]))
     func = CASES[name].func
     kernel = sparsetir.build(func, "llvm")
+    params = kernel.signature.params
     try:
-        kernel(*[inputs[p.name] for p in func.params])
+        if bound:
+            written = [inputs[p.name] for p in params if getattr(p, "written", False)]
+            call = kernel.bind(**{p.name: inputs[p.name] for p in params
+                                  if not getattr(p, "written", False)})
+            if native_call._module() is not None and call._fast.native is None:
+                print("NO NATIVE PLAN")
+                return
+            call(*written)
+        else:
+            kernel(*[inputs[p.name] for p in func.params])
     except ArgumentError as err:
         print(f"ArgumentError: {err}")
         return
@@ -95,4 +107,4 @@ def main(case: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:] == ["bound"])

@@ -29,10 +29,11 @@ EXPECTED = {
 }
 
 
+@pytest.mark.parametrize("bound", [False, True])
 @pytest.mark.parametrize("case", sorted(EXPECTED))
-def test_bad_input_is_refused_with_a_message(case):
-    proc = subprocess.run([sys.executable, str(SCRIPT), case], capture_output=True, text=True,
-                          timeout=300)
+def test_bad_input_is_refused_with_a_message(case, bound):
+    proc = subprocess.run([sys.executable, str(SCRIPT), case] + (["bound"] if bound else []),
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"{case}: exit {proc.returncode}\n{proc.stderr[-2000:]}"
     assert proc.stdout.startswith("ArgumentError: "), f"{case}: {proc.stdout}"
     assert re.search(EXPECTED[case], proc.stdout), proc.stdout

@@ -217,13 +217,21 @@ def _variants(x, y):
     ]
 
 
+@pytest.mark.parametrize("native", [True, False])
 @pytest.mark.parametrize("index", range(11))
-def test_fast_path_takes_only_the_common_call(executable, problem, index):
+def test_fast_path_takes_only_the_common_call(executable, problem, index, native):
     """``call_fast`` runs exactly the common calls, with the general path's answer; every
-    other call it leaves untouched for the general path, which then answers or refuses."""
+    other call it leaves untouched for the general path, which then answers or refuses. Both
+    fast paths: numpy in C (``native_call``; it also takes read-only inputs, which it never
+    needs to export) and the Python one."""
     args, expected = problem
     spmv = Kernel(executable, spmv_signature(), alignment=4).bind(**bound_arguments(args))
+    if native and spmv._fast.native is None:
+        pytest.skip("the native call module cannot be built here")
+    if not native:
+        spmv._fast.native = None
     name, x, y, fast = _variants(args[3], args[4])[index]
+    fast = fast or (native and name == "read-only x")
     before = _host(y).copy()
     taken = spmv.call_fast((x, y))
     assert taken == fast, name

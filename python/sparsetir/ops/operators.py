@@ -78,9 +78,12 @@ def _call_prepared(A, key: tuple, operands: tuple, out):
     """The result of the call that an earlier call on the ``SparseMatrix`` ``A`` prepared
     under ``key`` (operator, operand kinds and shapes), when the arrays are the common kind
     (``BoundKernel.call_fast``); None, with nothing run, when the call needs the full path."""
-    if key is None or type(A) is not SparseMatrix or key not in A.calls:
+    if type(A) is not SparseMatrix:
         return None
-    bound, out_shape = A.calls[key]
+    try:
+        bound, out_shape = A.calls[key]
+    except (KeyError, TypeError):           # not prepared, or a shape that is no tuple
+        return None
     if out is None:
         out = new_array(type(operands[0]) is not np.ndarray, out_shape)
     elif _kind(out) is None or out.shape != out_shape:
@@ -91,26 +94,17 @@ def _call_prepared(A, key: tuple, operands: tuple, out):
 def _kind(value):
     """numpy.ndarray or torch.Tensor when ``value`` is exactly one, else None."""
     kind = type(value)
+    if kind is np.ndarray:
+        return kind
     torch = sys.modules.get("torch")
-    return kind if kind is np.ndarray or (torch is not None and kind is torch.Tensor) else None
+    return kind if torch is not None and kind is torch.Tensor else None
 
 
-def _call_key(name: str, *operands):
-    """The key of a call in ``SparseMatrix.calls``: the kernel's name, then each dense
-    operand's kind and shape; None when an operand is not exactly a numpy array or torch
-    tensor (such calls always take the full path)."""
-    key = [name]
-    for operand in operands:
-        kind = _kind(operand)
-        if kind is None:
-            return None
-        key += [kind, operand.shape]
-    return tuple(key)
-
-
-def _prepare_call(matrix, key: tuple, bound, out_shape: tuple) -> None:
-    """Remember ``bound`` for later calls with operands of the kinds and shapes in ``key``."""
-    if key is not None:
+def _prepare_call(matrix, key: tuple, operands: tuple, bound, out_shape: tuple) -> None:
+    """Remember ``bound`` for later calls with operands of the kinds and shapes in ``key``
+    (``(name, kind, shape, kind, shape...)``), when every operand is exactly a numpy array or
+    a torch tensor."""
+    if all(_kind(operand) is not None for operand in operands):
         matrix.calls[key] = (bound, out_shape)
 
 
@@ -120,8 +114,8 @@ def spmm(A, X, out=None, weighted: bool = True):
 
     Returns ``out`` (filled) or a new array of X's kind with shape (m, feat) or (m,).
     """
-    weighted = bool(weighted)
-    key = _call_key("spmm" if weighted else "spmm_unweighted", X)
+    name = "spmm" if weighted else "spmm_unweighted"
+    key = (name, type(X), getattr(X, "shape", None))
     result = _call_prepared(A, key, (X,), out)
     if result is not None:
         return result
@@ -130,11 +124,11 @@ def spmm(A, X, out=None, weighted: bool = True):
     x = DenseOperand("X", X, n)
     result = x.new_output(x.rows_shape(m)) if out is None else out
     check_output(result, x.rows_shape(m))
-    bound = bind_kernel(matrix, "spmm" if weighted else "spmm_unweighted", x.feat_size)
+    bound = bind_kernel(matrix, name, x.feat_size)
     y, finish = writable_view(result, (m, x.feat_size))
     _run(bound, {"x": "X", "y": "out"}, x.as_matrix(), y)
     finish()
-    _prepare_call(matrix, key, bound, x.rows_shape(m))
+    _prepare_call(matrix, key, (X,), bound, x.rows_shape(m))
     return result
 
 
@@ -145,7 +139,7 @@ def sddmm(A, X, Y, out=None):
     ``X`` has shape (m, feat), ``Y`` (n, feat); returns ``out`` (filled) or a new array of X's
     kind with one value per nonzero.
     """
-    key = _call_key("sddmm", X, Y)
+    key = ("sddmm", type(X), getattr(X, "shape", None), type(Y), getattr(Y, "shape", None))
     result = _call_prepared(A, key, (X, Y), out)
     if result is not None:
         return result
@@ -163,7 +157,7 @@ def sddmm(A, X, Y, out=None):
     values, finish = writable_view(result, (matrix.nnz,))
     _run(bound, {"x": "X", "y": "Y"}, x.as_matrix(), y.as_matrix(), values)
     finish()
-    _prepare_call(matrix, key, bound, (matrix.nnz,))
+    _prepare_call(matrix, key, (X, Y), bound, (matrix.nnz,))
     return result
 
 

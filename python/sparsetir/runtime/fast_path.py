@@ -25,6 +25,8 @@ from bisect import bisect_right
 import numpy as np
 import tvm_ffi
 
+from .native_call import native_plan
+
 class _Slot:
     """What one free buffer parameter accepts on the fast path."""
 
@@ -55,9 +57,12 @@ class FastPath:
         Byte ranges of the bound arrays passed without a copy (``aliasing.byte_ranges``).
     on_host : bool
         Whether the kernel runs on the CPU (no fast path otherwise: arrays must be moved).
+    function : tvm_ffi.Function, optional
+        The compiled function: given, numpy calls are checked and made in C where the
+        native module is available (``native_call``; ``self.native``, else None).
     """
 
-    def __init__(self, free, fixed_values: list, fixed_ranges, on_host: bool):
+    def __init__(self, free, fixed_values: list, fixed_ranges, on_host: bool, function=None):
         self._slots = [_Slot(position, convert.param, length, dims, convert.alignment)
                        for position, convert, length, dims in free]
         self._values = fixed_values
@@ -71,6 +76,11 @@ class FastPath:
         self._fixed_starts = [start for start, _ in merged]
         self._fixed_ends = [end for _, end in merged]
         self.enabled = on_host and all(slot.length > 0 for slot in self._slots)
+        self.native = native_plan(function, fixed_values, [
+            (slot.position, convert, slot.length, dims, slot.passed_shape)
+            for slot, (_, convert, _, dims) in zip(self._slots, free)],
+            list(zip(self._fixed_starts, self._fixed_ends))) \
+            if self.enabled and function is not None else None
 
     def values(self, args: tuple):
         """The values to pass for ``args``, or None when a call must take the general path."""

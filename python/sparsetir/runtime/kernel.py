@@ -145,11 +145,7 @@ class Kernel:
         try:
             self._entry_function()(*values)
         except Exception as err:  # a check compiled into the kernel stopped it
-            message = str(err)
-            if CHECK_PREFIX not in message:
-                raise
-            raise ArgumentError(message[message.index(CHECK_PREFIX) + len(CHECK_PREFIX):]
-                                .strip().splitlines()[0]) from None
+            raise _argument_error(err) from None
 
     def time(self, *args, number: int = 20, repeat: int = 3) -> float:
         """Mean seconds per call, measured with TVM's time evaluator.
@@ -277,6 +273,16 @@ class Kernel:
                 torch.autograd.graph.increment_version(args[i])
 
 
+def _argument_error(err: Exception) -> Exception:
+    """The ArgumentError for ``err`` when a check compiled into the kernel raised it, else
+    ``err`` itself."""
+    message = str(err)
+    if CHECK_PREFIX not in message:
+        return err
+    return ArgumentError(message[message.index(CHECK_PREFIX) + len(CHECK_PREFIX):]
+                         .strip().splitlines()[0])
+
+
 class _Protected:
     """A protected array in alias checks (``BoundKernel.protect``): named, never written."""
     written = False
@@ -372,7 +378,8 @@ class BoundKernel:
         on_host = self.kernel.device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU
         return FastPath([(i, convert, length, dims) for (i, convert), (length, dims)
                          in zip(self._free, self._free_lengths)],
-                        self._values, self._fixed_ranges, on_host)
+                        self._values, self._fixed_ranges, on_host,
+                        self.kernel._entry_function() if on_host else None)
 
     def __call__(self, *args) -> None:
         """Run the kernel with the free arguments (``self.parameters``, in order)."""
@@ -385,6 +392,12 @@ class BoundKernel:
         arrays or CPU torch tensors of the right dtype and shape, no written array
         overlapping another: see ``fast_path.FastPath``), converting nothing but what DLPack
         needs; return False, with nothing run, for any other call."""
+        if self._fast.native is not None:
+            try:
+                if self._fast.native(*args):
+                    return True
+            except RuntimeError as err:
+                raise _argument_error(err) from None
         values = self._fast.values(args)
         if values is None:
             return False

@@ -1,0 +1,88 @@
+"""The common call of a bound kernel, in C: ``src/fastcall/fastcall.c``.
+
+``FastPath`` (``fast_path.py``) recognises the common call with a few Python attribute reads and
+a DLPack conversion per array, about 1.5 us each on the 2-core development machine: as long as
+a small kernel. For numpy arguments the same checks (exactly ``numpy.ndarray``, C-contiguous,
+the parameter's item format and size, its declared or flat shape, aligned, writable where
+written, no written one overlapping another argument or a bound or protected array) run in C
+through the buffer protocol, and the arrays go to the compiled function as ``DLTensor``
+pointers, with no conversion object at all. Anything else (torch tensors included) is declined
+and left to ``FastPath`` and the general path.
+
+The module is compiled with gcc on first use (``sparsetir.native``); where that is impossible
+(no gcc, no Python headers) :func:`native_plan` returns None and calls stay in Python. Set
+``SPARSETIR_NATIVE_CALL=0`` to turn it off.
+
+Example
+-------
+>>> plan = native_plan(function, values, free, fixed_ranges)   # None: not available
+>>> plan(x, y)        # True: ran; False: declined, nothing ran
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sysconfig
+from functools import lru_cache
+from importlib.machinery import ExtensionFileLoader
+from importlib.util import module_from_spec, spec_from_loader
+
+import numpy as np
+import tvm_ffi
+import tvm_ffi.libinfo
+
+from ..native import build_shared
+
+_DLPACK_CODES = {"i": 0, "u": 1, "f": 2}     # numpy dtype kind -> DLPack type code
+
+
+@lru_cache(maxsize=None)
+def _module():
+    """The compiled extension, set up; None where it cannot be built or is turned off."""
+    if os.environ.get("SPARSETIR_NATIVE_CALL", "1") == "0":
+        return None
+    try:
+        path = build_shared("fastcall.c", [f"-I{sysconfig.get_paths()['include']}",
+                                           f"-I{tvm_ffi.libinfo.find_include_path()}",
+                                           f"-I{tvm_ffi.libinfo.find_dlpack_include_path()}"])
+    except RuntimeError:
+        return None
+    loader = ExtensionFileLoader("sparsetir_fastcall", str(path))
+    module = module_from_spec(spec_from_loader("sparsetir_fastcall", loader))
+    loader.exec_module(module)
+    lib = ctypes.CDLL(tvm_ffi.libinfo.find_libtvm_ffi())
+    module.setup(*(ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value for symbol in (
+        "TVMFFIFunctionCall", "TVMFFIErrorMoveFromRaised", "TVMFFIObjectDecRef")), np.ndarray)
+    return module
+
+
+def native_plan(function, values: list, free, fixed_ranges):
+    """A callable running ``function`` on ``values`` with the free arguments filled in (see
+    the module docstring), or None where the native call is not available.
+
+    ``free``: ``(position, converter, length, dims, passed_shape)`` per free buffer
+    parameter; ``fixed_ranges``: ``(start, end)`` byte ranges, merged and sorted, that a
+    written argument must not overlap."""
+    module = _module()
+    if module is None:
+        return None
+    bound = []
+    for value in values:
+        if value is None or isinstance(value, int):
+            bound.append(value)
+        elif isinstance(value, tvm_ffi.Tensor):
+            bound.append(("tensor", value.__chandle__()))
+        else:            # a torch tensor bound by the caller: the Python paths handle it
+            return None
+    slots = []
+    for position, convert, length, dims, passed in free:
+        dtype = np.dtype(convert.param.dtype)
+        if dtype.kind not in _DLPACK_CODES or len(dims) > 4 or len(passed) > 4:
+            return None
+        slots.append((position, int(convert.param.written), memoryview(np.empty(1, dtype)).format,
+                      dtype.itemsize, length, tuple(dims), tuple(passed), convert.alignment,
+                      _DLPACK_CODES[dtype.kind], dtype.itemsize * 8, int(not convert.param.shape)))
+    return module.Plan(function.__chandle__(), (function, values), bound, tuple(slots),
+                       tuple(start for start, _ in fixed_ranges),
+                       tuple(end for _, end in fixed_ranges))
