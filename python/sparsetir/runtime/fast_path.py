@@ -1,4 +1,5 @@
-"""The common call of a bound kernel, checked in a few attribute reads.
+"""The common call of a bound kernel, checked in a few attribute reads (numpy calls are
+checked in C first where the native module is available: ``native_call``).
 
 A :class:`~sparsetir.runtime.kernel.BoundKernel` is called again and again with arrays of one
 shape: C-contiguous, writable numpy arrays or contiguous CPU torch tensors of the parameter's
