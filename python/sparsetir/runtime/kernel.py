@@ -273,6 +273,24 @@ class Kernel:
                 torch.autograd.graph.increment_version(args[i])
 
 
+def _torch_as_numpy(args: tuple):
+    """``args`` with every torch tensor replaced by the numpy array over its memory, or None
+    when there is none or torch refuses one (see ``BoundKernel.call_fast``)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    arrays, found = [], False
+    for value in args:
+        if type(value) is torch.Tensor:
+            try:
+                value = value.numpy()
+            except (RuntimeError, TypeError):
+                return None
+            found = True
+        arrays.append(value)
+    return arrays if found else None
+
+
 def _argument_error(err: Exception) -> Exception:
     """The ArgumentError for ``err`` when a check compiled into the kernel raised it, else
     ``err`` itself."""
@@ -390,22 +408,35 @@ class BoundKernel:
     def call_fast(self, args: tuple) -> bool:
         """Run the kernel on ``args`` if they are the common call (contiguous, writable numpy
         arrays or CPU torch tensors of the right dtype and shape, no written array
-        overlapping another: see ``fast_path.FastPath``), converting nothing but what DLPack
-        needs; return False, with nothing run, for any other call."""
-        if self._fast.native is not None:
+        overlapping another), checked in C where the native module is available
+        (``native_call``; a torch tensor as the numpy view ``Tensor.numpy()`` gives, which
+        torch refuses for tensors that require grad, carry a negative or conjugate bit, or
+        are not on the CPU), else in Python (``fast_path.FastPath``); return False, with
+        nothing run, for any other call."""
+        native = self._fast.native
+        if native is not None:
             try:
-                if self._fast.native(*args):
+                if native(*args):
                     return True
+                arrays = _torch_as_numpy(args)
+                ran = arrays is not None and native(*arrays)
             except RuntimeError as err:
                 raise _argument_error(err) from None
+            if ran:
+                self._bump_written(args)
+                return True
         values = self._fast.values(args)
         if values is None:
             return False
         self.kernel._run(values)
-        for k in self._written_free:
-            if type(args[k]) is not np.ndarray:     # a torch tensor: tell autograd
-                sys.modules["torch"].autograd.graph.increment_version(args[k])
+        self._bump_written(args)
         return True
+
+    def _bump_written(self, args: tuple) -> None:
+        """Tell autograd that the torch tensors among the written ``args`` have changed."""
+        for k in self._written_free:
+            if type(args[k]) is not np.ndarray:
+                sys.modules["torch"].autograd.graph.increment_version(args[k])
 
     def time(self, *args, number: int = 20, repeat: int = 3) -> float:
         """Mean seconds per run of the compiled function alone, as ``Kernel.time``."""
