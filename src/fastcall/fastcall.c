@@ -8,8 +8,9 @@
  * written) overlapping no other argument and no bound or protected range. plan(args) checks
  * the arguments through the buffer protocol, passes them as DLTensor pointers and returns
  * True; it returns False, with nothing run, for any argument it does not recognise (the caller
- * then takes its general path). An error raised by the function becomes a RuntimeError
- * "<kind>: <message>".
+ * then takes its general path). The GIL is released while the function runs. An error raised
+ * by the function is raised as the Python exception of its kind (ValueError, TypeError...,
+ * RuntimeError for others) with its message.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -64,14 +65,29 @@ static void plan_dealloc(Plan *self) {
 static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
   unsigned long long function;
   PyObject *keep, *values, *slots, *starts, *ends;
+  if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+    PyErr_SetString(PyExc_TypeError, "Plan takes no keyword arguments");
+    return -1;
+  }
+  if (self->values != NULL) {
+    PyErr_SetString(PyExc_TypeError, "a Plan is initialised once");
+    return -1;
+  }
   if (!PyArg_ParseTuple(args, "KOO!O!O!O!", &function, &keep, &PyList_Type, &values,
                         &PyTuple_Type, &slots, &PyTuple_Type, &starts, &PyTuple_Type, &ends))
     return -1;
-  self->function = (TVMFFIObjectHandle)(uintptr_t)function;
+  if (PyTuple_GET_SIZE(slots) > MAX_SLOTS || PyTuple_GET_SIZE(starts) != PyTuple_GET_SIZE(ends)) {
+    PyErr_SetString(PyExc_ValueError, "a plan the native call cannot hold");
+    return -1;
+  }
   Py_INCREF(keep);
   self->keep = keep;
   self->n_values = (int)PyList_GET_SIZE(values);
   self->values = PyMem_Calloc(self->n_values ? self->n_values : 1, sizeof(TVMFFIAny));
+  if (self->values == NULL) {
+    PyErr_NoMemory();
+    return -1;
+  }
   for (int i = 0; i < self->n_values; ++i) {
     PyObject *v = PyList_GET_ITEM(values, i);
     TVMFFIAny *any = &self->values[i];
@@ -88,12 +104,7 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
       return -1;
     }
   }
-  self->n_slots = (int)PyTuple_GET_SIZE(slots);
-  if (self->n_slots > MAX_SLOTS) {
-    PyErr_SetString(PyExc_ValueError, "too many free parameters for the native call");
-    return -1;
-  }
-  for (int k = 0; k < self->n_slots; ++k) {
+  for (int k = 0; k < (int)PyTuple_GET_SIZE(slots); ++k) {
     Slot *s = &self->slots[k];
     const char *format;
     PyObject *dims, *passed;
@@ -103,7 +114,8 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
                           &passed, &s->alignment, &code, &bits, &s->any_shape))
       return -1;
     if (strlen(format) >= sizeof(s->format) || PyTuple_GET_SIZE(dims) > MAX_DIMS ||
-        PyTuple_GET_SIZE(passed) > MAX_DIMS || s->alignment <= 0) {
+        PyTuple_GET_SIZE(dims) == 0 || PyTuple_GET_SIZE(passed) > MAX_DIMS ||
+        s->alignment <= 0 || s->position < 0 || s->position >= self->n_values) {
       PyErr_SetString(PyExc_ValueError, "a slot the native call cannot hold");
       return -1;
     }
@@ -117,24 +129,31 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     s->dtype.bits = (uint8_t)bits;
     s->dtype.lanes = 1;
   }
+  self->n_slots = (int)PyTuple_GET_SIZE(slots);
   self->n_fixed = (int)PyTuple_GET_SIZE(starts);
   self->fixed_starts = PyMem_Calloc(self->n_fixed + 1, sizeof(uintptr_t));
   self->fixed_ends = PyMem_Calloc(self->n_fixed + 1, sizeof(uintptr_t));
+  if (self->fixed_starts == NULL || self->fixed_ends == NULL) {
+    PyErr_NoMemory();
+    return -1;
+  }
   for (int i = 0; i < self->n_fixed; ++i) {
     self->fixed_starts[i] = (uintptr_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(starts, i));
     self->fixed_ends[i] = (uintptr_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(ends, i));
   }
-  return PyErr_Occurred() ? -1 : 0;
+  if (PyErr_Occurred()) return -1;
+  self->function = (TVMFFIObjectHandle)(uintptr_t)function; /* set last: a Plan is usable */
+  return 0;
 }
 
 static int shape_matches(const Slot *s, const Py_buffer *view) {
-  if (view->ndim == s->dims_ndim) {
+  if (view->ndim > 0 && view->ndim == s->dims_ndim) {
     int same = 1;
     for (int d = 0; d < s->dims_ndim; ++d) same &= view->shape[d] == s->dims[d];
     if (same) return 1;
   }
   if (view->ndim == 1 && view->shape[0] == s->length) return 1;
-  return s->any_shape && view->len == s->length * s->itemsize;
+  return s->any_shape && view->ndim > 0 && view->len == s->length * s->itemsize;
 }
 
 static int overlaps_fixed(const Plan *self, uintptr_t start, uintptr_t end) {
@@ -146,13 +165,34 @@ static int overlaps_fixed(const Plan *self, uintptr_t start, uintptr_t end) {
   return lo < self->n_fixed && self->fixed_starts[lo] < end;
 }
 
+/* The Python exception of an FFI error kind, as tvm_ffi raises them (RuntimeError otherwise). */
+static PyObject *error_type(PyObject *kind) {
+  static const struct { const char *name; PyObject **type; } known[] = {
+      {"ValueError", &PyExc_ValueError}, {"TypeError", &PyExc_TypeError},
+      {"IndexError", &PyExc_IndexError}, {"KeyError", &PyExc_KeyError},
+      {"AttributeError", &PyExc_AttributeError}, {"MemoryError", &PyExc_MemoryError}};
+  for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); ++i)
+    if (PyUnicode_CompareWithASCIIString(kind, known[i].name) == 0) return *known[i].type;
+  return PyExc_RuntimeError;
+}
+
 static PyObject *plan_call(Plan *self, PyObject *args, PyObject *kwargs) {
   Py_buffer views[MAX_SLOTS];
   DLTensor tensors[MAX_SLOTS];
   TVMFFIAny stack_values[64];
-  TVMFFIAny *values = self->n_values <= 64 ? stack_values : PyMem_Malloc(self->n_values * sizeof(TVMFFIAny));
+  TVMFFIAny *values = stack_values;
   int taken = 0, ok = 1;
   PyObject *result = NULL;
+  if (self->function == NULL) {
+    PyErr_SetString(PyExc_TypeError, "the Plan was not initialised");
+    return NULL;
+  }
+  if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+    PyErr_SetString(PyExc_TypeError, "a Plan takes no keyword arguments");
+    return NULL;
+  }
+  if (self->n_values > 64 && (values = PyMem_Malloc(self->n_values * sizeof(TVMFFIAny))) == NULL)
+    return PyErr_NoMemory();
   if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != self->n_slots) ok = 0;
   memcpy(values, self->values, self->n_values * sizeof(TVMFFIAny));
   for (int k = 0; ok && k < self->n_slots; ++k) {
@@ -163,7 +203,7 @@ static PyObject *plan_call(Plan *self, PyObject *args, PyObject *kwargs) {
     if (PyObject_GetBuffer(arg, &views[k], flags) != 0) { PyErr_Clear(); ok = 0; break; }
     taken = k + 1;
     const Py_buffer *view = &views[k];
-    if (view->itemsize != s->itemsize || strcmp(view->format ? view->format : "B", s->format) != 0 ||
+    if (view->buf == NULL || view->itemsize != s->itemsize || strcmp(view->format ? view->format : "B", s->format) != 0 ||
         !PyBuffer_IsContiguous(view, 'C') || !shape_matches(s, view) ||
         ((uintptr_t)view->buf) % (uintptr_t)s->alignment != 0) { ok = 0; break; }
     tensors[k].data = view->buf;
@@ -191,7 +231,11 @@ static PyObject *plan_call(Plan *self, PyObject *args, PyObject *kwargs) {
     TVMFFIAny ret;
     memset(&ret, 0, sizeof(ret));
     ret.type_index = kTVMFFINone;
-    if (ffi_call(self->function, values, self->n_values, &ret) != 0) {
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* the views keep the arrays' memory; the plan is the caller's */
+    rc = ffi_call(self->function, values, self->n_values, &ret);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) {
       TVMFFIObjectHandle error = NULL;
       ffi_move_error(&error);
       if (error != NULL) {
@@ -199,7 +243,7 @@ static PyObject *plan_call(Plan *self, PyObject *args, PyObject *kwargs) {
         PyObject *kind = PyUnicode_DecodeUTF8(cell->kind.data, (Py_ssize_t)cell->kind.size, "replace");
         PyObject *text = PyUnicode_DecodeUTF8(cell->message.data, (Py_ssize_t)cell->message.size,
                                               "replace");
-        if (kind != NULL && text != NULL) PyErr_Format(PyExc_RuntimeError, "%U: %U", kind, text);
+        if (kind != NULL && text != NULL) PyErr_SetObject(error_type(kind), text);
         Py_XDECREF(kind);
         Py_XDECREF(text);
         ffi_dec_ref(error);

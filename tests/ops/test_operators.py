@@ -214,6 +214,10 @@ def test_found_by_attack(warm):
     np.testing.assert_array_equal(M.data, data)
     with pytest.raises(Exception, match="zero tensor"):
         ops.spmm(M, X, out=torch._efficientzerotensor((70, 8)))
+    emptied = torch.tensor(X)
+    emptied.untyped_storage().resize_(0)              # numel unchanged, no memory
+    with pytest.raises(Exception, match="'X': has no memory"):
+        ops.spmm(M, emptied)
 
 
 def test_second_process_loads_kernels_from_disk(tmp_path, monkeypatch):

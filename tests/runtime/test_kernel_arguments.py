@@ -21,6 +21,7 @@ from sparsetir.runtime import (
     evaluate_int,
 )
 from sparsetir.runtime.arguments import BufferConverter
+from sparsetir.runtime import native_call
 from sparsetir.runtime.fast_path import FastPath
 from sparsetir.target import compile_module, cuda_available
 
@@ -214,11 +215,15 @@ def _variants(x, y):
         ("x a list", x.tolist(), y, False),
         ("y 1 short", x, y[:-1], False),
         ("y over x", x, x[:M] if N >= M else y, False),
+        ("0-d x", np.array(x[0]), y, False),
+        ("0-d y", x, np.array(np.nan, np.float32), False),
+        ("y with a stride of 0", x, np.lib.stride_tricks.as_strided(
+            np.full(1, np.nan, np.float32), (M,), (0,), writeable=True), False),
     ]
 
 
 @pytest.mark.parametrize("native", [True, False])
-@pytest.mark.parametrize("index", range(11))
+@pytest.mark.parametrize("index", range(14))
 def test_fast_path_takes_only_the_common_call(executable, problem, index, native):
     """``call_fast`` runs exactly the common calls, with the general path's answer; every
     other call it leaves untouched for the general path, which then answers or refuses. Both
@@ -248,6 +253,10 @@ def test_fast_path_takes_only_the_common_call(executable, problem, index, native
 
 def _host(array) -> np.ndarray:
     return array.detach().numpy() if isinstance(array, torch.Tensor) else array
+
+
+def test_native_plans_hold_at_most_eight_free_buffers():
+    assert native_call.native_plan(None, [], [None] * (native_call.MAX_SLOTS + 1), []) is None
 
 
 def test_fast_path_declines_what_the_kernel_assumes_aligned(kernel, problem):

@@ -15,6 +15,8 @@ import sys
 
 import numpy as np
 
+from ..runtime.arguments import shares_elements
+
 
 class DenseOperand:
     """A row-major dense operand with ``rows`` rows (a 1-D array is one feature)."""
@@ -66,8 +68,7 @@ def check_output(out, shape: tuple, name: str = "out") -> None:
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(out.shape)}")
     strides = out.stride() if callable(getattr(out, "stride", None)) else out.strides
-    if 0 not in tuple(out.shape) and any(step == 0 and size > 1
-                                         for step, size in zip(strides, out.shape)):
+    if shares_elements(out.shape, strides):
         raise ValueError(f"{name} has elements that share memory (a stride of 0); "
                          "pass an array with one place per element")
     if out.dtype != np.float32 and str(out.dtype) != "torch.float32":

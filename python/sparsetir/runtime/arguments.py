@@ -195,6 +195,10 @@ class BufferConverter:
             raise self._error(f"has shape {tuple(int(d) for d in shape)}, the kernel expects "
                               f"({declared}) = ({values}) or a flat array of that many elements")
 
+    def _shared_elements(self) -> ArgumentError:
+        return self._error("has elements that share memory (a stride of 0); the kernel writes "
+                           "it, so pass an array with one place per element")
+
     def _wrong_device(self, where) -> ArgumentError:
         return self._error(f"is on {where}, the kernel runs on {self.device}")
 
@@ -209,6 +213,8 @@ class BufferConverter:
         flags = array.flags
         if not flags.writeable and self.param.written:
             raise self._error("the kernel writes this buffer, but the array is read-only")
+        if self.param.written and shares_elements(array.shape, array.strides):
+            raise self._shared_elements()
         if self._on_host and flags.c_contiguous:
             flat = array if array.ndim == 1 else array.reshape(-1)
             # DLPack cannot export read-only arrays; the kernel only reads this one
@@ -255,6 +261,10 @@ class BufferConverter:
             start = tensor.data_ptr()
         except RuntimeError as err:      # a functorch wrapper (vmap, grad) has no storage
             raise self._error(f"has no memory the kernel can use ({err})") from None
+        if not start:
+            raise self._error("has no memory (its storage was freed or resized to nothing)")
+        if self.param.written and shares_elements(tensor.shape, tensor.stride()):
+            raise self._shared_elements()
         # a tensor with the negative or conjugate bit holds other values than its memory
         # does: staged below, where copy_ applies the bit (both ways)
         if tensor.is_contiguous() and start % self.alignment == 0 \
@@ -264,6 +274,13 @@ class BufferConverter:
         staged_view = torch.from_dlpack(staged).view(tensor.shape)
         staged_view.copy_(tensor.detach())
         return staged, partial(_torch_copy_back, tensor, staged_view) if self.param.written else None
+
+
+def shares_elements(shape, strides) -> bool:
+    """Whether an array of ``shape`` and ``strides`` puts two elements in one place (a
+    stride of 0 along an axis longer than 1, as ``broadcast_to`` or ``expand`` make)."""
+    return any(step == 0 and size > 1 for step, size in zip(strides, shape)) \
+        and 0 not in tuple(shape)
 
 
 def writable_alias(array: np.ndarray) -> np.ndarray:

@@ -79,8 +79,8 @@ class FastPath:
         self._fixed_ends = [end for _, end in merged]
         self.enabled = on_host and all(slot.length > 0 for slot in self._slots)
         self.native = native_plan(function, fixed_values, [
-            (slot.position, convert, slot.length, dims, slot.passed_shape)
-            for slot, (_, convert, _, dims) in zip(self._slots, free)],
+            (slot.position, convert, slot.length, slot.dims, slot.passed_shape)
+            for slot, (_, convert, _, _) in zip(self._slots, free)],
             list(zip(self._fixed_starts, self._fixed_ends))) \
             if self.enabled and function is not None else None
 
@@ -121,7 +121,7 @@ class FastPath:
             else:
                 return None
             start = value.data_ptr()
-            if start % slot.alignment:
+            if not start or start % slot.alignment:     # no memory (a freed torch storage)
                 return None
             values[slot.position] = value
             span = (start, start + slot.nbytes)

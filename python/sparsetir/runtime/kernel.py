@@ -282,6 +282,8 @@ def _torch_as_numpy(args: tuple):
     arrays, found = [], False
     for value in args:
         if type(value) is torch.Tensor:
+            if not value.data_ptr():      # no memory: numpy() would make up some
+                return None
             try:
                 value = value.numpy()
             except (RuntimeError, TypeError):
@@ -420,7 +422,7 @@ class BoundKernel:
                     return True
                 arrays = _torch_as_numpy(args)
                 ran = arrays is not None and native(*arrays)
-            except RuntimeError as err:
+            except Exception as err:  # noqa: BLE001  (the kernel's own error, re-raised)
                 raise _argument_error(err) from None
             if ran:
                 self._bump_written(args)

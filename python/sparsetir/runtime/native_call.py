@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import sysconfig
 from functools import lru_cache
 from importlib.machinery import ExtensionFileLoader
@@ -35,6 +36,7 @@ import tvm_ffi.libinfo
 from ..native import build_shared
 
 _DLPACK_CODES = {"i": 0, "u": 1, "f": 2}     # numpy dtype kind -> DLPack type code
+MAX_SLOTS = 8                                # free buffer parameters a plan holds (fastcall.c)
 
 
 @lru_cache(maxsize=None)
@@ -43,9 +45,12 @@ def _module():
     if os.environ.get("SPARSETIR_NATIVE_CALL", "1") == "0":
         return None
     try:
+        # the versions are in the flags (and so in the cache key): an upgrade builds anew
         path = build_shared("fastcall.c", [f"-I{sysconfig.get_paths()['include']}",
                                            f"-I{tvm_ffi.libinfo.find_include_path()}",
-                                           f"-I{tvm_ffi.libinfo.find_dlpack_include_path()}"])
+                                           f"-I{tvm_ffi.libinfo.find_dlpack_include_path()}",
+                                           f"-DBUILT_FOR_TVM_FFI={tvm_ffi.__version__}",
+                                           f"-DBUILT_FOR_PYTHON={sys.hexversion}"])
     except RuntimeError:
         return None
     loader = ExtensionFileLoader("sparsetir_fastcall", str(path))
@@ -65,7 +70,7 @@ def native_plan(function, values: list, free, fixed_ranges):
     parameter; ``fixed_ranges``: ``(start, end)`` byte ranges, merged and sorted, that a
     written argument must not overlap."""
     module = _module()
-    if module is None:
+    if module is None or len(free) > MAX_SLOTS:
         return None
     bound = []
     for value in values:
