@@ -218,6 +218,14 @@ def test_found_by_attack(warm):
     emptied.untyped_storage().resize_(0)              # numel unchanged, no memory
     with pytest.raises(Exception, match="'X': has no memory"):
         ops.spmm(M, emptied)
+    shrunk = torch.tensor(X)
+    shrunk.untyped_storage().resize_(8)               # two floats left under 360
+    with pytest.raises(Exception, match="'X': reaches past the end of its storage"):
+        ops.spmm(M, shrunk)
+    small_out = torch.zeros((70, 8))
+    small_out.untyped_storage().resize_(4)
+    with pytest.raises(Exception, match="'out': reaches past the end of its storage"):
+        ops.spmm(M, torch.from_numpy(X), out=small_out)
 
 
 def test_second_process_loads_kernels_from_disk(tmp_path, monkeypatch):

@@ -263,6 +263,9 @@ class BufferConverter:
             raise self._error(f"has no memory the kernel can use ({err})") from None
         if not start:
             raise self._error("has no memory (its storage was freed or resized to nothing)")
+        if outgrows_storage(tensor):
+            raise self._error(f"reaches past the end of its storage "
+                              f"({tensor.untyped_storage().nbytes()} bytes; resized under it?)")
         if self.param.written and shares_elements(tensor.shape, tensor.stride()):
             raise self._shared_elements()
         # a tensor with the negative or conjugate bit holds other values than its memory
@@ -274,6 +277,16 @@ class BufferConverter:
         staged_view = torch.from_dlpack(staged).view(tensor.shape)
         staged_view.copy_(tensor.detach())
         return staged, partial(_torch_copy_back, tensor, staged_view) if self.param.written else None
+
+
+def outgrows_storage(tensor) -> bool:
+    """Whether the torch ``tensor``'s elements reach past the end of its storage (a storage
+    resized under it: torch itself then reads out of bounds)."""
+    if tensor.numel() == 0:
+        return False
+    last = tensor.storage_offset() + sum((size - 1) * step
+                                         for size, step in zip(tensor.shape, tensor.stride()))
+    return (last + 1) * tensor.element_size() > tensor.untyped_storage().nbytes()
 
 
 def shares_elements(shape, strides) -> bool:

@@ -26,6 +26,7 @@ from bisect import bisect_right
 import numpy as np
 import tvm_ffi
 
+from .arguments import outgrows_storage
 from .native_call import native_plan
 
 class _Slot:
@@ -109,7 +110,8 @@ class FastPath:
                     slot.torch_dtype = getattr(torch, slot.dtype.name)
                 if (not value.is_cpu or value.requires_grad or value.layout is not torch.strided
                         or value.dtype != slot.torch_dtype or not value.is_contiguous()
-                        or value.is_neg() or value.is_conj() or value._is_zerotensor()):
+                        or value.is_neg() or value.is_conj() or value._is_zerotensor()
+                        or outgrows_storage(value)):
                     return None
                 shape = value.shape
                 if shape != slot.passed_shape:

@@ -9,7 +9,8 @@ import tvm
 import tvm_ffi
 
 from .aliasing import byte_ranges, check_no_aliasing
-from .arguments import BufferConverter, ScalarConverter, host_array, required_alignment
+from .arguments import (BufferConverter, ScalarConverter, host_array, outgrows_storage,
+                        required_alignment)
 from .errors import CHECK_PREFIX, ArgumentError
 from .fast_path import FastPath
 from .signature import BufferParam, IndicesCheck, ScalarParam, Signature, evaluate_int
@@ -282,7 +283,7 @@ def _torch_as_numpy(args: tuple):
     arrays, found = [], False
     for value in args:
         if type(value) is torch.Tensor:
-            if not value.data_ptr():      # no memory: numpy() would make up some
+            if not value.data_ptr() or outgrows_storage(value):   # numpy() would not see it
                 return None
             try:
                 value = value.numpy()

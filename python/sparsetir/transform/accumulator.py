@@ -25,6 +25,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from ..ir.utils import structural_map, substitute
+from .atomic import is_identity_store
 
 
 def start_from_output(mod: tvm.IRModule, init_names) -> tvm.IRModule:
@@ -66,9 +67,7 @@ def _load_from_output(block, names: set, found: set, write_backs: list):
     if block.name_hint not in names:
         return block
     store = block.body
-    if not (isinstance(store, tirx.BufferStore) and isinstance(store.value, tvm.ir.TensorLoad)
-            and store.value.source.same_as(store.buffer)
-            and tvm_ffi.structural_equal(list(store.value.indices), list(store.indices))):
+    if not is_identity_store(store):
         raise ValueError(f"block {block.name_hint} is not an init that keeps its cache as it "
                          "is (C[c] = C[c])")
     backs = [w for w in write_backs if w.value.source.same_as(store.buffer)]

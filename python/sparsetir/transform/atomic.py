@@ -40,7 +40,7 @@ def check_atomic_inits(mod: tvm.IRModule) -> None:
     for func in mod.functions.values():
         if isinstance(func, tirx.PrimFunc):
             for block in _atomic_blocks(func.body):
-                if block.init is not None and not _is_identity(block.init):
+                if block.init is not None and not is_identity_store(block.init):
                     raise AtomicBlockError(
                         f"block {block.name_hint} is annotated atomic but has a T.init; "
                         "decompose_reduction it and make sure the init runs before any thread "
@@ -61,7 +61,7 @@ def _lower(body, target_kind: str):
     _check_atomic_blocks(body, target_kind)
     body = structural_map(body, [(s_tir.SBlock, _without_identity_init),
                                  (tirx.BufferStore, lambda store: tirx.Evaluate(0)
-                                  if _is_identity(store) else store)], order="post")
+                                  if is_identity_store(store) else store)], order="post")
     if target_kind != "cuda":
         return body
 
@@ -100,8 +100,9 @@ def _without_identity_init(block):
                         None, block.alloc_buffers, block.match_buffers, block.annotations)
 
 
-def _is_identity(stmt) -> bool:
-    """``X[idx] = X[idx]``."""
+def is_identity_store(stmt) -> bool:
+    """Whether ``stmt`` is ``X[idx] = X[idx]`` (the init of a reduction that adds into what its
+    output holds; ``transform.accumulator`` recognises the same)."""
     return isinstance(stmt, tirx.BufferStore) and isinstance(stmt.value, tvm.ir.TensorLoad) \
         and stmt.value.source.same_as(stmt.buffer) \
         and tvm_ffi.structural_equal(list(stmt.value.indices), list(stmt.indices))
