@@ -1,9 +1,12 @@
 """C sources shipped with the package, compiled with gcc on first use and cached.
 
 ``src/**/*.c`` are copied into the package as ``sparsetir/native/`` (``setup.py``); a source
-checkout reads them from ``src/``. ``build_shared(name, flags)`` compiles one into
-``$SPARSETIR_CACHE/<name>/`` (default ``~/.cache/sparsetir``), keyed by a hash of the source
-and flags, and returns the library's path; processes that race build aside and rename.
+checkout reads them from ``src/``. ``build_shared(name, flags)`` compiles one into an entry of
+the disk cache, ``$SPARSETIR_CACHE/<name>/<digest>/`` (default ``~/.cache/sparsetir``; see
+``sparsetir.cache_folder``), keyed by a hash of the source and flags, and returns the library's
+path once its size and SHA-256 match what was recorded when it was built. Where the cache
+cannot keep it (refused or unusable, with a ``CacheWarning``) the library is built into a
+folder private to the process instead.
 
 Example
 -------
@@ -13,10 +16,10 @@ Example
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
-import tempfile
 from pathlib import Path
+
+from . import cache_folder
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -30,11 +33,6 @@ def source_path(name: str) -> Path:
     return found[0] if found else installed
 
 
-def cache_dir() -> Path:
-    """The folder compiled kernels and native libraries are kept in."""
-    return Path(os.environ.get("SPARSETIR_CACHE", Path.home() / ".cache" / "sparsetir"))
-
-
 def build_shared(name: str, flags=()) -> Path:
     """Compile the C source ``name`` into a shared library once per source and flags; return
     its path. Raises RuntimeError naming the source when gcc is missing or fails."""
@@ -45,19 +43,24 @@ def build_shared(name: str, flags=()) -> Path:
         raise RuntimeError(f"cannot read the C source {source}: {err}") from err
     digest = hashlib.sha256(text + "\0".join(flags).encode()).hexdigest()[:16]
     stem = name.removesuffix(".c")
-    folder = cache_dir() / stem
-    lib = folder / f"{stem}-{digest}.so"
-    if lib.exists():
-        return lib
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
-    os.close(fd)
-    try:
-        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", *flags, "-o", tmp, str(source)],
-                       check=True, capture_output=True, text=True)
-        os.replace(tmp, lib)
-    except (OSError, subprocess.CalledProcessError) as err:
-        Path(tmp).unlink(missing_ok=True)
-        detail = getattr(err, "stderr", "") or err
-        raise RuntimeError(f"cannot build {source}: {detail}") from err
-    return lib
+    library = f"{stem}.so"
+
+    def compile_into(staging: Path) -> None:
+        try:
+            subprocess.run(["gcc", "-shared", "-fPIC", "-O2", *flags, "-o",
+                            str(staging / library), str(source)],
+                           check=True, capture_output=True, text=True)
+        except (OSError, subprocess.CalledProcessError) as err:
+            detail = getattr(err, "stderr", "") or err
+            raise RuntimeError(f"cannot build {source}: {detail}") from err
+
+    folder = cache_folder.folder(stem)
+    files = None
+    if folder is not None:
+        files = (cache_folder.read_entry(folder / digest)
+                 or cache_folder.write_entry(folder / digest, compile_into))
+    if files is None:                  # the cache cannot keep it (it warned): this process's copy
+        files = cache_folder.write_entry(cache_folder.private_folder() / digest, compile_into)
+    if files is None or library not in files:
+        raise RuntimeError(f"cannot build {source}: no folder to write the library to")
+    return files[library]

@@ -81,7 +81,7 @@ def compile_module(mod: tvm.IRModule, target) -> tvm.runtime.Executable:
     an NVIDIA driver it loads TVM's CUDA runtime against a stand-in
     ``libcuda.so.1``, built once from ``src/cuda_stub/libcuda_stub.c`` (shipped in the
     package as ``sparsetir/native/``) into
-    ``$SPARSETIR_CACHE/cuda_stub`` (default ``~/.cache/sparsetir/cuda_stub``).
+    the disk cache, ``$SPARSETIR_CACHE/libcuda_stub/`` (default ``~/.cache/sparsetir``).
 
     Parameters
     ----------
