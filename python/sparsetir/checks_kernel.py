@@ -1,21 +1,25 @@
-"""The index checks of a kernel, compiled into a parallel CPU function of their own.
+"""The index checks of a kernel, compiled into a CPU function of their own.
 
 The call wrapper validates every index array before a kernel runs (``runtime.validate``).
 Done with numpy, that costs several times a small kernel; compiled, each check is a flat loop
 over the array that LLVM vectorises. ``compile_checks`` builds that function from a
 ``Signature``'s checks: row pointers first (start at 0, non-decreasing, end at ``nnz``), then
 indices (in range, strictly increasing within a row when the axis is sorted) and declared value
-domains. A failed check stops the function; the call wrapper then runs the numpy checks, whose
-message names the row and position.
+domains. The function counts violations into a one-element ``int64`` array it is given, the
+last argument, and skips the remaining checks once one has failed (a later check may index
+with an array an earlier one refused); it allocates nothing and never raises, so a refused call
+costs no more than an accepted one and leaves nothing behind. On a failure the call wrapper
+runs the numpy checks, whose message names the row and position.
 
 Example
 -------
 >>> # checks = compile_checks(signature)          # None when there is nothing to check
->>> # checks(indptr, indices, m, n, nnz)           # raises when an index array is invalid
+>>> # checks(values)                              # False when an index array is invalid
 """
 
 from __future__ import annotations
 
+import numpy as np
 import tvm
 from tvm import tirx
 from tvm.script.ir_builder import IRBuilder
@@ -28,7 +32,6 @@ from .runtime import (
     ScalarParam,
     ValueDomainCheck,
 )
-from .runtime.errors import CHECK_PREFIX
 from .target import compile_module
 
 
@@ -42,14 +45,10 @@ class CompiledChecks:
 
     def __call__(self, values: list) -> bool:
         """Run the checks on a call's converted arguments; False when one fails."""
-        try:
-            self.function(*[values[i] for i in self.buffer_positions],
-                          *[values[i] for i in self.scalar_positions])
-        except Exception as err:  # noqa: BLE001  (a failed check, or anything else: recheck)
-            if CHECK_PREFIX in str(err):
-                return False
-            raise
-        return True
+        violations = np.zeros(1, np.int64)     # one per call: threads may share the kernel
+        self.function(*[values[i] for i in self.buffer_positions],
+                      *[values[i] for i in self.scalar_positions], violations)
+        return not violations[0]
 
 
 def compile_checks(signature, executable=None) -> CompiledChecks | None:
@@ -93,71 +92,76 @@ def checks_module(signature) -> tvm.IRModule:
                     align=tvm.runtime.DataType(param.dtype).bits // 8)
             for i in scalar_positions:
                 Tb.arg(params[i].name, params[i].var)
-            order = sorted(signature.checks, key=lambda c: not isinstance(c, IndptrCheck))
-            for check in order:
-                _emit(check, buffers)
+            violations = Tb.match_buffer(Tb.arg("violations", Tb.handle()), [1], "int64")
+            Tb.buffer_store(violations, tirx.const(0, "int64"), [0])
+            for check in sorted(signature.checks, key=lambda c: not isinstance(c, IndptrCheck)):
+                with Tb.If(violations[0] == 0):      # an earlier check failed: stop
+                    with Tb.Then():
+                        _emit(check, buffers, violations)
     return tvm.IRModule({"main": builder.get()})
 
 
-def _assert(condition, what: str) -> None:
-    with Tb.Assert(condition, [CHECK_PREFIX + what], "ValueError"):
-        pass
-
-
-def _count(start, stop, condition):
-    """The number of ``i`` in ``[start, stop)`` where ``condition(i)`` holds: one flat loop
-    that LLVM vectorises (a loop per row costs more than the check on short rows)."""
-    counter = Tb.alloc_buffer((1,), "int32", scope="local")
-    Tb.buffer_store(counter, tirx.const(0, "int32"), [0])
+def _count(violations, start, stop, condition, sign: int = 1) -> None:
+    """Add (``sign`` 1) or subtract (-1) the number of ``i`` in ``[start, stop)`` where
+    ``condition(i)`` holds to ``violations[0]``: one flat loop that LLVM vectorises (a loop
+    per row costs more than the check on short rows)."""
     with Tb.serial(start, tirx.max(start, stop)) as i:
-        Tb.buffer_store(counter, counter[0] + tirx.Cast("int32", condition(i)), [0])
-    return counter[0]
+        hit = tirx.Cast("int64", condition(i))
+        Tb.buffer_store(violations, violations[0] + hit if sign > 0 else violations[0] - hit, [0])
 
 
-def _emit(check, buffers: dict) -> None:
+def _flag(violations, failed) -> None:
+    """Count one violation where the scalar condition ``failed`` holds."""
+    Tb.buffer_store(violations, violations[0] + tirx.Cast("int64", failed), [0])
+
+
+def _emit(check, buffers: dict, violations) -> None:
     if isinstance(check, IndptrCheck):
         indptr = buffers[check.param]
         rows = indptr.shape[0] - 1
-        _assert(tirx.all(rows >= 0, indptr[0] == 0, indptr[rows] == check.nnz), check.param)
-        _assert(_count(0, rows, lambda r: indptr[r] > indptr[r + 1]) == 0, check.param)
+        with Tb.If(rows >= 0):       # loads are unconditional in TIR: read nothing outside
+            with Tb.Then():
+                _flag(violations, tirx.Or(indptr[0] != 0, indptr[rows] != check.nnz))
+                _count(violations, 0, rows, lambda r: indptr[r] > indptr[r + 1])
+            with Tb.Else():
+                _flag(violations, tirx.const(True, "bool"))
     elif isinstance(check, ValueDomainCheck):
         values = buffers[check.param]
-        _assert(_count(0, values.shape[0], lambda p: tirx.Or(
-            values[p] < check.min, values[p] >= check.max)) == 0, check.param)
+        _count(violations, 0, values.shape[0], lambda p: tirx.Or(
+            values[p] < check.min, values[p] >= check.max))
     else:
-        _emit_indices(check, buffers)
+        _emit_indices(check, buffers, violations)
 
 
-def _emit_indices(check: IndicesCheck, buffers: dict) -> None:
+def _emit_indices(check: IndicesCheck, buffers: dict, violations) -> None:
     """In range everywhere; sorted: every descent ``indices[p-1] >= indices[p]`` sits at the
-    start of a row (distinct row starts counted once)."""
+    start of a row (descents minus distinct row starts holding one must be 0)."""
     indices = buffers[check.param]
     total = indices.shape[0]
-    _assert(_count(0, total, lambda p: tirx.Or(indices[p] < 0, indices[p] >= check.bound)) == 0,
-            check.param)
+    _count(violations, 0, total,
+           lambda p: tirx.Or(indices[p] < 0, indices[p] >= check.bound))
     if not check.sorted:
         return
-    with Tb.If(total > 1):
+    with Tb.If(tirx.all(violations[0] == 0, total > 1)):
         with Tb.Then():
-            _emit_sorted(check, buffers, indices, total)
+            _count(violations, 1, total, lambda p: indices[p - 1] >= indices[p])
+            _subtract_row_starts(check, buffers, indices, total, violations)
 
 
-def _emit_sorted(check: IndicesCheck, buffers: dict, indices, total) -> None:
-    descents = _count(1, total, lambda p: indices[p - 1] >= indices[p])
+def _subtract_row_starts(check: IndicesCheck, buffers: dict, indices, total, violations) -> None:
+    """Subtract the descents that start a row, each counted once."""
     if check.indptr is not None:
         indptr = buffers[check.indptr]
         rows = indptr.shape[0] - 1
 
         def at_row_start(r):
-            start = indptr[r]
+            start = indptr[r]        # in [0, total] once the row pointer passed its check
+            before = tirx.max(tirx.min(start, total), 1) - 1
             return tirx.all(indptr[r - 1] < start, start < total,
-                            indices[tirx.max(start, 1) - 1] >= indices[tirx.min(start, total - 1)])
+                            indices[before] >= indices[tirx.min(tirx.max(start, 0), total - 1)])
 
-        allowed = _count(1, rows, at_row_start)
+        _count(violations, 1, rows, at_row_start, sign=-1)
     elif check.width is not None:
         width = tirx.max(check.width, 1)
-        rows = tirx.floordiv(total, width)
-        allowed = _count(1, rows, lambda r: indices[r * width - 1] >= indices[r * width])
-    else:
-        allowed = tirx.const(0, "int32")
-    _assert(descents == allowed, check.param)
+        _count(violations, 1, tirx.floordiv(total, width),
+               lambda r: indices[r * width - 1] >= indices[r * width], sign=-1)

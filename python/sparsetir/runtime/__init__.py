@@ -6,6 +6,7 @@ Examples
 >>> kernel = Kernel(tvm.compile(mod, "llvm"), signature)
 >>> kernel(indptr, indices, data, x, y, m, n, nnz)  # results land in y
 """
+from . import fork  # noqa: F401  (registers the fork handler: kernels work in forked children)
 from .errors import ArgumentError
 from .kernel import Kernel
 from .signature import (

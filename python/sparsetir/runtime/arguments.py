@@ -244,8 +244,9 @@ class BufferConverter:
 
     def _from_torch(self, tensor, length: int) -> tuple:
         torch = sys.modules["torch"]
-        if tensor.layout is not torch.strided:
-            raise self._error(f"expected a dense tensor, got layout {tensor.layout} (pass its component arrays)")
+        refusal = torch_refusal(tensor, self.param.written)
+        if refusal is not None:
+            raise self._error(refusal)
         self._check(str(tensor.dtype), self._torch_dtype, tensor.numel(), length)
         if self._on_host:
             on_device = tensor.is_cpu
@@ -259,7 +260,7 @@ class BufferConverter:
             raise self._error("is a zero tensor without memory of its own; pass a real tensor")
         try:
             start = tensor.data_ptr()
-        except RuntimeError as err:      # a functorch wrapper (vmap, grad) has no storage
+        except RuntimeError as err:      # a wrapper subclass (__torch_dispatch__) has no storage
             raise self._error(f"has no memory the kernel can use ({err})") from None
         if not start:
             raise self._error("has no memory (its storage was freed or resized to nothing)")
@@ -277,6 +278,71 @@ class BufferConverter:
         staged_view = torch.from_dlpack(staged).view(tensor.shape)
         staged_view.copy_(tensor.detach())
         return staged, partial(_torch_copy_back, tensor, staged_view) if self.param.written else None
+
+
+def torch_refusal(tensor, written: bool) -> str | None:
+    """Why a kernel must not take the torch ``tensor`` (None when it may): a tensor of a torch
+    transform (``torch.func.grad``, ``vmap``, ``functionalize``: no memory of its own), a sparse
+    or other non-strided tensor, or one that requires grad while autograd records (the kernel
+    is invisible to autograd: a gradient would be lost without a word).
+
+    Examples
+    --------
+    >>> torch_refusal(torch.ones(3).to_sparse(), written=False).split(";")[0]
+    'expected a dense tensor, got layout torch.sparse_coo (a sparse torch tensor)'
+    >>> torch_refusal(torch.ones(3), written=True) is None
+    True
+    """
+    torch = sys.modules["torch"]
+    if torch._C._functorch.is_functorch_wrapped_tensor(tensor):
+        return ("is a torch functorch-wrapped tensor (torch.func.grad, vmap, functionalize...); "
+                "sparsetir kernels take plain tensors, outside those transforms")
+    if tensor.layout is not torch.strided:
+        if "sparse" in str(tensor.layout):
+            return (f"expected a dense tensor, got layout {tensor.layout} (a sparse torch "
+                    "tensor); pass its dense form (.to_dense()), or the matrix as "
+                    "sparsetir.ops.SparseMatrix")
+        return f"expected a dense tensor, got layout {tensor.layout}; pass a strided tensor"
+    if tensor.requires_grad and torch.is_grad_enabled():
+        effect = ("writing it would hide the change from autograd" if written
+                  else "the result would carry no gradient for it")
+        return ("requires grad, and sparsetir kernels do not support autograd (" + effect
+                + "); pass its .detach(), or call under torch.no_grad()")
+    return None
+
+
+def immutable_memory(array) -> bool:
+    """Whether nobody can write the memory of ``array``: a read-only numpy array over a
+    ``bytes`` object (numpy refuses to make such an array writable), as ``SparseMatrix``
+    keeps its arrays.
+
+    Examples
+    --------
+    >>> immutable_memory(np.frombuffer(bytes(8), np.int32)), immutable_memory(np.zeros(2))
+    (True, False)
+    """
+    while isinstance(array, np.ndarray):
+        if array.flags.writeable:
+            return False
+        array = array.base
+    return isinstance(array, bytes)
+
+
+def private_copy(value):
+    """A tvm tensor holding the elements of the converted argument ``value`` (a tvm or torch
+    tensor, contiguous, on the kernel's device) in fresh memory of its own, same shape.
+
+    Examples
+    --------
+    >>> copy = private_copy(tvm_ffi.from_dlpack(indices))
+    >>> indices[0] = -1          # the copy keeps the old value
+    """
+    source = value if isinstance(value, tvm_ffi.Tensor) else tvm_ffi.from_dlpack(value.detach())
+    if not source.numel():
+        return source                      # no elements: no memory to share
+    copy = tvm.runtime.empty(tuple(source.shape), source.dtype, source.device)
+    copy.copyfrom(source)
+    return copy
 
 
 def outgrows_storage(tensor) -> bool:

@@ -5,11 +5,11 @@ A :class:`~sparsetir.runtime.kernel.BoundKernel` is called again and again with 
 shape: C-contiguous, writable numpy arrays or contiguous CPU torch tensors of the parameter's
 dtype. :class:`FastPath` recognises exactly that case and hands the arrays to the compiled
 function with nothing converted but what DLPack needs; any argument it does not recognise
-(another type or dtype, a strided or read-only array, a torch tensor that requires grad or
-carries a negative or conjugate bit, an output overlapping another argument, a kernel that
-does not run on the CPU) sends the call down the general path, which copies what
-must be copied and raises the errors. The fast path never decides that a call is wrong, so
-its checks cannot disagree with the general ones.
+(another type or dtype, a strided or read-only array, a torch tensor that requires grad,
+carries a negative or conjugate bit or is a functorch or sparse one, an output overlapping
+another argument, a kernel that does not run on the CPU) sends the call down the general
+path, which copies what must be copied and raises the errors. The fast path never decides
+that a call is wrong, so its checks cannot disagree with the general ones.
 
 Example
 -------
@@ -108,10 +108,14 @@ class FastPath:
             elif torch is not None and kind is torch.Tensor:
                 if slot.torch_dtype is None:
                     slot.torch_dtype = getattr(torch, slot.dtype.name)
-                if (not value.is_cpu or value.requires_grad or value.layout is not torch.strided
-                        or value.dtype != slot.torch_dtype or not value.is_contiguous()
-                        or value.is_neg() or value.is_conj() or value._is_zerotensor()
-                        or outgrows_storage(value)):
+                try:     # a functorch-wrapped tensor has no storage to look at
+                    if (not value.is_cpu or value.requires_grad
+                            or value.layout is not torch.strided
+                            or value.dtype != slot.torch_dtype or not value.is_contiguous()
+                            or value.is_neg() or value.is_conj() or value._is_zerotensor()
+                            or outgrows_storage(value)):
+                        return None
+                except RuntimeError:
                     return None
                 shape = value.shape
                 if shape != slot.passed_shape:

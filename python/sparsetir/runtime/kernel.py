@@ -9,8 +9,8 @@ import tvm
 import tvm_ffi
 
 from .aliasing import byte_ranges, check_no_aliasing
-from .arguments import (BufferConverter, ScalarConverter, host_array, outgrows_storage,
-                        required_alignment)
+from .arguments import (BufferConverter, ScalarConverter, host_array, immutable_memory,
+                        outgrows_storage, private_copy, required_alignment)
 from .errors import CHECK_PREFIX, ArgumentError
 from .fast_path import FastPath
 from .signature import BufferParam, IndicesCheck, ScalarParam, Signature, evaluate_int
@@ -118,7 +118,10 @@ class Kernel:
         arguments, which are still checked as in a full call (dtype, shape, device, no
         written buffer overlapping any argument, the fixed ones included).  Every scalar
         parameter and every array the index checks read must be fixed; a buffer the
-        kernel writes cannot be.  The fixed arrays must not change while the result is used.
+        kernel writes cannot be.  The kernel keeps a private copy of each fixed array, the
+        one checked, so changing the caller's array later changes nothing; an array nobody
+        can change (a read-only numpy array over ``bytes``, as ``SparseMatrix`` keeps its
+        arrays) is used as it is.
 
         Returns
         -------
@@ -283,9 +286,9 @@ def _torch_as_numpy(args: tuple):
     arrays, found = [], False
     for value in args:
         if type(value) is torch.Tensor:
-            if not value.data_ptr() or outgrows_storage(value):   # numpy() would not see it
-                return None
-            try:
+            try:      # a functorch or sparse tensor has no pointer or storage to read
+                if not value.data_ptr() or outgrows_storage(value):   # numpy() would not see it
+                    return None
                 value = value.numpy()
             except (RuntimeError, TypeError):
                 return None
@@ -364,15 +367,17 @@ class BoundKernel:
         # staged copies of fixed inputs are kept with the values; nothing is written back
         _, passed = Kernel._convert_buffers(bound, args, self._values,
                                             [lengths[i] for i, _ in bound])
-        torch = sys.modules.get("torch")
-        for i, _ in bound:   # a torch tensor is read at each call: pin its memory of now
-            if torch is not None and isinstance(self._values[i], torch.Tensor):
-                self._values[i] = tvm_ffi.from_dlpack(self._values[i].detach())
+        # a written argument must not overlap the caller's fixed arrays either: their memory
+        # is kept (``passed``: torch's old storage too, when a tensor is given a new one), so
+        # the ranges stay theirs
         self._fixed_ranges = byte_ranges(passed)
-        self._fixed_args = args          # keeps the fixed arrays alive
+        self._fixed_args, self._caller_memory = args, passed
         check_no_aliasing(self._fixed_ranges)
-        if validate and kernel._checked:
-            kernel._validate(self._values, args, tuple(scalars))
+        for i, _ in bound:   # the kernel reads its own copy: the caller may change the array
+            if not immutable_memory(args[i]):
+                self._values[i] = private_copy(self._values[i])
+        if validate and kernel._checked:   # checked after the copy: what the kernel will read
+            kernel._validate(self._values, self._values, tuple(scalars))
         self._free_positions = [i for i, _ in self._free]
         self.parameters = [params[i].name for i in self._free_positions]
         self._fast = self._fast_path()

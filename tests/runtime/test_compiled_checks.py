@@ -1,0 +1,87 @@
+"""The compiled index checks (``checks_kernel``) accept exactly what the numpy checks
+(``runtime.validate``) accept: random CSR and ELL index arrays (empty rows included), valid
+and with one entry changed."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import tirx
+
+from sparsetir.checks_kernel import compile_checks
+from sparsetir.runtime import (ArgumentError, BufferParam, IndicesCheck, IndptrCheck,
+                               ScalarParam, Signature, ValueDomainCheck)
+from sparsetir.runtime.validate import run_checks
+
+M, N, W, R = (tirx.Var(name, "int32") for name in ("m", "n", "w", "r"))
+NNZ = tirx.Var("nnz", "int32")
+ARRAYS = ("indptr", "indices", "ell", "etype")
+SIGNATURE = Signature(
+    params=(BufferParam("indptr", "int32", M + 1, False),
+            BufferParam("indices", "int32", NNZ, False),
+            BufferParam("ell", "int32", M * W, False),
+            BufferParam("etype", "int32", NNZ, False),
+            ScalarParam("m", M), ScalarParam("n", N), ScalarParam("nnz", NNZ),
+            ScalarParam("w", W), ScalarParam("r", R)),
+    checks=(IndptrCheck("indptr", NNZ),
+            IndicesCheck("indices", N, "indptr", None, sorted=True),
+            IndicesCheck("ell", N, None, W, sorted=True),
+            ValueDomainCheck("etype", 0, R)))
+
+
+@pytest.fixture(scope="module")
+def checks():
+    return compile_checks(SIGNATURE)
+
+
+def _sorted_rows(rng, rows: int, n: int, lengths) -> np.ndarray:
+    return np.concatenate([np.sort(rng.choice(n, size=k, replace=False)) for k in lengths]
+                          + [np.zeros(0, np.int64)]).astype(np.int32)
+
+
+def _case(rng) -> dict:
+    m, n, w, r = int(rng.integers(0, 7)), int(rng.integers(1, 9)), int(rng.integers(1, 4)), 3
+    w = min(w, n)
+    lengths = rng.integers(0, n + 1, size=m) * (rng.random(m) < 0.7)      # empty rows
+    arrays = {"indptr": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32),
+              "indices": _sorted_rows(rng, m, n, lengths),
+              "ell": _sorted_rows(rng, m, n, [w] * m)}
+    arrays["etype"] = rng.integers(0, r, size=arrays["indices"].size).astype(np.int32)
+    return arrays | {"m": m, "n": n, "nnz": int(lengths.sum()), "w": w, "r": r}
+
+
+def _change_one(rng, case: dict) -> dict:
+    name = ARRAYS[rng.integers(len(ARRAYS))]
+    array = case[name].copy()
+    if array.size:
+        position = rng.integers(array.size)
+        array[position] = rng.choice([array[position] - 1, array[position] + 1, -1,
+                                      case["n"], array[max(position - 1, 0)], 10 ** 6])
+    return case | {name: array}
+
+
+def _numpy_accepts(case: dict) -> bool:
+    env = {var: case[str(var)] for var in (M, N, NNZ, W, R)}
+    try:
+        run_checks(SIGNATURE.checks, {name: case[name] for name in ARRAYS}, env)
+    except ArgumentError:
+        return False
+    return True
+
+
+def _compiled_accepts(checks, case: dict) -> bool:
+    values = [tvm.runtime.tensor(case[p.name]) if isinstance(p, BufferParam) else case[p.name]
+              for p in SIGNATURE.params]
+    return checks(values)
+
+
+def test_compiled_checks_agree_with_numpy(checks):
+    rng = np.random.default_rng(7)
+    verdicts = []
+    for _ in range(400):
+        case = _case(rng)
+        if rng.random() < 0.7:
+            case = _change_one(rng, case)
+        expected = _numpy_accepts(case)
+        assert _compiled_accepts(checks, case) == expected, case
+        verdicts.append(expected)
+    assert 50 < sum(verdicts) < 350          # both verdicts were exercised
