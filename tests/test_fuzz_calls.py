@@ -1,9 +1,12 @@
-"""Random valid and invalid calls: right answers or refusals, no signal. Two drivers: zoo
-kernels from ``sparsetir.build`` (``fuzz_calls.py``: refusals are ArgumentErrors) and repeated
-``sparsetir.ops`` calls on prepared matrices, mostly on the fast path (``fuzz_ops.py``).
+"""Random valid and invalid calls: right answers or refusals, no signal. Three drivers: zoo
+kernels from ``sparsetir.build`` (``fuzz_calls.py``: refusals are ArgumentErrors), repeated
+``sparsetir.ops`` calls on prepared matrices, mostly on the fast path (``fuzz_ops.py``), and
+every conversion routine of ``sparsetir.format`` (``fuzz_formats.py``: outputs rebuild the
+input, padding values are +0, refusals are ValueError or TypeError).
 
-A few hundred cases each in CI; set ``SPARSETIR_FUZZ_CASES`` for more. The calls run in a
-subprocess, so a crash fails this test and names the last case.
+A few hundred cases each in CI (a few seconds for the conversions); set
+``SPARSETIR_FUZZ_CASES`` for more. The calls run in a subprocess, so a crash fails this test
+and names the last case.
 """
 
 import json
@@ -15,7 +18,7 @@ from pathlib import Path
 import pytest
 
 
-@pytest.mark.parametrize("driver", ["fuzz_calls.py", "fuzz_ops.py"])
+@pytest.mark.parametrize("driver", ["fuzz_calls.py", "fuzz_ops.py", "fuzz_formats.py"])
 def test_random_calls_are_right_or_refused(driver):
     cases = int(os.environ.get("SPARSETIR_FUZZ_CASES", "300"))
     script = Path(__file__).with_name(driver)

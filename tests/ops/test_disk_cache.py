@@ -27,7 +27,7 @@ import sparsetir.ops as ops
 from sparse_inputs import skewed_csr
 from sparsetir import cache_folder, native
 from sparsetir.cache_folder import CacheWarning
-from sparsetir.ops import cache, operators
+from sparsetir.ops import cache
 from sparsetir.runtime import native_call
 
 A = skewed_csr(10, 8, seed=2, density=0.3)          # rows 4 and 9 empty
@@ -44,7 +44,6 @@ def spmm_is_right(feat=4):
 def forget_in_memory(monkeypatch):
     """A process that has compiled nothing: no kernel in memory, no native module loaded."""
     monkeypatch.setattr(cache, "_MEMORY", {})
-    monkeypatch.setattr(operators, "_KERNELS", {})
     native_call._module.cache_clear()
 
 
@@ -134,6 +133,15 @@ def test_clear_cache_removes_its_entries_and_nothing_else(copied):
     ops.clear_cache()
     assert not kernels.exists()              # nothing of the user's left in it: removed
     assert (copied / "fastcall").is_dir()    # the native library is not a kernel
+
+
+def test_clear_cache_makes_ops_compile_again(tmp_path, monkeypatch, compiles):
+    monkeypatch.setenv("SPARSETIR_CACHE", str(tmp_path))
+    spmm_is_right(4)
+    ops.clear_cache()
+    assert not (tmp_path / "kernels").exists()
+    spmm_is_right(4)                         # not kept in memory past the clear: stored again
+    assert len(compiles) == 2 and len(entries(tmp_path)) == 1
 
 
 def test_folders_and_files_are_private_whatever_the_umask(tmp_path, monkeypatch):

@@ -2,19 +2,23 @@
 
 These routines produce what a ``FormatRewriteRule``'s description declares, so the decomposed
 kernel can run without its ``preprocess`` iterations (``remove_preprocess``). Each is
-vectorised numpy and checks its input first (``ValueError`` naming the problem).
+vectorised numpy and checks its input first, all through the one check of ``checks``: 1-D
+integer index arrays in range, float values, integer sizes, ids that fit the output index
+type ``idtype`` (else ``idtype=np.int64``); a refusal is a ``ValueError`` naming the argument
+(``FormatTypeError``, also a ``TypeError``, for a value of the wrong kind). Padding slots hold
+the value 0.
 
 Example
 -------
 >>> # indptr_b, indices_b, data_b = sparsetir.format.csr_to_bsr(indptr, indices, data, shape, 4)
 """
 from .bsr import csr_to_bsr
-from .checks import check_csr
+from .checks import FormatTypeError, check_csr
 from .condense import condense
 from .ell import EllBucket, csr_to_ell
 from .ell3d import csf_to_ell3d
 from .hyb import column_part_hyb, row_tiles
 from .pad import csr_pad
 
-__all__ = ["EllBucket", "check_csr", "column_part_hyb", "condense", "csf_to_ell3d",
-           "csr_pad", "csr_to_bsr", "csr_to_ell", "row_tiles"]
+__all__ = ["EllBucket", "FormatTypeError", "check_csr", "column_part_hyb", "condense",
+           "csf_to_ell3d", "csr_pad", "csr_to_bsr", "csr_to_ell", "row_tiles"]

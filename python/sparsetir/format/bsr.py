@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import check_csr
+from .checks import as_index, check_csr, count, index_type, value_array
 
 
 def csr_to_bsr(indptr, indices, data, shape, bs: int, idtype=np.int32) -> tuple:
     """The BSR form of a CSR matrix: ``(indptr, indices, data)`` with ``data`` of shape
-    ``(nnzb, bs, bs)``; rows and columns that do not fill a last block are padded with zeros.
+    ``(nnzb, bs, bs)``; block slots with no nonzero, and the rows and columns that do not fill
+    a last block, hold exactly 0. Duplicate entries are summed.
 
     Block columns are sorted within each block row. The block grid has
-    ``ceil(rows / bs)`` block rows and ``ceil(cols / bs)`` block columns.
+    ``ceil(rows / bs)`` block rows and ``ceil(cols / bs)`` block columns. Inputs are checked
+    as ``sparsetir.format.checks`` says.
 
     Example
     -------
@@ -20,19 +22,22 @@ def csr_to_bsr(indptr, indices, data, shape, bs: int, idtype=np.int32) -> tuple:
     >>> ip.tolist(), ix.tolist(), d.tolist()
     ([0, 1], [1], [[[5.0, 0.0], [0.0, 0.0]]])
     """
-    if isinstance(bs, bool) or not isinstance(bs, (int, np.integer)) or bs <= 0:
-        raise ValueError(f"the block size must be a positive integer, got {bs!r}")
+    idtype = index_type(idtype)
+    bs = count("bs: the block size", bs)
     indptr, indices = check_csr(indptr, indices, shape)
-    data = np.asarray(data)
-    if data.size != indices.size:
-        raise ValueError(f"data has {data.size} values, indices {indices.size}")
-    rows, cols = (int(s) for s in shape)
-    block_rows, block_cols = -(-rows // bs), -(-cols // bs)
-    row_of = np.repeat(np.arange(rows), np.diff(indptr))
-    block_key = (row_of // bs) * block_cols + indices // bs
-    keys, slot = np.unique(block_key, return_inverse=True)
-    block_data = np.zeros((keys.size, bs, bs), data.dtype)
+    data = value_array("data", data, indices.size)
+    block_rows = -(-(indptr.size - 1) // bs)
+    row_of = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+    block_row, block_col = row_of // bs, indices // bs
+    order = np.lexsort((block_col, block_row))       # pairs, not a product that may overflow
+    sorted_row, sorted_col = block_row[order], block_col[order]
+    new = np.ones(order.size, bool)
+    new[1:] = (sorted_row[1:] != sorted_row[:-1]) | (sorted_col[1:] != sorted_col[:-1])
+    slot = np.empty(order.size, np.int64)
+    slot[order] = np.cumsum(new) - 1
+    block_data = np.zeros((int(new.sum()), bs, bs), data.dtype)
     np.add.at(block_data, (slot, row_of % bs, indices % bs), data)
-    counts = np.bincount(keys // block_cols, minlength=block_rows)
-    block_indptr = np.concatenate([[0], np.cumsum(counts)]).astype(idtype)
-    return block_indptr, (keys % block_cols).astype(idtype), block_data
+    counts = np.bincount(sorted_row[new], minlength=block_rows)
+    block_indptr = np.concatenate([[0], np.cumsum(counts)])
+    return (as_index(block_indptr, idtype, "the block count of indices"),
+            as_index(sorted_col[new], idtype, "the block column ids of indices"), block_data)

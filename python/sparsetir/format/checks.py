@@ -1,24 +1,151 @@
-"""Input checks shared by the conversion routines."""
+"""The one input check of every conversion routine in ``sparsetir.format``.
+
+Each routine reads its arguments through these functions, so all of them accept and refuse
+the same things: index arrays are 1-D arrays of integers (not bools, not floats, which would
+be truncated), non-negative and in range of the shape; value arrays are 1-D floating-point
+arrays with one value per index; sizes are integers (not bools, not ``2.5``); and every id a
+routine writes must fit its output index type ``idtype`` (``idtype=np.int64`` when it does
+not). Valid inputs of another integer type, or strided views, are converted, not refused.
+
+Every refusal is a ``ValueError`` naming the argument; a value of the wrong kind raises
+``FormatTypeError``, which is also a ``TypeError``.
+
+Example
+-------
+>>> check_csr([0, 2, 1, 2], [0, 1], (3, 3))
+Traceback (most recent call last):
+ValueError: indptr is not monotone: indptr[1] = 2 > indptr[2] = 1
+>>> index_array("indices", [[0], [1]])
+Traceback (most recent call last):
+ValueError: indices must be a 1-D array, got shape (2, 1)
+"""
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+class FormatTypeError(TypeError, ValueError):
+    """An argument of the wrong kind (float or bool indices, a size of 2.5, integer values):
+    a ``TypeError`` that is also the ``ValueError`` every check here raises."""
+
+
+def count(name: str, value, positive: bool = True) -> int:
+    """``value`` as an int after checking it is an integer (a bool is not) that is positive
+    (or, with ``positive=False``, not negative).
+
+    Example
+    -------
+    >>> count("tile", 2.5)
+    Traceback (most recent call last):
+    sparsetir.format.checks.FormatTypeError: tile must be a positive integer, got 2.5
+    """
+    what = "a positive integer" if positive else "a non-negative integer"
+    if isinstance(value, (bool, np.bool_)) or getattr(value, "dtype", None) == np.bool_:
+        raise FormatTypeError(f"{name} must be {what}, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise FormatTypeError(f"{name} must be {what}, got {value!r}") from None
+    if number < int(positive):
+        raise ValueError(f"{name} must be {what}, got {number}")
+    return number
+
+
+def index_type(idtype) -> np.dtype:
+    """``idtype`` as a numpy dtype after checking it is a signed integer type."""
+    try:
+        dtype = np.dtype(idtype)
+    except (TypeError, ValueError):
+        dtype = None
+    if dtype is None or dtype.kind != "i":
+        raise FormatTypeError(f"idtype must be a signed integer type such as np.int32 or "
+                              f"np.int64, got {idtype!r}")
+    return dtype
+
+
+def _array(name: str, value) -> np.ndarray:
+    """``value`` as a numpy array; refusals name ``name``."""
+    try:
+        return np.asarray(value)
+    except Exception as err:  # noqa: BLE001  (ragged lists, tensors numpy cannot read...)
+        raise FormatTypeError(f"{name} cannot be read as an array: {err}") from None
+
+
+def index_array(name: str, value) -> np.ndarray:
+    """``value`` as a 1-D int64 array after checking it is one of non-negative integers (an
+    empty list passes).
+
+    Example
+    -------
+    >>> index_array("indices", np.array([0, 2], np.uint8)).dtype
+    dtype('int64')
+    >>> index_array("indices", [0.0, 2.7])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    sparsetir.format.checks.FormatTypeError: indices must hold integers, got float64 (floats ...)
+    """
+    array = _array(name, value)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array, got shape {array.shape}")
+    if array.dtype.kind not in "iu":
+        if array.size == 0 and array.dtype.kind in "fO":     # [] comes as float64
+            return np.zeros(0, np.int64)
+        why = {"b": " (a bool is not an index)", "f": " (floats would be truncated)",
+               "O": " (at most int64)"}.get(array.dtype.kind, "")
+        raise FormatTypeError(f"{name} must hold integers, got {array.dtype}{why}")
+    if array.dtype.kind == "u" and array.size and array.max() > _INT64_MAX:
+        p = int(np.argmax(array > _INT64_MAX))
+        raise ValueError(f"{name}[{p}] = {array[p]} is out of range (more than int64 holds)")
+    array = array.astype(np.int64, copy=False)
+    negative = np.flatnonzero(array < 0)
+    if negative.size:
+        p = int(negative[0])
+        raise ValueError(f"{name}[{p}] = {array[p]} is out of range (negative)")
+    return array
+
+
+def value_array(name: str, value, length: int) -> np.ndarray:
+    """``value`` after checking it is a 1-D floating-point array of ``length`` values (one
+    per index)."""
+    array = _array(name, value)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of {length} values, got shape "
+                         f"{array.shape}")
+    if array.size != length:
+        raise ValueError(f"{name} has {array.size} values, indices {length}")
+    if array.dtype.kind != "f":
+        raise FormatTypeError(f"{name} must hold floating-point values, got {array.dtype}")
+    return array
+
+
+def matrix_shape(shape) -> tuple:
+    """``(rows, cols)`` as ints after checking ``shape`` is a pair of non-negative integers."""
+    try:
+        rows, cols = shape
+    except (TypeError, ValueError):
+        raise FormatTypeError(f"shape must be a pair (rows, cols), got {shape!r}") from None
+    return count("shape[0]", rows, False), count("shape[1]", cols, False)
 
 
 def check_csr(indptr, indices, shape) -> tuple:
     """``(indptr, indices)`` as int64 arrays after checking they describe a CSR matrix of
-    ``shape``; ``ValueError`` names the first problem.
+    ``shape``: ``indptr`` has ``rows + 1`` entries from 0 to ``len(indices)``, never falling,
+    and every column id is in ``[0, cols)``; ``ValueError`` names the first problem.
 
     Example
     -------
-    >>> check_csr([0, 2, 1, 2], [0, 1], (3, 3))
+    >>> check_csr([0, 1], [3], (1, 3))
     Traceback (most recent call last):
-    ValueError: indptr is not monotone: indptr[1] = 2 > indptr[2] = 1
+    ValueError: indices[0] = 3 is out of range [0, 3)
     """
-    indptr = np.asarray(indptr)
-    indices = np.asarray(indices)
-    rows, cols = (int(s) for s in shape)
-    if indptr.ndim != 1 or indptr.size != rows + 1:
+    rows, cols = matrix_shape(shape)
+    indptr = index_array("indptr", indptr)
+    indices = index_array("indices", indices)
+    if indptr.size != rows + 1:
         raise ValueError(f"indptr has {indptr.size} entries, a matrix of {rows} rows needs "
                          f"{rows + 1}")
     if indptr[0] != 0 or indptr[-1] != indices.size:
@@ -29,8 +156,25 @@ def check_csr(indptr, indices, shape) -> tuple:
         r = int(drops[0])
         raise ValueError(f"indptr is not monotone: indptr[{r}] = {indptr[r]} > "
                          f"indptr[{r + 1}] = {indptr[r + 1]}")
-    outside = np.flatnonzero((indices < 0) | (indices >= cols))
+    outside = np.flatnonzero(indices >= cols)
     if outside.size:
         p = int(outside[0])
         raise ValueError(f"indices[{p}] = {indices[p]} is out of range [0, {cols})")
-    return indptr.astype(np.int64), indices.astype(np.int64)
+    return indptr, indices
+
+
+def as_index(values: np.ndarray, idtype: np.dtype, what: str) -> np.ndarray:
+    """The non-negative int64 ``values`` as ``idtype`` (checked by ``index_type``), after
+    checking they fit: ``what`` says which argument they come from when they do not.
+
+    Example
+    -------
+    >>> as_index(np.array([2**31]), np.dtype(np.int32), "the ids")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: the ids reach 2147483648, more than idtype int32 holds: pass idtype=np.int64
+    """
+    dtype = np.dtype(idtype)
+    if values.size and int(values.max()) > np.iinfo(dtype).max:
+        raise ValueError(f"{what} reach {int(values.max())}, more than idtype {dtype.name} "
+                         "holds: pass idtype=np.int64")
+    return values.astype(dtype)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import check_csr
-from .ell import _check_positive
+from .checks import as_index, check_csr, count, index_array, index_type
 
 
 def condense(indptr, indices, tile, group, num_cols=None, idtype=np.int32) -> tuple:
@@ -23,7 +22,8 @@ def condense(indptr, indices, tile, group, num_cols=None, idtype=np.int32) -> tu
       ``tile * i + r`` (``k`` a group of tile ``i``) has a nonzero in column
       ``tile_indices[k, s]``.
 
-    The columns are checked to be non-negative and, when ``num_cols`` is given, below it.
+    The columns are checked to be non-negative and, when ``num_cols`` is given, below it;
+    the other inputs as ``sparsetir.format.checks`` says.
 
     Example
     -------
@@ -33,22 +33,29 @@ def condense(indptr, indices, tile, group, num_cols=None, idtype=np.int32) -> tu
     >>> m.tolist()
     [[[1, 1], [0, 1]], [[1, 0], [0, 0]]]
     """
-    t = _check_positive("tile", tile)
-    g = _check_positive("group", group)
-    indptr, indices = np.asarray(indptr), np.asarray(indices)
-    rows = indptr.size - 1
+    idtype = index_type(idtype)
+    t = count("tile", tile)
+    g = count("group", group)
+    indptr, indices = index_array("indptr", indptr), index_array("indices", indices)
     if num_cols is None:
         num_cols = int(indices.max()) + 1 if indices.size else 0
-    indptr, indices = check_csr(indptr, indices, (rows, num_cols))
+    indptr, indices = check_csr(indptr, indices, (max(indptr.size - 1, 0), num_cols))
+    rows = indptr.size - 1
     num_tiles = -(-rows // t)
-    width = max(int(num_cols), 1)
     row_of = np.repeat(np.arange(rows), np.diff(indptr))
-    keys, entry_key = np.unique((row_of // t) * width + indices, return_inverse=True)
-    key_tile, key_col = keys // width, keys % width
+    # the distinct (tile, column) pairs, sorted: pairs, not a product that may overflow
+    tile_of = row_of // t
+    order = np.lexsort((indices, tile_of))
+    sorted_tile, sorted_col = tile_of[order], indices[order]
+    new = np.ones(order.size, bool)
+    new[1:] = (sorted_tile[1:] != sorted_tile[:-1]) | (sorted_col[1:] != sorted_col[:-1])
+    entry_key = np.empty(order.size, np.int64)
+    entry_key[order] = np.cumsum(new) - 1
+    key_tile, key_col = sorted_tile[new], sorted_col[new]
     per_tile = np.bincount(key_tile, minlength=num_tiles)
     groups = -(-per_tile // g)
     group_indptr = np.concatenate([[0], np.cumsum(groups)])
-    rank = np.arange(keys.size) - (np.cumsum(per_tile) - per_tile)[key_tile]
+    rank = np.arange(key_col.size) - (np.cumsum(per_tile) - per_tile)[key_tile]
     key_group = group_indptr[:-1][key_tile] + rank // g
     key_slot = rank % g
     num_groups = int(group_indptr[-1])
@@ -57,4 +64,5 @@ def condense(indptr, indices, tile, group, num_cols=None, idtype=np.int32) -> tu
     src = first[:, None] + np.minimum(np.arange(g), per_group[:, None] - 1)
     mask = np.zeros((num_groups, t, g), np.int8)
     mask[key_group[entry_key], row_of % t, key_slot[entry_key]] = 1
-    return group_indptr.astype(idtype), key_col[src].astype(idtype), mask
+    return (as_index(group_indptr, idtype, "the group count of indices"),
+            as_index(key_col[src], idtype, "the column ids in indices"), mask)

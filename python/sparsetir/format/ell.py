@@ -6,7 +6,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from .checks import check_csr
+from .checks import (FormatTypeError, as_index, check_csr, count, index_type,
+                     value_array)
 
 
 class EllBucket(NamedTuple):
@@ -25,45 +26,30 @@ class EllBucket(NamedTuple):
     data: Optional[np.ndarray]
 
 
-def _check_positive(name: str, value) -> int:
-    """``value`` as an int after checking it is a positive integer (``ValueError`` if not)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _check_buckets(buckets) -> np.ndarray:
+def check_buckets(buckets) -> np.ndarray:
     """``buckets`` as an int64 array after checking it is a non-empty, strictly increasing
     list of positive integers (``ValueError`` naming the problem)."""
-    widths = np.asarray(buckets)
-    if widths.ndim != 1 or widths.size == 0:
+    try:
+        widths = [count("a bucket width", width) for width in buckets]
+    except (TypeError, ValueError) as err:   # not iterable, or an item that is no width
+        kind = FormatTypeError if isinstance(err, TypeError) else ValueError
+        raise kind(f"buckets must be a list of positive integers, got {buckets!r}") from None
+    if not widths:
         raise ValueError(f"buckets must be a non-empty list of widths, got {buckets!r}")
-    if widths.dtype.kind not in "iu":
-        raise ValueError(f"buckets must be integers, got {buckets!r}")
-    if np.any(widths <= 0):
-        raise ValueError(f"buckets must be positive, got {widths.tolist()}")
-    if np.any(np.diff(widths) <= 0):
-        raise ValueError(f"buckets must be strictly increasing, got {widths.tolist()}")
-    return widths.astype(np.int64)
+    if any(b <= a for a, b in zip(widths, widths[1:])):
+        raise ValueError(f"buckets must be strictly increasing, got {widths}")
+    return np.array(widths, np.int64)
 
 
-def _check_data(data, nnz: int) -> Optional[np.ndarray]:
-    """``data`` as a 1-D array of ``nnz`` values (or ``None``), else ``ValueError``."""
-    if data is None:
-        return None
-    data = np.asarray(data)
-    if data.ndim != 1 or data.size != nnz:
-        raise ValueError(f"data has {data.size} values (shape {data.shape}), indices {nnz}")
-    return data
-
-
-def _ell_pieces(seg_row, seg_start, seg_len, cols, vals, widths, idtype) -> list:
+def _ell_pieces(seg_row, seg_start, seg_len, cols, vals, widths, idtype, sources) -> list:
     """Pack segments (runs ``cols[start:start + len]`` belonging to matrix row ``row``, in
     order) into ELL buckets; the engine behind every bucketed format here.
 
     A segment of length ``L`` goes to the first bucket with ``w >= L`` (the last one if none)
-    and becomes ``ceil(L / w)`` consecutive ELL rows; empty segments are dropped. Returns one
-    ``(EllBucket, segment_of_each_ell_row)`` pair per bucket.
+    and becomes ``ceil(L / w)`` consecutive ELL rows; empty segments are dropped; padding
+    slots get the value 0. Returns one ``(EllBucket, segment_of_each_ell_row)`` pair per
+    bucket. ``sources`` names where the row and the column ids come from, for the error when
+    they do not fit ``idtype``.
     """
     nonempty = np.flatnonzero(seg_len > 0)
     bucket_of = np.minimum(np.searchsorted(widths, seg_len[nonempty]), widths.size - 1)
@@ -82,8 +68,9 @@ def _ell_pieces(seg_row, seg_start, seg_len, cols, vals, widths, idtype) -> list
         values = None
         if vals is not None:
             values = np.where(valid, vals[src], np.zeros((), vals.dtype))
-        bucket = EllBucket(seg_row[piece_seg].astype(idtype), cols[src].astype(idtype),
-                           valid.astype(np.int8), values)
+        bucket = EllBucket(as_index(seg_row[piece_seg], idtype, sources[0]),
+                           as_index(cols[src], idtype, sources[1]), valid.astype(np.int8),
+                           values)
         out.append((bucket, piece_seg))
     return out
 
@@ -94,8 +81,9 @@ def csr_to_ell(indptr, indices, data, shape, buckets, idtype=np.int32) -> list:
     Bucket ``b`` (width ``buckets[b]``) holds the rows whose length lies in
     ``(buckets[b-1], buckets[b]]`` (``(0, buckets[0]]`` for bucket 0). Empty rows are in no
     bucket. A row longer than ``buckets[-1]`` is cut into ``ceil(L / buckets[-1])`` pieces,
-    consecutive ELL rows of the last bucket with the same row index, the last piece padded.
-    Entries keep their CSR order; ``data=None`` gives buckets whose ``data`` is ``None``.
+    consecutive ELL rows of the last bucket with the same row index, the last piece padded
+    (value exactly 0). Entries keep their CSR order; ``data=None`` gives buckets whose
+    ``data`` is ``None``. Inputs are checked as ``sparsetir.format.checks`` says.
 
     Example
     -------
@@ -107,10 +95,11 @@ def csr_to_ell(indptr, indices, data, shape, buckets, idtype=np.int32) -> list:
     >>> b[1].data.tolist()
     [[2.0, 3.0], [4.0, 0.0]]
     """
-    widths = _check_buckets(buckets)
+    idtype = index_type(idtype)
+    widths = check_buckets(buckets)
     indptr, indices = check_csr(indptr, indices, shape)
-    data = _check_data(data, indices.size)
-    rows = indptr.size - 1
-    pieces = _ell_pieces(np.arange(rows), indptr[:-1], np.diff(indptr), indices, data, widths,
-                        idtype)
+    data = None if data is None else value_array("data", data, indices.size)
+    pieces = _ell_pieces(np.arange(indptr.size - 1), indptr[:-1], np.diff(indptr), indices,
+                         data, widths, idtype,
+                         ("the row ids (shape[0])", "the column ids in indices"))
     return [bucket for bucket, _ in pieces]

@@ -4,21 +4,37 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import check_csr
-from .ell import _check_buckets, _check_positive, _ell_pieces
+from .checks import FormatTypeError, as_index, check_csr, count, index_array, index_type
+from .ell import _ell_pieces, check_buckets
 
 
 def _check_level(level: int, indptr, indices) -> tuple:
     """One CSF level checked as a CSR matrix whose rows are the parent entries."""
-    indptr, indices = np.asarray(indptr), np.asarray(indices)
-    if indptr.ndim != 1 or indptr.size == 0:
-        raise ValueError(f"csf_indptr_{level} must be a non-empty 1-D array, got shape "
-                         f"{indptr.shape}")
-    cols = int(indices.max()) + 1 if indices.size else 0
     try:
+        indptr = index_array(f"csf_indptr_{level}", indptr)
+        indices = index_array(f"csf_indices_{level}", indices)
+        if indptr.size == 0:
+            raise ValueError(f"csf_indptr_{level} must be a non-empty 1-D array")
+        cols = int(indices.max()) + 1 if indices.size else 0
         return check_csr(indptr, indices, (indptr.size - 1, cols))
     except ValueError as err:
-        raise ValueError(f"CSF level {level}: {err}") from None
+        raise type(err)(f"CSF level {level}: {err}") from None
+
+
+def _rows_per_block(rows_per_block, buckets: int) -> list:
+    """``rows_per_block`` as one positive int per bucket (an int applies to every bucket)."""
+    if isinstance(rows_per_block, (int, np.integer)) and not isinstance(rows_per_block, bool):
+        rows_per_block = [rows_per_block] * buckets
+    try:
+        items = None if isinstance(rows_per_block, (str, bytes)) else list(rows_per_block)
+    except TypeError:                  # not iterable
+        items = None
+    if items is None:
+        raise FormatTypeError("rows_per_block must be a positive integer or a list of one per "
+                              f"bucket, got {rows_per_block!r}")
+    if len(items) != buckets:
+        raise ValueError(f"rows_per_block has {len(items)} entries, buckets {buckets}")
+    return [count("rows_per_block", r) for r in items]
 
 
 def csf_to_ell3d(csf_indptr_0, csf_indices_0, csf_indptr_1, csf_indices_1, buckets,
@@ -53,13 +69,9 @@ def csf_to_ell3d(csf_indptr_0, csf_indices_0, csf_indptr_1, csf_indices_1, bucke
     >>> ip[1].tolist(), ri[1].tolist(), ci[1].tolist(), m[1].tolist()
     ([0, 1, 1], [[2]], [[[0, 1]]], [[[1, 1]]])
     """
-    widths = _check_buckets(buckets)
-    if isinstance(rows_per_block, (int, np.integer)) and not isinstance(rows_per_block, bool):
-        rows_per_block = [rows_per_block] * widths.size
-    if len(rows_per_block) != widths.size:
-        raise ValueError(f"rows_per_block has {len(rows_per_block)} entries, buckets "
-                         f"{widths.size}")
-    block_rows = [_check_positive("rows_per_block", r) for r in rows_per_block]
+    idtype = index_type(idtype)
+    widths = check_buckets(buckets)
+    block_rows = _rows_per_block(rows_per_block, widths.size)
     indptr_0, rows = _check_level(0, csf_indptr_0, csf_indices_0)
     indptr_1, cols = _check_level(1, csf_indptr_1, csf_indices_1)
     if indptr_1.size != rows.size + 1:
@@ -67,7 +79,8 @@ def csf_to_ell3d(csf_indptr_0, csf_indices_0, csf_indptr_1, csf_indices_1, bucke
                          f"{rows.size} rows so it needs {rows.size + 1}")
     num_rels = indptr_0.size - 1
     rel_of_row = np.repeat(np.arange(num_rels), np.diff(indptr_0))
-    pieces = _ell_pieces(rows, indptr_1[:-1], np.diff(indptr_1), cols, None, widths, idtype)
+    pieces = _ell_pieces(rows, indptr_1[:-1], np.diff(indptr_1), cols, None, widths, idtype,
+                         ("the row ids in csf_indices_0", "the column ids in csf_indices_1"))
     result = ([], [], [], [])
     for (bucket, piece_row), r in zip(pieces, block_rows):
         per_rel = np.bincount(rel_of_row[piece_row], minlength=num_rels)
@@ -76,11 +89,12 @@ def csf_to_ell3d(csf_indptr_0, csf_indices_0, csf_indptr_1, csf_indices_1, bucke
         block_rel = np.repeat(np.arange(num_rels), blocks)
         offset = (np.arange(block_rel.size) - indptr[:-1][block_rel]) * r
         first = (np.cumsum(per_rel) - per_rel)[block_rel] + offset
-        count = np.minimum(r, per_rel[block_rel] - offset)[:, None]
+        filled = np.minimum(r, per_rel[block_rel] - offset)[:, None]
         slot = np.arange(r)
-        src = first[:, None] + np.minimum(slot, count - 1)
-        real = (slot < count).astype(np.int8)
-        for out, array in zip(result, (indptr.astype(idtype), bucket.row_indices[src],
+        src = first[:, None] + np.minimum(slot, filled - 1)
+        real = (slot < filled).astype(np.int8)
+        for out, array in zip(result, (as_index(indptr, idtype, "the block count"),
+                                       bucket.row_indices[src],
                                        bucket.col_indices[src],
                                        bucket.mask[src] * real[:, :, None])):
             out.append(array)

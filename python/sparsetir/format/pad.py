@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import check_csr
-from .ell import _check_data, _check_positive
+from .checks import as_index, check_csr, count, index_type, value_array
 
 
 def csr_pad(indptr, indices, data, shape, multiple=32, idtype=np.int32) -> tuple:
@@ -13,8 +12,9 @@ def csr_pad(indptr, indices, data, shape, multiple=32, idtype=np.int32) -> tuple
     a multiple of ``multiple``.
 
     A padded slot repeats its row's last real column (so it stays in range), has ``mask`` 0
-    (int8, 1 on real entries) and value 0. Empty rows stay empty. ``indptr`` and ``indices``
-    are ``idtype``; ``data`` keeps its dtype, or is ``None`` when ``data`` is ``None``.
+    (int8, 1 on real entries) and value exactly 0. Empty rows stay empty. ``indptr`` and
+    ``indices`` are ``idtype``; ``data`` keeps its dtype, or is ``None`` when ``data`` is
+    ``None``. Inputs are checked as ``sparsetir.format.checks`` says.
 
     Example
     -------
@@ -24,11 +24,18 @@ def csr_pad(indptr, indices, data, shape, multiple=32, idtype=np.int32) -> tuple
     >>> d.tolist()
     [1.0, 2.0, 3.0, 0.0, 4.0, 0.0]
     """
-    step = _check_positive("multiple", multiple)
+    idtype = index_type(idtype)
+    step = count("multiple", multiple)
     indptr, indices = check_csr(indptr, indices, shape)
-    data = _check_data(data, indices.size)
+    data = None if data is None else value_array("data", data, indices.size)
     length = np.diff(indptr)
-    padded = -(-length // step) * step
+    pieces = -(-length // step)
+    total = step * int(pieces.sum())                 # exact: Python ints, before allocating
+    if total > np.iinfo(idtype).max:
+        fix = ": pass idtype=np.int64" if total <= np.iinfo(np.int64).max else ""
+        raise ValueError(f"rows padded to multiples of multiple = {step} would hold {total} "
+                         f"entries, more than idtype {idtype.name} holds{fix}")
+    padded = pieces * step
     new_indptr = np.concatenate([[0], np.cumsum(padded)])
     row_of = np.repeat(np.arange(length.size), padded)
     pos = np.arange(new_indptr[-1]) - new_indptr[:-1][row_of]
@@ -38,5 +45,6 @@ def csr_pad(indptr, indices, data, shape, multiple=32, idtype=np.int32) -> tuple
     values = None
     if data is not None:
         values = np.where(valid, data[src], np.zeros((), data.dtype))
-    return (new_indptr.astype(idtype), indices[src].astype(idtype), valid.astype(np.int8),
+    return (new_indptr.astype(idtype),
+            as_index(indices[src], idtype, "the column ids in indices"), valid.astype(np.int8),
             values)

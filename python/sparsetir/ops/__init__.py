@@ -2,10 +2,14 @@
 
 Every kernel is produced by the compiler (``kernels`` written once in Stage I, scheduled in
 ``schedules``), compiled once per machine (``cache``: in memory and on disk under
-``cache_dir()``; ``clear_cache()`` empties it). A matrix is validated once: wrap it in
+``cache_dir()``; ``clear_cache()`` forgets them and removes the cache's own entries, nothing
+else; where the disk cache cannot be used safely a ``CacheWarning`` says why). A matrix is validated once: wrap it in
 ``SparseMatrix`` and pass that; a plain scipy matrix or torch sparse tensor is wrapped (and so
 validated) on every call. numpy in gives numpy out, torch in gives torch out; ``out=`` writes
-into the caller's array.
+into the caller's array. Values are float32 (a float64 matrix is refused by name, not cast);
+``sddmm`` gives its values in the caller's nonzero order (``SparseMatrix.source_order``).
+There is no autograd yet: a torch tensor that requires grad is refused while grad mode is on,
+as are ``torch.func`` tensors and sparse tensors given as dense operands.
 
 Example
 -------
@@ -22,8 +26,9 @@ True
 
 from __future__ import annotations
 
+from ..cache_folder import CacheWarning
 from .cache import cache_dir, clear_cache
 from .matrix import SparseMatrix
 from .operators import sddmm, spmm
 
-__all__ = ["SparseMatrix", "cache_dir", "clear_cache", "sddmm", "spmm"]
+__all__ = ["CacheWarning", "SparseMatrix", "cache_dir", "clear_cache", "sddmm", "spmm"]

@@ -1,5 +1,11 @@
 """Dense operands of ``sparsetir.ops``: checked, and results given back in the caller's type.
 
+A torch tensor is checked by name before anything reads its memory (``check_tensor``): one
+that autograd would track is refused while grad mode is on (``sparsetir.ops`` has no backward
+yet, and a gradient must never vanish silently; under ``torch.no_grad()`` it is read as data),
+and so are the tensors of a ``torch.func`` transform (``grad``, ``vmap``) and sparse, nested
+or other non-strided tensors.
+
 Example
 -------
 >>> import numpy as np
@@ -18,13 +24,47 @@ import numpy as np
 from ..runtime.arguments import shares_elements
 
 
+def check_autograd(name: str, tensor) -> None:
+    """Refuse (``TypeError`` naming ``name``) a torch tensor that autograd or ``torch.func``
+    would track: ``sparsetir.ops`` has no autograd support yet, so its result would carry no
+    gradient. A tensor that requires grad passes under ``torch.no_grad()``, as in DGL."""
+    torch = sys.modules["torch"]
+    functorch = getattr(torch._C, "_functorch", None)
+    if functorch is not None and functorch.is_functorch_wrapped_tensor(tensor):
+        raise TypeError(f"{name} is a tensor of a torch.func transform (grad, vmap, ...); "
+                        "sparsetir.ops does not support torch.func yet: call it outside the "
+                        "transform")
+    if tensor.requires_grad and torch.is_grad_enabled():
+        raise TypeError(f"{name} requires grad, and sparsetir.ops has no autograd support "
+                        "yet (its result would carry no gradient): pass "
+                        f"{name}.detach(), or call it under torch.no_grad()")
+
+
+def check_tensor(name: str, tensor) -> None:
+    """Refuse (``TypeError`` naming ``name``) a torch tensor that cannot be a dense operand or
+    output: one autograd would track (``check_autograd``), or a sparse, nested or other
+    non-strided tensor. Reads no memory."""
+    check_autograd(name, tensor)
+    if tensor.is_nested or tensor.layout is not sys.modules["torch"].strided:
+        kind = "nested" if tensor.is_nested else str(tensor.layout).replace("torch.", "")
+        raise TypeError(f"{name} is a {kind} torch tensor; sparsetir.ops takes dense "
+                        f"(strided) tensors here: pass {name}.to_dense()")
+
+
+def is_torch(value) -> bool:
+    """Whether ``value`` is a torch tensor (torch is never imported for the question)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 class DenseOperand:
     """A row-major dense operand with ``rows`` rows (a 1-D array is one feature)."""
 
     def __init__(self, name: str, value, rows: int):
-        torch = sys.modules.get("torch")
-        self.is_torch = torch is not None and isinstance(value, torch.Tensor)
-        if not self.is_torch:
+        self.is_torch = is_torch(value)
+        if self.is_torch:
+            check_tensor(name, value)
+        else:
             value = np.asarray(value)
             if isinstance(value, np.matrix):
                 value = np.asarray(value)
@@ -59,7 +99,10 @@ def new_array(torch_tensor: bool, shape: tuple):
 
 
 def check_output(out, shape: tuple, name: str = "out") -> None:
-    """``out`` must be a writable float32 array (numpy or torch) of ``shape``."""
+    """``out`` must be a writable float32 array (numpy or torch, ``check_tensor``) of
+    ``shape``."""
+    if is_torch(out):
+        check_tensor(name, out)
     if not hasattr(out, "shape") or not hasattr(out, "dtype"):
         raise TypeError(f"{name} must be a numpy array or torch tensor, got "
                         f"{type(out).__name__}")
@@ -88,4 +131,20 @@ def writable_view(out, shape: tuple):
 
     def finish():
         out[...] = target.reshape(out.shape)
+    return target, finish
+
+
+def reordered_view(out, length: int, order: np.ndarray):
+    """``(target, finish)`` as ``writable_view`` gives, for a result the kernel writes in
+    another order: a new float32 array of ``length`` values, and a function that puts
+    ``target[order]`` into ``out`` (``order[p]``: where ``out``'s p-th value is in
+    ``target``; ``SparseMatrix.source_order``)."""
+    target = np.empty(length, np.float32)
+
+    def finish():
+        gathered = target[order]
+        if is_torch(out):
+            out.copy_(sys.modules["torch"].from_numpy(gathered))
+        else:
+            out[...] = gathered
     return target, finish

@@ -52,6 +52,14 @@ def clear_cache() -> None:
     cache_folder.clear(_FOLDER, _FILES)
 
 
+def remembered(key: tuple, make):
+    """``make()``, computed once and kept in memory under ``key`` until :func:`clear_cache`
+    (``ops`` keeps its kernels per operator and feature size this way)."""
+    if key not in _MEMORY:
+        _MEMORY[key] = make()
+    return _MEMORY[key]
+
+
 def cached_build(mod: tvm.IRModule, target="llvm", horizontal_fuse: bool = False):
     """``sparsetir.build(mod, target, schedule="none", horizontal_fuse=...)``, compiled at
     most once per machine."""

@@ -4,7 +4,8 @@ buckets by ``format_decompose``, its sub-kernels fused into one parallel loop ov
 ``HybLayout.of(matrix, parts, widths, tiles)`` converts a ``SparseMatrix`` once
 (``column_part_hyb``; row tiles cut where the nonzeros are balanced, the same rows in every
 bucket); ``hyb_kernel`` builds (or fetches from the cache) the decomposed kernel for a feature
-size; ``HybLayout.arguments`` lays out a call. ``schedule_hyb_cuda`` gives the same function a
+size; ``HybLayout.arguments`` lays out a call, after ``check_tiles`` has made sure that no two
+threads of the CPU kernel add into one row. ``schedule_hyb_cuda`` gives the same function a
 GPU schedule (one launch after horizontal fusion, atomic adds).
 
 Example
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import tvm
 
-from ..format import column_part_hyb
+from ..format import check_csr, column_part_hyb
 from ..schedule import default_schedule
 from ..transform import lower_sparse_iter
 from ..transform.format_decompose import format_decompose, remove_preprocess
@@ -129,8 +130,51 @@ class HybLayout:
         return cls(config, arrays)
 
     def arguments(self, params, matrix, x, y) -> list:
-        """The call arguments of the hyb kernel, by parameter name."""
+        """The call arguments of the hyb kernel, by parameter name, after checking that its
+        row tiles are safe to run in parallel (``check_tiles``)."""
         m, n = matrix.shape
+        check_tiles(self.config, self.arrays, m)
         values = dict(self.arrays, a=matrix.data, x=x, y=y, indptr=matrix.indptr,
                       indices=matrix.indices, m=m, n=n, nnz=matrix.nnz)
         return [values[p.name] for p in params]
+
+
+def check_tiles(config: HybConfig, arrays: dict, num_rows: int) -> None:
+    """Refuse (``ValueError`` naming ``tile_ptr_<bucket>``) row tiles under which two threads
+    of the CPU hyb kernel would add into one output row.
+
+    The kernel runs tile ``t`` of every bucket in one thread, adding into ``Y`` without
+    atomics (``schedule_hyb_cpu``), so every row must be in one tile only: the same tile in
+    every bucket, and all the ELL rows (pieces) of a long row in the same tile. Tiles cut at
+    the same rows in every bucket (``HybLayout.of``, or ``sparsetir.format.row_tiles`` with one
+    ``tile_rows``) are. Each ``tile_ptr_<bucket>`` is also checked to be a pointer array of
+    ``config.tiles + 1`` entries over its bucket's ``rows_<bucket>``.
+
+    Example
+    -------
+    >>> # check_tiles(layout.config, layout.arrays, M.shape[0])    # as arguments() does
+    """
+    rows_all, tiles_all, bucket_all = [], [], []
+    names = config.rule_names()
+    for b, name in enumerate(names):
+        try:
+            tile_ptr, rows = check_csr(arrays["tile_ptr_" + name], arrays["rows_" + name],
+                                       (config.tiles, num_rows))
+        except ValueError as err:
+            raise type(err)(f"tile_ptr_{name} over rows_{name} is no row tiling of "
+                            f"{config.tiles} tiles: {err}") from None
+        rows_all.append(rows)
+        tiles_all.append(np.repeat(np.arange(config.tiles), np.diff(tile_ptr)))
+        bucket_all.append(np.full(rows.size, b))
+    rows, tiles = np.concatenate(rows_all), np.concatenate(tiles_all)
+    owner = np.empty(num_rows, np.int64)
+    owner[rows] = tiles                   # one of each row's tiles: all of them when one
+    clash = np.flatnonzero(owner[rows] != tiles)
+    if clash.size:
+        p = int(clash[0])
+        row, name = int(rows[p]), names[int(np.concatenate(bucket_all)[p])]
+        raise ValueError(
+            f"tile_ptr_{name} puts row {row} in tile {tiles[p]}, but tile {owner[row]} "
+            "writes that row too: the hyb kernel runs every tile in a thread of its own, so "
+            "each row must be in one tile, the same in every bucket (cut every bucket's tiles "
+            "at the same rows, as HybLayout.of and sparsetir.format.row_tiles do)")

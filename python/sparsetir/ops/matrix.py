@@ -6,22 +6,34 @@ writable), checked once when the matrix is made; calls on it then skip the per-c
 checks, which is sound because nobody can change the copies, and hand the kernels tvm tensors
 over the same memory, made once, so that a call converts and copies nothing of the matrix.
 
+The values must be float32 (``sparsetir.ops`` computes in float32 for now, and a silent cast
+would turn 1e39 into inf). When the caller's nonzeros are not in that sorted order (columns
+unsorted within a row, another format, duplicates), ``source_order`` records where each of
+them went.
+
 Example
 -------
->>> import scipy.sparse, sparsetir.ops
->>> M = sparsetir.ops.SparseMatrix(scipy.sparse.random(4, 3, density=0.5, format="csr"))
+>>> import numpy as np, scipy.sparse, sparsetir.ops
+>>> A = scipy.sparse.csr_matrix((np.float32([1, 2, 3]), [2, 0, 1], [0, 2, 3]), shape=(2, 3))
+>>> M = sparsetir.ops.SparseMatrix(A)
 >>> M.shape, M.indptr.dtype, M.indices.flags.writeable
-((4, 3), dtype('int32'), False)
+((2, 3), dtype('int32'), False)
+>>> M.indices.tolist(), M.source_order.tolist()     # A's entry p is M's entry source_order[p]
+([0, 2, 1], [1, 0, 2])
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple, Optional
 
 import numpy as np
 import scipy.sparse
 import tvm_ffi
 
 from ..format import check_csr
+from ..format.checks import index_array
 from ..runtime.arguments import writable_alias
+from .arrays import check_autograd
 
 
 class SparseMatrix:
@@ -29,8 +41,10 @@ class SparseMatrix:
 
     Parameters
     ----------
-    matrix : scipy.sparse matrix or array, or torch sparse tensor (CSR or COO)
-        Any scipy sparse format is converted to CSR.
+    matrix : scipy.sparse matrix or array, or torch sparse tensor (CSR or COO), float32
+        Any scipy sparse format is converted to CSR; a torch COO tensor is coalesced first.
+    name : str
+        What errors call the matrix (``sparsetir.ops`` passes ``"A"``).
 
     Attributes
     ----------
@@ -38,26 +52,27 @@ class SparseMatrix:
     indptr, indices : numpy.ndarray (int32, read-only)
     data : numpy.ndarray (float32, read-only)
     nnz : int
+    source_order : numpy.ndarray (int64, read-only) or None
+        The caller's nonzeros mapped to this matrix's: ``source_order[p]`` is the position in
+        ``indices`` and ``data`` of the caller's ``p``-th nonzero (duplicates, summed, share
+        one). The caller's order is that of ``indices`` for CSR (scipy or torch), of
+        ``A.tocoo()`` for another scipy format, and of ``A.coalesce()`` for a torch COO
+        tensor. None when it is this matrix's order already.
     """
 
-    def __init__(self, matrix):
+    def __init__(self, matrix, *, name: str = "matrix"):
         if isinstance(matrix, SparseMatrix):
             matrix = matrix.to_scipy()
-        csr = _as_scipy_csr(matrix)
-        if max(csr.shape) >= 2**31 or csr.nnz >= 2**31:
-            raise ValueError(f"a matrix of shape {csr.shape} with {csr.nnz} nonzeros needs "
-                             "int64 indices, which sparsetir.ops does not offer yet")
-        check_csr(csr.indptr, csr.indices, csr.shape)
-        if np.iscomplexobj(csr.data):
-            raise TypeError("sparsetir.ops works on real matrices, got complex values")
-        # copies: sum_duplicates sorts in place, and the caller's arrays must stay as they are
-        csr = scipy.sparse.csr_matrix((np.array(csr.data, np.float32, copy=True),
-                                       csr.indices.copy(), csr.indptr.copy()), shape=csr.shape)
-        csr.sum_duplicates()            # sorts the indices of every row too
-        self.shape = tuple(int(s) for s in csr.shape)
+        shape, entries = _entries(matrix, name)
+        if max(shape, default=0) >= 2**31 or entries.cols.size >= 2**31:
+            raise ValueError(f"a matrix of shape {shape} with {entries.cols.size} nonzeros "
+                             "needs int64 indices, which sparsetir.ops does not offer yet")
+        indptr, indices, values, order = _sorted_csr(shape, entries)
+        self.shape = shape
         self.indptr, self.indices, self.data = (
             _immutable(array, dtype) for array, dtype in (
-                (csr.indptr, np.int32), (csr.indices, np.int32), (csr.data, np.float32)))
+                (indptr, np.int32), (indices, np.int32), (values, np.float32)))
+        self.source_order = None if order is None else _immutable(order, np.int64)
         self.nnz = int(self.indices.size)
         self._tiles = {}
         self._tensors = {}
@@ -95,8 +110,9 @@ class SparseMatrix:
         return arrays
 
     def __reduce__(self):
-        """Copies and pickles are made again from the arrays (validated; no kernels kept)."""
-        return SparseMatrix, (self.to_scipy(),)
+        """Copies and pickles are made again from the arrays (validated; no kernels kept),
+        with the same ``source_order``."""
+        return _restored, (self.to_scipy(), self.source_order)
 
     def to_scipy(self) -> scipy.sparse.csr_matrix:
         """A scipy CSR matrix over copies of the arrays."""
@@ -107,9 +123,18 @@ class SparseMatrix:
         return f"SparseMatrix(shape={self.shape}, nnz={self.nnz})"
 
 
-def as_sparse_matrix(matrix) -> SparseMatrix:
-    """``matrix`` itself when it is a ``SparseMatrix``, else a new one made from it."""
-    return matrix if isinstance(matrix, SparseMatrix) else SparseMatrix(matrix)
+def as_sparse_matrix(matrix, name: str = "A") -> SparseMatrix:
+    """``matrix`` itself when it is a ``SparseMatrix``, else a new one made from it (errors
+    call it ``name``)."""
+    return matrix if isinstance(matrix, SparseMatrix) else SparseMatrix(matrix, name=name)
+
+
+def _restored(csr, source_order) -> SparseMatrix:
+    """The matrix ``SparseMatrix.__reduce__`` describes."""
+    matrix = SparseMatrix(csr)
+    if source_order is not None:
+        matrix.source_order = _immutable(source_order, np.int64)
+    return matrix
 
 
 def _immutable(array, dtype) -> np.ndarray:
@@ -118,22 +143,112 @@ def _immutable(array, dtype) -> np.ndarray:
     return np.frombuffer(np.ascontiguousarray(array, dtype).tobytes(), dtype)
 
 
-def _as_scipy_csr(matrix) -> scipy.sparse.csr_matrix:
+def _check_values(name: str, dtype, is_torch: bool) -> None:
+    """float32 values only: a silent cast would lose range (1e39 becomes inf) or digits."""
+    if str(dtype) not in ("float32", "torch.float32"):
+        cast = f"{name}.to(torch.float32)" if is_torch else f"{name}.astype(np.float32)"
+        raise TypeError(f"{name} is {str(dtype).replace('torch.', '')}; sparsetir.ops "
+                        f"computes in float32 for now: pass {cast}")
+
+
+class _Entries(NamedTuple):
+    """The caller's nonzeros in its order: ``rows`` (None when ``indptr`` gives them: CSR),
+    ``cols``, ``values``."""
+    indptr: Optional[np.ndarray]
+    rows: Optional[np.ndarray]
+    cols: np.ndarray
+    values: np.ndarray
+
+    def row_ids(self) -> np.ndarray:
+        """The row of every entry."""
+        if self.rows is not None:
+            return self.rows
+        return np.repeat(np.arange(self.indptr.size - 1), np.diff(self.indptr))
+
+
+def _compressed(name: str, indptr, indices, data, shape: tuple, by_rows: bool) -> _Entries:
+    """The entries of a CSR (``by_rows``) or CSC matrix, checked, in stored order."""
+    major, minor = shape if by_rows else shape[::-1]
+    indptr, indices = check_csr(indptr, indices, (major, minor))
+    data = np.asarray(data)
+    if data.shape != indices.shape:
+        raise ValueError(f"{name} has {data.size} values (shape {data.shape}) for "
+                         f"{indices.size} indices")
+    if by_rows:
+        return _Entries(indptr, None, indices, data)
+    return _Entries(None, indices, np.repeat(np.arange(major), np.diff(indptr)), data)
+
+
+def _coordinates(name: str, rows, cols, data, shape: tuple) -> _Entries:
+    """The entries of a COO matrix, checked."""
+    ids = (index_array(f"{name}'s row ids", rows), index_array(f"{name}'s column ids", cols))
+    for what, array, size in zip(("row", "column"), ids, shape):
+        outside = np.flatnonzero(array >= size)
+        if outside.size:
+            raise ValueError(f"{name}'s {what} id {array[outside[0]]} is out of range "
+                             f"[0, {size})")
+    return _Entries(None, *ids, np.asarray(data))
+
+
+def _entries(matrix, name: str) -> tuple:
+    """``(shape, _Entries)``: the caller's nonzeros, checked, in its order."""
     if scipy.sparse.issparse(matrix):
         if matrix.ndim != 2:
             raise TypeError(f"a sparse matrix has 2 dimensions, got {matrix.ndim}")
-        return scipy.sparse.csr_matrix(matrix)
+        _check_values(name, matrix.dtype, False)
+        shape = tuple(int(s) for s in matrix.shape)
+        if matrix.format in ("csr", "csc"):
+            return shape, _compressed(name, matrix.indptr, matrix.indices, matrix.data, shape,
+                                      matrix.format == "csr")
+        coo = matrix.tocoo()
+        return shape, _coordinates(name, coo.row, coo.col, coo.data, shape)
     layout = getattr(matrix, "layout", None)
     if layout is not None and "sparse" in str(layout):
         import torch  # pylint: disable=import-outside-toplevel
         if matrix.dim() != 2:
             raise TypeError(f"a sparse matrix has 2 dimensions, got {matrix.dim()}")
-        if matrix.layout == torch.sparse_coo:
-            matrix = matrix.coalesce().to_sparse_csr()
-        if matrix.layout != torch.sparse_csr:
-            raise TypeError(f"a torch sparse tensor must be CSR or COO, got {matrix.layout}")
+        check_autograd(name, matrix)
+        _check_values(name, matrix.dtype, True)
+        shape = tuple(int(s) for s in matrix.shape)
         cpu = matrix.detach().cpu()
-        return scipy.sparse.csr_matrix((cpu.values().numpy(), cpu.col_indices().numpy(),
-                                        cpu.crow_indices().numpy()), shape=tuple(matrix.shape))
+        if cpu.layout == torch.sparse_coo:
+            cpu = cpu.coalesce()
+            if cpu.values().dim() != 1:
+                raise TypeError(f"{name} is a hybrid sparse tensor (values of shape "
+                                f"{tuple(cpu.values().shape)}); pass a 2-D sparse matrix")
+            rows, cols = cpu.indices().numpy()
+            return shape, _coordinates(name, rows, cols, cpu.values().numpy(), shape)
+        if cpu.layout != torch.sparse_csr:
+            raise TypeError(f"a torch sparse tensor must be CSR or COO, got {cpu.layout}")
+        return shape, _compressed(name, cpu.crow_indices().numpy(), cpu.col_indices().numpy(),
+                                  cpu.values().numpy(), shape, True)
     raise TypeError("sparsetir.ops takes a scipy sparse matrix, a torch sparse CSR/COO tensor "
                     f"or a SparseMatrix, got {type(matrix).__name__}")
+
+
+def _sorted_csr(shape: tuple, entries: _Entries) -> tuple:
+    """``(indptr, indices, values, order)``: the entries as CSR with the columns of each row
+    sorted and duplicates summed, and where each entry went (None: where it was)."""
+    if entries.indptr is not None:            # CSR: sorted already when no row falls
+        falls = np.diff(entries.cols) <= 0
+        starts = entries.indptr[1:-1]
+        falls[starts[(starts > 0) & (starts < entries.cols.size)] - 1] = False  # a new row
+        if not falls.any():
+            return entries.indptr, entries.cols, entries.values, None
+    m, n = shape
+    width = max(n, 1)
+    key = entries.row_ids() * width + entries.cols   # below 2**62: dimensions below 2**31
+    perm = np.argsort(key)           # duplicates are summed in any order, as scipy does
+    key = key[perm]
+    first = np.ones(key.size, bool)
+    first[1:] = key[1:] != key[:-1]
+    order = np.empty(key.size, np.int64)
+    order[perm] = np.cumsum(first) - 1
+    starts = np.flatnonzero(first)
+    values = np.add.reduceat(entries.values[perm], starts) if starts.size \
+        else entries.values[:0]
+    key = key[starts]
+    if np.array_equal(order, np.arange(order.size)):
+        order = None
+    counts = np.bincount(key // width, minlength=m)
+    return np.concatenate([[0], np.cumsum(counts)]), key % width, values, order

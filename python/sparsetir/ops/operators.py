@@ -15,14 +15,12 @@ import numpy as np
 
 from ..runtime.errors import ArgumentError
 from ..transform import lower_sparse_iter
-from .arrays import DenseOperand, check_output, new_array, writable_view
-from .cache import cached_build
+from .arrays import (DenseOperand, check_output, check_tensor, new_array, reordered_view,
+                     writable_view)
+from .cache import cached_build, remembered
 from .kernels import KERNELS
 from .matrix import SparseMatrix, as_sparse_matrix
 from .schedules import prefetch_distance, schedule_for
-
-_KERNELS: dict = {}
-
 
 def _tiles() -> int:
     """Row tiles per call: enough that equal-nonzero tiles even out over the threads TVM
@@ -64,26 +62,32 @@ def bind_kernel(matrix, name: str, feat_size: int, prefetch: int | None = None):
                       indices=matrix.indices)
         if name == "spmm":
             arrays["a"] = matrix.data
-        tensors = {param: matrix.tensor(array) for param, array in arrays.items()}
-        # validated when the matrix was made; outputs must not overlap any of its arrays
+        # validated when the matrix was made, and immutable: bound as they are, no copy;
+        # outputs must not overlap any of its arrays
         bound = _kernel(name, feat_size, prefetch=prefetch).bind(
             validate=False, t=tiles, m=matrix.shape[0], n=matrix.shape[1], nnz=matrix.nnz,
-            **tensors)
+            **arrays)
         matrix.prepared[key] = bound.protect(**{f"M.{part}": array for part, array
                                                 in matrix.arrays().items()})
     return matrix.prepared[key]
 
 
-def _call_prepared(A, key: tuple, operands: tuple, out):
+def _call_prepared(A, key: tuple, names: tuple, operands: tuple, out):
     """The result of the call that an earlier call on the ``SparseMatrix`` ``A`` prepared
     under ``key`` (operator, operand kinds and shapes), when the arrays are the common kind
-    (``BoundKernel.call_fast``); None, with nothing run, when the call needs the full path."""
+    (``BoundKernel.call_fast``); None, with nothing run, when the call needs the full path.
+    A torch tensor is checked by name (``names``: the operands') before its memory is read."""
     if type(A) is not SparseMatrix:
         return None
     try:
         bound, out_shape = A.calls[key]
     except (KeyError, TypeError):           # not prepared, or a shape that is no tuple
         return None
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        for name, value in zip(names + ("out",), operands + (out,)):
+            if type(value) is torch.Tensor:
+                check_tensor(name, value)
     if out is None:
         out = new_array(type(operands[0]) is not np.ndarray, out_shape)
     elif _kind(out) is None or out.shape != out_shape:
@@ -116,7 +120,7 @@ def spmm(A, X, out=None, weighted: bool = True):
     """
     name = "spmm" if weighted else "spmm_unweighted"
     key = (name, type(X), getattr(X, "shape", None))
-    result = _call_prepared(A, key, (X,), out)
+    result = _call_prepared(A, key, ("X",), (X,), out)
     if result is not None:
         return result
     matrix = as_sparse_matrix(A)
@@ -133,14 +137,26 @@ def spmm(A, X, out=None, weighted: bool = True):
 
 
 def sddmm(A, X, Y, out=None):
-    """``out[p] = X[i] . Y[j]`` for the p-th nonzero ``(i, j)`` of ``A`` (rows in order,
-    columns sorted within a row, as in ``SparseMatrix(A).indices``): DGL's ``u_dot_v``.
+    """``out[p] = X[i] . Y[j]`` for the p-th nonzero ``(i, j)`` of ``A``: DGL's ``u_dot_v``.
+
+    The nonzeros are in ``A``'s own order: for a ``SparseMatrix``, that of its ``indices``
+    (rows in order, columns sorted within a row); for a scipy matrix, that of ``A.indices``
+    (CSR) or ``A.tocoo()`` (another format), one value per stored entry, duplicates included;
+    for a torch sparse tensor, that of ``col_indices()`` (CSR) or ``A.coalesce()`` (COO).
+    ``SparseMatrix(A).source_order`` maps that order to the matrix's.
 
     ``X`` has shape (m, feat), ``Y`` (n, feat); returns ``out`` (filled) or a new array of X's
     kind with one value per nonzero.
+
+    Example
+    -------
+    >>> import numpy as np, scipy.sparse
+    >>> A = scipy.sparse.csr_matrix((np.ones(2, np.float32), [1, 0], [0, 2]), shape=(1, 2))
+    >>> sddmm(A, np.ones((1, 1), np.float32), np.float32([[10], [20]])).tolist()
+    [20.0, 10.0]
     """
     key = ("sddmm", type(X), getattr(X, "shape", None), type(Y), getattr(Y, "shape", None))
-    result = _call_prepared(A, key, (X, Y), out)
+    result = _call_prepared(A, key, ("X", "Y"), (X, Y), out)
     if result is not None:
         return result
     matrix = as_sparse_matrix(A)
@@ -149,12 +165,15 @@ def sddmm(A, X, Y, out=None):
     y = DenseOperand("Y", Y, n)
     if x.feat_size != y.feat_size:
         raise ValueError(f"X has {x.feat_size} features and Y {y.feat_size}")
-    result = x.new_output((matrix.nnz,)) if out is None else out
-    check_output(result, (matrix.nnz,))
+    order = None if isinstance(A, SparseMatrix) else matrix.source_order
+    count = matrix.nnz if order is None else order.size
+    result = x.new_output((count,)) if out is None else out
+    check_output(result, (count,))
     if x.is_torch != y.is_torch:
         raise TypeError("X and Y must both be numpy arrays or both torch tensors")
     bound = bind_kernel(matrix, "sddmm", x.feat_size)
-    values, finish = writable_view(result, (matrix.nnz,))
+    values, finish = writable_view(result, (count,)) if order is None \
+        else reordered_view(result, matrix.nnz, order)
     _run(bound, {"x": "X", "y": "Y"}, x.as_matrix(), y.as_matrix(), values)
     finish()
     _prepare_call(matrix, key, (X, Y), bound, (matrix.nnz,))
@@ -162,9 +181,8 @@ def sddmm(A, X, Y, out=None):
 
 
 def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0):
-    key = (name, feat_size, target, prefetch)
-    if key not in _KERNELS:
+    def make():
         func = KERNELS[name].specialize({"feat_size": feat_size})
         scheduled = schedule_for(name, lower_sparse_iter(func), feat_size, target, prefetch)
-        _KERNELS[key] = cached_build(scheduled, target)
-    return _KERNELS[key]
+        return cached_build(scheduled, target)
+    return remembered(("ops", name, feat_size, target, prefetch), make)

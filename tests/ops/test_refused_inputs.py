@@ -1,0 +1,126 @@
+"""What ``sparsetir.ops`` refuses by name instead of answering wrong: a matrix whose values are
+not float32 (a float64 1e39 became inf), torch tensors that require grad while grad mode is on
+(their gradient vanished), tensors of ``torch.func`` transforms and sparse tensors as dense
+operands (torch's raw "Cannot access data pointer"). Every case is tried on the first call
+and on a matrix whose calls are prepared (the fast path), for X, Y and ``out``."""
+
+import numpy as np
+import pytest
+import scipy.sparse
+import torch
+
+import sparsetir.ops as ops
+from sparse_inputs import skewed_csr
+
+
+@pytest.fixture(scope="module")
+def A():
+    return skewed_csr(30, 20, seed=3, density=0.15)
+
+
+@pytest.fixture(params=[False, True], ids=["cold", "prepared"])
+def M(request, A):
+    M = ops.SparseMatrix(A)
+    if request.param:
+        ops.spmm(M, torch.ones(20, 4))
+        ops.sddmm(M, torch.ones(30, 4), torch.ones(20, 4))
+        ops.spmm(M, torch.ones(20, 4), out=torch.empty(30, 4))
+    return M
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.longdouble, np.int64, np.int32, bool,
+                                   np.complex64])
+def test_values_that_are_not_float32_are_refused_by_name(A, dtype):
+    bad = A.astype(dtype)
+    message = f"A is {np.dtype(dtype).name}; sparsetir.ops computes in float32 for now: " \
+              r"pass A.astype\(np.float32\)"
+    with pytest.raises(TypeError, match=message):
+        ops.spmm(bad, np.ones((20, 4), np.float32))
+    with pytest.raises(TypeError, match=message):
+        ops.sddmm(bad, np.ones((30, 4), np.float32), np.ones((20, 4), np.float32))
+    with pytest.raises(TypeError, match=f"matrix is {np.dtype(dtype).name}"):
+        ops.SparseMatrix(bad)
+
+
+def test_a_float64_value_past_float32_is_not_turned_into_inf():
+    A = scipy.sparse.csr_matrix(np.array([[1e39, 0.0], [0.0, 1.0]]))
+    with pytest.raises(TypeError, match="A is float64"):
+        ops.spmm(A, np.ones((2, 1), np.float32))
+    near_max = scipy.sparse.csr_matrix(np.float32([[3e38, 0.0], [0.0, 1.0]]))
+    np.testing.assert_allclose(ops.spmm(near_max, np.ones((2, 1), np.float32)).ravel(),
+                               [3e38, 1.0], rtol=1e-6)
+
+
+def test_torch_sparse_values_must_be_float32(A):
+    At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
+                                 torch.from_numpy(A.indices.astype(np.int64)),
+                                 torch.from_numpy(A.data.astype(np.float64)), size=A.shape)
+    with pytest.raises(TypeError, match=r"A is float64; .* pass A.to\(torch.float32\)"):
+        ops.spmm(At, torch.ones(20, 4))
+    np.testing.assert_allclose(ops.spmm(At.float(), torch.ones(20, 4)).numpy(),
+                               A @ np.ones((20, 4), np.float32), rtol=1e-5)
+
+
+def _calls(M):
+    """(name of the refused operand, call) for X, Y and out of both operators."""
+    X20, X30, Y = torch.randn(20, 4), torch.randn(30, 4), torch.randn(20, 4)
+    return {
+        "spmm X": lambda t: ops.spmm(M, t(X20)),
+        "spmm out": lambda t: ops.spmm(M, X20, out=t(torch.zeros(30, 4))),
+        "sddmm X": lambda t: ops.sddmm(M, t(X30), Y),
+        "sddmm Y": lambda t: ops.sddmm(M, X30, t(Y)),
+        "sddmm out": lambda t: ops.sddmm(M, X30, Y, out=t(torch.zeros(M.nnz))),
+    }
+
+
+@pytest.mark.parametrize("call", ["spmm X", "spmm out", "sddmm X", "sddmm Y", "sddmm out"])
+def test_tensors_that_require_grad_are_refused_while_grad_mode_is_on(M, call):
+    operand = call.split()[1]
+    with pytest.raises(TypeError, match=f"{operand} requires grad, and sparsetir.ops has no "
+                                        "autograd support yet"):
+        _calls(M)[call](lambda t: t.requires_grad_())
+    with torch.no_grad():                     # grad mode off: read as data, as DGL does
+        result = _calls(M)[call](lambda t: t.requires_grad_())
+    assert not result.requires_grad or call.endswith("out")
+
+
+def test_under_no_grad_the_answer_is_right(A, M):
+    X = torch.randn(20, 4, requires_grad=True)
+    with torch.no_grad():
+        Y = ops.spmm(M, X)
+    np.testing.assert_allclose(Y.numpy(), A @ X.detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_sparse_matrix_that_requires_grad_is_refused(A):
+    At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
+                                 torch.from_numpy(A.indices.astype(np.int64)),
+                                 torch.from_numpy(A.data), size=A.shape, requires_grad=True)
+    with pytest.raises(TypeError, match="A requires grad"):
+        ops.spmm(At, torch.ones(20, 4))
+    with pytest.raises(TypeError, match="matrix requires grad"):
+        ops.SparseMatrix(At)
+
+
+@pytest.mark.parametrize("call", ["spmm X", "spmm out", "sddmm X", "sddmm Y", "sddmm out"])
+@pytest.mark.parametrize("layout", ["to_sparse", "to_sparse_csr"])
+def test_sparse_tensors_as_dense_operands_are_refused_by_name(M, call, layout):
+    if layout == "to_sparse_csr" and call == "sddmm out":
+        pytest.skip("torch has no 1-D CSR tensor")
+    operand = call.split()[1]
+    kind = "sparse_coo" if layout == "to_sparse" else "sparse_csr"
+    with pytest.raises(TypeError, match=f"{operand} is a {kind} torch tensor"):
+        _calls(M)[call](lambda t: getattr(t, layout)())
+
+
+@pytest.mark.parametrize("operator", ["spmm", "sddmm"])
+def test_torch_func_transforms_are_refused_by_name(M, operator):
+    def f(x):
+        if operator == "spmm":
+            return ops.spmm(M, x)
+        return ops.sddmm(M, x, torch.ones(20, 4))
+    rows = 20 if operator == "spmm" else 30
+    message = "X is a tensor of a torch.func transform"
+    with pytest.raises(TypeError, match=message):
+        torch.vmap(f)(torch.randn(3, rows, 4))
+    with pytest.raises(TypeError, match=message):
+        torch.func.grad(lambda x: f(x).sum())(torch.randn(rows, 4))
