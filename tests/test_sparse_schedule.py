@@ -86,3 +86,33 @@ def test_fuse_needs_a_parent_chain():
 def test_unknown_iteration():
     with pytest.raises(SparseScheduleError, match="no sparse iteration 'x'.*csrmm"):
         Schedule(CASES["csrmm"].func).get_sparse_iteration("x")
+
+
+@pytest.mark.parametrize("value,named", [
+    (object(), "the value of type object"), (None, "the value of type NoneType"),
+    ({1, 2}, "the value of type set"), (1 + 2j, "the value of type complex"),
+    (np.array([1, 2]), "the value of type ndarray"),
+    (2 ** 70, r"the value \d+ \(int past 64 bits\)"),
+    ([1, object()], r"the value\[1\] of type object"),
+    ({"a": {"b": b"x"}}, r"the value\['a'\]\['b'\] of type bytes"),
+    ({(1, 2): 3}, r"the key \(1, 2\) of the value \(type tuple\)"),
+])
+def test_annotate_refuses_what_a_block_annotation_cannot_hold(value, named):
+    """Refused when annotated, naming the key and the type, not later inside build."""
+    sch = Schedule(CASES["csrmm"].func)
+    before = sch.func
+    with pytest.raises(TypeError, match=rf"annotate\(csrmm, 'hint'\): .*cannot hold {named}"):
+        sch.annotate("csrmm", "hint", value)
+    assert sch.func.same_as(before)
+
+
+def test_annotate_keeps_what_tvm_holds_and_builds():
+    values = {"flag": True, "n": np.int64(3), "x": np.float32(1.5), "s": "text",
+              "e": tvm.tirx.const(2, "int32"), "nested": {"a": [1, 2.5, "b"], 3: (True,)}}
+    sch = Schedule(CASES["csrmm"].func)
+    for key, value in values.items():
+        sch.annotate("csrmm", key, value)
+    stage2 = tvm.s_tir.Schedule(sparsetir.lower_sparse_iter(sch.func))
+    block = stage2.get(stage2.get_sblock("csrmm0"))
+    assert int(block.annotations["n"]) == 3 and float(block.annotations["x"]) == 1.5
+    sparsetir.build(sch.func.specialize({"feat_size": 4}), "llvm")

@@ -144,7 +144,7 @@ def _emit_indices(check: IndicesCheck, buffers: dict, violations) -> None:
         return
     with Tb.If(tirx.all(violations[0] == 0, total > 1)):
         with Tb.Then():
-            _count(violations, 1, total, lambda p: indices[p - 1] >= indices[p])
+            _count(violations, 1, total, lambda p: _descends(check, indices[p - 1], indices[p]))
             _subtract_row_starts(check, buffers, indices, total, violations)
 
 
@@ -164,4 +164,11 @@ def _subtract_row_starts(check: IndicesCheck, buffers: dict, indices, total, vio
     elif check.width is not None:
         width = tirx.max(check.width, 1)
         _count(violations, 1, tirx.floordiv(total, width),
-               lambda r: indices[r * width - 1] >= indices[r * width], sign=-1)
+               lambda r: _descends(check, indices[r * width - 1], indices[r * width]), sign=-1)
+
+
+def _descends(check: IndicesCheck, before, after):
+    """Whether ``after`` breaks the order of a sorted row: in a row of fixed width (ELL) a
+    slot may repeat the previous coordinate (padding), elsewhere coordinates increase."""
+    return before > after if check.indptr is None and check.width is not None \
+        else before >= after

@@ -8,11 +8,13 @@ then leave the body referring to a copy of the buffer that is never allocated, a
 ``FlattenBuffer`` stops with "Buffer A_local is used before its definition". The ``sparsetir``
 pipeline runs TVM's block lowering, points every such reference back at the buffer that is
 allocated under the same name, and then runs TVM's default pipeline (whose block passes have
-nothing left to do); ``vectorize_reductions`` splits scalar dot products into vector lanes (CPU),
-``prefetch_gathers`` prefetches gathered rows ahead in loops annotated for it, and
-``hoist_index_loads`` moves loop-invariant tests out of loops and
-binds loads of read-only index arrays once per loop iteration. Where an allocation's size depends on a loop variable, TVM's
-``StorageRewrite`` (which would hoist it out of that loop) is turned off for that module.
+nothing left to do); ``report_parallel_checks`` makes a check that fails in a parallel loop
+stop the call even on one thread (where TVM drops the error), ``vectorize_reductions``
+splits scalar dot products into vector lanes (CPU), ``prefetch_gathers`` prefetches gathered
+rows ahead in loops annotated for it, and ``hoist_index_loads`` moves loop-invariant tests out
+of loops and binds loads of read-only index arrays once per loop iteration. Where an
+allocation's size depends on a loop variable, TVM's ``StorageRewrite`` (which would hoist it
+out of that loop) is turned off for that module.
 
 Example
 -------
@@ -28,6 +30,7 @@ from tvm.tirx import compilation_pipeline
 
 from .ir.utils import structural_map
 from .transform.index_loads import hoist_index_loads
+from .transform.parallel_checks import report_parallel_checks
 from .transform.prefetch import prefetch_gathers
 from .transform.vector_reductions import vectorize_reductions
 
@@ -97,8 +100,8 @@ def _sparsetir_pipeline(**kwargs):
                                                                                     **kwargs)
     blocks = tvm.transform.Sequential(
         [getattr(s_tir.transform, name)() for name in _BLOCK_LOWERING]
-        + [repair_buffer_references, vectorize_reductions, prefetch_gathers,
-           hoist_index_loads])
+        + [repair_buffer_references, report_parallel_checks, vectorize_reductions,
+           prefetch_gathers, hoist_index_loads])
 
     @tvm.transform.module_pass(opt_level=0, name="sparsetir.Pipeline")
     def pipeline(mod, ctx):

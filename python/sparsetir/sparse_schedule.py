@@ -12,7 +12,8 @@ primitive leaves the function as it was.
   when iterated here, must stay before it).
 - ``sparse_fuse(it, iters)``: iterate a contiguous parent chain as one loop over the positions
   of its innermost axis (what ``T.fuse`` writes).
-- ``annotate(it, key, value)``: an annotation of the iteration (its first block after lowering).
+- ``annotate(it, key, value)``: an annotation of the iteration (its first block after lowering);
+  a value a TVM annotation cannot hold raises ``TypeError`` naming the key and the type.
 
 Example
 -------
@@ -24,6 +25,9 @@ Example
 """
 
 from __future__ import annotations
+
+import numpy as np
+import tvm
 
 from .ir.axis import AttachedAxis, FusedAxis
 from .ir.function import SparseFunction
@@ -117,12 +121,19 @@ class Schedule:
         self._replace(it, _rebuilt(it, new_vars))
 
     def annotate(self, it, key: str, value) -> None:
-        """Set annotation ``key`` of ``it`` to ``value``."""
+        """Set annotation ``key`` of ``it`` to ``value``: what a TVM block annotation holds,
+        a bool, an int (64-bit), a float, a str, a ``tvm.tirx`` expression, or a list, tuple or
+        dict (str or int keys) of those; anything else raises ``TypeError`` naming the key."""
         it = self._current(it)
         if not isinstance(key, str) or not key:
             raise SparseScheduleError(f"annotate({it.name}): the key must be a non-empty string")
+        problem = _unstorable(value)
+        if problem is not None:
+            raise TypeError(f"annotate({it.name}, {key!r}): a block annotation cannot hold "
+                            f"{problem}; give a bool, int, float, str, tirx expression, or a "
+                            "list or dict of those")
         annotations = dict(it.annotations)
-        annotations[key] = value
+        annotations[key] = _plain(value)
         self._replace(it, SparseIteration(it.name, list(it.sp_iter_vars), list(it.body),
                                           it.init, annotations))
 
@@ -148,6 +159,43 @@ class Schedule:
         self._func = SparseFunction(func.name, list(func.params), list(func.axes),
                                     list(func.buffers), _replaced(func.body, old.name, new),
                                     dict(func.attrs))
+
+
+_INT64 = (-2 ** 63, 2 ** 63)
+
+
+def _unstorable(value, where: str = "the value"):
+    """None when TVM can hold ``value`` as an annotation, else what is wrong, naming the
+    offending part and its type."""
+    if isinstance(value, (bool, np.bool_, str, float, np.floating, tvm.ir.Expr)):
+        return None
+    if isinstance(value, (int, np.integer)):
+        if _INT64[0] <= int(value) < _INT64[1]:
+            return None
+        return f"{where} {value} (int past 64 bits)"
+    if isinstance(value, (list, tuple)):
+        return next((p for n, item in enumerate(value)
+                     if (p := _unstorable(item, f"{where}[{n}]")) is not None), None)
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, (str, int, np.integer)) or isinstance(k, bool):
+                return f"the key {k!r} of {where} (type {type(k).__name__})"
+            problem = _unstorable(item, f"{where}[{k!r}]")
+            if problem is not None:
+                return problem
+        return None
+    return f"{where} of type {type(value).__name__}"
+
+
+def _plain(value):
+    """``value`` with numpy scalars as Python ones (TVM holds those)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    return value
 
 
 def _rebuilt(it: SparseIteration, sp_iter_vars: list) -> SparseIteration:

@@ -630,8 +630,9 @@ def test_evaluate_int():
 
 def test_check_indices_fixed_width_rows():
     check_indices("cols", np.array([0, 2, 1, 3]), 4, width=2, strictly_increasing=True)
+    check_indices("cols", np.array([0, 2, 3, 3]), 4, width=2, strictly_increasing=True)  # pad
     with pytest.raises(ArgumentError, match="indices 'cols': not sorted within row 1"):
-        check_indices("cols", np.array([0, 2, 3, 3]), 4, width=2, strictly_increasing=True)
+        check_indices("cols", np.array([0, 2, 3, 1]), 4, width=2, strictly_increasing=True)
 
 
 def test_evaluate_int_rejects_non_integer_nodes():

@@ -76,7 +76,8 @@ def check_indices(
         Fixed row width (ELL), used when `row_starts` is None.  Without
         either, all indices form one row.
     strictly_increasing : bool
-        Whether indices must increase strictly within each row.
+        Whether indices must increase strictly within each row; in rows of a fixed `width`
+        (ELL) a slot may repeat the previous index, the padding of a short row.
 
     Raises
     ------
@@ -104,7 +105,10 @@ def check_indices(
         continues_row[starts - 1] = False
     elif width is not None:
         continues_row[width - 1 :: width] = False
-    unsorted = np.flatnonzero(continues_row & (indices[1:] <= indices[:-1]))
+    # In a row of fixed width (ELL) a slot may repeat the previous coordinate: padding.
+    padded = row_starts is None and width is not None
+    descends = indices[1:] < indices[:-1] if padded else indices[1:] <= indices[:-1]
+    unsorted = np.flatnonzero(continues_row & descends)
     if unsorted.size:
         position = unsorted[0] + 1
         if row_starts is not None:

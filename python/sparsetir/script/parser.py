@@ -422,6 +422,9 @@ def _visit_expr(self: Parser, node: doc.Expr) -> None:
         state.iterations[-1].annotations.update(value.attrs)
     elif isinstance(value, DomainDecl):
         _visit_domain(self, node, value)
+    elif isinstance(value, tirx.Evaluate) and isinstance(value.value, tirx.IntImm) \
+            and not state.iterations:
+        pass   # T.evaluate(0): SparseTIR's empty body of a format description
     elif isinstance(value, tirx.Stmt):
         _emit_plain(self, node, value)
     elif isinstance(value, tvm.ir.Expr):

@@ -23,6 +23,7 @@ Example
 # pylint: disable=invalid-name,redefined-builtin,unused-argument
 from __future__ import annotations
 
+from tvm import tirx as _tirx
 from tvm.script import tirx as _tvm_tirx
 
 from ..ir.axis import AttachedAxis, Axis, FusedAxis
@@ -39,7 +40,7 @@ from .parser import prim_func  # noqa: F401  (T.prim_func)
 
 globals().update({name: getattr(_tvm_tirx, name) for name in dir(_tvm_tirx)
                   if not name.startswith("_") and name not in {
-                      "prim_func", "init", "func_attr", "iter", "fuse", "attach"}})
+                      "prim_func", "init", "func_attr", "iter", "fuse", "attach", "evaluate"}})
 
 
 def dense_fixed(length, idtype: str = "int32") -> AxisDecl:
@@ -92,6 +93,13 @@ def sp_iter(axes, kinds: str, name: str = "sp_iter") -> SpIterDecl:
 
 
 iter = sp_iter
+
+
+def evaluate(value) -> _tirx.Evaluate:
+    """``T.evaluate(expr)``: a statement that evaluates ``expr``. Outside a ``T.sp_iter``,
+    ``T.evaluate(0)`` is the empty body SparseTIR's format descriptions end with, and is
+    skipped."""
+    return _tirx.Evaluate(value)
 
 
 def init() -> InitDecl:

@@ -62,6 +62,7 @@ class AccessRewriter:
         self.lowering = lowering
         self.env = env
         self.block = block
+        self.checks = []        # the coordinate checks this rewriter's statements need
 
     def stmt(self, stmt):
         """The Stage II form of a Stage I TIR statement."""
@@ -97,9 +98,11 @@ class AccessRewriter:
         """Stage II indices of ``buf[indices]`` and the guards that say the element exists.
 
         A computed coordinate that cannot be proven on its axis gets a check in the block
-        (``coordinate_checks``), evaluated only where the lookups before it hit.
+        (``coordinate_checks``), evaluated only where the lookups before it hit. A lookup on a
+        later axis reads the row the earlier coordinates select (``indptr[row]``), so its
+        search block runs the checks made so far first: no index is read before it is checked.
         """
-        guards = []
+        guards, checks = [], []
 
         def position_at(t, parent_offset):
             axis, index = buf.axes[t], indices[t]
@@ -107,7 +110,9 @@ class AccessRewriter:
             if direct is not None:
                 return direct
             coord = self.lowering.simplify(self.coordinates(index))
-            self._check_on_axis(buf, indices, t, coord, parent_offset, guards)
+            check = self._check_on_axis(buf, indices, t, coord, parent_offset, guards)
+            if check is not None:
+                checks.append(check)
             if not axis.is_sparse:
                 return coord
             if not axis.sorted:
@@ -115,7 +120,8 @@ class AccessRewriter:
                                  f"{axis.name} needs a binary search, but the axis is declared "
                                  "sorted=False; iterate that axis instead")
             start, end = row_range(axis, parent_offset, self.lowering.indptr)
-            found = self.block.request_search(self.lowering.indices(axis), start, end, coord)
+            found = self.block.request_search(self.lowering.indices(axis), start, end, coord,
+                                              requires=checks)
             guards.append(found < end)
             guards.append(tirx.BufferLoad(self.lowering.indices(axis), [found]) == coord)
             return found - start
@@ -123,7 +129,9 @@ class AccessRewriter:
         dims = stage2_indices(buf, position_at, self.lowering.indptr)
         return [self.lowering.simplify(d) for d in dims], guards
 
-    def _check_on_axis(self, buf, indices, t, coord, parent_offset, guards) -> None:
+    def _check_on_axis(self, buf, indices, t, coord, parent_offset, guards):
+        """The assertion that coordinate ``t`` lies on its axis (None when proven); it is
+        also added to the block's checks and to ``self.checks``."""
         axis = buf.axes[t]
         if axis.kind == "dense_variable":
             start, end = row_range(axis, parent_offset, self.lowering.indptr)
@@ -133,12 +141,14 @@ class AccessRewriter:
         what = f"coordinate {format_expr(indices[t])} of {buf.name} on axis {axis.name}"
         condition = self.lowering.checker.condition(coord, self.lowering.simplify(bound), what)
         if condition is None:
-            return
+            return None
         if guards:
             condition = tirx.Or(tirx.Not(tirx.all(*guards)), condition)
         check = assertion(condition, f"{what} must lie in [0, {bound_text})")
-        if not any(tvm_ffi.structural_equal(check, other) for other in self.block.checks):
-            self.block.checks.append(check)
+        for checks in (self.block.checks, self.checks):
+            if not any(tvm_ffi.structural_equal(check, other) for other in checks):
+                checks.append(check)
+        return check
 
     def _direct_position(self, buf: SparseBuffer, indices: list, t: int):
         """The iterated position when ``indices[t]`` iterates ``buf.axes[t]`` in its row."""

@@ -10,6 +10,12 @@ hi))`` holds values in ``[lo, hi)``. What cannot be proven becomes an assertion 
 which stops the kernel with a ``ValueError`` naming the buffer, axis and coordinate. A coordinate
 read from a data buffer without a declared domain is refused at lowering.
 
+A check runs before the first read it protects: the search block of a lookup runs the checks
+of the coordinates that select the searched row (``indptr[i // blk]``) before searching, an
+init runs its own checks (it runs before its block's, and alone on an empty reduction), and
+the row an attached axis takes from its new parent is checked in the block holding its loop.
+A check that fails in a parallel loop stops the call on one thread too (``parallel_checks``).
+
 Example
 -------
 >>> # csr2bsr's B[i // blk_size, ...] with m_out rows: not provable, so the kernel asserts

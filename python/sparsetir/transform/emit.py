@@ -2,8 +2,9 @@
 
 The builder creates loop and block variables and buffers itself; the plan's placeholders are
 mapped to them as they appear, and every expression is substituted before it is emitted. A
-search block runs a binary search as a ``while`` loop over a local ``(2,)`` buffer allocated in
-the enclosing block (or the root): ``pos[0]`` ends as the position, which later blocks read.
+search block runs its checks, then a binary search (a scan on a row that is not sorted) as a
+``while`` loop over a local ``(2,)`` buffer allocated in the enclosing block (or the root):
+``pos[0]`` ends as the position, which later blocks read.
 Nothing is allocated inside a search block, so TVM's reduction analysis of an enclosing block
 (``decompose_reduction``, ``rfactor``) sees only buffers that block owns. Intermediate buffers are allocated in the innermost block
 that holds all their uses (``place_intermediates``).
@@ -99,18 +100,26 @@ class Emitter:
             self.emit(block.body)
 
     def _search(self, block: BlockPlan) -> None:
-        """A binary search: ``state[0]`` ends as the position, ``state[1]`` counts candidates.
+        """A search: ``state[0]`` ends as the position, ``state[1]`` counts candidates.
 
         ``state`` is the local ``(2,)`` result buffer of the enclosing scope, or, for a
         preprocess search, a local buffer of the block whose ``state[0]`` is then stored in
         the table. The block's regions are explicit: it reads the searched range and its
         inputs and writes its result; ``state`` is read back only after this block wrote it,
         so it is not an input, and the block stays complete (a loop above it can be parallel).
+        The block's checks (the coordinates selecting the searched row) run first.
         """
         search = block.search
         lo, hi, key = (self.subst(e) for e in (search.lo, search.hi, search.key))
+        checks = [self.subst(c) for c in block.checks]
         inputs = []
-        tvm_ffi.structural_walk([lo, hi, key], (tvm.ir.TensorLoad, inputs.append), order="pre")
+
+        def on_load(load):
+            if not any(tvm_ffi.structural_equal(load, seen) for seen in inputs):
+                inputs.append(load)
+
+        tvm_ffi.structural_walk([lo, hi, key] + [c.condition for c in checks],
+                                (tvm.ir.TensorLoad, on_load), order="pre")
         Tb.reads(tirx.BufferRegion(search.buffer, [tvm.ir.Range.from_min_extent(lo, hi - lo)]),
                  *(tirx.BufferRegion(load.source, [tvm.ir.Range.from_min_extent(i, 1)
                                                    for i in load.indices]) for load in inputs))
@@ -122,18 +131,15 @@ class Emitter:
             Tb.writes(tirx.BufferRegion(table, [tvm.ir.Range.from_min_extent(row, 1)]))
             state = IRBuilder.name(f"{search.result.name}_state",
                                    Tb.sblock_alloc_buffer((2,), "int32", scope="local"))
+        for check in checks:
+            self._stmt(check)
         Tb.buffer_store(state, lo, [0])
         Tb.buffer_store(state, hi - lo, [1])
         with Tb.While(state[1] > 0):
-            half = tirx.floordiv(state[1], 2)
-            value = tirx.BufferLoad(search.buffer, [state[0] + half])
-            go_right = value < key if search.side == "left" else value <= key
-            with Tb.If(go_right):
-                with Tb.Then():
-                    Tb.buffer_store(state, state[0] + half + 1, [0])
-                    Tb.buffer_store(state, state[1] - half - 1, [1])
-                with Tb.Else():
-                    Tb.buffer_store(state, half, [1])
+            if search.side == "equal":
+                _scan_step(search.buffer, state, key)
+            else:
+                _bisect_step(search.buffer, state, key, search.side)
         if block.table is not None:
             Tb.buffer_store(table, state[0], [row])
 
@@ -158,6 +164,29 @@ class Emitter:
                 pass
         else:
             raise TypeError(f"cannot emit {type(stmt).__name__}")
+
+
+def _bisect_step(buffer, state, key, side: str) -> None:
+    """Halve the candidates ``buffer[state[0]:state[0] + state[1]]`` around ``key``."""
+    half = tirx.floordiv(state[1], 2)
+    value = tirx.BufferLoad(buffer, [state[0] + half])
+    go_right = value < key if side == "left" else value <= key
+    with Tb.If(go_right):
+        with Tb.Then():
+            Tb.buffer_store(state, state[0] + half + 1, [0])
+            Tb.buffer_store(state, state[1] - half - 1, [1])
+        with Tb.Else():
+            Tb.buffer_store(state, half, [1])
+
+
+def _scan_step(buffer, state, key) -> None:
+    """Stop at ``buffer[state[0]] == key``, else move to the next candidate."""
+    with Tb.If(tirx.BufferLoad(buffer, [state[0]]) == key):
+        with Tb.Then():
+            Tb.buffer_store(state, 0, [1])
+        with Tb.Else():
+            Tb.buffer_store(state, state[0] + 1, [0])
+            Tb.buffer_store(state, state[1] - 1, [1])
 
 
 def place_intermediates(plan: list, buffers: list) -> list:

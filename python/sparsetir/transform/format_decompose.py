@@ -13,8 +13,21 @@ position and ``idx_map`` the new coordinates of an old one (checked to be invers
   reduction, and positions whose old coordinates fall outside the old axes (padding of the
   last block) are masked;
 * with ``include_format_rewrite_blks``, ``rewrite_<buffer>_<rule>`` iterations, annotated
-  ``preprocess``, fill the new buffers from the old ones (a lookup per new position; padding
-  reads 0). ``remove_preprocess`` and ``extract_preprocess`` split them from the compute.
+  ``preprocess``, fill the new buffers from the old ones (a lookup per new position).
+  ``remove_preprocess`` and ``extract_preprocess`` split them from the compute.
+
+A rewritten buffer must be an input: a rule over a buffer the function writes is refused
+(only its loads would move to the new format, ``C = C_new + A @ B``).
+
+Padding never contributes. A padding slot gets 0, whoever fills the values: the conversion
+routines of ``sparsetir.format`` write 0 there, and the preprocess writes each old element
+once, so it stores 0 at a slot outside the old axes, at a slot the rule's ``mask`` marks 0,
+and, for a rule without a mask (SparseTIR's ELL and padding rules), at every slot of an
+innermost new sparse axis whose coordinate an earlier slot of its row already holds
+(``first_slots``). Our routines pad a row with its last real column, so every padding slot
+repeats one; SparseTIR's pad with column 0, which repeats the row's column 0 or names no
+element at all (its lookup then reads 0). The compute then adds ``0 * B[col]``; with a mask it
+skips the slot (``0 * inf`` included).
 
 The new format's parameters are appended to the function's, suffixed ``_<rule>``.
 
@@ -45,6 +58,7 @@ from ..ir.substitute import Substituter
 from ..ir.utils import structural_map, substitute
 from ..transform.plan import PREPROCESS_ANNOTATION
 from .errors import LoweringError
+from .first_slots import FIRST_SLOTS_ANNOTATION
 
 
 class FormatRewriteError(LoweringError):
@@ -176,6 +190,11 @@ class _NewFormat:
             if old is None or name not in self.buffers:
                 raise FormatRewriteError(f"{where}: buffer {name} must exist in the function "
                                          "and in new_format_desc")
+            writer = _writer(func.body, old.view)
+            if writer is not None:
+                raise FormatRewriteError(f"{where}: buffer {name} is written by iteration "
+                                         f"{writer}; format_decompose rewrites only buffers "
+                                         "the kernel reads (their new format is an input)")
             if [a.name for a in old.axes] != list(rule.axes_before_rewrite):
                 raise FormatRewriteError(f"{where}: {name}'s axes are "
                                          f"{[a.name for a in old.axes]}, not "
@@ -250,7 +269,12 @@ class _NewFormat:
         return [mask[coords] != tirx.const(0, mask.dtype)]
 
     def rewrite_iterations(self) -> list:
-        """``rewrite_<buffer>_<rule>``: fill each new buffer from the old one."""
+        """``rewrite_<buffer>_<rule>``: fill each new buffer from the old one.
+
+        Each old element is written once, so that padding never adds anything: a slot outside
+        the old axes, masked off, or (without a mask) repeating a coordinate an earlier slot
+        of its row holds on an innermost sparse axis (``first_slots``) gets 0.
+        """
         out = []
         for name in self.rule.buffers_to_rewrite:
             new_buf = self.buffers[name]
@@ -260,15 +284,48 @@ class _NewFormat:
             by_axis = {a: v.var for a, v in zip(self.rule.axes_after_rewrite, sp_vars)}
             clamped, inside = self.old_coordinates([by_axis[a] for a in
                                                     self.rule.axes_after_rewrite])
+            inside += self.padding_mask(by_axis)
             value = old[clamped]
             if inside:
                 value = tirx.Select(tirx.all(*inside), value, tirx.const(0, old.dtype))
             store = tirx.BufferStore(new_buf.view, value,
                                      [by_axis[a.name[:-len(self.rule.name) - 1]]
                                       for a in new_buf.axes])
+            annotations = {PREPROCESS_ANNOTATION: 1}
+            if self.rule.mask is None:
+                annotations[FIRST_SLOTS_ANNOTATION] = [by_axis[a].name
+                                                       for a in self._innermost_sparse()]
             out.append(SparseIteration(f"rewrite_{name}_{self.rule.name}", sp_vars, [store],
-                                       None, {PREPROCESS_ANNOTATION: 1}))
+                                       None, annotations))
         return out
+
+    def _innermost_sparse(self) -> list:
+        """The new sparse axes (rule names) no other new sparse axis has as its parent: the
+        axes whose rows a padded format pads (ELL columns, not the rows of an ELL bucket,
+        which may repeat a row cut into pieces)."""
+        axes = self.rule.axes_after_rewrite
+        parents = {self.axes[a].parent.name for a in axes
+                   if self.axes[a].is_sparse and self.axes[a].parent is not None}
+        return [a for a in axes if self.axes[a].is_sparse and self.axes[a].name not in parents]
+
+
+def _writer(body, view):
+    """The name of the first iteration in ``body`` (nested ones included) that stores into
+    ``view``, or None."""
+    for stmt in body:
+        if not isinstance(stmt, SparseIteration):
+            continue
+        stores = []
+        for part in [s for s in list(stmt.body) + list(stmt.init or [])
+                     if not isinstance(s, SparseIteration)]:
+            tvm_ffi.structural_walk(part, (tirx.BufferStore, lambda st: stores.append(st)
+                                           if st.buffer.same_as(view) else None), order="pre")
+        if stores:
+            return stmt.name
+        nested = _writer(stmt.body, view)
+        if nested is not None:
+            return nested
+    return None
 
 
 def _uses(expr, var) -> bool:

@@ -15,6 +15,17 @@ a block of each with ``"horizontal_fuse"`` (SparseTIR marked functions with that
   must be written with atomics (the ``"atomic"`` block annotation). The nests must use the same
   ``threadIdx`` extents: a launch has one.
 
+Fusion changes the order in which the nests' iterations run, so a run is refused
+(``HorizontalFusionError`` naming the buffers) when one nest reads or writes a buffer another
+one writes, unless every nest touching that buffer only accumulates into it: each store is
+``X[e] = f(X[e], ...)`` (reading ``X`` nowhere else), or writes back a private accumulator
+(a buffer allocated in the nest, as ``cache_write`` gives) that was loaded from ``X`` and is
+read only to update itself or ``X``. Accumulations commute, so their order does not matter;
+on CUDA they must also be atomic (stores in ``"atomic"`` blocks, or the identity init
+``X[e] = X[e]`` that atomic lowering removes), since the nests' blocks run concurrently. On
+the CPU, two iterations of one tile must not touch the same element, which the hyb tiles
+guarantee (the call checks their rows).
+
 ``build(..., horizontal_fuse=True)`` applies it after scheduling and ``lower_sparse_buffer``.
 
 Example
@@ -30,6 +41,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from ..ir.utils import substitute
+from .atomic import ATOMIC_ANNOTATION, is_identity_store
 from .errors import LoweringError
 from .loop_signature import top_level_nests
 
@@ -54,6 +66,8 @@ def horizontal_fuse(mod: tvm.IRModule, target_kind: str = "llvm") -> tvm.IRModul
             run.append(nest)
             continue
         if run:
+            if len(run) > 1:
+                check_independent(run, target_kind)
             out.append(merge(run) if len(run) > 1 else run[0])
             run = []
         if nest is not None and fusable(nest):
@@ -70,6 +84,121 @@ def horizontal_fuse(mod: tvm.IRModule, target_kind: str = "llvm") -> tvm.IRModul
     new_func = func.with_body(s_tir.SBlockRealize(realize.iter_values, realize.predicate,
                                                   new_root))
     return tvm.IRModule({"main": new_func})
+
+
+def check_independent(nests: list, target_kind: str = "llvm") -> None:
+    """Refuse to fuse ``nests`` when one reads or writes what another writes, except a
+    buffer they all only accumulate into (atomically on CUDA); see the module docstring."""
+    uses = [_Footprint(nest) for nest in nests]
+    shared = {}
+    for n, use in enumerate(uses):
+        for buf in use.written:
+            others = [m for m, other in enumerate(uses) if m != n and buf in other.touched]
+            if others:
+                shared[buf] = sorted({n, *others})
+    conflicts = sorted((buf for buf, members in shared.items()
+                        if not all(uses[m].accumulates(buf, target_kind == "cuda")
+                                   for m in members)), key=lambda b: b.name)
+    if conflicts:
+        names = ", ".join(b.name for b in conflicts)
+        how = "atomically " if target_kind == "cuda" else ""
+        raise HorizontalFusionError(
+            f"cannot fuse nests {', '.join(_nest_names(nests))}: they share {names}, which "
+            f"one writes and another reads or writes other than by {how}accumulating into it "
+            "(X[e] = X[e] + ...); fusing would reorder their iterations. Leave one of them "
+            "unmarked (no \"horizontal_fuse\" annotation) or build without horizontal_fuse")
+
+
+class _Footprint:
+    """The buffers one nest stores to and loads from, and how (buffers allocated inside the
+    nest are its own and left out)."""
+
+    def __init__(self, nest):
+        own = []
+        tvm_ffi.structural_walk(nest, [
+            (s_tir.SBlock, lambda b: own.extend(b.alloc_buffers)),
+            (tirx.AllocBuffer, lambda a: own.append(a.buffer))], order="pre")
+        self.private = set(own)
+        self.stores, self.loads, self.atomic = {}, {}, set()
+        tvm_ffi.structural_walk(nest, [(tirx.BufferStore, self._add_store),
+                                       (tvm.ir.TensorLoad, self._add_load),
+                                       (s_tir.SBlock, self._add_atomic)], order="pre")
+        self.written = [b for b in self.stores if b not in self.private]
+        self.touched = set(self.written) | {b for b in self.loads if b not in self.private}
+
+    def _add_store(self, store):
+        self.stores.setdefault(store.buffer, []).append(store)
+
+    def _add_load(self, load):
+        self.loads[load.source] = self.loads.get(load.source, 0) + 1
+
+    def _add_atomic(self, block):
+        if block.annotations and ATOMIC_ANNOTATION in block.annotations:
+            tvm_ffi.structural_walk(block.body, (tirx.BufferStore, self.atomic.add),
+                                    order="pre")
+
+    def accumulates(self, buf, atomic: bool) -> bool:
+        """Whether every access of ``buf`` in the nest is part of adding into it."""
+        stores = self.stores.get(buf, [])
+        if not stores:
+            return False
+        reads = 0                                   # loads of buf that an update accounts for
+        for store in stores:
+            own = _loads_of(store, buf)
+            if own and all(_same_indices(load, store) for load in own):
+                reads += len(own)
+                if atomic and not (is_identity_store(store) or store in self.atomic):
+                    return False
+            elif atomic or not self._writes_back(store, buf):
+                return False
+        for buf_private, fills in self._caches_of(buf).items():
+            reads += len(fills)
+            if not self._only_updates(buf_private, buf):
+                return False
+        return reads == self.loads.get(buf, 0)
+
+    def _writes_back(self, store, buf) -> bool:
+        """Whether ``store`` copies a private accumulator loaded from ``buf`` into it."""
+        value = store.value
+        return isinstance(value, tvm.ir.TensorLoad) and value.source in self._caches_of(buf)
+
+    def _caches_of(self, buf) -> dict:
+        """Private buffers filled with a plain copy of ``buf`` -> those stores."""
+        caches = {}
+        for cache, stores in self.stores.items():
+            if cache in self.private:
+                fills = [s for s in stores if isinstance(s.value, tvm.ir.TensorLoad)
+                         and s.value.source.same_as(buf)]
+                if fills:
+                    caches[cache] = fills
+        return caches
+
+    def _only_updates(self, cache, buf) -> bool:
+        """Loads of ``cache`` appear only in stores to ``cache`` itself or to ``buf``."""
+        inside = sum(len(_loads_of(s, cache)) for target in (cache, buf)
+                     for s in self.stores.get(target, []))
+        return inside == self.loads.get(cache, 0)
+
+
+def _loads_of(store, buf) -> list:
+    found = []
+    tvm_ffi.structural_walk([store.value] + list(store.indices), (
+        tvm.ir.TensorLoad, lambda load: found.append(load) if load.source.same_as(buf)
+        else None), order="pre")
+    return found
+
+
+def _same_indices(load, store) -> bool:
+    return tvm_ffi.structural_equal(list(load.indices), list(store.indices))
+
+
+def _nest_names(nests: list) -> list:
+    names = []
+    for nest in nests:
+        found = tvm_ffi.structural_walk(nest, (s_tir.SBlock, lambda b: tvm_ffi.VisitInterrupt(
+            b.name_hint)), order="pre")
+        names.append(str(getattr(found, "value", "?")))
+    return names
 
 
 def _is_parallel_loop(stmt) -> bool:

@@ -13,7 +13,8 @@ that does not change in a loop of constant extent out of it (``if c: for k: ...`
 padding mask of an ELL bucket), then binds each such scalar load to a variable at the top of the body of the
 innermost loop its index depends on (or of the ``if`` branch it sits in), when it is used under
 a loop nested there and at least one use runs unconditionally in every iteration (so binding
-it early reads nothing the original did not read).
+it early reads nothing the original did not read; a use after an assertion runs only if the
+assertion held, so a load the assertion protects stays after it).
 
 Example
 -------
@@ -133,6 +134,7 @@ class _Uses:
         if isinstance(node, tirx.SeqStmt):
             for s in node.seq:
                 self.stmt(s, conditional, nested)
+                conditional = conditional or _asserts(s)   # what follows runs if it held
         elif isinstance(node, tirx.For):
             self.expr(node.min, conditional, nested)
             self.expr(node.extent, conditional, nested)
@@ -184,6 +186,12 @@ class _Uses:
                 entry[2] = entry[2] or nested
                 return
         self.entries.append([load, unconditional, nested])
+
+
+def _asserts(stmt) -> bool:
+    found = tvm_ffi.structural_walk(stmt, (tirx.AssertStmt, lambda _: tvm_ffi.VisitInterrupt(
+        True)), order="pre")
+    return bool(getattr(found, "value", False))
 
 
 def _unswitched(loop, body):

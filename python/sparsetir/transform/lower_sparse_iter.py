@@ -45,9 +45,11 @@ from ..ir.utils import is_handle
 from ..script.printer import format_expr
 from ..stage_metadata import PARAM_SHAPES_ATTR
 from .access import AccessRewriter, IterInfo
-from .coordinate_checks import CoordinateChecker
+from .atomic import is_identity_store
+from .coordinate_checks import CoordinateChecker, assertion
 from .emit import Emitter
 from .errors import LoweringError
+from .first_slots import FIRST_SLOTS_ANNOTATION, zero_repeated_slots
 from .layout import stage2_shape
 from .loop_signature import LOWERED_LOOPS_ATTR, loop_signature
 from .plan import (
@@ -146,7 +148,7 @@ class _Lowering:
                 plan = []
                 for stmt in func.body:
                     if isinstance(stmt, SparseIteration):
-                        plan += self._plan_iteration(stmt, {})
+                        plan += self._plan_iteration(stmt, {}, None)
                 Emitter().emit_function(plan, self.intermediates)
         lowered = widen_local_regions(builder.get())
         lowered = lowered.with_attr(PARAM_NAMES_ATTR, {
@@ -207,14 +209,15 @@ class _Lowering:
         return {buf: name for name, buf in self.stage2.items()}
 
     # -- planning -------------------------------------------------------------------------------
-    def _plan_iteration(self, it: SparseIteration, outer_env: dict) -> list:
+    def _plan_iteration(self, it: SparseIteration, outer_env: dict, enclosing) -> list:
+        """The plan of ``it``; ``enclosing`` is the block whose body holds it (None: root)."""
         groups = _partition(self._units(it, outer_env))
         init_group = None
         if it.init is not None:
             _check_init(it, groups)
             init_group = next((g for g, group in enumerate(groups)
                                if any(u.is_reduction for u in group)), len(groups) - 1)
-        return self._plan_groups(it, groups, 0, outer_env, init_group)
+        return self._plan_groups(it, groups, 0, outer_env, init_group, enclosing)
 
     def _units(self, it: SparseIteration, outer_env: dict) -> list:
         """Group the variables into loops and find what each loop's extent depends on."""
@@ -263,17 +266,20 @@ class _Lowering:
         raise LoweringError(f"sparse iteration {it.name}: axis {v.base_axis.name} needs its "
                             f"parent {name} to be iterated before it")
 
-    def _plan_groups(self, it, groups, g, env, init_group) -> list:
-        """Loops and block for group ``g``, with the following groups nested inside."""
+    def _plan_groups(self, it, groups, g, env, init_group, enclosing) -> list:
+        """Loops and block for group ``g``, with the following groups nested inside; the
+        loops sit in the body of ``enclosing``, which checks what their extents read."""
         env_outer = env
         block = BlockPlan(f"{it.name}{g}")
         if g == 0 and it.annotations:
-            block.annotations = dict(it.annotations)
+            block.annotations = {k: v for k, v in it.annotations.items()
+                                 if k != FIRST_SLOTS_ANNOTATION}
         if g == 0 and not env and _rows_owned(it, groups[0][0]):
             block.annotations[PARALLEL_ANNOTATION] = 1
         loops = []
         env = dict(env)
         for unit in groups[g]:
+            self._check_attached_row(unit, env, it, enclosing)
             extent = self.simplify(self._extent(unit, env, it))
             loop_var = tirx.Var(unit.name, "int32")
             block_var = tirx.Var(f"v{unit.name}", "int32")
@@ -282,22 +288,33 @@ class _Lowering:
             self.checker.bind(block_var, extent)
             env.update(self._infos(unit, block_var, env, it, block))
         if g + 1 < len(groups):
-            block.body += self._plan_groups(it, groups, g + 1, env, init_group)
+            block.body += self._plan_groups(it, groups, g + 1, env, init_group, block)
         else:
-            block.body += self._plan_body(it.body, env, block)
+            block.body += zero_repeated_slots(self._plan_body(it.body, env, block), it, env,
+                                              self, block)
         if init_group == g:
-            rewriter = AccessRewriter(self, env, block)
-            block.init = [rewriter.stmt(s) for s in it.init]
+            block.init = self._plan_init(it, env, block)
         items, tables = hoist_searches(block, loops, top_level=g == 0 and not env_outer)
         self.intermediates += tables
         return items
+
+    def _plan_init(self, it, env, block) -> list:
+        """The init's statements, after the checks of their coordinates: the init runs before
+        the block's own checks (alone, when the reduction is empty). An init that keeps its
+        output as it is (``Y[e] = Y[e]``, a ``format_decompose`` part) needs none: it is
+        removed before compiling (``atomic.lower_atomic_blocks``)."""
+        rewriter = AccessRewriter(self, env, block)
+        init = [rewriter.stmt(s) for s in it.init]
+        if all(is_identity_store(s) for s in init):
+            return init
+        return rewriter.checks + init
 
     def _plan_body(self, stmts, env, block) -> list:
         out = []
         rewriter = AccessRewriter(self, env, block)
         for stmt in stmts:
             if isinstance(stmt, SparseIteration):
-                out += self._plan_iteration(stmt, env)
+                out += self._plan_iteration(stmt, env, block)
             else:
                 out.append(rewriter.stmt(stmt))
         return out
@@ -314,6 +331,27 @@ class _Lowering:
         parent_off = self._parent_offset(v, env, it)
         indptr = self.indptr(axis)
         return (tirx.BufferLoad(indptr, [parent_off + 1]) - tirx.BufferLoad(indptr, [parent_off]))
+
+    def _check_attached_row(self, unit: _Unit, env: dict, it, enclosing) -> None:
+        """An attached axis takes the coordinate of its new parent as its row, which indexes
+        its ``indptr``: prove it below the axis's own parent length, or check it in the block
+        holding the loop (before the loop's extent reads ``indptr``)."""
+        v = unit.sp_vars[0]
+        if not isinstance(v.axis, AttachedAxis):
+            return
+        row = self._parent_offset(v, env, it)
+        axis = v.axis.axis
+        what = (f"coordinate of {v.axis.new_parent.name} used as a row of {axis.name} "
+                f"(T.attach in {it.name})")
+        condition = self.checker.condition(row, axis.parent.length, what)
+        if condition is None:
+            return
+        if enclosing is None:
+            raise LoweringError(f"sparse iteration {it.name}: {what} needs a check, but no "
+                                "block encloses the loop")
+        check = assertion(condition, f"{what} must lie in [0, {format_expr(axis.parent.length)})")
+        if not any(tvm_ffi.structural_equal(check, c) for c in enclosing.checks):
+            enclosing.checks.append(check)
 
     def _parent_offset(self, v, env: dict, it):
         parent_var = self._parent_var(it, v, {}, env)

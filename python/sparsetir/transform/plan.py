@@ -30,14 +30,21 @@ PREPROCESS_ANNOTATION = "preprocess"
 
 @dataclass
 class Search:
-    """``lower_bound``/``upper_bound`` of ``key`` in ``buffer[lo:hi]`` (absolute position)."""
+    """A lookup of ``key`` in ``buffer[lo:hi]``, giving an absolute position.
+
+    ``side`` is ``"left"`` (binary search: the first value >= key), ``"right"`` (binary
+    search: the first value > key) or ``"equal"`` (a scan: the first value == key, ``hi`` if
+    none; for rows that are not sorted). ``checks`` are the assertions that must hold before
+    the search reads anything (the coordinates that select its row).
+    """
 
     result: tirx.Var
     buffer: tirx.Var
     lo: tvm.ir.Expr
     hi: tvm.ir.Expr
     key: tvm.ir.Expr
-    side: str  # "left": first value >= key; "right": first value > key
+    side: str
+    checks: list = field(default_factory=list)
 
 
 @dataclass
@@ -74,15 +81,21 @@ class BlockPlan:
     table_lookups: list = field(default_factory=list)
     checks: list = field(default_factory=list)
 
-    def request_search(self, buffer, lo, hi, key, side: str = "left") -> tirx.Var:
-        """A variable holding the search result; identical searches share one."""
+    def request_search(self, buffer, lo, hi, key, side: str = "left",
+                       requires=()) -> tirx.Var:
+        """A variable holding the search result; identical searches share one.
+
+        ``requires`` are assertions the search block runs before searching.
+        """
         for s in self.searches:
             if (s.side == side and s.buffer.same_as(buffer)
                     and all(tvm_ffi.structural_equal(a, b)
                             for a, b in ((s.lo, lo), (s.hi, hi), (s.key, key)))):
+                s.checks += [c for c in requires if not any(
+                    tvm_ffi.structural_equal(c, other) for other in s.checks)]
                 return s.result
         result = tirx.Var(f"{buffer.name}_pos", "int32")
-        self.searches.append(Search(result, buffer, lo, hi, key, side))
+        self.searches.append(Search(result, buffer, lo, hi, key, side, list(requires)))
         return result
 
 
@@ -114,7 +127,7 @@ def free_vars(items) -> set:
                 collect(iv.extent)
                 collect(iv.loop_var)
             for s in item.searches + ([item.search] if item.search else []):
-                for e in (s.lo, s.hi, s.key):
+                for e in [s.lo, s.hi, s.key] + s.checks:
                     collect(e)
             for child in (item.init or []) + item.checks + item.body:
                 visit(child)
@@ -133,7 +146,7 @@ def used_searches(block: BlockPlan) -> list:
     for s in reversed(block.searches):
         if s.result in used:
             keep.append(s)
-            used |= free_vars([s.lo, s.hi, s.key])
+            used |= free_vars([s.lo, s.hi, s.key] + s.checks)
     return list(reversed(keep))
 
 
@@ -154,14 +167,15 @@ def hoist_searches(block: BlockPlan, loops: list, top_level: bool) -> tuple:
     before = {d: [] for d in range(-1, len(loops))}
     depth, preprocess, tables = {}, [], []
     for n, search in enumerate(used_searches(block)):
-        deps = free_vars([search.lo, search.hi, search.key])
+        deps = free_vars([search.lo, search.hi, search.key] + search.checks)
         d = max([own.index(v) for v in deps if v in own]
                 + [depth[r] for r in depth if r in deps] + [-1])
         depth[search.result] = d
         fresh = {iv.var: tirx.Var(iv.var.name, "int32") for iv in block.iter_vars[:d + 1]}
         found = BlockPlan(f"{block.name}_search{n}", search=Search(
             search.result, search.buffer, *(substitute(e, fresh) for e in
-                                             (search.lo, search.hi, search.key)), search.side))
+                                             (search.lo, search.hi, search.key)), search.side),
+            checks=[substitute(c, fresh) for c in search.checks])
         found.iter_vars = [BlockIterPlan(fresh[iv.var], iv.extent, iv.loop_var, False)
                            for iv in block.iter_vars[:d + 1]]
         if d == 0 and top_level and not (deps & set(depth)):

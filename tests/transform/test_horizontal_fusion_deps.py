@@ -1,0 +1,97 @@
+"""Horizontal fusion keeps nests apart when one reads or writes what another writes, and still
+fuses nests that only accumulate into a shared output (atomically on CUDA)."""
+
+import numpy as np
+import pytest
+import tvm
+
+import sparsetir
+from sparsetir.build import lower_to_stage3
+from sparsetir.ops.hyb import HybConfig, hyb_function, schedule_hyb_cuda
+from sparsetir.script import tir as T
+from sparsetir.transform.horizontal_fusion import FUSE_ANNOTATION, HorizontalFusionError
+from sparsetir.transform.loop_signature import top_level_nests
+
+M = 64
+
+
+@T.prim_func
+def two_nests(a: T.handle, b: T.handle, c: T.handle, m: T.int32) -> None:
+    I = T.dense_fixed(m)
+    A = T.match_sparse_buffer(a, (I,), "float32")
+    B = T.match_sparse_buffer(b, (I,), "float32")
+    C = T.match_sparse_buffer(c, (I,), "float32")
+    with T.sp_iter([I], "S", "first") as [i]:
+        B[i] = A[i] * T.float32(2)
+    with T.sp_iter([I], "S", "second") as [i]:
+        C[i] = B[m - 1 - i]                   # reads what the first nest writes, elsewhere
+
+
+@T.prim_func
+def two_adds(a: T.handle, b: T.handle, c: T.handle, m: T.int32) -> None:
+    I = T.dense_fixed(m)
+    K = T.dense_fixed(1)
+    A = T.match_sparse_buffer(a, (I,), "float32")
+    B = T.match_sparse_buffer(b, (I,), "float32")
+    C = T.match_sparse_buffer(c, (I,), "float32")
+    with T.sp_iter([I], "S", "zero") as [i]:
+        C[i] = T.float32(0)
+    with T.sp_iter([I, K], "SR", "add_a") as [i, k]:   # adds into C, as format_decompose's
+        with T.init():                                 # parts do (identity init)
+            C[i] = C[i]
+        C[i] = C[i] + A[i]
+    with T.sp_iter([I, K], "SR", "add_b") as [i, k]:
+        with T.init():
+            C[i] = C[i]
+        C[i] = C[i] + B[i]
+
+
+def _marked(func, names):
+    """``func`` lowered with the first loop of each named nest parallel and marked for fusion."""
+    sch = tvm.s_tir.Schedule(sparsetir.lower_sparse_iter(func.specialize({"m": M})))
+    for name in names:
+        block = sch.get_sblock(f"{name}0")
+        sch.parallel(sch.get_loops(block)[0])
+        sch.annotate(block, FUSE_ANNOTATION, True)
+    return sch.mod
+
+
+def test_a_nest_reading_what_another_writes_is_not_fused():
+    mod = _marked(two_nests, ["first", "second"])
+    with pytest.raises(HorizontalFusionError, match=r"share B, which one writes"):
+        sparsetir.build(mod, "llvm", schedule="none", horizontal_fuse=True)
+    kernel = sparsetir.build(mod, "llvm", schedule="none")      # unfused: right
+    a = np.arange(M, dtype=np.float32)
+    b, c = np.full(M, np.nan, np.float32), np.full(M, np.nan, np.float32)
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c, (2 * a)[::-1])
+
+
+def test_nests_that_only_add_into_one_output_are_fused():
+    mod = _marked(two_adds, ["add_a", "add_b"])
+    fused, _ = lower_to_stage3(mod, "llvm", "none", True)
+    assert len(top_level_nests(fused["main"])) == 2            # zeroing, both adds in one loop
+    kernel = sparsetir.build(mod, "llvm", schedule="none", horizontal_fuse=True)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(M).astype(np.float32), rng.standard_normal(M).astype(np.float32)
+    c = np.full(M, np.nan, np.float32)
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a + b, rtol=1e-6)
+
+
+def test_an_add_and_an_overwrite_of_one_output_are_not_fused():
+    mod = _marked(two_adds, ["zero", "add_a"])
+    with pytest.raises(HorizontalFusionError, match=r"zero0, add_a0: they share C"):
+        lower_to_stage3(mod, "llvm", "none", True)
+
+
+def test_cuda_adds_into_a_shared_output_must_be_atomic():
+    config = HybConfig(1, (1, 2), 2)
+    target = {"kind": "cuda", "arch": "sm_90"}
+    atomic = schedule_hyb_cuda(sparsetir.lower_sparse_iter(hyb_function(config, 32)), config)
+    lower_to_stage3(atomic, target, "none", True)               # the hyb schedule fuses
+    sch = tvm.s_tir.Schedule(atomic)
+    for name in config.rule_names():
+        sch.unannotate(sch.get_sblock(f"spmm_{name}1"), "atomic")
+    with pytest.raises(HorizontalFusionError, match=r"share Y, .*atomically accumulating"):
+        lower_to_stage3(sch.mod, target, "none", True)
