@@ -21,7 +21,7 @@ import sparsetir.ops
 from sparsetir.ops.bsr import schedule_bsr_cpu
 from sparsetir.ops.kernels import spmm as csrmm    # the CSR SpMM, written once
 from sparsetir.runtime.timing import median_seconds
-from sparsetir.transform.bsr import bsr_rule
+from sparsetir.stage1.bsr import bsr_rule
 
 BLOCK = 32
 

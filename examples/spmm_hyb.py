@@ -33,10 +33,10 @@ from sparsetir.data import load_graph
 from sparsetir.ops import SparseMatrix
 from sparsetir.ops.hyb import HybConfig, HybLayout, schedule_hyb_cpu, schedule_hyb_cuda
 from sparsetir.ops.kernels import spmm
-from sparsetir.ops.schedules import prefetch_distance
+from sparsetir.schedule.operators import prefetch_distance
 from sparsetir.runtime.timing import median_seconds
-from sparsetir.target import cuda_source
-from sparsetir.transform.hyb import ell_bucket_rule
+from sparsetir.backend.target import cuda_source
+from sparsetir.stage1.hyb import ell_bucket_rule
 
 CONFIG = HybConfig(parts=2, widths=(1, 2, 4, 8, 16, 32, 64), tiles=64)
 

@@ -1,6 +1,6 @@
 import pytest
 
-from sparsetir.target import cuda_available
+from sparsetir.backend.target import cuda_available
 
 
 def pytest_collection_modifyitems(config, items):

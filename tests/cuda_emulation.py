@@ -16,9 +16,9 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 import sparsetir
-from sparsetir.build import signature_of
+from sparsetir.driver.build_module import signature_of
 from sparsetir.runtime import Kernel
-from sparsetir.target import compile_module
+from sparsetir.backend.target import compile_module
 
 
 def serialize_threads(mod, reverse: bool = False):

@@ -5,7 +5,7 @@ Three families, each a Stage I function specialised to its sizes and scheduled f
 * zoo kernels (``tests/kernel_zoo.py``: ``csrmm``, ``sddmm``, ``fused_sddmm``) with ``build``'s
   default CUDA schedule, at feature sizes 32 and 128;
 * the ``sparsetir.ops`` CUDA kernels (``ops_spmm``, ``ops_spmm_unweighted``, ``ops_sddmm``:
-  ``kernels.CUDA_KERNELS`` with the schedules of ``ops/cuda_schedules.py``), at 32, 64, 128, 256;
+  ``kernels.CUDA_KERNELS`` with the schedules of ``schedule/operators_cuda.py``), at 32, 64, 128, 256;
 * the fp16 tensor-core BSR SpMM (``tc_bsrmm``: ``ops.tensorcore.bsr_spmm_tensorcore``, WMMA) at
   block sizes 16 and 32 and feature sizes 64 and 128.
 
@@ -38,7 +38,7 @@ import tvm
 
 import sparsetir
 from sparsetir.ops.kernels import CUDA_KERNELS
-from sparsetir.ops.schedules import schedule_for
+from sparsetir.schedule.operators import schedule_for
 from sparsetir.ops.tensorcore import bsr_spmm_tensorcore, bsrmm_fp16
 from sparsetir.runtime import BufferParam
 from sparsetir.schedule import default_schedule

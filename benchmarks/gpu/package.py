@@ -8,7 +8,7 @@ Python version. The folder (under 40 MB) holds:
   no compiler and no Python package: ``tvm_rt.py`` calls them through TVM FFI's C ABI.
 * ``kernels/``: zoo CSR SpMM (``csrmm``) and SDDMM (``sddmm``, ``fused_sddmm``) with the default
   CUDA schedule at feature sizes 32 and 128, the ``sparsetir.ops`` CUDA kernels (``ops_spmm``,
-  ``ops_spmm_unweighted``, ``ops_sddmm``, schedules of ``ops/cuda_schedules.py``) at 32, 64,
+  ``ops_spmm_unweighted``, ``ops_sddmm``, schedules of ``schedule/operators_cuda.py``) at 32, 64,
   128 and 256, and the fp16 tensor-core BSR SpMM (``tc_bsrmm``, ``ops/tensorcore.py``) at block
   sizes 16 and 32 and feature sizes 64 and 128, built by ``sparsetir.build`` for ``--arch`` and
   exported (fatbin inside), each with its CPU twin and a JSON of its parameters (``kernels.py``).
@@ -40,7 +40,7 @@ import tvm
 import tvm_ffi
 
 import sparsetir.data
-from sparsetir.target import _build_stub  # the libcuda.so.1 stand-in CUDA builds use here
+from sparsetir.backend.target import _build_stub  # the libcuda.so.1 stand-in CUDA builds use here
 
 from kernels import PACKAGED, export_kernel
 

@@ -1,8 +1,12 @@
 """sparsetir: a staged sparse-tensor compiler on the stock Apache TVM wheel.
 
-Stage I (coordinate space, ``sparsetir.ir``) is written with ``sparsetir.script.tir``;
-``lower_sparse_iter`` turns it into schedulable TensorIR (Stage II), ``lower_sparse_buffer`` into
-flat buffers (Stage III), and ``build`` into a callable kernel.
+Stage I (coordinate space, ``sparsetir.ir``) is written with ``sparsetir.script.tir`` and
+rewritten in place by ``sparsetir.stage1`` (``Schedule``, ``format_decompose``);
+``lower_sparse_iter`` (``sparsetir.lower``) turns it into schedulable TensorIR (Stage II,
+scheduled with ``tvm.s_tir.Schedule`` or ``sparsetir.schedule``), ``lower_sparse_buffer``
+(``sparsetir.transform``) into flat buffers (Stage III), and ``build`` (``sparsetir.driver``,
+compiling through ``sparsetir.backend``) into a callable kernel (``sparsetir.runtime``).
+``sparsetir.ops`` are the operators made that way; every error is a ``SparseTIRError``.
 """
 import os as _os
 
@@ -18,25 +22,36 @@ from . import (  # noqa: E402  (after the thread setting, before TVM's pool star
                         ops,
                         script,
 )
-from .build import build  # noqa: E402
-from .ir import SparseFunction  # noqa: E402
-from .sparse_schedule import Schedule, SparseScheduleError  # noqa: E402
-from .transform import (  # noqa: E402
+from .driver import build  # noqa: E402
+from .errors import (  # noqa: E402
+                        ArgumentError,
                         AtomicBlockError,
-                        InitPlacementError,
-                        LoweringError,
-                        lower_sparse_buffer,
-                        lower_sparse_iter,
-)
-from .transform.format_decompose import (  # noqa: E402
+                        BufferReferenceError,
                         FormatRewriteError,
+                        FormatTypeError,
+                        HorizontalFusionError,
+                        InitPlacementError,
+                        LayoutError,
+                        LoweringError,
+                        MetadataError,
+                        SparseScheduleError,
+                        SparseScriptError,
+                        SparseTIRError,
+)
+from .ir import SparseFunction  # noqa: E402
+from .lower import lower_sparse_iter  # noqa: E402
+from .stage1 import (  # noqa: E402
                         FormatRewriteRule,
+                        Schedule,
                         extract_preprocess,
                         format_decompose,
                         remove_preprocess,
 )
+from .transform import lower_sparse_buffer  # noqa: E402
 
-__all__ = ["AtomicBlockError", "FormatRewriteError", "FormatRewriteRule", "InitPlacementError",
-           "LoweringError", "Schedule", "SparseFunction", "SparseScheduleError", "build",
+__all__ = ["ArgumentError", "AtomicBlockError", "BufferReferenceError", "FormatRewriteError",
+           "FormatRewriteRule", "FormatTypeError", "HorizontalFusionError", "InitPlacementError",
+           "LayoutError", "LoweringError", "MetadataError", "Schedule", "SparseFunction",
+           "SparseScheduleError", "SparseScriptError", "SparseTIRError", "build",
            "extract_preprocess", "format", "format_decompose", "ir", "lower_sparse_buffer",
            "lower_sparse_iter", "ops", "remove_preprocess", "script"]

@@ -230,7 +230,7 @@ def test_found_by_attack(warm):
 
 def test_second_process_loads_kernels_from_disk(tmp_path, monkeypatch):
     script = textwrap.dedent("""
-        import time, numpy as np, scipy.sparse, sparsetir.ops as ops, sparsetir.ops.cache as c
+        import time, numpy as np, scipy.sparse, sparsetir.ops as ops, sparsetir.driver.cache as c
         compiled = []
         original = c._compile_and_store
         c._compile_and_store = lambda *a: compiled.append(1) or original(*a)

@@ -24,7 +24,7 @@ import sparsetir
 from cuda_emulation import emulate
 from sparsetir.ops.tensorcore import (bsr_operands, bsr_spmm_tensorcore, bsrmm_fp16,
                                       schedule_bsr_spmm_tensorcore)
-from sparsetir.target import cuda_source, export
+from sparsetir.backend.target import cuda_source, export
 
 BLOCK_SIZES = (16, 32)
 ARCHS = ("sm_80", "sm_90")

@@ -16,7 +16,7 @@ import scipy.sparse
 os.environ["SPARSETIR_CACHE"] = tempfile.mkdtemp()     # native code built from this package
 
 import sparsetir  # noqa: E402
-import sparsetir.native  # noqa: E402
+import sparsetir.backend.native  # noqa: E402
 import sparsetir.ops  # noqa: E402
 from sparsetir.script import tir as T  # noqa: E402
 
@@ -50,7 +50,7 @@ def main():
     matrix = sparsetir.ops.SparseMatrix(a)
     for _ in range(2):
         np.testing.assert_allclose(sparsetir.ops.spmm(matrix, x), a @ x, rtol=1e-5, atol=1e-6)
-    source = sparsetir.native.source_path("fastcall.c")
+    source = sparsetir.backend.native.source_path("fastcall.c")
     assert source.is_relative_to(Path(sparsetir.__file__).parent), source
     ((bound, _),) = matrix.calls.values()
     assert bound._fast.native is not None

@@ -7,7 +7,7 @@ import pytest
 import tvm
 from tvm import tirx
 
-from sparsetir.checks_kernel import compile_checks
+from sparsetir.runtime.compiled_checks import compile_checks
 from sparsetir.runtime import (ArgumentError, BufferParam, IndicesCheck, IndptrCheck,
                                ScalarParam, Signature, ValueDomainCheck)
 from sparsetir.runtime.validate import run_checks

@@ -23,7 +23,7 @@ from sparsetir.runtime import (
 from sparsetir.runtime.arguments import BufferConverter
 from sparsetir.runtime import native_call
 from sparsetir.runtime.fast_path import FastPath
-from sparsetir.target import compile_module, cuda_available
+from sparsetir.backend.target import compile_module, cuda_available
 
 
 @T.prim_func(s_tir=True)

@@ -17,7 +17,7 @@ from kernel_zoo import CASES
 from tvm import s_tir, tirx
 
 import sparsetir
-from sparsetir.transform.loop_signature import top_level_nests
+from sparsetir.lower.loop_signature import top_level_nests
 
 # scalar parameters baked in so that feature loops have a constant extent
 SPECIALIZE = {

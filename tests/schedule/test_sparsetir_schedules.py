@@ -18,7 +18,7 @@ from kernel_zoo import CASES
 from tvm import s_tir
 
 import sparsetir
-from sparsetir.target import cuda_source
+from sparsetir.backend.target import cuda_source
 
 ARCHS = ("sm_80", "sm_90")
 

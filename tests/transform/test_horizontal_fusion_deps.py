@@ -6,11 +6,11 @@ import pytest
 import tvm
 
 import sparsetir
-from sparsetir.build import lower_to_stage3
+from sparsetir.driver.build_module import lower_to_stage3
 from sparsetir.ops.hyb import HybConfig, hyb_function, schedule_hyb_cuda
 from sparsetir.script import tir as T
 from sparsetir.transform.horizontal_fusion import FUSE_ANNOTATION, HorizontalFusionError
-from sparsetir.transform.loop_signature import top_level_nests
+from sparsetir.lower.loop_signature import top_level_nests
 
 M = 64
 

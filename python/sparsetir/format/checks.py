@@ -25,13 +25,11 @@ from __future__ import annotations
 import operator
 
 import numpy as np
+from ..errors import FormatTypeError
 
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-class FormatTypeError(TypeError, ValueError):
-    """An argument of the wrong kind (float or bool indices, a size of 2.5, integer values):
-    a ``TypeError`` that is also the ``ValueError`` every check here raises."""
 
 
 def count(name: str, value, positive: bool = True) -> int:

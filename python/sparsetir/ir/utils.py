@@ -69,3 +69,11 @@ def structural_map(node, entries, order: str = "post"):
     if failures:
         raise failures[0]
     return mapped
+
+
+def is_identity_store(stmt) -> bool:
+    """Whether ``stmt`` is ``X[idx] = X[idx]`` (the init of a reduction that adds into what its
+    output holds; ``schedule.accumulator`` recognises the same)."""
+    return isinstance(stmt, tirx.BufferStore) and isinstance(stmt.value, tvm.ir.TensorLoad) \
+        and stmt.value.source.same_as(stmt.buffer) \
+        and tvm_ffi.structural_equal(list(stmt.value.indices), list(stmt.indices))

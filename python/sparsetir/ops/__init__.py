@@ -26,8 +26,8 @@ True
 
 from __future__ import annotations
 
-from ..cache_folder import CacheWarning
-from .cache import cache_dir, clear_cache
+from ..backend.cache_folder import CacheWarning
+from ..driver.cache import cache_dir, clear_cache
 from .matrix import SparseMatrix
 from .operators import sddmm, spmm
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import tvm
 
-from ..transform.accumulator import start_from_output
-from ..transform.bsr import bsr_rule
-from ..transform.format_decompose import format_decompose, remove_preprocess
+from ..schedule.accumulator import start_from_output
+from ..stage1.bsr import bsr_rule
+from ..stage1.format_decompose import format_decompose, remove_preprocess
 from .kernels import spmm
-from .schedules import accumulate_in_registers, schedule_zeroing, spmm_lanes
+from ..schedule.operators import accumulate_in_registers, schedule_zeroing, spmm_lanes
 
 
 def bsr_spmm_function(block_size: int, feat_size: int):

@@ -24,15 +24,15 @@ import tvm
 
 from ..format import check_csr, column_part_hyb
 from ..schedule import default_schedule
-from ..transform import lower_sparse_iter
-from ..transform.format_decompose import format_decompose, remove_preprocess
-from ..transform.accumulator import start_from_output
+from ..lower import lower_sparse_iter
+from ..stage1.format_decompose import format_decompose, remove_preprocess
+from ..schedule.accumulator import start_from_output
 from ..transform.horizontal_fusion import FUSE_ANNOTATION
-from ..transform.hyb import ell_bucket_rule
-from ..transform.prefetch import PREFETCH
-from .cache import cached_build
+from ..stage1.hyb import ell_bucket_rule
+from ..backend.prefetch import PREFETCH
+from ..driver.cache import cached_build
 from .kernels import spmm
-from .schedules import accumulate_in_registers, schedule_zeroing, spmm_lanes
+from ..schedule.operators import accumulate_in_registers, schedule_zeroing, spmm_lanes
 
 
 @dataclass(frozen=True)

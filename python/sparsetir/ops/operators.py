@@ -13,14 +13,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..runtime.errors import ArgumentError
-from ..transform import lower_sparse_iter
+from ..errors import ArgumentError
+from ..lower import lower_sparse_iter
 from .arrays import (DenseOperand, check_output, check_tensor, new_array, reordered_view,
                      writable_view)
-from .cache import cached_build, remembered
+from ..driver.cache import cached_build, remembered
 from .kernels import KERNELS
 from .matrix import SparseMatrix, as_sparse_matrix
-from .schedules import prefetch_distance, schedule_for
+from ..schedule.operators import prefetch_distance, schedule_for
 
 def _tiles() -> int:
     """Row tiles per call: enough that equal-nonzero tiles even out over the threads TVM

@@ -47,9 +47,9 @@ import tvm
 from tvm import s_tir
 
 from .. import format as sparse_format
-from ..build import build
+from ..driver.build_module import build
 from ..script import tir as T
-from ..transform import lower_sparse_iter
+from ..lower import lower_sparse_iter
 
 WMMA = 16          # the m = n = k of the fragments
 WARP = 32

@@ -7,7 +7,7 @@ Examples
 >>> kernel(indptr, indices, data, x, y, m, n, nnz)  # results land in y
 """
 from . import fork  # noqa: F401  (registers the fork handler: kernels work in forked children)
-from .errors import ArgumentError
+from ..errors import ArgumentError
 from .kernel import Kernel
 from .signature import (
                         BufferParam,

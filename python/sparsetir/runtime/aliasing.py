@@ -13,7 +13,7 @@ Example
 """
 from __future__ import annotations
 
-from .errors import ArgumentError
+from ..errors import ArgumentError
 
 
 def byte_ranges(passed) -> list:

@@ -17,7 +17,7 @@ import numpy as np
 import tvm
 import tvm_ffi
 
-from .errors import ArgumentError
+from ..errors import ArgumentError
 from .signature import BufferParam, ScalarParam
 
 

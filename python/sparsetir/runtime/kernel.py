@@ -11,7 +11,7 @@ import tvm_ffi
 from .aliasing import byte_ranges, check_no_aliasing
 from .arguments import (BufferConverter, ScalarConverter, host_array, immutable_memory,
                         outgrows_storage, private_copy, required_alignment)
-from .errors import CHECK_PREFIX, ArgumentError
+from ..errors import CHECK_PREFIX, ArgumentError
 from .fast_path import FastPath
 from .signature import BufferParam, IndicesCheck, ScalarParam, Signature, evaluate_int
 from .validate import run_checks

@@ -9,7 +9,7 @@ through the buffer protocol, and the arrays go to the compiled function as ``DLT
 pointers, with no conversion object at all. Anything else (torch tensors included) is declined
 and left to ``FastPath`` and the general path.
 
-The module is compiled with gcc on first use (``sparsetir.native``); where that is impossible
+The module is compiled with gcc on first use (``sparsetir.backend.native``); where that is impossible
 (no gcc, no Python headers) :func:`native_plan` returns None and calls stay in Python. Set
 ``SPARSETIR_NATIVE_CALL=0`` to turn it off.
 
@@ -33,7 +33,7 @@ import numpy as np
 import tvm_ffi
 import tvm_ffi.libinfo
 
-from ..native import build_shared
+from ..backend.native import build_shared
 
 _DLPACK_CODES = {"i": 0, "u": 1, "f": 2}     # numpy dtype kind -> DLPack type code
 MAX_SLOTS = 8                                # free buffer parameters a plan holds (fastcall.c)

@@ -11,7 +11,7 @@ from typing import Mapping
 import numpy as np
 from tvm import tirx
 
-from .errors import ArgumentError
+from ..errors import ArgumentError
 from .signature import IndicesCheck, IndptrCheck, ValueDomainCheck, evaluate_int
 
 

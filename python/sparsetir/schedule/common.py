@@ -6,7 +6,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from ..transform.loop_signature import top_level_nests
+from ..lower.loop_signature import top_level_nests
 
 
 def nest_blocks(sch, nests: list) -> list:

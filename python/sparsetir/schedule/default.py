@@ -36,7 +36,7 @@ from __future__ import annotations
 import tvm
 from tvm import s_tir
 
-from ..transform.loop_signature import untouched_nests
+from ..lower.loop_signature import untouched_nests
 from .cpu import schedule_cpu
 from .cuda import schedule_cuda
 

@@ -37,7 +37,7 @@ from .declarations import (
     IterAttrDecl,
     SpIterDecl,
 )
-from .errors import SparseScriptError
+from ..errors import SparseScriptError
 
 TOKEN = "sparsetir"
 

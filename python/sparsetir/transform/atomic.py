@@ -24,13 +24,12 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
-from ..ir.utils import structural_map
+from ..errors import AtomicBlockError
+from ..ir.utils import is_identity_store, structural_map
 
 ATOMIC_ANNOTATION = "atomic"
 
 
-class AtomicBlockError(ValueError):
-    """An ``"atomic"`` block that cannot be compiled as asked."""
 
 
 def check_atomic_inits(mod: tvm.IRModule) -> None:
@@ -98,14 +97,6 @@ def _without_identity_init(block):
         return block
     return s_tir.SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, block.body,
                         None, block.alloc_buffers, block.match_buffers, block.annotations)
-
-
-def is_identity_store(stmt) -> bool:
-    """Whether ``stmt`` is ``X[idx] = X[idx]`` (the init of a reduction that adds into what its
-    output holds; ``transform.accumulator`` recognises the same)."""
-    return isinstance(stmt, tirx.BufferStore) and isinstance(stmt.value, tvm.ir.TensorLoad) \
-        and stmt.value.source.same_as(stmt.buffer) \
-        and tvm_ffi.structural_equal(list(stmt.value.indices), list(stmt.indices))
 
 
 def _is_atomic(block) -> bool:

@@ -19,10 +19,9 @@ from __future__ import annotations
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
+from ..errors import InitPlacementError
 
 
-class InitPlacementError(ValueError):
-    """A reduction whose init may not run and which TVM cannot decompose."""
 
 
 def decompose_conditional_inits(mod: tvm.IRModule) -> tvm.IRModule:

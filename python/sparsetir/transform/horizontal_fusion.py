@@ -41,16 +41,16 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from ..ir.utils import substitute
-from .atomic import ATOMIC_ANNOTATION, is_identity_store
-from .errors import LoweringError
-from .loop_signature import top_level_nests
+from ..ir.utils import is_identity_store
+from .atomic import ATOMIC_ANNOTATION
+from ..errors import LoweringError
+from ..lower.loop_signature import top_level_nests
+from ..errors import HorizontalFusionError
 
 
 FUSE_ANNOTATION = "horizontal_fuse"
 
 
-class HorizontalFusionError(LoweringError):
-    """Nests that cannot share one launch."""
 
 
 def horizontal_fuse(mod: tvm.IRModule, target_kind: str = "llvm") -> tvm.IRModule:

@@ -1,0 +1,13 @@
+"""Stage III -> binary: targets, the TIR pipeline ``tvm.compile`` runs with its own passes,
+gcc-built helper libraries and the on-disk cache folder they and the kernels are kept in.
+
+``target`` (``make_target``, ``compile_module``, CUDA without a GPU), ``pipeline`` (the
+``"sparsetir"`` TIR pipeline and every TVM 0.27 workaround it needs), the passes it runs
+(``index_loads``, ``prefetch``, ``vector_reductions``, ``parallel_checks``), ``native`` (gcc) and
+``cache_folder``.
+
+Example
+-------
+>>> from sparsetir.backend.target import compile_module
+>>> executable = compile_module(stage3_module, "llvm")
+"""

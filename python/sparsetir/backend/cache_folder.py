@@ -1,0 +1,273 @@
+"""The on-disk cache: folders only the current user can change, and entries written atomically.
+
+Compiled kernels (``driver/cache.py``) and the libraries gcc builds (``native.py``) are kept under
+one root, :func:`root`: ``$SPARSETIR_CACHE`` (an empty value counts as unset), default
+``~/.cache/sparsetir``. What is kept there is loaded into the process and runs in it, so, as ssh
+and pip do, a folder is used only when it belongs to the current user and neither group nor
+others can write to it; the folders made here are 0700 and the files 0600 whatever the umask.
+Where the cache cannot be used (refused, not a folder, read-only, full) a :class:`CacheWarning`
+says why and the caller keeps what it compiled for this process only.
+
+An entry is a folder of files and ``metadata.json``: the marker that says the cache wrote the
+folder, with the entry's name and each file's size and SHA-256. It is filled in a staging
+folder beside it, fsync'd and renamed into place, so readers see all of it or nothing.
+:func:`read_entry` checks every file against the metadata before anything is loaded: a file cut
+short, emptied or swapped makes the entry a miss, and :func:`write_entry` replaces it.
+:func:`clear` removes the entries' own files only; anything else stays, with its folder.
+
+Example
+-------
+>>> folder = cache_folder.folder("kernels")       # None (with a CacheWarning): keep it in memory
+>>> entry = folder / key
+>>> files = cache_folder.read_entry(entry) or cache_folder.write_entry(entry, write_files)
+>>> files["kernel.so"]
+PosixPath('/home/me/.cache/sparsetir/kernels/<key>/kernel.so')
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import functools
+import hashlib
+import json
+import os
+import shutil
+import stat
+import tempfile
+import warnings
+from contextlib import suppress
+from pathlib import Path
+
+METADATA = "metadata.json"
+_FORMAT = 1
+_STAGING = ".staging-"
+_DAMAGED = (OSError, ValueError, KeyError, TypeError, AttributeError)   # what reading one raises
+
+
+class CacheWarning(UserWarning):
+    """The disk cache cannot be used (safely); what was compiled is kept for this process only."""
+
+
+class _Refused(Exception):
+    """A folder or file in the cache that another user could have written."""
+
+
+def root() -> Path:
+    """The cache's root folder: ``$SPARSETIR_CACHE``, or ``~/.cache/sparsetir`` when that is
+    unset or empty."""
+    return Path(os.environ.get("SPARSETIR_CACHE") or Path.home() / ".cache" / "sparsetir")
+
+
+def folder(name: str) -> Path | None:
+    """``root() / name``, made (0700) if missing, when both are folders of the current user that
+    group and others cannot write to; otherwise None, with a :class:`CacheWarning`."""
+    path = root() / name
+    try:
+        for step in (path.parent, path):      # the root first: nothing is made in a refused one
+            _make_private(step)
+            _check(step, os.stat(step), stat.S_ISDIR, "folder")
+    except _Refused as err:
+        _warn(f"sparsetir's disk cache is not used: {err}")
+        return None
+    except OSError as err:
+        _warn(f"sparsetir's disk cache is not used: cannot use the cache folder {path}: {err}")
+        return None
+    return path
+
+
+def read_entry(entry: Path) -> dict | None:
+    """``{name: path}`` of the entry's files when its metadata is there and every file has the
+    recorded size and SHA-256; None (a miss) when anything is missing, damaged or refused (a
+    refusal also warns)."""
+    try:
+        records = _metadata(entry)["files"]
+        if not all(_plain(name) for name in records):
+            return None
+        for name, record in records.items():
+            if _record(_own_bytes(entry / name)) != record:
+                return None
+    except _Refused as err:
+        _warn(f"sparsetir does not load the cache entry {entry}: {err}")
+        return None
+    except _DAMAGED:
+        return None
+    return {name: entry / name for name in records}
+
+
+def write_entry(entry: Path, write_files) -> dict | None:
+    """Make ``entry``: ``write_files(staging)`` writes its files into an empty private folder,
+    which gets the metadata and is renamed to ``entry`` (replacing a damaged entry there).
+
+    Returns ``{name: path}`` as :func:`read_entry` does (another process's entry when it placed
+    one first), or None when the disk refuses (with a :class:`CacheWarning`); whatever
+    ``write_files`` raises passes through. No staging folder is left behind."""
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=_STAGING, dir=entry.parent))
+    except OSError as err:
+        _warn(f"sparsetir cannot store {entry}: {err}")
+        return None
+    try:
+        os.chmod(staging, 0o700)
+        write_files(staging)
+        records = {}
+        for path in sorted(staging.iterdir()):
+            os.chmod(path, 0o600)
+            records[path.name] = _record(_synced_bytes(path))
+        _write_private(staging / METADATA,
+                       json.dumps({"format": _FORMAT, "key": entry.name, "files": records}))
+        _sync_folder(staging)
+        placed = _place(staging, entry, records)
+        _sync_folder(entry.parent)
+    except OSError as err:
+        _warn(f"sparsetir cannot store {entry}: {err}")
+        return None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)      # still there when the rename did not happen
+    return {name: entry / name for name in records} if placed else read_entry(entry)
+
+
+def clear(name: str, names) -> None:
+    """Remove the entries in ``root() / name`` (and staging folders a killed process left): the
+    files called ``names`` and the metadata, then each folder left empty, ``root() / name``
+    included. Files the cache did not write stay, and so do the folders holding them."""
+    path = root() / name
+    if not path.is_dir() or folder(name) is None:
+        return
+    for child in path.iterdir():
+        if child.is_symlink() or not child.is_dir():
+            continue
+        with suppress(_Refused, *_DAMAGED):
+            if child.name.startswith(_STAGING) or _metadata(child):
+                discard(child, names)
+    with suppress(OSError):
+        path.rmdir()
+
+
+def discard(entry: Path, names) -> None:
+    """Remove the files ``names`` and the metadata from ``entry``, then the folder; OSError when
+    it holds anything else (it then stays)."""
+    for name in {*names, METADATA}:
+        with suppress(FileNotFoundError):
+            os.unlink(entry / name)
+    try:
+        os.rmdir(entry)
+    except OSError as err:
+        if err.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise OSError(err.errno, "it holds files the cache did not write", str(entry)) from err
+        raise
+
+
+@functools.lru_cache(maxsize=1)
+def private_folder() -> Path:
+    """A 0700 folder for this process alone, removed when it exits: where libraries go that the
+    cache cannot keep."""
+    path = Path(tempfile.mkdtemp(prefix="sparsetir-"))
+    os.chmod(path, 0o700)
+    atexit.register(_remove_in, os.getpid(), path)
+    return path
+
+
+def _remove_in(process: int, path: Path) -> None:
+    if os.getpid() == process:              # not in a forked child, which shares the folder
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _make_private(path: Path) -> None:
+    """Make ``path`` and its missing parents, each 0700 whatever the umask."""
+    if path.is_dir():
+        return
+    if path.parent != path:
+        _make_private(path.parent)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        return                      # a file, or made by someone else meanwhile: checked after
+    os.chmod(path, 0o700)
+
+
+def _check(path: Path, status: os.stat_result, is_kind, kind: str) -> None:
+    if not is_kind(status.st_mode):
+        raise OSError(errno.ENOTDIR if kind == "folder" else errno.EISDIR,
+                      f"not a {kind}", str(path))
+    user = os.geteuid()
+    if status.st_uid != user:
+        raise _Refused(f"the {kind} {path} belongs to uid {status.st_uid}, not to you (uid "
+                       f"{user}); point SPARSETIR_CACHE at a folder of your own")
+    if status.st_mode & 0o022:
+        raise _Refused(f"the {kind} {path} can be written by group or others (mode "
+                       f"{stat.S_IMODE(status.st_mode):o}); chmod go-w it, or point "
+                       "SPARSETIR_CACHE at a folder of your own")
+
+
+def _metadata(entry: Path) -> dict:
+    """The entry's metadata when the cache wrote it for this very folder (raises otherwise)."""
+    _check(entry, os.stat(entry), stat.S_ISDIR, "folder")
+    metadata = json.loads(_own_bytes(entry / METADATA))
+    if metadata["format"] != _FORMAT or metadata["key"] != entry.name:
+        raise ValueError(f"{entry / METADATA} is not this entry's metadata")
+    return metadata
+
+
+def _own_bytes(path: Path) -> bytes:
+    """The contents of a regular file (not a link) of the current user that no one else can
+    write; OSError or _Refused otherwise."""
+    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
+        _check(path, os.fstat(file.fileno()), stat.S_ISREG, "file")
+        return file.read()
+
+
+def _synced_bytes(path: Path) -> bytes:
+    with open(path, "rb") as file:
+        os.fsync(file.fileno())
+        return file.read()
+
+
+def _write_private(path: Path, text: str) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with open(descriptor, "w") as file:
+        os.fchmod(descriptor, 0o600)
+        file.write(text)
+        file.flush()
+        os.fsync(descriptor)
+
+
+def _sync_folder(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _record(data: bytes) -> dict:
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _plain(name) -> bool:
+    return isinstance(name, str) and name not in ("", ".", "..", METADATA) and "/" not in name
+
+
+def _place(staging: Path, entry: Path, records: dict) -> bool:
+    """Rename ``staging`` to ``entry``; False when another process's intact entry is there."""
+    if _renamed(staging, entry):
+        return True
+    if read_entry(entry) is not None:
+        return False
+    discard(entry, records)                # a damaged entry: this one replaces it
+    return _renamed(staging, entry)
+
+
+def _renamed(staging: Path, entry: Path) -> bool:
+    try:
+        os.rename(staging, entry)
+    except OSError as err:
+        if err.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            return False                    # a non-empty folder is there
+        raise
+    return True
+
+
+def _warn(message: str) -> None:
+    warnings.warn(f"{message}. What is compiled now is kept for this process only.",
+                  CacheWarning, stacklevel=3)

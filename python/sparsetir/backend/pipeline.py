@@ -1,0 +1,137 @@
+"""The TIR pipeline ``build`` compiles with: TVM's own, plus one repair and one optimisation.
+
+TVM 0.27 loses track of a buffer in two situations that sparse schedules produce: a block-local
+buffer whose shape depends on a block variable (``cache_read`` of one row's values gives
+``A_local`` of shape ``indptr[vi+1] - indptr[vi]``), and a buffer compacted to a region whose
+bounds read another compacted buffer. ``ConvertBlocksToOpaque`` and ``CompactBufferAllocation``
+then leave the body referring to a copy of the buffer that is never allocated, and
+``FlattenBuffer`` stops with "Buffer A_local is used before its definition". The ``sparsetir``
+pipeline runs TVM's block lowering, points every such reference back at the buffer that is
+allocated under the same name, and then runs TVM's default pipeline (whose block passes have
+nothing left to do); ``report_parallel_checks`` makes a check that fails in a parallel loop
+stop the call even on one thread (where TVM drops the error), ``vectorize_reductions``
+splits scalar dot products into vector lanes (CPU), ``prefetch_gathers`` prefetches gathered
+rows ahead in loops annotated for it, and ``hoist_index_loads`` moves loop-invariant tests out
+of loops and binds loads of read-only index arrays once per loop iteration. Where an
+allocation's size depends on a loop variable, TVM's ``StorageRewrite`` (which would hoist it
+out of that loop) is turned off for that module.
+
+Example
+-------
+>>> # tvm.compile(mod, target, tir_pipeline=PIPELINE_NAME)    (registered on import)
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+from tvm.tirx import compilation_pipeline
+
+from ..ir.utils import structural_map
+from .index_loads import hoist_index_loads
+from .parallel_checks import report_parallel_checks
+from .prefetch import prefetch_gathers
+from .vector_reductions import vectorize_reductions
+from ..errors import BufferReferenceError
+
+PIPELINE_NAME = "sparsetir"
+
+# TVM's default s_tir pipeline up to the point where blocks are gone (same passes, same order)
+_BLOCK_LOWERING = (
+    "CanonicalizeLoop", "LowerCrossThreadReduction", "LowerInitBlock",
+    "PlanAndUpdateBufferAllocationLocation", "ConvertBlocksToOpaque", "LiftThreadBinding",
+    "ManifestSharedMemoryLocalStage", "CompactBufferAllocation", "LowerAutoCopy",
+    "UnifyThreadBinding", "LowerMatchBuffer", "StmtSimplify", "InjectPermutedLayout",
+    "AnnotateIrregularLoop", "InjectSoftwarePipeline", "TransformMmaBufferLayout",
+    "LowerOpaqueBlock",
+)
+
+
+def lower_blocks(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with its blocks lowered to plain loops as the ``sparsetir`` pipeline lowers them
+    (TVM's block passes, then ``repair_buffer_references``): what the later passes and the
+    analyses of generated loops see."""
+    passes = [getattr(s_tir.transform, name)() for name in _BLOCK_LOWERING]
+    return tvm.transform.Sequential(passes + [repair_buffer_references])(mod)
+
+
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="sparsetir.RepairBufferReferences")
+def repair_buffer_references(func, _mod, _ctx):
+    """Point uses of a never-allocated copy of a buffer at the allocated buffer of its name."""
+    defined = {p for p in func.params if tirx.is_buffer_var(p)}
+    tvm_ffi.structural_walk(func.body, ((tirx.AllocBuffer, tirx.DeclBuffer),
+                                        lambda node: defined.add(node.buffer)), order="pre")
+    used = set()
+    tvm_ffi.structural_walk(func.body, [
+        (tirx.BufferStore, lambda s: used.add(s.buffer)),
+        (tvm.ir.TensorLoad, lambda load: used.add(load.source))], order="pre")
+    stray = [b for b in used if b not in defined and tirx.is_buffer_var(b)]
+    if not stray:
+        return func
+    by_name = {}
+    for buf in defined:
+        by_name.setdefault(buf.name, []).append(buf)
+    mapping = {}
+    for buf in stray:
+        candidates = [c for c in by_name.get(buf.name, [])
+                      if str(c.dtype) == str(buf.dtype) and c.scope() == buf.scope()]
+        if len(candidates) != 1:
+            raise BufferReferenceError(f"buffer {buf.name} is used but never allocated")
+        mapping[buf] = candidates[0]
+
+    def on_load(load):
+        return tirx.BufferLoad(mapping[load.source], list(load.indices)) \
+            if load.source in mapping else load
+
+    def on_store(store):
+        return tirx.BufferStore(mapping[store.buffer], store.value, list(store.indices)) \
+            if store.buffer in mapping else store
+
+    return func.with_body(structural_map(
+        func.body, [(tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store)], order="post"))
+
+
+def _sparsetir_pipeline(**kwargs):
+    default, finalize_host, finalize_device = compilation_pipeline.get_tir_pipeline("s_tir",
+                                                                                    **kwargs)
+    blocks = tvm.transform.Sequential(
+        [getattr(s_tir.transform, name)() for name in _BLOCK_LOWERING]
+        + [repair_buffer_references, report_parallel_checks, vectorize_reductions,
+           prefetch_gathers, hoist_index_loads])
+
+    @tvm.transform.module_pass(opt_level=0, name="sparsetir.Pipeline")
+    def pipeline(mod, ctx):
+        mod = blocks(mod)
+        if not _has_loop_dependent_allocation(mod):
+            return default(mod)
+        # TVM's StorageRewrite hoists every allocation to the top of the function, which
+        # breaks one whose size depends on a loop (a row's cache): keep those in place
+        config = dict(ctx.config)
+        config["tirx.disable_storage_rewrite"] = True
+        with tvm.transform.PassContext(opt_level=ctx.opt_level, config=config):
+            return default(mod)
+
+    return pipeline, finalize_host, finalize_device
+
+
+def _has_loop_dependent_allocation(mod) -> bool:
+    for func in mod.functions.values():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        params = set(func.params)
+        sizes = []
+        tvm_ffi.structural_walk(func.body, (tirx.AllocBuffer,
+                                            lambda node: sizes.extend(node.buffer.shape)),
+                                order="pre")
+        free = []
+        for size in sizes:
+            tvm_ffi.structural_walk(size, (tirx.Var, free.append), order="pre")
+        if any(v not in params for v in free):
+            return True
+    return False
+
+
+compilation_pipeline.register_tir_pipeline(PIPELINE_NAME, _sparsetir_pipeline)

@@ -1,0 +1,258 @@
+"""Targets and compilation for ``llvm`` (CPU) and ``cuda``.
+
+CUDA kernels compile to real device binaries (fatbins) even on a machine without
+a GPU: see :func:`compile_module`.
+
+Examples
+--------
+>>> from sparsetir.backend.target import compile_module, cuda_source, export
+>>> ex = compile_module(mod, "cuda")           # doctest: +SKIP
+>>> "__global__" in cuda_source(ex)            # doctest: +SKIP
+True
+>>> export(ex, "kernels.so")                   # doctest: +SKIP
+PosixPath('kernels.so')
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+from pathlib import Path
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.base import _LOADED_LIBS
+from tvm.target.codegen import llvm_get_system_cpu
+from tvm_ffi.libinfo import load_lib_ctypes
+
+from .native import build_shared
+from .pipeline import PIPELINE_NAME
+
+__all__ = ["make_target", "compile_module", "cuda_available", "cuda_source", "export"]
+
+DEFAULT_CUDA_ARCH = "sm_80"
+
+
+def make_target(target, arch=None) -> tvm.target.Target:
+    """Turn a target name, dict or Target into a :class:`tvm.target.Target`.
+
+    Parameters
+    ----------
+    target : str, dict or tvm.target.Target
+        ``"llvm"`` (this machine's CPU, never ``-mcpu=native``, which LLVM turns
+        into ``generic``), ``"cuda"`` (with an ``llvm`` host), a target dict, or a
+        Target (returned as is).
+    arch : str, optional
+        CUDA architecture for ``"cuda"``, default ``"sm_80"``.
+
+    Returns
+    -------
+    tvm.target.Target
+
+    Raises
+    ------
+    ValueError
+        If ``target`` is a string other than ``"llvm"`` or ``"cuda"``.
+
+    Examples
+    --------
+    >>> make_target("cuda", arch="sm_90").attrs["arch"]
+    'sm_90'
+    """
+    if isinstance(target, tvm.target.Target):
+        return target
+    if isinstance(target, dict):
+        return tvm.target.Target(target)
+    if target == "llvm":
+        cores = len(os.sched_getaffinity(0))
+        return tvm.target.Target({"kind": "llvm", "mcpu": llvm_get_system_cpu(), "num-cores": cores})
+    if target == "cuda":
+        return tvm.target.Target({"kind": "cuda", "arch": arch or DEFAULT_CUDA_ARCH, "host": {"kind": "llvm"}})
+    raise ValueError(f"unknown target {target!r}: expected 'llvm', 'cuda', a dict or a tvm.target.Target")
+
+
+def compile_module(mod: tvm.IRModule, target) -> tvm.runtime.Executable:
+    """Compile scheduled TIR for a CPU or a CUDA GPU.
+
+    For ``cuda`` this produces a device binary even without a GPU. Unless
+    ``TVM_CUDA_COMPILE_MODE`` is set, it sets it to ``nvcc`` for the process
+    when the ``cuda-bindings`` package (NVRTC) is missing. On a machine without
+    an NVIDIA driver it loads TVM's CUDA runtime against a stand-in
+    ``libcuda.so.1``, built once from ``src/cuda_stub/libcuda_stub.c`` (shipped in the
+    package as ``sparsetir/native/``) into
+    the disk cache, ``$SPARSETIR_CACHE/libcuda_stub/`` (default ``~/.cache/sparsetir``).
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        Functions to compile. For ``cuda`` every function must bind a loop to
+        ``blockIdx``/``threadIdx``; for ``llvm`` none may.
+    target : str, dict or tvm.target.Target
+        Anything :func:`make_target` accepts.
+
+    Returns
+    -------
+    tvm.runtime.Executable
+        Call ``executable["name"](...)``; for ``cuda`` the device code is in
+        ``executable.mod.imports``.
+
+    Raises
+    ------
+    ValueError
+        If a function has no thread binding (``cuda``) or has one (``llvm``), or
+        the target kind is neither ``llvm`` nor ``cuda``.
+    RuntimeError
+        If TVM's CUDA runtime library cannot be loaded.
+
+    Examples
+    --------
+    >>> ex = compile_module(sch.mod, "llvm")     # doctest: +SKIP
+    >>> ex["main"](a, b)                         # doctest: +SKIP
+    """
+    tgt = make_target(target)
+    kind = tgt.kind.name
+    if kind not in ("llvm", "cuda"):
+        raise ValueError(f"unsupported target kind {kind!r}: expected 'llvm' or 'cuda'")
+    funcs = {gv.name_hint: func for gv, func in mod.functions.items() if isinstance(func, tirx.PrimFunc)}
+    if kind == "llvm":
+        bound = [name for name, func in funcs.items() if _binds_threads(func)]
+        if bound:
+            raise ValueError(f"cannot compile {bound} for llvm: loops are bound to GPU threads")
+        return tvm.compile(mod, target=tgt, tir_pipeline=PIPELINE_NAME)
+    unbound = [name for name, func in funcs.items() if not _binds_threads(func)]
+    if unbound:
+        raise ValueError(f"cannot compile {unbound} for cuda: no loop is bound to blockIdx/threadIdx "
+                         "(bind loops with Schedule.bind)")
+    for name, func in funcs.items():
+        for index, nest in enumerate(_top_level_loop_nests(func)):
+            if not _binds_threads_in(nest):
+                raise ValueError(
+                    f"cannot compile {name} for cuda: its top-level loop nest {index} binds no "
+                    "loop to blockIdx/threadIdx and would run on the host over device memory "
+                    "(bind it, or build with schedule='auto' to give it the default schedule)")
+    _load_cuda_runtime()
+    _choose_cuda_compiler()
+    with tgt:  # the nvcc callback reads the architecture from the current target
+        ex = tvm.compile(mod, target=tgt, tir_pipeline=PIPELINE_NAME)
+    if not ex.mod.imports:
+        raise RuntimeError("cuda compilation produced host code only: no loop is bound to blockIdx/threadIdx")
+    return ex
+
+
+def cuda_available() -> bool:
+    """Whether a real NVIDIA GPU can run kernels here (driver loads and device 0 exists).
+
+    Examples
+    --------
+    >>> cuda_available()                         # doctest: +SKIP
+    False
+    """
+    if not _driver_present():
+        return False
+    try:
+        _load_cuda_runtime()
+    except RuntimeError:
+        return False
+    return tvm.cuda(0).exist
+
+
+def cuda_source(executable: tvm.runtime.Executable) -> str:
+    """Return the CUDA C that ``executable`` was compiled from.
+
+    Examples
+    --------
+    >>> print(cuda_source(compile_module(mod, "cuda")))   # doctest: +SKIP
+    extern "C" __global__ void ...
+    """
+    for module in executable.mod.imports:
+        if module.kind == "cuda":
+            return module.inspect_source("cuda")
+    raise ValueError("the executable has no CUDA device module")
+
+
+def export(executable: tvm.runtime.Executable, path) -> Path:
+    """Write ``executable`` as a shared library loadable by ``tvm.runtime.load_module``.
+
+    A CUDA executable's library embeds the device binary (fatbin).
+
+    Examples
+    --------
+    >>> export(compile_module(mod, "cuda"), "kernels.so")   # doctest: +SKIP
+    PosixPath('kernels.so')
+    """
+    path = Path(path)
+    executable.export_library(str(path))
+    return path
+
+
+def _binds_threads(func: tirx.PrimFunc) -> bool:
+    """Whether ``func`` has a loop bound to a GPU thread axis (scheduled or lowered form)."""
+    return _binds_threads_in(func.body)
+
+
+def _top_level_loop_nests(func: tirx.PrimFunc) -> list:
+    """The loop statements directly in the root block's body (schedulable TIR only)."""
+    from tvm import s_tir  # pylint: disable=import-outside-toplevel
+    if not isinstance(func.body, s_tir.SBlockRealize):
+        return []
+    body = func.body.block.body
+    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    return [stmt for stmt in stmts if isinstance(stmt, tirx.For)]
+
+
+def _binds_threads_in(node) -> bool:
+    """Whether ``node`` has a loop bound to a GPU thread axis (scheduled or lowered form)."""
+    def visit(node):
+        if isinstance(node, tirx.For) and node.kind == tirx.ForKind.THREAD_BINDING:
+            return tvm_ffi.VisitInterrupt(node)
+        if isinstance(node, tirx.AttrStmt) and node.attr_key == "thread_extent":
+            return tvm_ffi.VisitInterrupt(node)
+        return None
+
+    return tvm_ffi.structural_walk(node, ((tirx.For, tirx.AttrStmt), visit), order="pre") is not None
+
+
+def _choose_cuda_compiler() -> None:
+    """Use nvcc unless the user chose a compiler or NVRTC (``cuda-bindings``) is installed."""
+    if "TVM_CUDA_COMPILE_MODE" in os.environ:
+        return
+    try:
+        import cuda.bindings.nvrtc  # noqa: F401  pylint: disable=import-outside-toplevel
+    except ImportError:
+        if shutil.which("nvcc") is None:
+            raise RuntimeError("compiling CUDA needs nvcc on PATH or the cuda-bindings package") from None
+        os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
+
+
+def _driver_present() -> bool:
+    """Whether a real NVIDIA driver loads (the stub, which lacks ``cuInit``, does not count)."""
+    try:
+        return hasattr(ctypes.CDLL("libcuda.so.1"), "cuInit")
+    except OSError:
+        return False
+
+
+def _load_cuda_runtime() -> None:
+    """Register TVM's CUDA runtime, loading the driver stub first when there is no driver.
+
+    ``import tvm`` tries to load ``libtvm_runtime_cuda.so`` and silently gives
+    up when its dependency ``libcuda.so.1`` is missing. Once a library with that
+    soname is loaded, the dynamic loader uses it to satisfy the dependency.
+    """
+    if tvm.runtime.enabled("cuda"):
+        return
+    if not _driver_present():
+        ctypes.CDLL(str(_build_stub()), mode=ctypes.RTLD_GLOBAL)
+    runtime_dir = Path(_LOADED_LIBS["tvm_runtime"]._name).resolve().parent
+    try:
+        _LOADED_LIBS["tvm_runtime_cuda"] = load_lib_ctypes(
+            "tvm", "tvm_runtime_cuda", "RTLD_LOCAL", extra_lib_paths=[runtime_dir])
+    except OSError as err:
+        raise RuntimeError(f"cannot load TVM's CUDA runtime (it also needs the CUDA toolkit's "
+                           f"libcudart): {err}") from err
+
+
+def _build_stub() -> Path:
+    """Compile the driver stub into the cache once per source version; return its path."""
+    return build_shared("libcuda_stub.c", ["-Wl,-soname,libcuda.so.1"])

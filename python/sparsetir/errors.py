@@ -1,0 +1,95 @@
+"""Every error sparsetir raises, under one base: ``except sparsetir.SparseTIRError`` catches them.
+
+Each class also keeps the builtin base it has always had (``ArgumentError`` is a ``ValueError``,
+``SparseScriptError`` a ``SyntaxError``...), so code written against those keeps working. The
+classes are grouped by the stage that raises them.
+
+Example
+-------
+>>> import sparsetir
+>>> issubclass(sparsetir.ArgumentError, (sparsetir.SparseTIRError, ValueError))
+True
+>>> try:
+...     sparsetir.ops.spmm(A, X.astype("float64"))
+... except sparsetir.SparseTIRError as err:    # or TypeError, as before
+...     print(type(err).__name__)
+"""
+
+
+class SparseTIRError(Exception):
+    """The base of every sparsetir error."""
+
+
+# Stage I: the script front end and Stage I -> Stage I rewrites
+
+class SparseScriptError(SparseTIRError, SyntaxError):
+    """A sparse kernel that cannot be parsed; the message names the line and the problem."""
+
+
+class SparseScheduleError(SparseTIRError, ValueError):
+    """A Stage I schedule primitive refused its arguments; the message says why."""
+
+
+# Stage I -> Stage II: lowering
+
+class LoweringError(SparseTIRError, ValueError):
+    """A Stage I function that cannot be lowered; the message names the construct."""
+
+
+class FormatRewriteError(LoweringError):
+    """A rule that does not describe a rewrite of the function it is applied to."""
+
+
+class LayoutError(SparseTIRError, ValueError):
+    """A sparse buffer whose axes do not describe a storage layout."""
+
+
+class MetadataError(SparseTIRError, ValueError):
+    """A size in the metadata names a parameter whose value cannot be known."""
+
+
+# Stage II -> Stage III and the backend
+
+class InitPlacementError(SparseTIRError, ValueError):
+    """A reduction whose init may not run and which TVM cannot decompose."""
+
+
+class AtomicBlockError(SparseTIRError, ValueError):
+    """An ``"atomic"`` block that cannot be compiled as asked."""
+
+
+class HorizontalFusionError(LoweringError):
+    """Nests that cannot share one launch."""
+
+
+class BufferReferenceError(SparseTIRError, RuntimeError):
+    """A buffer is used but never allocated, and no allocated buffer can stand for it."""
+
+
+# Calling a kernel, and the data given to it
+
+class ArgumentError(SparseTIRError, ValueError):
+    """An argument of a :class:`~sparsetir.runtime.Kernel` call is unusable.
+
+    Raised before the compiled code runs, for a wrong dtype, length, device,
+    type or count of arguments, or for index arrays that fail validation.
+    The message names the offending parameter.
+
+    Examples
+    --------
+    >>> try:
+    ...     kernel(indptr.astype("int64"), indices, data, x, y, m, n, nnz)
+    ... except ArgumentError as err:
+    ...     print(err)
+    argument 'indptr': dtype int64 does not match the kernel's int32
+    """
+
+
+class FormatTypeError(SparseTIRError, TypeError, ValueError):
+    """An argument of the wrong kind (float or bool indices, a size of 2.5, integer values):
+    a ``TypeError`` that is also the ``ValueError`` every check here raises."""
+
+
+CHECK_PREFIX = "sparsetir: "
+"""Start of the message of every check compiled into a kernel; the call turns such an error
+into an ``ArgumentError``."""

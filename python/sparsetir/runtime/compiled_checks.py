@@ -1,0 +1,174 @@
+"""The index checks of a kernel, compiled into a CPU function of their own.
+
+The call wrapper validates every index array before a kernel runs (``runtime.validate``).
+Done with numpy, that costs several times a small kernel; compiled, each check is a flat loop
+over the array that LLVM vectorises. ``compile_checks`` builds that function from a
+``Signature``'s checks: row pointers first (start at 0, non-decreasing, end at ``nnz``), then
+indices (in range, strictly increasing within a row when the axis is sorted) and declared value
+domains. The function counts violations into a one-element ``int64`` array it is given, the
+last argument, and skips the remaining checks once one has failed (a later check may index
+with an array an earlier one refused); it allocates nothing and never raises, so a refused call
+costs no more than an accepted one and leaves nothing behind. On a failure the call wrapper
+runs the numpy checks, whose message names the row and position.
+
+Example
+-------
+>>> # checks = compile_checks(signature)          # None when there is nothing to check
+>>> # checks(values)                              # False when an index array is invalid
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import tirx
+from tvm.script.ir_builder import IRBuilder
+from tvm.script.ir_builder import tirx as Tb
+
+from .signature import (
+    BufferParam,
+    IndicesCheck,
+    IndptrCheck,
+    ScalarParam,
+    ValueDomainCheck,
+)
+from ..backend.target import compile_module
+
+
+class CompiledChecks:
+    """A compiled check function and the positions of the call arguments it takes."""
+
+    def __init__(self, function, buffer_positions: list, scalar_positions: list):
+        self.function = function
+        self.buffer_positions = buffer_positions
+        self.scalar_positions = scalar_positions
+
+    def __call__(self, values: list) -> bool:
+        """Run the checks on a call's converted arguments; False when one fails."""
+        violations = np.zeros(1, np.int64)     # one per call: threads may share the kernel
+        self.function(*[values[i] for i in self.buffer_positions],
+                      *[values[i] for i in self.scalar_positions], violations)
+        return not violations[0]
+
+
+def compile_checks(signature, executable=None) -> CompiledChecks | None:
+    """The compiled form of ``signature.checks`` for the host CPU, or None if it has none.
+
+    ``executable`` is a module compiled earlier from the same signature (``checks_module``),
+    loaded from a cache: it is used instead of compiling again.
+    """
+    if not signature.checks:
+        return None
+    buffer_positions, scalar_positions = _positions(signature)
+    if executable is None:
+        executable = compile_module(checks_module(signature), "llvm")
+    return CompiledChecks(executable["main"], buffer_positions, scalar_positions)
+
+
+def _positions(signature) -> tuple:
+    params = list(signature.params)
+    names = [c.param for c in signature.checks] + [c.indptr for c in signature.checks
+                                                   if isinstance(c, IndicesCheck) and c.indptr]
+    buffer_positions = [i for i, p in enumerate(params)
+                        if isinstance(p, BufferParam) and p.name in names]
+    scalar_positions = [i for i, p in enumerate(params) if isinstance(p, ScalarParam)]
+    return buffer_positions, scalar_positions
+
+
+def checks_module(signature) -> tvm.IRModule:
+    """The check function of ``signature`` (which must have checks) as TIR."""
+    buffer_positions, scalar_positions = _positions(signature)
+    params = list(signature.params)
+    with IRBuilder() as builder:
+        with Tb.prim_func():
+            Tb.func_name("check_indices")
+            Tb.func_attr({"tir.noalias": True})
+            buffers = {}
+            for i in buffer_positions:
+                param = params[i]
+                handle = Tb.arg(param.name, Tb.handle())
+                buffers[param.name] = Tb.match_buffer(
+                    handle, [param.length], param.dtype,
+                    align=tvm.runtime.DataType(param.dtype).bits // 8)
+            for i in scalar_positions:
+                Tb.arg(params[i].name, params[i].var)
+            violations = Tb.match_buffer(Tb.arg("violations", Tb.handle()), [1], "int64")
+            Tb.buffer_store(violations, tirx.const(0, "int64"), [0])
+            for check in sorted(signature.checks, key=lambda c: not isinstance(c, IndptrCheck)):
+                with Tb.If(violations[0] == 0):      # an earlier check failed: stop
+                    with Tb.Then():
+                        _emit(check, buffers, violations)
+    return tvm.IRModule({"main": builder.get()})
+
+
+def _count(violations, start, stop, condition, sign: int = 1) -> None:
+    """Add (``sign`` 1) or subtract (-1) the number of ``i`` in ``[start, stop)`` where
+    ``condition(i)`` holds to ``violations[0]``: one flat loop that LLVM vectorises (a loop
+    per row costs more than the check on short rows)."""
+    with Tb.serial(start, tirx.max(start, stop)) as i:
+        hit = tirx.Cast("int64", condition(i))
+        Tb.buffer_store(violations, violations[0] + hit if sign > 0 else violations[0] - hit, [0])
+
+
+def _flag(violations, failed) -> None:
+    """Count one violation where the scalar condition ``failed`` holds."""
+    Tb.buffer_store(violations, violations[0] + tirx.Cast("int64", failed), [0])
+
+
+def _emit(check, buffers: dict, violations) -> None:
+    if isinstance(check, IndptrCheck):
+        indptr = buffers[check.param]
+        rows = indptr.shape[0] - 1
+        with Tb.If(rows >= 0):       # loads are unconditional in TIR: read nothing outside
+            with Tb.Then():
+                _flag(violations, tirx.Or(indptr[0] != 0, indptr[rows] != check.nnz))
+                _count(violations, 0, rows, lambda r: indptr[r] > indptr[r + 1])
+            with Tb.Else():
+                _flag(violations, tirx.const(True, "bool"))
+    elif isinstance(check, ValueDomainCheck):
+        values = buffers[check.param]
+        _count(violations, 0, values.shape[0], lambda p: tirx.Or(
+            values[p] < check.min, values[p] >= check.max))
+    else:
+        _emit_indices(check, buffers, violations)
+
+
+def _emit_indices(check: IndicesCheck, buffers: dict, violations) -> None:
+    """In range everywhere; sorted: every descent ``indices[p-1] >= indices[p]`` sits at the
+    start of a row (descents minus distinct row starts holding one must be 0)."""
+    indices = buffers[check.param]
+    total = indices.shape[0]
+    _count(violations, 0, total,
+           lambda p: tirx.Or(indices[p] < 0, indices[p] >= check.bound))
+    if not check.sorted:
+        return
+    with Tb.If(tirx.all(violations[0] == 0, total > 1)):
+        with Tb.Then():
+            _count(violations, 1, total, lambda p: _descends(check, indices[p - 1], indices[p]))
+            _subtract_row_starts(check, buffers, indices, total, violations)
+
+
+def _subtract_row_starts(check: IndicesCheck, buffers: dict, indices, total, violations) -> None:
+    """Subtract the descents that start a row, each counted once."""
+    if check.indptr is not None:
+        indptr = buffers[check.indptr]
+        rows = indptr.shape[0] - 1
+
+        def at_row_start(r):
+            start = indptr[r]        # in [0, total] once the row pointer passed its check
+            before = tirx.max(tirx.min(start, total), 1) - 1
+            return tirx.all(indptr[r - 1] < start, start < total,
+                            indices[before] >= indices[tirx.min(tirx.max(start, 0), total - 1)])
+
+        _count(violations, 1, rows, at_row_start, sign=-1)
+    elif check.width is not None:
+        width = tirx.max(check.width, 1)
+        _count(violations, 1, tirx.floordiv(total, width),
+               lambda r: _descends(check, indices[r * width - 1], indices[r * width]), sign=-1)
+
+
+def _descends(check: IndicesCheck, before, after):
+    """Whether ``after`` breaks the order of a sorted row: in a row of fixed width (ELL) a
+    slot may repeat the previous coordinate (padding), elsewhere coordinates increase."""
+    return before > after if check.indptr is None and check.width is not None \
+        else before >= after

@@ -1,0 +1,85 @@
+"""Accumulators that start from what the output already holds.
+
+A sub-kernel of ``format_decompose`` adds into an output that another sub-kernel has started
+(a row split over column partitions or over several ELL rows, or zeroed by a nest of its own):
+its reduction's init keeps the output as it is, ``Y[r, k] = Y[r, k]``. To sum such a row in
+registers the schedule does what it does for any reduction, ``cache_write`` into a small buffer
+then ``decompose_reduction``, but TVM rewrites every ``Y`` of the block, so the init becomes
+``Y_cache[c] = Y_cache[c]``: the accumulator would start from uninitialised memory.
+:func:`start_from_output` gives such an init back its meaning: it loads the accumulator from the
+output element the cache's write-back block stores it to (``Y_cache[c] = Y[g(c)]``, where the
+write-back is ``Y[g(v)] = Y_cache[v]``; TVM may have shrunk the cache to the region a block
+writes, so ``g`` adds that region's offset), the only change to TVM's result.
+
+Example
+-------
+>>> # acc = sch.cache_write(update, 0, "global"); sch.reverse_compute_at(acc, tile)
+>>> # init = sch.decompose_reduction(update, nonzeros)
+>>> # mod = start_from_output(sch.mod, [sch.get(init).name_hint])
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from ..ir.utils import structural_map, substitute
+from ..ir.utils import is_identity_store
+
+
+def start_from_output(mod: tvm.IRModule, init_names) -> tvm.IRModule:
+    """``mod`` with the identity stores of the blocks named in ``init_names`` (the inits
+    ``decompose_reduction`` made, ``C[c] = C[c]`` into a cache ``C``) loading the output
+    element that ``C[c]`` is written back to. A block of that name that is not such an
+    identity store, or whose cache has no single write-back block, is refused with a
+    ValueError."""
+    names = set(init_names)
+    found = set()
+    funcs = {}
+    for gv, func in mod.functions.items():
+        if isinstance(func, tirx.PrimFunc):
+            write_backs = _write_backs(func.body)
+            func = func.with_body(structural_map(
+                func.body, (s_tir.SBlock, lambda block: _load_from_output(block, names, found,
+                                                                          write_backs))))
+        funcs[gv] = func
+    missing = names - found
+    if missing:
+        raise ValueError(f"no init block named {', '.join(sorted(missing))}")
+    return tvm.IRModule(funcs, attrs=mod.attrs)
+
+
+def _write_backs(body) -> list:
+    """Every block store ``B[g(v)] = C[v]`` (a plain copy from another buffer ``C``)."""
+    stores = []
+
+    def on_block(block):
+        store = block.body
+        if (isinstance(store, tirx.BufferStore) and isinstance(store.value, tvm.ir.TensorLoad)
+                and not store.value.source.same_as(store.buffer)):
+            stores.append(store)
+    tvm_ffi.structural_walk(body, (s_tir.SBlock, on_block), order="pre")
+    return stores
+
+
+def _load_from_output(block, names: set, found: set, write_backs: list):
+    if block.name_hint not in names:
+        return block
+    store = block.body
+    if not is_identity_store(store):
+        raise ValueError(f"block {block.name_hint} is not an init that keeps its cache as it "
+                         "is (C[c] = C[c])")
+    backs = [w for w in write_backs if w.value.source.same_as(store.buffer)]
+    if len(backs) != 1 or not all(isinstance(i, tirx.Var) for i in backs[0].value.indices):
+        raise ValueError(f"the cache {store.buffer.name} that block {block.name_hint} "
+                         "initialises has no single write-back block C[v] -> output")
+    back = backs[0]
+    to_cache = dict(zip(back.value.indices, store.indices))
+    indices = [substitute(index, to_cache) for index in back.indices]
+    found.add(block.name_hint)
+    reads = [tirx.BufferRegion(back.buffer, [tvm.ir.Range.from_min_extent(i, 1) for i in indices])]
+    return s_tir.SBlock(block.iter_vars, reads, block.writes, block.name_hint,
+                        tirx.BufferStore(store.buffer, tirx.BufferLoad(back.buffer, indices),
+                                         list(store.indices)),
+                        block.init, block.alloc_buffers, block.match_buffers, block.annotations)

@@ -1,0 +1,156 @@
+"""CUDA schedules for the ``sparsetir.ops`` kernels, and the cost model that sizes them.
+
+Both take the Stage II module of a kernel in ``kernels.CUDA_KERNELS`` (``lower_sparse_iter`` of
+it, feature size specialised) and schedule it with TVM's checked primitives.
+
+**SpMM** (``spmm``, ``spmm_unweighted``; CSR row split). Each row goes to a group of ``lanes``
+threads (``threadIdx.x``; a warp when the feature size allows), ``rows`` groups per block
+(``threadIdx.y``), blocks over the rows (``blockIdx.x``). Lane ``t`` owns the contiguous
+features ``(t * chunks + c) * vec + v`` for ``c < chunks``, ``v < vec``: each nonzero costs
+``chunks`` loads of X, ``vec`` wide (``float4`` when ``vec`` is 4) and coalesced over the lanes
+when ``chunks`` is 1, and the lane's features accumulate in registers (``cache_write`` to
+``local``) while the row is walked, written back with ``vec``-wide stores. (A lane's features
+are contiguous because the write-back covers one interval of the row per lane.)
+
+**SDDMM** (``sddmm_fused``; edge-parallel). Each nonzero goes to a group of ``lanes`` threads
+(``threadIdx.x``), ``rows`` nonzeros per block (``threadIdx.y``). The group finds the nonzero's
+row (the binary search ``sddmm_fused`` lowers to, moved into the thread with ``compute_at``),
+each lane multiplies its ``chunks`` x ``vec`` features of X's row and Y's column with
+``vec``-wide loads into ``vec`` partial sums (``rfactor`` over the lane-and-vector axis), and the
+partial sums are added across the lanes by a reduction over ``threadIdx.x``, which TVM lowers to
+warp shuffles (``__shfl_down_sync``). The result goes through a local buffer (``cache_write``),
+so that TVM guards the store by the lane and the nonzero bound (``tx == 0 and p < nnz``): written
+straight to global memory, TVM 0.27 drops the single-clause bound from the reduction's
+write-back and the last block would store past the end of ``out``.
+
+**Cost model** (``spmm_layout``, ``sddmm_layout``; ``F`` the feature size): ``lanes`` is a power
+of two dividing ``F`` (no lane is ever idle or masked), ``vec`` the widest of 4, 2, 1 dividing
+what is left, and every block holds ``THREADS_PER_BLOCK`` threads (``rows = 256 // lanes``).
+SpMM takes the most lanes first (up to a warp, so one row is one warp from ``F = 32`` on: a row
+can hold many nonzeros, and lanes are what walks it in parallel), then ``vec``. SDDMM takes the
+widest ``vec`` first, then up to 32 lanes: a nonzero's dot product is only ``F`` long, and fewer
+lanes per nonzero means fewer shuffle steps and more nonzeros per warp for the same bytes loaded.
+
+Vector accesses need the dense operands and the SpMM output to start at a multiple of
+``4 * vec`` bytes (every row then does, ``F`` being a multiple of ``vec``). Fresh torch CUDA
+tensors do (256-byte aligned); a view starting inside another tensor may not: ``build`` records
+the width of every vector access in the kernel's signature (``with_vector_alignment``), and the
+call stages such a view into an aligned copy.
+
+Example
+-------
+>>> spmm_layout(128), spmm_layout(32), spmm_layout(1)
+(Layout(lanes=32, vec=4, chunks=1, rows=8), Layout(lanes=32, vec=1, chunks=1, rows=8), \
+Layout(lanes=1, vec=1, chunks=1, rows=256))
+>>> sddmm_layout(32), sddmm_layout(256)
+(Layout(lanes=8, vec=4, chunks=1, rows=32), Layout(lanes=32, vec=4, chunks=2, rows=8))
+>>> # mod = sparsetir.lower_sparse_iter(kernels.spmm.specialize({"feat_size": 64}))
+>>> # sparsetir.build(schedule_spmm_cuda(mod, 64), "cuda", schedule="none")
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import tvm
+
+from ..lower.loop_signature import LOWERED_LOOPS_ATTR
+
+WARP_SIZE = 32
+THREADS_PER_BLOCK = 256
+VECTOR_WIDTHS = (4, 2, 1)
+
+
+class Layout(NamedTuple):
+    """How a feature loop of ``lanes * vec * chunks`` features is spread over threads, and how
+    many rows (SpMM) or nonzeros (SDDMM) one block of ``THREADS_PER_BLOCK`` threads takes."""
+
+    lanes: int
+    vec: int
+    chunks: int
+    rows: int
+
+
+def _widest_vector(count: int) -> int:
+    return next(width for width in VECTOR_WIDTHS if count % width == 0)
+
+
+def _lanes(count: int) -> int:
+    """The largest power of two dividing ``count``, at most a warp."""
+    return min(WARP_SIZE, count & -count)
+
+
+def _layout(feat_size: int, lanes: int, vec: int) -> Layout:
+    return Layout(lanes, vec, feat_size // (lanes * vec), THREADS_PER_BLOCK // lanes)
+
+
+def spmm_layout(feat_size: int) -> Layout:
+    """The SpMM layout: as many lanes as divide ``feat_size`` (up to 32), then vectors."""
+    lanes = _lanes(feat_size)
+    return _layout(feat_size, lanes, _widest_vector(feat_size // lanes))
+
+
+def sddmm_layout(feat_size: int) -> Layout:
+    """The SDDMM layout: the widest vector dividing ``feat_size``, then lanes (up to 32)."""
+    vec = _widest_vector(feat_size)
+    return _layout(feat_size, _lanes(feat_size // vec), vec)
+
+
+def _expect(mod: tvm.IRModule, loops: dict, kernel: str) -> None:
+    """Refuse a module that is not the Stage II form of ``kernels.CUDA_KERNELS[kernel]``."""
+    found = {name: list(names) for name, names in mod["main"].attrs[LOWERED_LOOPS_ATTR].items()}
+    if found != loops:
+        raise ValueError(f"the CUDA {kernel} schedule takes lower_sparse_iter of "
+                         f"kernels.CUDA_KERNELS[{kernel!r}] (loops {loops}), not loops {found}")
+
+
+def schedule_spmm_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
+    """CSR row split (see the module docstring) of ``spmm`` or ``spmm_unweighted``."""
+    _expect(mod, {"spmm0": ["i"], "spmm1": ["j", "k"]}, "spmm")
+    layout = spmm_layout(feat_size)
+    sch = tvm.s_tir.Schedule(mod)
+    update = sch.get_sblock("spmm1")
+    (rows,) = sch.get_loops(sch.get_sblock("spmm0"))
+    block_x, thread_y = sch.split(rows, [None, layout.rows])
+    nonzeros, features = sch.get_loops(update)
+    lane, chunks, vector = sch.split(features, [layout.lanes, layout.chunks, layout.vec])
+    sch.reorder(lane, nonzeros, chunks, vector)
+    sch.bind(block_x, "blockIdx.x")
+    sch.bind(thread_y, "threadIdx.y")
+    sch.bind(lane, "threadIdx.x")
+    sch.vectorize(vector)
+    write_back = sch.cache_write(update, 0, "local")
+    sch.reverse_compute_at(write_back, lane, preserve_unit_loops=True)
+    sch.vectorize(sch.split(sch.get_loops(write_back)[-1], [None, layout.vec])[1])
+    return sch.mod
+
+
+def schedule_sddmm_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
+    """Edge-parallel SDDMM with a warp-shuffle reduction (see the module docstring) of
+    ``sddmm_fused``."""
+    _expect(mod, {"sddmm0_search0": ["j"], "sddmm0": ["j", "k"]}, "sddmm")
+    layout = sddmm_layout(feat_size)
+    sch = tvm.s_tir.Schedule(mod)
+    dot = sch.get_sblock("sddmm0")
+    search = sch.get_sblock("sddmm0_search0")
+    nonzeros, features = sch.get_loops(dot)
+    _, lane_vector = sch.split(features, [layout.chunks, layout.lanes * layout.vec])
+    partial = sch.rfactor(lane_vector, factor_axis=0)
+    sch.set_scope(partial, 0, "local")
+    nonzeros, lane_vector = sch.get_loops(dot)
+    block_x, thread_y = sch.split(nonzeros, [None, layout.rows])
+    sch.bind(block_x, "blockIdx.x")
+    sch.bind(thread_y, "threadIdx.y")
+    sch.bind(sch.split(lane_vector, [layout.lanes, layout.vec])[0], "threadIdx.x")
+    result = sch.cache_write(dot, 0, "local")
+    sch.reverse_compute_at(result, thread_y)
+    sch.compute_at(partial, thread_y, preserve_unit_loops=True)
+    sch.compute_at(search, thread_y)
+    sch.set_scope(search, 0, "local")
+    # the partial sums' loops under thread_y: lane-and-vector, the unit nonzero loop, chunks
+    lane_vector, unit, chunks = sch.get_loops(partial)[2:]
+    lane, vector = sch.split(lane_vector, [layout.lanes, layout.vec])
+    sch.reorder(lane, unit, chunks, vector)
+    sch.bind(lane, "threadIdx.x")
+    sch.vectorize(vector)
+    return sch.mod

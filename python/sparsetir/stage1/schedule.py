@@ -1,0 +1,250 @@
+"""``sparsetir.Schedule``: schedule primitives on Stage I sparse iterations.
+
+Named after TVM's ``tvm.s_tir.Schedule`` and SparseTIR's Stage I schedule. It holds a
+``SparseFunction`` and replaces it with a rebuilt one at every primitive; ``sch.func`` is the
+result, which ``lower_sparse_iter``, ``build`` and ``format_decompose`` take. Every primitive
+checks its arguments first and raises ``SparseScheduleError`` naming what is wrong; a refused
+primitive leaves the function as it was.
+
+- ``get_sparse_iteration(name)``: the iteration of that name (nested ones included).
+- ``get_sp_iters(it)``: its iteration variables, outermost first.
+- ``sparse_reorder(it, new_order)``: iterate the variables in another order (an axis's parent,
+  when iterated here, must stay before it).
+- ``sparse_fuse(it, iters)``: iterate a contiguous parent chain as one loop over the positions
+  of its innermost axis (what ``T.fuse`` writes).
+- ``annotate(it, key, value)``: an annotation of the iteration (its first block after lowering);
+  a value a TVM annotation cannot hold raises ``TypeError`` naming the key and the type.
+
+Example
+-------
+>>> # sch = sparsetir.Schedule(sddmm)
+>>> # it = sch.get_sparse_iteration("sddmm")
+>>> # i, j, k = sch.get_sp_iters(it)
+>>> # sch.sparse_fuse(it, [i, j])
+>>> # kernel = sparsetir.build(sch.func, "llvm")
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+
+from ..ir.axis import AttachedAxis, FusedAxis
+from ..ir.function import SparseFunction
+from ..ir.iteration import SparseIteration, SpIterVar
+from ..errors import SparseScheduleError
+
+
+
+
+class Schedule:
+    """Stage I schedule of one ``SparseFunction`` (see the module docstring).
+
+    Parameters
+    ----------
+    func : SparseFunction
+        The function to schedule; it is not modified (``sch.func`` is the new one).
+    """
+
+    def __init__(self, func: SparseFunction):
+        if not isinstance(func, SparseFunction):
+            raise TypeError(f"sparsetir.Schedule takes a SparseFunction, got "
+                            f"{type(func).__name__}")
+        self._func = func
+
+    @property
+    def func(self) -> SparseFunction:
+        """The function with every primitive applied so far."""
+        return self._func
+
+    def get_sparse_iteration(self, name: str) -> SparseIteration:
+        """The sparse iteration called ``name``."""
+        found = _find(self._func.body, name)
+        if found is None:
+            names = ", ".join(_names(self._func.body)) or "none"
+            raise SparseScheduleError(f"no sparse iteration {name!r} (iterations: {names})")
+        return found
+
+    def get_sp_iters(self, it) -> list:
+        """The iteration variables of ``it`` (an iteration or its name), outermost first."""
+        return list(self._current(it).sp_iter_vars)
+
+    def sparse_reorder(self, it, new_order: list) -> None:
+        """Iterate the variables of ``it`` in ``new_order`` (a permutation of them)."""
+        it = self._current(it)
+        positions = [self._position(it, v, "sparse_reorder") for v in new_order]
+        own = list(it.sp_iter_vars)
+        order = [own[p] for p in positions]
+        if len(order) != len(own) or len(set(positions)) != len(positions):
+            raise SparseScheduleError(
+                f"sparse_reorder({it.name}): the new order must name each of its "
+                f"{len(it.sp_iter_vars)} variables ({_var_names(it.sp_iter_vars)}) once, got "
+                f"{_var_names(order)}")
+        for position, var in enumerate(order):
+            parent = _parent_name(var)
+            earlier = {_axis_name(v) for v in order[:position]}
+            iterated = {_axis_name(v) for v in order}
+            if parent is not None and parent in iterated and parent not in earlier:
+                raise SparseScheduleError(
+                    f"sparse_reorder({it.name}): {var.var.name} iterates {var.base_axis.name}, "
+                    f"whose parent {parent} is iterated after it; keep the parent first")
+        self._replace(it, _rebuilt(it, order))
+
+    def sparse_fuse(self, it, iters: list) -> None:
+        """Iterate ``iters`` (a contiguous parent chain of ``it``) as one loop."""
+        it = self._current(it)
+        positions = [self._position(it, v, "sparse_fuse") for v in iters]
+        own = list(it.sp_iter_vars)
+        group = [own[p] for p in positions]
+        where = f"sparse_fuse({it.name}, [{_var_names(group)}])"
+        if len(group) < 2:
+            raise SparseScheduleError(f"{where}: give at least two variables")
+        if positions != list(range(positions[0], positions[0] + len(group))):
+            raise SparseScheduleError(f"{where}: the variables must be contiguous, in order")
+        if any(v.fused is not None or isinstance(v.axis, AttachedAxis) for v in group):
+            raise SparseScheduleError(f"{where}: a variable is already fused or attached")
+        if group[0].base_axis.parent is not None:
+            raise SparseScheduleError(f"{where}: the chain must start at an axis without "
+                                      f"parent, not {group[0].base_axis.name}")
+        for outer, inner in zip(group, group[1:]):
+            if _parent_name(inner) != outer.base_axis.name:
+                raise SparseScheduleError(
+                    f"{where}: not a parent chain ({inner.base_axis.name}'s parent is "
+                    f"{_parent_name(inner)}, not {outer.base_axis.name})")
+        if len({v.is_reduction for v in group}) != 1:
+            raise SparseScheduleError(f"{where}: the variables must all be spatial or all "
+                                      "reductions")
+        fused = FusedAxis([v.base_axis for v in group])
+        new_vars = [SpIterVar(v.var, v.axis, v.is_reduction, fused) if n in positions else v
+                    for n, v in enumerate(own)]
+        self._replace(it, _rebuilt(it, new_vars))
+
+    def annotate(self, it, key: str, value) -> None:
+        """Set annotation ``key`` of ``it`` to ``value``: what a TVM block annotation holds,
+        a bool, an int (64-bit), a float, a str, a ``tvm.tirx`` expression, or a list, tuple or
+        dict (str or int keys) of those; anything else raises ``TypeError`` naming the key."""
+        it = self._current(it)
+        if not isinstance(key, str) or not key:
+            raise SparseScheduleError(f"annotate({it.name}): the key must be a non-empty string")
+        problem = _unstorable(value)
+        if problem is not None:
+            raise TypeError(f"annotate({it.name}, {key!r}): a block annotation cannot hold "
+                            f"{problem}; give a bool, int, float, str, tirx expression, or a "
+                            "list or dict of those")
+        annotations = dict(it.annotations)
+        annotations[key] = _plain(value)
+        self._replace(it, SparseIteration(it.name, list(it.sp_iter_vars), list(it.body),
+                                          it.init, annotations))
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _current(self, it) -> SparseIteration:
+        name = it if isinstance(it, str) else getattr(it, "name", None)
+        if name is None:
+            raise SparseScheduleError(f"expected a sparse iteration or its name, got {it!r}")
+        return self.get_sparse_iteration(name)
+
+    @staticmethod
+    def _position(it, var, primitive: str) -> int:
+        """Where ``var`` (a variable of ``it``, or its name) stands in ``it``."""
+        for n, own in enumerate(it.sp_iter_vars):
+            if own.same_as(var) or (isinstance(var, str) and own.var.name == var):
+                return n
+        shown = var.var.name if isinstance(var, SpIterVar) else var
+        raise SparseScheduleError(f"{primitive}({it.name}): {shown} is not a variable of the "
+                                  f"iteration ({_var_names(it.sp_iter_vars)})")
+
+    def _replace(self, old: SparseIteration, new: SparseIteration) -> None:
+        func = self._func
+        self._func = SparseFunction(func.name, list(func.params), list(func.axes),
+                                    list(func.buffers), _replaced(func.body, old.name, new),
+                                    dict(func.attrs))
+
+
+_INT64 = (-2 ** 63, 2 ** 63)
+
+
+def _unstorable(value, where: str = "the value"):
+    """None when TVM can hold ``value`` as an annotation, else what is wrong, naming the
+    offending part and its type."""
+    if isinstance(value, (bool, np.bool_, str, float, np.floating, tvm.ir.Expr)):
+        return None
+    if isinstance(value, (int, np.integer)):
+        if _INT64[0] <= int(value) < _INT64[1]:
+            return None
+        return f"{where} {value} (int past 64 bits)"
+    if isinstance(value, (list, tuple)):
+        return next((p for n, item in enumerate(value)
+                     if (p := _unstorable(item, f"{where}[{n}]")) is not None), None)
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, (str, int, np.integer)) or isinstance(k, bool):
+                return f"the key {k!r} of {where} (type {type(k).__name__})"
+            problem = _unstorable(item, f"{where}[{k!r}]")
+            if problem is not None:
+                return problem
+        return None
+    return f"{where} of type {type(value).__name__}"
+
+
+def _plain(value):
+    """``value`` with numpy scalars as Python ones (TVM holds those)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def _rebuilt(it: SparseIteration, sp_iter_vars: list) -> SparseIteration:
+    return SparseIteration(it.name, list(sp_iter_vars), list(it.body), it.init,
+                           dict(it.annotations))
+
+
+def _replaced(body, name: str, new: SparseIteration) -> list:
+    out = []
+    for stmt in body:
+        if isinstance(stmt, SparseIteration):
+            if stmt.name == name:
+                stmt = new
+            else:
+                stmt = SparseIteration(stmt.name, list(stmt.sp_iter_vars),
+                                       _replaced(stmt.body, name, new), stmt.init,
+                                       dict(stmt.annotations))
+        out.append(stmt)
+    return out
+
+
+def _find(body, name: str):
+    for stmt in body:
+        if isinstance(stmt, SparseIteration):
+            if stmt.name == name:
+                return stmt
+            found = _find(stmt.body, name)
+            if found is not None:
+                return found
+    return None
+
+
+def _names(body) -> list:
+    names = []
+    for stmt in body:
+        if isinstance(stmt, SparseIteration):
+            names += [stmt.name] + _names(stmt.body)
+    return names
+
+
+def _axis_name(var: SpIterVar) -> str:
+    return var.base_axis.name
+
+
+def _parent_name(var: SpIterVar):
+    if isinstance(var.axis, AttachedAxis):
+        return var.axis.new_parent.name
+    parent = var.base_axis.parent
+    return None if parent is None else parent.name
+
+
+def _var_names(sp_iter_vars) -> str:
+    return ", ".join(v.var.name for v in sp_iter_vars)

@@ -1,0 +1,87 @@
+"""``benchmarks/bench.py --quick`` end to end, and the synthetic graph generator it uses.
+
+The quick run (cora and citeseer, feature size 32) runs in a subprocess once for the module.
+Every row must be a checked, finite measurement or n/a: n/a only for an operator a library has
+no call for, or a contender whose library is not installed here (MKL, GraphBLAS: benchmark-only
+dependencies, ``benchmarks/requirements.txt``). ours, scipy, torch and DGL are always installed,
+so they must run. The chart needs matplotlib; the test of every contender and the chart is
+skipped when a benchmark-only package is missing.
+"""
+
+import csv
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sparsetir.data import power_law_graph
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH_ONLY = ("matplotlib", "sparse_dot_mkl", "graphblas")
+OPTIONAL = ("mkl", "graphblas")  # contenders whose library is a benchmark-only dependency
+NOT_A_CALL = {("scipy", "sddmm"), ("mkl", "sddmm")}
+NUMBERS = ("median_ms", "p25_ms", "p75_ms", "min_ms", "max_ms", "gbps", "roofline",
+           "speedup_of_ours", "first_call_ms", "setup_ms", "max_error")
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--quick",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(out / "bench.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return out, rows, proc.stdout
+
+
+def test_quick_run_checks_every_result(quick_run):
+    out, rows, stdout = quick_run
+    assert {r["graph"] for r in rows} == {"cora", "citeseer"}
+    assert {r["op"] for r in rows} == {"spmm", "spmm_unweighted", "sddmm"}
+    for r in rows:
+        where = f"{r['contender']} {r['op']} {r['graph']}: {r['note']}"
+        if r["status"] == "n/a":
+            optional = r["contender"] in OPTIONAL and "not installed" in r["note"]
+            assert (r["contender"], r["op"]) in NOT_A_CALL or optional, where
+            continue
+        assert r["status"] == "ok" and r["checked"] == "True", where
+        for column in NUMBERS:
+            assert math.isfinite(float(r[column])), (column, where)
+        assert float(r["max_error"]) <= 1.0, where
+    sidecar = json.loads((out / "bench.json").read_text())
+    assert sidecar["machine"]["cpus_usable"] >= 1 and sidecar["machine"]["bandwidth_gbps"] > 0
+    assert "speedup of ours" in stdout and sidecar["machine"]["llvm_cpu"] in stdout
+    assert (out / "bench.png").exists() == (importlib.util.find_spec("matplotlib") is not None)
+
+
+def test_quick_run_every_contender_and_chart(request):
+    missing = [m for m in BENCH_ONLY if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"benchmark-only packages not installed: {', '.join(missing)}")
+    out, rows, _ = request.getfixturevalue("quick_run")  # only now: a skip costs no run
+    for r in rows:
+        if (r["contender"], r["op"]) not in NOT_A_CALL:
+            assert r["status"] == "ok", (r["contender"], r["op"], r["graph"], r["note"])
+    assert (out / "bench.png").stat().st_size > 10_000
+
+
+def test_power_law_graph():
+    A = power_law_graph(20_000, 150_000, seed=3)
+    assert A.shape == (20_000, 20_000) and A.nnz == 150_000 and A.dtype == np.float32
+    assert A.indptr.dtype == np.int32 and A.indices.dtype == np.int32
+    assert A.has_canonical_format  # sorted, no duplicates
+    B = A.copy()
+    B.sum_duplicates()
+    assert B.nnz == A.nnz
+    lengths = np.diff(A.indptr)
+    assert (lengths == 0).sum() > 0 and lengths.max() > 20 * lengths.mean()  # skewed
+    assert (power_law_graph(20_000, 150_000, seed=3) != A).nnz == 0
+    assert (power_law_graph(20_000, 150_000, seed=4) != A).nnz > 0
+    with pytest.raises(ValueError):
+        power_law_graph(100, 5_000)

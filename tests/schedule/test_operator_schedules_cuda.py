@@ -1,0 +1,197 @@
+"""The CUDA schedules of ``sparsetir.ops`` (``schedule/operators_cuda.py``), without and with a GPU.
+
+* Stage II (no nvcc): the thread bindings and block size follow the cost model; a kernel in the
+  wrong form is refused.
+* ``cuda``: nvcc compiles every kernel for sm_80 and sm_90; the CUDA source has the bindings,
+  the vector loads and, for SDDMM, the warp shuffles and a store guarded by the nonzero bound.
+* Emulation: the scheduled module with its thread loops made serial (forwards and backwards,
+  ``tests/cuda_emulation.py``) equals scipy on a matrix with empty rows and one full row, the
+  outputs filled with NaN first.
+* ``gpu``: the real kernels on torch CUDA tensors equal torch.sparse (cuSPARSE; skipped
+  without a GPU).
+
+Feature sizes: 1, 32, 64, 128 and 20 (not a multiple of 32: SpMM 4 lanes of 5 scalar features,
+SDDMM one lane of 5 float4 loads); the scheduled modules are cached per case.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import numpy as np
+import pytest
+import tvm_ffi
+from tvm import tirx
+
+import sparsetir
+from cuda_emulation import emulate
+from sparse_inputs import skewed_csr
+from sparsetir.schedule.operators_cuda import (THREADS_PER_BLOCK, schedule_spmm_cuda, sddmm_layout,
+                                          spmm_layout)
+from sparsetir.ops.kernels import CUDA_KERNELS, KERNELS
+from sparsetir.schedule.operators import schedule_for
+from sparsetir.backend.target import cuda_source
+
+NAMES = sorted(CUDA_KERNELS)
+FEATS = (1, 20, 32, 64, 128)
+ARCHS = ("sm_80", "sm_90")
+ROWS, COLS = 300, 200
+VECTOR_TYPES = {1: "float", 2: "float2", 4: "float4"}
+
+
+def _layout(name: str, feat: int):
+    return sddmm_layout(feat) if name == "sddmm" else spmm_layout(feat)
+
+
+@functools.lru_cache(maxsize=None)
+def _scheduled(name: str, feat: int):
+    func = CUDA_KERNELS[name].specialize({"feat_size": feat})
+    return schedule_for(name, sparsetir.lower_sparse_iter(func), feat, "cuda")
+
+
+@functools.lru_cache(maxsize=None)
+def _matrix():
+    A = skewed_csr(ROWS, COLS, seed=3)
+    A.sort_indices()
+    return A
+
+
+def _inputs(name: str, feat: int, rng) -> tuple:
+    """(every kernel argument by parameter name, the scipy result of the output)."""
+    A = _matrix()
+    args = dict(indptr=A.indptr.astype(np.int32), indices=A.indices.astype(np.int32),
+                m=ROWS, n=COLS, nnz=A.nnz)
+    if name == "sddmm":
+        args["x"] = rng.standard_normal((ROWS, feat), dtype=np.float32)
+        args["y"] = rng.standard_normal((COLS, feat), dtype=np.float32)
+        args["out"] = np.full(A.nnz, np.nan, np.float32)
+        rows = np.repeat(np.arange(ROWS), np.diff(A.indptr))
+        expected = np.einsum("ef,ef->e", args["x"][rows].astype(np.float64),
+                             args["y"][A.indices].astype(np.float64))
+        return args, "out", expected
+    args["x"] = rng.standard_normal((COLS, feat), dtype=np.float32)
+    args["y"] = np.full((ROWS, feat), np.nan, np.float32)
+    values = A if name == "spmm" else (A != 0).astype(np.float32)
+    if name == "spmm":
+        args["a"] = A.data
+    return args, "y", values.astype(np.float64) @ args["x"].astype(np.float64)
+
+
+def _call(kernel, name: str, args: dict) -> None:
+    kernel(*[args[p.name] for p in CUDA_KERNELS[name].params if p.name != "feat_size"])
+
+
+def _thread_extents(mod) -> dict:
+    extents = {}
+
+    def on_loop(loop):
+        if loop.kind == tirx.ForKind.THREAD_BINDING:
+            extents.setdefault(str(loop.thread_binding.thread_tag), set()).add(
+                str(loop.extent))
+
+    tvm_ffi.structural_walk(mod["main"].body, (tirx.For, on_loop), order="pre")
+    return extents
+
+
+@pytest.mark.parametrize("feat", FEATS)
+@pytest.mark.parametrize("name", NAMES)
+def test_bindings_follow_the_cost_model(name, feat):
+    layout = _layout(name, feat)
+    assert layout.lanes * layout.vec * layout.chunks == feat
+    assert layout.lanes * layout.rows == THREADS_PER_BLOCK
+    extents = _thread_extents(_scheduled(name, feat))
+    assert extents["threadIdx.x"] == {str(layout.lanes)}
+    assert extents["threadIdx.y"] == {str(layout.rows)}
+    groups = "nnz" if name == "sddmm" else "m"
+    assert extents["blockIdx.x"] == {f"({groups} + {layout.rows - 1}) // {layout.rows}"}
+
+
+def test_cost_model():
+    assert [tuple(spmm_layout(f)[:3]) for f in (1, 20, 32, 64, 128, 256)] == [
+        (1, 1, 1), (4, 1, 5), (32, 1, 1), (32, 2, 1), (32, 4, 1), (32, 4, 2)]
+    assert [tuple(sddmm_layout(f)[:3]) for f in (1, 20, 32, 64, 128, 256)] == [
+        (1, 1, 1), (1, 4, 5), (8, 4, 1), (16, 4, 1), (32, 4, 1), (32, 4, 2)]
+
+
+def test_the_row_tiled_cpu_kernel_is_refused():
+    mod = sparsetir.lower_sparse_iter(KERNELS["spmm"].specialize({"feat_size": 32}))
+    with pytest.raises(ValueError, match=r"CUDA_KERNELS\['spmm'\]"):
+        schedule_spmm_cuda(mod, 32)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("feat", FEATS)
+@pytest.mark.parametrize("name", NAMES)
+def test_nvcc_compiles_the_expected_kernel(name, feat, arch):
+    """One kernel of 256 threads with the layout's bindings and vector accesses; SDDMM adds
+    across lanes with warp shuffles and stores each nonzero once, within the bound."""
+    kernel = sparsetir.build(_scheduled(name, feat), {"kind": "cuda", "arch": arch},
+                             schedule="none")
+    assert kernel.executable.mod.imports, "no device module"
+    src = cuda_source(kernel.executable)
+    layout = _layout(name, feat)
+    assert len(re.findall(r"__global__ void __launch_bounds__\(256\) main_kernel\(", src)) == 2
+    assert "blockIdx.x" in src and "threadIdx.y" in src
+    assert ("threadIdx.x" in src) == (layout.lanes > 1)
+    vector = f"*({VECTOR_TYPES[layout.vec]}*)"
+    vector_accesses = ["X_ptr", "Y_ptr"]  # SpMM: X read, Y written; SDDMM: both read
+    assert all((f"{vector}({a} + " in src) == (layout.vec > 1) for a in vector_accesses)
+    assert ("__shfl_down_sync" in src) == (name == "sddmm" and layout.lanes > 1)
+    if name == "sddmm":
+        guard = re.search(r"if \((.*)\) \{\s*OUT_ptr\[", src)
+        assert guard and "< nnz" in guard.group(1), "the store of a nonzero is not bounded"
+        assert ("threadIdx.x) == 0" in guard.group(1)) == (layout.lanes > 1)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "backward"])
+@pytest.mark.parametrize("feat", FEATS)
+@pytest.mark.parametrize("name", NAMES)
+def test_emulated_schedule_equals_scipy(name, feat, reverse):
+    args, out, expected = _inputs(name, feat, np.random.default_rng(feat))
+    _call(emulate(_scheduled(name, feat), reverse), name, args)
+    np.testing.assert_allclose(args[out], expected, rtol=1e-4, atol=1e-4)
+
+
+def _torch_result(name: str, args: dict):
+    """torch.sparse's answer (cuSPARSE on a GPU) on the kernel's arguments."""
+    import torch  # pylint: disable=import-outside-toplevel
+    shape = (args["m"], args["n"])
+    if name == "sddmm":
+        pattern = torch.sparse_csr_tensor(args["indptr"], args["indices"],
+                                          torch.ones_like(args["out"]), shape)
+        return torch.sparse.sampled_addmm(pattern, args["x"], args["y"].t(), beta=0.0).values()
+    values = args["a"] if name == "spmm" else torch.ones_like(args["indices"],
+                                                              dtype=torch.float32)
+    return torch.sparse_csr_tensor(args["indptr"], args["indices"], values, shape) @ args["x"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("feat", FEATS)
+@pytest.mark.parametrize("name", NAMES)
+def test_cuda_kernel_on_gpu_equals_torch(name, feat):
+    import torch  # pylint: disable=import-outside-toplevel
+    major, minor = torch.cuda.get_device_capability()
+    kernel = sparsetir.build(_scheduled(name, feat),
+                             {"kind": "cuda", "arch": f"sm_{major}{minor}"}, schedule="none")
+    args, out, _ = _inputs(name, feat, np.random.default_rng(feat))
+    args = {key: torch.from_numpy(value).cuda() if isinstance(value, np.ndarray) else value
+            for key, value in args.items()}
+    _call(kernel, name, args)
+    torch.testing.assert_close(args[out], _torch_result(name, args), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cuda
+def test_vector_accesses_raise_the_alignment_the_call_checks():
+    """A float4 load needs 16-byte aligned data: the CUDA kernel's signature says so, so a
+    tensor view starting 4 bytes into another is staged, not handed to the kernel."""
+    from sparsetir.ops.kernels import CUDA_KERNELS
+    from sparsetir.schedule.operators import schedule_for
+    func = CUDA_KERNELS["spmm"].specialize({"feat_size": 128})
+    kernel = sparsetir.build(schedule_for("spmm", sparsetir.lower_sparse_iter(func), 128,
+                                          "cuda"), "cuda", schedule="none")
+    alignment = {p.name: p.alignment for p in kernel.signature.params
+                 if hasattr(p, "alignment")}
+    assert alignment["x"] == alignment["y"] == 16    # float4 over features
+    assert alignment["indices"] == alignment["a"] == 4    # one element for all lanes

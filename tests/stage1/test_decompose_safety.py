@@ -1,0 +1,142 @@
+"""``format_decompose`` never plants a value: rules over written buffers are refused, and
+padding slots of a new format contribute nothing, however its values are filled (by the
+conversion routine, or by the rule's in-kernel preprocess looking them up), with SparseTIR's
+own mask-less rules as SparseTIR wrote them. Outputs and new values start as NaN."""
+
+import numpy as np
+import pytest
+import scipy.sparse
+from decomposed_cases import CASES, ELL_WIDTHS, FEAT, ell_unsorted
+from kernel_zoo import CASES as ZOO
+
+import sparsetir
+from sparsetir import FormatRewriteError
+from sparsetir.script import tir as T
+from sparsetir.stage1.bsr import bsr_rule
+from sparsetir.lower.first_slots import FIRST_SLOTS_ANNOTATION
+
+
+def edge_matrix(seed=0, rows=40, cols=24):
+    """Random rows up to the widest ELL bucket, and the edges: empty rows, rows shorter than
+    their bucket, rows whose last (or only) column is 0, a row exactly as wide as a bucket."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, max(ELL_WIDTHS) + 1, rows)
+    lengths[[0, 5, rows - 1]] = 0
+    special = {1: [0], 2: [0, 5], 3: [2, 7, 9], 4: list(range(8)), 6: [0, 1, 2, 3],
+               7: [cols - 1], 8: [3, cols - 1]}
+    columns = [special.get(r, np.sort(rng.choice(cols, size=n, replace=False)))
+               for r, n in enumerate(lengths)]
+    indptr = np.concatenate([[0], np.cumsum([len(c) for c in columns])]).astype(np.int32)
+    indices = np.concatenate(columns).astype(np.int32)
+    data = rng.uniform(0.5, 1.5, indices.size).astype(np.float32)
+    return scipy.sparse.csr_matrix((data, indices, indptr), shape=(rows, cols))
+
+
+def _call(name, A, seed=1):
+    B = np.random.default_rng(seed).standard_normal((A.shape[1], FEAT)).astype(np.float32)
+    C = np.full((A.shape[0], FEAT), np.nan, np.float32)
+    args = CASES[name].arguments(A, B, C)
+    CASES[name].build()(*args)
+    return C, A @ B, dict(zip([p.name for p in CASES[name].func.params], args))
+
+
+@pytest.mark.parametrize("name", ["ell_sparsetir", "ell_unsorted"])
+def test_sparsetir_ell_rule_with_its_preprocess_equals_scipy(name):
+    """SparseTIR's mask-less ELL rule, arrays from csr_to_ell (a padding slot repeats its
+    row's last column): the preprocess writes 0 there, so the result is A @ B."""
+    A = edge_matrix()
+    C, expected, args = _call(name, A)
+    np.testing.assert_allclose(C, expected, rtol=1e-5, atol=1e-5)
+    buckets = sparsetir.format.csr_to_ell(A.indptr, A.indices, A.data, A.shape,
+                                          list(ELL_WIDTHS))
+    for width, bucket in zip(ELL_WIDTHS, buckets):     # the values csr_to_ell gives, 0 padded
+        np.testing.assert_array_equal(args[f"a_{width}"], bucket.data.ravel())
+
+
+def test_long_rows_cut_into_pieces_with_unsorted_axes():
+    A = edge_matrix(seed=3)
+    A = A + scipy.sparse.csr_matrix((np.ones(20, np.float32), (np.full(20, 9), np.arange(20))),
+                                    shape=A.shape)   # row 9: 20 entries, three pieces of 8
+    A.sort_indices()
+    C, expected, _ = _call("ell_unsorted", A)
+    np.testing.assert_allclose(C, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_sparsetir_padding_rule_with_its_preprocess_equals_scipy():
+    C, expected, args = _call("padded_sparsetir", edge_matrix(seed=5))
+    np.testing.assert_allclose(C, expected, rtol=1e-5, atol=1e-5)
+    assert not np.isnan(args["a_4"]).any()
+
+
+@pytest.mark.parametrize("name", ["bsr", "padded_masked", "hyb"])
+def test_other_decompositions_equal_scipy(name):
+    C, expected, _ = _call(name, edge_matrix(seed=2))
+    np.testing.assert_allclose(C, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_padding_by_column_zero_as_sparsetir_pads():
+    """SparseTIR's routines pad with column 0: slot 1 of row 0 is the real (0), slots 2-3
+    repeat it; row 1 does not hold column 0, so its padding looks up nothing."""
+    A = scipy.sparse.csr_matrix((np.array([2.0, 3.0, 5.0], np.float32), [0, 3, 3], [0, 2, 3]),
+                                shape=(2, 4))
+    func = sparsetir.format_decompose(ZOO["csrmm"].func, [
+        _ell_rule(ell_unsorted, 4)]).specialize({"feat_size": 1})
+    values = dict(a=A.data, b=np.ones((4, 1), np.float32), c=np.full((2, 1), np.nan, np.float32),
+                  indptr=A.indptr, indices=A.indices, m=2, n=4, nnz=3,
+                  a_4=np.full(8, np.nan, np.float32), indptr_i_4=np.array([0, 2], np.int32),
+                  indices_i_4=np.array([0, 1], np.int32),
+                  indices_j_4=np.array([3, 0, 0, 0, 3, 0, 0, 0], np.int32),
+                  m_4=2, n_4=4, num_rows_4=2)
+    sparsetir.build(func, "llvm")(*[values[p.name] for p in func.params])
+    np.testing.assert_array_equal(values["a_4"], [3, 2, 0, 0, 5, 0, 0, 0])
+    np.testing.assert_array_equal(values["c"].ravel(), [5, 5])
+
+
+def _ell_rule(desc, width):
+    return sparsetir.FormatRewriteRule(str(width), desc.specialize({"nnz_cols": width}), ["A"],
+                                       ["I", "J"], ["O", "I", "J"], {"I": ["O", "I"], "J": ["J"]},
+                                       lambda i, j: (0, i, j), lambda o, i, j: (i, j))
+
+
+def test_preprocess_marks_only_the_innermost_sparse_axes():
+    """ELL rows of one bucket may repeat a row (pieces of a long row): only the columns'
+    repeats are padding."""
+    func = sparsetir.format_decompose(ZOO["csrmm"].func, [_ell_rule(ell_unsorted, 4)])
+    rewrite = sparsetir.extract_preprocess(func).body[0]
+    assert [str(v) for v in rewrite.annotations[FIRST_SLOTS_ANNOTATION]] == ["j"]
+    stage2 = sparsetir.lower_sparse_iter(func).script()
+    assert FIRST_SLOTS_ANNOTATION not in stage2
+
+
+@T.prim_func
+def scale_in_place(a: T.handle, indptr: T.handle, indices: T.handle, m: T.int32, n: T.int32,
+                   nnz: T.int32) -> None:
+    I = T.dense_fixed(m)
+    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+    A = T.match_sparse_buffer(a, (I, J), "float32")
+    with T.sp_iter([I, J], "SS", "scale") as [i, j]:
+        A[i, j] = A[i, j] * T.float32(2)
+
+
+@T.prim_func
+def rows_of_a(a: T.handle, y: T.handle, indptr: T.handle, indices: T.handle, m: T.int32,
+              n: T.int32, nnz: T.int32) -> None:
+    I = T.dense_fixed(m)
+    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+    A = T.match_sparse_buffer(a, (I, J), "float32")
+    Y = T.match_sparse_buffer(y, (I,), "float32")
+    with T.sp_iter([I, J], "SR", "row_sum") as [i, j]:
+        with T.init():
+            Y[i] = T.float32(0)
+        Y[i] = Y[i] + A[i, j]
+    with T.sp_iter([I, J], "SS", "clear") as [i, j]:
+        A[i, j] = T.float32(0)
+
+
+@pytest.mark.parametrize("func, writer", [(scale_in_place, "scale"), (rows_of_a, "clear")])
+def test_a_rule_over_a_buffer_the_kernel_writes_is_refused(func, writer):
+    """Only loads would be redirected to the new format (A = A_bsr * 2, the stores still at
+    the old positions): refused by name, the rule and the writing iteration named."""
+    with pytest.raises(FormatRewriteError, match=rf"FormatRewriteRule 'bsr': buffer A is "
+                                                 rf"written by iteration {writer}"):
+        sparsetir.format_decompose(func, [bsr_rule("bsr", 2)])
