@@ -3,7 +3,7 @@
 The C sources under ``src/`` (the libcuda stand-in that lets CUDA kernels compile on machines
 without a driver) are shipped inside the package as ``sparsetir/native/``, so a plain
 ``pip install .`` or a wheel from ``python -m build`` has them; the library is compiled on first
-use (see ``sparsetir.target``).
+use (see ``sparsetir.backend.target``).
 """
 import re
 import shutil
