@@ -28,11 +28,9 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 import scipy.sparse
-import tvm_ffi
 
 from ..format import check_csr
 from ..format.checks import index_array
-from ..runtime.arguments import writable_alias
 from .arrays import check_autograd
 
 
@@ -58,6 +56,13 @@ class SparseMatrix:
         one). The caller's order is that of ``indices`` for CSR (scipy or torch), of
         ``A.tocoo()`` for another scipy format, and of ``A.coalesce()`` for a torch COO
         tensor. None when it is this matrix's order already.
+    multiplicity : numpy.ndarray (float32, read-only) or None
+        How many of the caller's nonzeros each entry sums (a multigraph's parallel edges:
+        ``spmm(weighted=False)`` counts each, as DGL's ``copy_u_sum`` does). None when every
+        entry is one nonzero of the caller's.
+
+    The attributes above are fixed: assigning one raises ``AttributeError`` (kernels bound to
+    the matrix keep its arrays; make a new matrix instead).
     """
 
     def __init__(self, matrix, *, name: str = "matrix"):
@@ -67,26 +72,17 @@ class SparseMatrix:
         if max(shape, default=0) >= 2**31 or entries.cols.size >= 2**31:
             raise ValueError(f"a matrix of shape {shape} with {entries.cols.size} nonzeros "
                              "needs int64 indices, which sparsetir.ops does not offer yet")
-        indptr, indices, values, order = _sorted_csr(shape, entries)
+        indptr, indices, values, order, copies = _sorted_csr(shape, entries)
         self.shape = shape
         self.indptr, self.indices, self.data = (
             _immutable(array, dtype) for array, dtype in (
                 (indptr, np.int32), (indices, np.int32), (values, np.float32)))
         self.source_order = None if order is None else _immutable(order, np.int64)
+        self.multiplicity = None if copies is None else _immutable(copies, np.float32)
         self.nnz = int(self.indices.size)
         self._tiles = {}
-        self._tensors = {}
         self.prepared = {}      # what the operators prepare once per matrix (bound kernels)
         self.calls = {}         # operator and operand shapes -> (bound kernel, result shape)
-
-    def tensor(self, array: np.ndarray):
-        """The tvm tensor over one of this matrix's arrays (``indptr``, ``indices``, ``data``
-        or one from ``row_tiles``), for passing to a kernel without a conversion; kept."""
-        key = id(array)
-        if key not in self._tensors:   # the kernels only read it: a writable alias will do
-            alias = writable_alias(array) if array.size else np.empty(0, array.dtype)
-            self._tensors[key] = (array, tvm_ffi.from_dlpack(alias))
-        return self._tensors[key][1]
 
     def row_tiles(self, tiles: int) -> tuple:
         """``(tile_ptr, rows)``: ``tiles`` ranges of rows holding about ``nnz / tiles``
@@ -105,14 +101,23 @@ class SparseMatrix:
         """Every array of the matrix made so far, by name (``tile_ptr<tiles>`` for each
         ``row_tiles`` count)."""
         arrays = {"indptr": self.indptr, "indices": self.indices, "data": self.data}
+        if self.multiplicity is not None:
+            arrays["multiplicity"] = self.multiplicity
         for tiles, (tile_ptr, rows) in self._tiles.items():
             arrays[f"tile_ptr{tiles}"], arrays["rows"] = tile_ptr, rows
         return arrays
 
+    def __setattr__(self, name: str, value) -> None:
+        if name in _FIXED and name in self.__dict__:
+            raise AttributeError(
+                f"SparseMatrix.{name} cannot be changed: kernels bound to the matrix keep the "
+                "arrays it was made with; make a new SparseMatrix from the new arrays")
+        super().__setattr__(name, value)
+
     def __reduce__(self):
         """Copies and pickles are made again from the arrays (validated; no kernels kept),
-        with the same ``source_order``."""
-        return _restored, (self.to_scipy(), self.source_order)
+        with the same ``source_order`` and ``multiplicity``."""
+        return _restored, (self.to_scipy(), self.source_order, self.multiplicity)
 
     def to_scipy(self) -> scipy.sparse.csr_matrix:
         """A scipy CSR matrix over copies of the arrays."""
@@ -129,11 +134,17 @@ def as_sparse_matrix(matrix, name: str = "A") -> SparseMatrix:
     return matrix if isinstance(matrix, SparseMatrix) else SparseMatrix(matrix, name=name)
 
 
-def _restored(csr, source_order) -> SparseMatrix:
+_FIXED = frozenset({"shape", "indptr", "indices", "data", "source_order", "multiplicity", "nnz"})
+"""The attributes of a ``SparseMatrix`` that cannot change once made."""
+
+
+def _restored(csr, source_order, multiplicity=None) -> SparseMatrix:
     """The matrix ``SparseMatrix.__reduce__`` describes."""
     matrix = SparseMatrix(csr)
-    if source_order is not None:
-        matrix.source_order = _immutable(source_order, np.int64)
+    for name, array, dtype in (("source_order", source_order, np.int64),
+                               ("multiplicity", multiplicity, np.float32)):
+        if array is not None:
+            matrix.__dict__[name] = _immutable(array, dtype)
     return matrix
 
 
@@ -227,14 +238,15 @@ def _entries(matrix, name: str) -> tuple:
 
 
 def _sorted_csr(shape: tuple, entries: _Entries) -> tuple:
-    """``(indptr, indices, values, order)``: the entries as CSR with the columns of each row
-    sorted and duplicates summed, and where each entry went (None: where it was)."""
+    """``(indptr, indices, values, order, copies)``: the entries as CSR with the columns of
+    each row sorted and duplicates summed, where each entry went (None: where it was) and how
+    many entries each sums (None: one each)."""
     if entries.indptr is not None:            # CSR: sorted already when no row falls
         falls = np.diff(entries.cols) <= 0
         starts = entries.indptr[1:-1]
         falls[starts[(starts > 0) & (starts < entries.cols.size)] - 1] = False  # a new row
         if not falls.any():
-            return entries.indptr, entries.cols, entries.values, None
+            return entries.indptr, entries.cols, entries.values, None, None
     m, n = shape
     width = max(n, 1)
     key = entries.row_ids() * width + entries.cols   # below 2**62: dimensions below 2**31
@@ -247,8 +259,10 @@ def _sorted_csr(shape: tuple, entries: _Entries) -> tuple:
     starts = np.flatnonzero(first)
     values = np.add.reduceat(entries.values[perm], starts) if starts.size \
         else entries.values[:0]
+    copies = np.diff(np.append(starts, key.size))
     key = key[starts]
     if np.array_equal(order, np.arange(order.size)):
         order = None
     counts = np.bincount(key // width, minlength=m)
-    return np.concatenate([[0], np.cumsum(counts)]), key % width, values, order
+    return (np.concatenate([[0], np.cumsum(counts)]), key % width, values, order,
+            copies if (copies > 1).any() else None)

@@ -47,21 +47,23 @@ def _run(bound, user_names: dict, *args) -> None:
         raise ArgumentError(message) from None
 
 
-def bind_kernel(matrix, name: str, feat_size: int, prefetch: int | None = None):
+def bind_kernel(matrix, name: str, feat_size: int, prefetch: int | None = None,
+                values: str = "data"):
     """Kernel ``name`` (``kernels.KERNELS``) for ``feat_size`` with ``matrix``'s arrays bound:
     checked once and kept with the matrix, so a call converts only the dense operands.
     ``prefetch``: the distance at which the loop over nonzeros prefetches gathered rows (0:
-    none); by default the cost model's (``schedules.prefetch_distance``)."""
+    none); by default the cost model's (``schedules.prefetch_distance``). ``values``: the
+    matrix's array an ``spmm`` multiplies by (``"data"``, or ``"multiplicity"``)."""
     if prefetch is None:
         prefetch = prefetch_distance(matrix.shape[1], feat_size)
     tiles = _tiles()
-    key = (name, feat_size, tiles, prefetch)
+    key = (name, feat_size, tiles, prefetch, values)
     if key not in matrix.prepared:
         tile_ptr, rows = matrix.row_tiles(tiles)
         arrays = dict(tile_ptr=tile_ptr, rows=rows, indptr=matrix.indptr,
                       indices=matrix.indices)
         if name == "spmm":
-            arrays["a"] = matrix.data
+            arrays["a"] = getattr(matrix, values)
         # validated when the matrix was made, and immutable: bound as they are, no copy;
         # outputs must not overlap any of its arrays
         bound = _kernel(name, feat_size, prefetch=prefetch).bind(
@@ -114,7 +116,8 @@ def _prepare_call(matrix, key: tuple, operands: tuple, bound, out_shape: tuple) 
 
 def spmm(A, X, out=None, weighted: bool = True):
     """``A @ X`` for a sparse ``A`` of shape (m, n) and a dense ``X`` of shape (n, feat) or
-    (n,); ``weighted=False`` uses A's pattern with every value 1 (DGL's ``copy_u_sum``).
+    (n,); ``weighted=False`` uses A's pattern with every value 1 (DGL's ``copy_u_sum``; a
+    nonzero stored twice, a parallel edge, counts twice).
 
     Returns ``out`` (filled) or a new array of X's kind with shape (m, feat) or (m,).
     """
@@ -128,7 +131,10 @@ def spmm(A, X, out=None, weighted: bool = True):
     x = DenseOperand("X", X, n)
     result = x.new_output(x.rows_shape(m)) if out is None else out
     check_output(result, x.rows_shape(m))
-    bound = bind_kernel(matrix, name, x.feat_size)
+    if weighted or matrix.multiplicity is None:
+        bound = bind_kernel(matrix, name, x.feat_size)
+    else:               # parallel edges: each counts, as in DGL's copy_u_sum
+        bound = bind_kernel(matrix, "spmm", x.feat_size, values="multiplicity")
     y, finish = writable_view(result, (m, x.feat_size))
     _run(bound, {"x": "X", "y": "out"}, x.as_matrix(), y)
     finish()

@@ -1,0 +1,58 @@
+"""A ``SparseMatrix`` cannot be changed once made, and parallel edges count as DGL counts them.
+
+Kernels bound to a matrix keep its arrays (checked once, at construction): reassigning
+``M.indices`` used to hand unchecked indices to the next kernel bound (a segfault) and
+reassigning ``M.data`` gave stale values to feature sizes already bound.
+"""
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+import sparsetir.ops as ops
+
+
+def matrix_with_parallel_edges():
+    """3x4, row 0 holds (0, 1) twice and (0, 3); row 1 is empty; row 2 holds (2, 0) three times."""
+    rows = np.array([0, 0, 2, 0, 2, 2])
+    cols = np.array([1, 3, 0, 1, 0, 0])
+    vals = np.float32([0.5, 2.0, 1.0, 0.25, 1.0, 1.0])
+    return scipy.sparse.coo_matrix((vals, (rows, cols)), shape=(3, 4))
+
+
+@pytest.mark.parametrize("field", ["shape", "indptr", "indices", "data", "nnz",
+                                   "source_order", "multiplicity"])
+def test_fields_cannot_be_reassigned(field):
+    M = ops.SparseMatrix(matrix_with_parallel_edges())
+    before = getattr(M, field)
+    with pytest.raises(AttributeError, match=f"SparseMatrix.{field} cannot be changed"):
+        setattr(M, field, np.zeros(3, np.int32))
+    assert getattr(M, field) is before
+
+
+@pytest.mark.parametrize("source", ["coo", "csr"])
+def test_unweighted_spmm_counts_parallel_edges(source):
+    A = matrix_with_parallel_edges()
+    if source == "csr":                      # the same entries as CSR, duplicates kept
+        A = scipy.sparse.csr_matrix((np.float32([0.5, 2.0, 0.25, 1, 1, 1]),
+                                     [1, 3, 1, 0, 0, 0], [0, 3, 3, 6]), shape=(3, 4))
+    X = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    pattern = scipy.sparse.coo_matrix(A)
+    counts = scipy.sparse.coo_matrix((np.ones(pattern.nnz), (pattern.row, pattern.col)),
+                                     shape=A.shape).toarray()      # duplicates add up
+    expected = counts @ X
+    out = np.full((3, 5), np.nan, np.float32)
+    np.testing.assert_allclose(ops.spmm(A, X, out=out, weighted=False), expected, rtol=1e-5,
+                               atol=1e-6)
+    M = ops.SparseMatrix(A)
+    np.testing.assert_array_equal(M.multiplicity, [2, 1, 3])
+    for matrix in (M, pickle.loads(pickle.dumps(M))):
+        np.testing.assert_allclose(ops.spmm(matrix, X, weighted=False), expected, rtol=1e-5,
+                                   atol=1e-6)
+        np.testing.assert_allclose(ops.spmm(matrix, X), A.toarray() @ X, rtol=1e-5, atol=1e-6)
+
+
+def test_no_parallel_edges_no_multiplicity():
+    A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=1)
+    assert ops.SparseMatrix(A).multiplicity is None
