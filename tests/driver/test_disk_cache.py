@@ -121,11 +121,19 @@ def test_an_empty_variable_means_the_default_and_the_working_folder_is_left_alon
 def test_clear_cache_removes_its_entries_and_nothing_else(copied):
     kernels = copied / "kernels"
     (kernels / "notes.txt").write_text("mine")
+    for lookalike in (".staging-backup", "exp1"):      # names the cache uses, no marker
+        (kernels / lookalike).mkdir()
+        (kernels / lookalike / "kernel.so").write_text("mine")
+    (kernels / "exp1" / "metadata.json").write_text('{"format": 1, "key": "exp1", "files": {}}')
     (kernels / "mine").mkdir()
     (kernels / "mine" / "kernel.so").write_text("mine")
     (kernels / "mine" / "metadata.json").write_text('{"author": "me"}')
     ops.clear_cache()
-    assert entries(copied) == ["mine", "notes.txt"]
+    assert entries(copied) == [".staging-backup", "exp1", "mine", "notes.txt"]
+    assert (kernels / "exp1" / "metadata.json").exists()
+    for lookalike in (".staging-backup", "exp1"):
+        assert (kernels / lookalike / "kernel.so").read_text() == "mine"
+        shutil.rmtree(kernels / lookalike)
     assert sorted(path.name for path in (kernels / "mine").iterdir()) == ["kernel.so",
                                                                           "metadata.json"]
     shutil.rmtree(kernels / "mine")
@@ -196,11 +204,17 @@ def test_a_library_owned_by_another_user_is_not_loaded(copied, monkeypatch):
 
 @pytest.mark.parametrize("damage", ["empty kernel.so", "garbled stage3.json",
                                     "garbled stage3.json with its digest", "no metadata.json",
-                                    "swapped kernel.so"])
+                                    "swapped kernel.so", "kernel.so grown to 1 GB",
+                                    "entry linked to another"])
 def test_a_damaged_entry_is_compiled_again(damage, copied, compiles):
     first, second = (copied / "kernels" / name for name in entries(copied))
     if damage == "empty kernel.so":
         (first / "kernel.so").write_bytes(b"")
+    elif damage == "kernel.so grown to 1 GB":      # sparse: refused by its size, never read
+        os.truncate(first / "kernel.so", 1 << 30)
+    elif damage == "entry linked to another":
+        shutil.rmtree(first)
+        first.symlink_to(second, target_is_directory=True)
     elif damage.startswith("garbled stage3.json"):
         (first / "stage3.json").write_text("{garbled")
         if damage.endswith("digest"):          # passes the check, fails in TVM
@@ -220,7 +234,20 @@ def test_a_damaged_entry_is_compiled_again(damage, copied, compiles):
         spmm_is_right(8)
     assert len(compiles) == (2 if damage == "swapped kernel.so" else 1)
     assert all(cache_folder.read_entry(entry) for entry in (first, second))   # replaced
+    assert not first.is_symlink()
     assert entries(copied) == sorted([first.name, second.name])
+
+
+def test_a_fifo_in_an_entry_is_a_miss_not_a_hang(copied):
+    first = copied / "kernels" / entries(copied)[0]
+    (first / "metadata.json").unlink()
+    os.mkfifo(first / "metadata.json", 0o600)     # open() for reading would wait for a writer
+    done = run_script("""
+        t.spmm_is_right(4)
+        t.spmm_is_right(8)
+    """, copied)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert cache_folder.read_entry(first)
 
 
 def test_libraries_cut_short_are_built_again_not_loaded(copied):

@@ -42,6 +42,7 @@ from pathlib import Path
 METADATA = "metadata.json"
 _FORMAT = 1
 _STAGING = ".staging-"
+_STAGING_MARKER = ".sparsetir-staging"      # in a staging folder until it becomes an entry
 _DAMAGED = (OSError, ValueError, KeyError, TypeError, AttributeError)   # what reading one raises
 
 
@@ -85,7 +86,7 @@ def read_entry(entry: Path) -> dict | None:
         if not all(_plain(name) for name in records):
             return None
         for name, record in records.items():
-            if _record(_own_bytes(entry / name)) != record:
+            if _record(_own_bytes(entry / name, record["size"])) != record:
                 return None
     except _Refused as err:
         _warn(f"sparsetir does not load the cache entry {entry}: {err}")
@@ -109,7 +110,9 @@ def write_entry(entry: Path, write_files) -> dict | None:
         return None
     try:
         os.chmod(staging, 0o700)
+        _write_private(staging / _STAGING_MARKER, "")
         write_files(staging)
+        os.unlink(staging / _STAGING_MARKER)
         records = {}
         for path in sorted(staging.iterdir()):
             os.chmod(path, 0o600)
@@ -129,7 +132,8 @@ def write_entry(entry: Path, write_files) -> dict | None:
 
 def clear(name: str, names) -> None:
     """Remove the entries in ``root() / name`` (and staging folders a killed process left): the
-    files called ``names`` and the metadata, then each folder left empty, ``root() / name``
+    files an entry's metadata lists and the metadata (in a staging folder, which holds the
+    cache's marker, the files called ``names``), then each folder left empty, ``root() / name``
     included. Files the cache did not write stay, and so do the folders holding them."""
     path = root() / name
     if not path.is_dir() or folder(name) is None:
@@ -138,8 +142,10 @@ def clear(name: str, names) -> None:
         if child.is_symlink() or not child.is_dir():
             continue
         with suppress(_Refused, *_DAMAGED):
-            if child.name.startswith(_STAGING) or _metadata(child):
-                discard(child, names)
+            if child.name.startswith(_STAGING) and _is_staging(child):
+                discard(child, [*names, _STAGING_MARKER])
+            else:                    # only the files its metadata lists
+                discard(child, _metadata(child)["files"])
     with suppress(OSError):
         path.rmdir()
 
@@ -200,20 +206,36 @@ def _check(path: Path, status: os.stat_result, is_kind, kind: str) -> None:
                        "SPARSETIR_CACHE at a folder of your own")
 
 
+def _is_staging(folder: Path) -> bool:
+    """Whether ``folder`` is a staging folder this cache made (a process killed mid-write
+    leaves one): it holds the marker, a file of the current user."""
+    _check(folder, os.lstat(folder), stat.S_ISDIR, "folder")
+    return _own_bytes(folder / _STAGING_MARKER, 0) == b""
+
+
 def _metadata(entry: Path) -> dict:
-    """The entry's metadata when the cache wrote it for this very folder (raises otherwise)."""
-    _check(entry, os.stat(entry), stat.S_ISDIR, "folder")
+    """The entry's metadata when the cache wrote it for this very folder (raises otherwise):
+    the format, the entry's name and a size and SHA-256 for every file."""
+    _check(entry, os.lstat(entry), stat.S_ISDIR, "folder")     # a link to a folder is not one
     metadata = json.loads(_own_bytes(entry / METADATA))
-    if metadata["format"] != _FORMAT or metadata["key"] != entry.name:
+    files = metadata["files"]
+    if metadata["format"] != _FORMAT or metadata["key"] != entry.name or \
+            not isinstance(files, dict) or not files or \
+            not all(isinstance(record, dict) and record.keys() == {"size", "sha256"}
+                    for record in files.values()):
         raise ValueError(f"{entry / METADATA} is not this entry's metadata")
     return metadata
 
 
-def _own_bytes(path: Path) -> bytes:
-    """The contents of a regular file (not a link) of the current user that no one else can
-    write; OSError or _Refused otherwise."""
-    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
-        _check(path, os.fstat(file.fileno()), stat.S_ISREG, "file")
+def _own_bytes(path: Path, size: int | None = None) -> bytes:
+    """The contents of a regular file (not a link, a FIFO or a device: opened without
+    blocking, checked before reading) of the current user that no one else can write, when it
+    has ``size`` bytes (if given); OSError or _Refused otherwise."""
+    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as file:
+        status = os.fstat(file.fileno())
+        _check(path, status, stat.S_ISREG, "file")
+        if size is not None and status.st_size != size:
+            raise ValueError(f"{path} has {status.st_size} bytes, not the {size} recorded")
         return file.read()
 
 
@@ -254,7 +276,10 @@ def _place(staging: Path, entry: Path, records: dict) -> bool:
         return True
     if read_entry(entry) is not None:
         return False
-    discard(entry, records)                # a damaged entry: this one replaces it
+    if entry.is_symlink():                 # a link where an entry belongs: replaced
+        os.unlink(entry)
+    else:
+        discard(entry, records)            # a damaged entry: this one replaces it
     return _renamed(staging, entry)
 
 
@@ -262,8 +287,8 @@ def _renamed(staging: Path, entry: Path) -> bool:
     try:
         os.rename(staging, entry)
     except OSError as err:
-        if err.errno in (errno.ENOTEMPTY, errno.EEXIST):
-            return False                    # a non-empty folder is there
+        if err.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+            return False                    # a non-empty folder, or something else, is there
         raise
     return True
 
