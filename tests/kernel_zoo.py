@@ -3,7 +3,8 @@
 Each kernel follows the one of the same name in SparseTIR's test scripts (same iteration
 order and "S"/"R" string); deviations are documented above the kernel. ``CASES`` pairs each
 kernel with its input generator (``sparse_inputs``) and numpy/scipy reference
-(``kernel_references``), whose tolerance comment explains ``rtol``/``atol``.
+(``kernel_references``), whose tolerance comment explains ``rtol``/``atol``; ``zoo_check``
+runs a kernel on those inputs, outputs filled with NaN, and compares it with the reference.
 
 Importing this module parses every kernel, so it needs the sparsetir parser.
 """

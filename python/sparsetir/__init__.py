@@ -33,7 +33,6 @@ from .errors import (  # noqa: E402
                         InitPlacementError,
                         LayoutError,
                         LoweringError,
-                        MetadataError,
                         SparseScheduleError,
                         SparseScriptError,
                         SparseTIRError,
@@ -51,7 +50,7 @@ from .transform import lower_sparse_buffer  # noqa: E402
 
 __all__ = ["ArgumentError", "AtomicBlockError", "BufferReferenceError", "FormatRewriteError",
            "FormatRewriteRule", "FormatTypeError", "HorizontalFusionError", "InitPlacementError",
-           "LayoutError", "LoweringError", "MetadataError", "Schedule", "SparseFunction",
+           "LayoutError", "LoweringError", "Schedule", "SparseFunction",
            "SparseScheduleError", "SparseScriptError", "SparseTIRError", "build",
            "extract_preprocess", "format", "format_decompose", "ir", "lower_sparse_buffer",
            "lower_sparse_iter", "ops", "remove_preprocess", "script"]

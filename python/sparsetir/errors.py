@@ -15,6 +15,8 @@ True
 ...     print(type(err).__name__)
 """
 
+import tvm_ffi
+
 
 class SparseTIRError(Exception):
     """The base of every sparsetir error."""
@@ -42,10 +44,6 @@ class FormatRewriteError(LoweringError):
 
 class LayoutError(SparseTIRError, ValueError):
     """A sparse buffer whose axes do not describe a storage layout."""
-
-
-class MetadataError(SparseTIRError, ValueError):
-    """A size in the metadata names a parameter whose value cannot be known."""
 
 
 # Stage II -> Stage III and the backend
@@ -90,6 +88,17 @@ class FormatTypeError(SparseTIRError, TypeError, ValueError):
     a ``TypeError`` that is also the ``ValueError`` every check here raises."""
 
 
-CHECK_PREFIX = "sparsetir: "
-"""Start of the message of every check compiled into a kernel; the call turns such an error
-into an ``ArgumentError``."""
+ARGUMENT_ERROR_KIND = "sparsetir.ArgumentError"
+"""The error kind of every check compiled into a kernel (``tirx.AssertStmt``'s kind). It is
+registered with tvm-ffi (``tvm_ffi.register_error``), which then raises an error of that kind
+coming out of compiled code as an :class:`ArgumentError` with the assertion's message: no
+message is parsed."""
+
+tvm_ffi.register_error(ARGUMENT_ERROR_KIND, ArgumentError)
+
+# An error raised inside a tvm.transform pass (or any FFI callback) crosses tvm-ffi by its kind,
+# the class name; registered, it comes back out of the pass as the same class.
+for _error in (SparseScriptError, SparseScheduleError, LoweringError, FormatRewriteError,
+               LayoutError, InitPlacementError, AtomicBlockError,
+               HorizontalFusionError, BufferReferenceError, FormatTypeError):
+    tvm_ffi.register_error(_error.__name__, _error)

@@ -2,15 +2,18 @@
  * sparsetir_fastcall: the common call of a bound kernel in C (see sparsetir/runtime/native_call.py).
  *
  * A Plan holds a compiled TVM function, the converted values of its bound parameters and, for
- * each free buffer parameter, what an argument must be to go straight to the function: exactly
- * a numpy.ndarray, C-contiguous, of the parameter's item format and size, shaped as the
- * parameter is declared or flat, aligned, writable when the kernel writes it, and (when
- * written) overlapping no other argument and no bound or protected range. plan(args) checks
- * the arguments through the buffer protocol, passes them as DLTensor pointers and returns
- * True; it returns False, with nothing run, for any argument it does not recognise (the caller
- * then takes its general path). The GIL is released while the function runs. An error raised
- * by the function is raised as the Python exception of its kind (ValueError, TypeError...,
- * RuntimeError for others) with its message.
+ * each free buffer parameter, what an argument must be to go straight to the function, read
+ * by name from the parameter's sparsetir.runtime.acceptance.Acceptance (the spec the Python
+ * paths check too): exactly a numpy.ndarray, C-contiguous, of the parameter's item format and
+ * size, with `length` elements, flat or of the declared dims (any shape when none is
+ * declared: Acceptance.shape_fits), aligned (Acceptance.aligned), writable when the kernel
+ * writes it, and (when written) overlapping no other argument and no bound or protected
+ * range. plan(args) checks the arguments through the buffer protocol, passes them as
+ * DLTensor pointers and returns True; it returns False, with nothing run, for any argument it
+ * does not recognise (the caller then takes its general path). The GIL is released while the
+ * function runs. An error raised by the function is raised as the Python exception tvm-ffi
+ * raises for its kind (the error factory given to setup: tvm-ffi's registry, where
+ * "sparsetir.ArgumentError" is sparsetir's ArgumentError) with its message.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,15 +32,18 @@ static call_fn ffi_call;
 static move_error_fn ffi_move_error;
 static dec_ref_fn ffi_dec_ref;
 static PyObject *ndarray_type;
+static PyObject *error_factory; /* (kind, message) -> the exception tvm-ffi would raise */
 
+/* One free buffer parameter's Acceptance (sparsetir/runtime/acceptance.py), its fields read by
+ * name when the Plan is made. */
 typedef struct {
   int position, written, any_shape, dims_ndim, passed_ndim;
-  char format[8];
+  char format[8];                  /* buffer_format */
   Py_ssize_t itemsize;
-  int64_t length, alignment;
-  Py_ssize_t dims[MAX_DIMS];
-  int64_t passed_shape[MAX_DIMS];
-  DLDataType dtype;
+  long long length, alignment;
+  int64_t dims[MAX_DIMS];          /* () when only the length is declared */
+  int64_t passed_shape[MAX_DIMS];  /* the shape the compiled function takes */
+  DLDataType dtype;                /* dlpack_code, dlpack_bits */
 } Slot;
 
 typedef struct {
@@ -58,10 +64,70 @@ static void plan_dealloc(Plan *self) {
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Plan(function_handle, keep, values, slots, fixed_starts, fixed_ends)
+/* *out = the integer attribute `name` of `obj`; -1 with an exception set on failure. */
+static int read_int(PyObject *obj, const char *name, long long *out) {
+  PyObject *value = PyObject_GetAttrString(obj, name);
+  if (value == NULL) return -1;
+  *out = PyLong_AsLongLong(value);
+  Py_DECREF(value);
+  return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* *out = the truth of the attribute `name` of `obj`. */
+static int read_flag(PyObject *obj, const char *name, int *out) {
+  PyObject *value = PyObject_GetAttrString(obj, name);
+  if (value == NULL) return -1;
+  *out = PyObject_IsTrue(value);
+  Py_DECREF(value);
+  return *out < 0 ? -1 : 0;
+}
+
+/* The tuple of ints `name` of `obj` into out[MAX_DIMS], its size into *ndim. */
+static int read_shape(PyObject *obj, const char *name, int64_t *out, int *ndim) {
+  PyObject *value = PyObject_GetAttrString(obj, name);
+  if (value == NULL) return -1;
+  int ok = PyTuple_Check(value) && PyTuple_GET_SIZE(value) <= MAX_DIMS;
+  if (ok) {
+    *ndim = (int)PyTuple_GET_SIZE(value);
+    for (int d = 0; d < *ndim; ++d) out[d] = PyLong_AsLongLong(PyTuple_GET_ITEM(value, d));
+  } else {
+    PyErr_Format(PyExc_ValueError, "%s must be a tuple of at most %d ints", name, MAX_DIMS);
+  }
+  Py_DECREF(value);
+  return !ok || PyErr_Occurred() ? -1 : 0;
+}
+
+/* Fill `s` from the fields of the Acceptance `accept`, read by name. */
+static int read_slot(PyObject *accept, Slot *s) {
+  long long position, itemsize, code, bits;
+  PyObject *format = PyObject_GetAttrString(accept, "buffer_format");
+  if (format == NULL) return -1;
+  const char *text = PyUnicode_AsUTF8(format);
+  int fits = text != NULL && strlen(text) < sizeof(s->format);
+  if (fits) strcpy(s->format, text);
+  Py_DECREF(format);
+  if (!fits) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a buffer format too long");
+    return -1;
+  }
+  if (read_int(accept, "position", &position) || read_int(accept, "itemsize", &itemsize) ||
+      read_int(accept, "length", &s->length) || read_int(accept, "alignment", &s->alignment) ||
+      read_int(accept, "dlpack_code", &code) || read_int(accept, "dlpack_bits", &bits) ||
+      read_flag(accept, "written", &s->written) || read_flag(accept, "any_shape", &s->any_shape) ||
+      read_shape(accept, "dims", s->dims, &s->dims_ndim) ||
+      read_shape(accept, "passed_shape", s->passed_shape, &s->passed_ndim))
+    return -1;
+  s->position = (int)position;
+  s->itemsize = (Py_ssize_t)itemsize;
+  s->dtype.code = (uint8_t)code;
+  s->dtype.bits = (uint8_t)bits;
+  s->dtype.lanes = 1;
+  return 0;
+}
+
+/* Plan(function_handle, keep, values, accepts, fixed_starts, fixed_ends)
  *   values: list of None (free), int (a scalar), or ("tensor", handle)
- *   slots: tuples (position, written, format, itemsize, length, dims, passed_shape,
- *                  alignment, dtype_code, dtype_bits, any_shape) */
+ *   accepts: the Acceptance of each free buffer parameter, in call order */
 static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
   unsigned long long function;
   PyObject *keep, *values, *slots, *starts, *ends;
@@ -106,28 +172,12 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
   }
   for (int k = 0; k < (int)PyTuple_GET_SIZE(slots); ++k) {
     Slot *s = &self->slots[k];
-    const char *format;
-    PyObject *dims, *passed;
-    int code, bits;
-    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(slots, k), "iisnLO!O!Liii", &s->position, &s->written,
-                          &format, &s->itemsize, &s->length, &PyTuple_Type, &dims, &PyTuple_Type,
-                          &passed, &s->alignment, &code, &bits, &s->any_shape))
-      return -1;
-    if (strlen(format) >= sizeof(s->format) || PyTuple_GET_SIZE(dims) > MAX_DIMS ||
-        PyTuple_GET_SIZE(dims) == 0 || PyTuple_GET_SIZE(passed) > MAX_DIMS ||
-        s->alignment <= 0 || s->position < 0 || s->position >= self->n_values) {
-      PyErr_SetString(PyExc_ValueError, "a slot the native call cannot hold");
+    if (read_slot(PyTuple_GET_ITEM(slots, k), s) != 0) return -1;
+    if (s->alignment <= 0 || s->itemsize <= 0 || s->passed_ndim == 0 || s->position < 0 ||
+        s->position >= self->n_values) {
+      PyErr_SetString(PyExc_ValueError, "an acceptance the native call cannot hold");
       return -1;
     }
-    strcpy(s->format, format);
-    s->dims_ndim = (int)PyTuple_GET_SIZE(dims);
-    for (int d = 0; d < s->dims_ndim; ++d) s->dims[d] = PyLong_AsSsize_t(PyTuple_GET_ITEM(dims, d));
-    s->passed_ndim = (int)PyTuple_GET_SIZE(passed);
-    for (int d = 0; d < s->passed_ndim; ++d)
-      s->passed_shape[d] = PyLong_AsLongLong(PyTuple_GET_ITEM(passed, d));
-    s->dtype.code = (uint8_t)code;
-    s->dtype.bits = (uint8_t)bits;
-    s->dtype.lanes = 1;
   }
   self->n_slots = (int)PyTuple_GET_SIZE(slots);
   self->n_fixed = (int)PyTuple_GET_SIZE(starts);
@@ -146,14 +196,15 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
   return 0;
 }
 
-static int shape_matches(const Slot *s, const Py_buffer *view) {
-  if (view->ndim > 0 && view->ndim == s->dims_ndim) {
-    int same = 1;
-    for (int d = 0; d < s->dims_ndim; ++d) same &= view->shape[d] == s->dims[d];
-    if (same) return 1;
-  }
-  if (view->ndim == 1 && view->shape[0] == s->length) return 1;
-  return s->any_shape && view->ndim > 0 && view->len == s->length * s->itemsize;
+/* `length` elements (of the slot's itemsize, checked first), and Acceptance.shape_fits: flat,
+ * of any shape when none is declared, else of the declared dims. */
+static int shape_fits(const Slot *s, const Py_buffer *view) {
+  if (view->len != (Py_ssize_t)s->length * s->itemsize) return 0;
+  if (view->ndim <= 1 || s->any_shape) return 1;
+  if (view->ndim != s->dims_ndim) return 0;
+  for (int d = 0; d < s->dims_ndim; ++d)
+    if (view->shape[d] != s->dims[d]) return 0;
+  return 1;
 }
 
 static int overlaps_fixed(const Plan *self, uintptr_t start, uintptr_t end) {
@@ -165,15 +216,12 @@ static int overlaps_fixed(const Plan *self, uintptr_t start, uintptr_t end) {
   return lo < self->n_fixed && self->fixed_starts[lo] < end;
 }
 
-/* The Python exception of an FFI error kind, as tvm_ffi raises them (RuntimeError otherwise). */
-static PyObject *error_type(PyObject *kind) {
-  static const struct { const char *name; PyObject **type; } known[] = {
-      {"ValueError", &PyExc_ValueError}, {"TypeError", &PyExc_TypeError},
-      {"IndexError", &PyExc_IndexError}, {"KeyError", &PyExc_KeyError},
-      {"AttributeError", &PyExc_AttributeError}, {"MemoryError", &PyExc_MemoryError}};
-  for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); ++i)
-    if (PyUnicode_CompareWithASCIIString(kind, known[i].name) == 0) return *known[i].type;
-  return PyExc_RuntimeError;
+/* Raise the exception tvm-ffi raises for an error of `kind` with `text` (error_factory). */
+static void raise_ffi_error(PyObject *kind, PyObject *text) {
+  PyObject *error = PyObject_CallFunctionObjArgs(error_factory, kind, text, NULL);
+  if (error == NULL) return; /* the factory's own exception stays set */
+  PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+  Py_DECREF(error);
 }
 
 static PyObject *plan_call(Plan *self, PyObject *args, PyObject *kwargs) {
@@ -204,7 +252,7 @@ static PyObject *plan_call(Plan *self, PyObject *args, PyObject *kwargs) {
     taken = k + 1;
     const Py_buffer *view = &views[k];
     if (view->buf == NULL || view->itemsize != s->itemsize || strcmp(view->format ? view->format : "B", s->format) != 0 ||
-        !PyBuffer_IsContiguous(view, 'C') || !shape_matches(s, view) ||
+        !PyBuffer_IsContiguous(view, 'C') || !shape_fits(s, view) ||
         ((uintptr_t)view->buf) % (uintptr_t)s->alignment != 0) { ok = 0; break; }
     tensors[k].data = view->buf;
     tensors[k].device.device_type = kDLCPU;
@@ -243,7 +291,7 @@ static PyObject *plan_call(Plan *self, PyObject *args, PyObject *kwargs) {
         PyObject *kind = PyUnicode_DecodeUTF8(cell->kind.data, (Py_ssize_t)cell->kind.size, "replace");
         PyObject *text = PyUnicode_DecodeUTF8(cell->message.data, (Py_ssize_t)cell->message.size,
                                               "replace");
-        if (kind != NULL && text != NULL) PyErr_SetObject(error_type(kind), text);
+        if (kind != NULL && text != NULL) raise_ffi_error(kind, text);
         Py_XDECREF(kind);
         Py_XDECREF(text);
         ffi_dec_ref(error);
@@ -275,22 +323,29 @@ static PyTypeObject PlanType = {
     .tp_doc = "A bound kernel's common call in C (see the module source).",
 };
 
-/* setup(call_address, move_error_address, dec_ref_address, numpy.ndarray) */
+/* setup(call_address, move_error_address, dec_ref_address, numpy.ndarray, error_factory) */
 static PyObject *setup(PyObject *module, PyObject *args) {
   unsigned long long call, move_error, dec_ref;
-  PyObject *type;
-  if (!PyArg_ParseTuple(args, "KKKO", &call, &move_error, &dec_ref, &type)) return NULL;
+  PyObject *type, *factory;
+  if (!PyArg_ParseTuple(args, "KKKOO", &call, &move_error, &dec_ref, &type, &factory)) return NULL;
+  if (!PyCallable_Check(factory)) {
+    PyErr_SetString(PyExc_TypeError, "the error factory must be callable");
+    return NULL;
+  }
   ffi_call = (call_fn)(uintptr_t)call;
   ffi_move_error = (move_error_fn)(uintptr_t)move_error;
   ffi_dec_ref = (dec_ref_fn)(uintptr_t)dec_ref;
   Py_XDECREF(ndarray_type);
   Py_INCREF(type);
   ndarray_type = type;
+  Py_XDECREF(error_factory);
+  Py_INCREF(factory);
+  error_factory = factory;
   Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
-    {"setup", setup, METH_VARARGS, "Give the module tvm-ffi's entry points and numpy.ndarray."},
+    {"setup", setup, METH_VARARGS, "Give the module tvm-ffi's entry points, numpy.ndarray and the error factory."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "sparsetir_fastcall", NULL, -1,

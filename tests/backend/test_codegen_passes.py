@@ -20,7 +20,7 @@ from sparsetir.backend.vector_reductions import LANES, vectorize_reductions
 def lowered(name, feat, passes):
     mod = schedule_for(name, sparsetir.lower_sparse_iter(
         KERNELS[name].specialize({"feat_size": feat})), feat, "llvm")
-    flat, _ = lower_to_stage3(mod, "llvm", "none")
+    flat = lower_to_stage3(mod, "llvm", "none")
     with tvm.target.Target("llvm"):
         return tvm.transform.Sequential(passes)(lower_blocks(flat))
 

@@ -2,29 +2,32 @@
 
 * ``cuda``: every kernel builds through ``sparsetir.build`` for sm_80 and sm_90, with one
   ``__global__`` function per top-level loop nest, rows on ``blockIdx.x`` and, where the
-  default schedule binds features, ``threadIdx.x``.
+  default schedule binds features, ``threadIdx.x``; the CUDA source, the same for both
+  architectures, is the golden file ``golden/test_cuda_codegen/test_cuda_codegen-<kernel>.txt``
+  (``pytest --update-golden`` rewrites it after a deliberate change).
 * Emulation: the CUDA-scheduled module with its thread bindings made serial (forwards and
   backwards, see ``cuda_emulation``) computes the references, and no thread-bound loop feeds a
   reduction variable (which would be a cross-thread race without TVM's reduction lowering).
 * ``gpu``: the real CUDA kernels on a GPU against the references (skipped without one).
 
-Outputs are filled with NaN before every call. Builds are cached per (kernel, arch).
+Outputs are filled with NaN before every call (``zoo_check``). Builds are cached per
+(kernel, arch).
 """
 
 from __future__ import annotations
 
 import functools
-import re
 
-import numpy as np
 import pytest
 import tvm_ffi
 from tvm import s_tir, tirx
 
 import sparse_inputs as si
 import sparsetir
+from cuda_device import device_kernels
 from cuda_emulation import emulate
 from kernel_zoo import CASES
+from zoo_check import check_kernel, zoo_inputs
 from sparsetir.schedule import default_schedule
 from sparsetir.backend.target import cuda_source
 
@@ -56,40 +59,22 @@ def _top_level_nests(name: str) -> int:
     return len(body.seq) if isinstance(body, tirx.SeqStmt) else 1
 
 
-def _params(name: str) -> list:
-    return [p.name for p in CASES[name].func.params]
-
-
-def _inputs(name: str, size: str) -> dict:
-    inputs = CASES[name].make_inputs(si.case_rng(name, size), size)
-    for out in CASES[name].outputs:
-        inputs[out] = np.full_like(inputs[out], np.nan)
-    return inputs
-
-
 def _check(kernel, name: str, size: str) -> None:
-    case = CASES[name]
-    inputs = _inputs(name, size)
-    expected = case.reference(inputs)
-    kernel(*[inputs[p] for p in _params(name)])
-    for out in case.outputs:
-        np.testing.assert_allclose(
-            np.asarray(inputs[out], np.float64), np.asarray(expected[out], np.float64),
-            rtol=case.rtol, atol=case.atol, err_msg=f"{name}/{size}: output {out}")
+    check_kernel(kernel, CASES[name].func, name, zoo_inputs(name, size))
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", NAMES)
-def test_cuda_codegen(name, arch):
-    """One __global__ per top-level nest; rows on blockIdx.x; features on threadIdx.x."""
+def test_cuda_codegen(name, arch, golden):
+    """One __global__ per top-level nest; rows on blockIdx.x; features on threadIdx.x; the
+    source as in the golden file."""
     kernel = _cuda_kernel(name, arch)
-    assert kernel.executable.mod.imports, "no device module"
+    assert len(device_kernels(kernel.executable)) == _top_level_nests(name)
     src = cuda_source(kernel.executable)
-    kernels = set(re.findall(r'__global__\s+void\s+(?:__launch_bounds__\(\d+\)\s+)?(\w+)\(', src))
-    assert len(kernels) == _top_level_nests(name), sorted(kernels)
     assert "blockIdx.x" in src
     assert ("threadIdx.x" in src) == (name in THREADED)
+    golden(src, variant=name)
 
 
 def _thread_bound_reductions(mod) -> list:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import scipy.sparse
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -31,7 +30,7 @@ def annotated(name, feat, distance):
 
 
 def lowered(mod):
-    flat, _ = lower_to_stage3(mod, "llvm", "none")
+    flat = lower_to_stage3(mod, "llvm", "none")
     with tvm.target.Target("llvm"):
         return tvm.transform.Sequential([vectorize_reductions, prefetch_gathers])(
             lower_blocks(flat))
@@ -145,6 +144,7 @@ def test_ops_calls_use_the_cost_models_distance():
     from sparsetir.ops import operators
     from sparsetir.schedule import operators as schedules
     M = SparseMatrix(skewed_csr(40, 30))
-    operators.bind_kernel(M, "spmm", 32)
-    (key,) = M.prepared
-    assert key[-1] == schedules.prefetch_distance(30, 32) == 0
+    default = operators.bind_kernel(M, "spmm", 32)
+    assert schedules.prefetch_distance(30, 32) == 0
+    assert operators.bind_kernel(M, "spmm", 32, prefetch=0) is default
+    assert operators.bind_kernel(M, "spmm", 32, prefetch=8) is not default

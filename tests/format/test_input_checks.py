@@ -251,3 +251,26 @@ def test_padding_values_are_exactly_zero_and_the_matrix_rebuilds(name):
     np.testing.assert_array_equal(np.isnan(dense), np.isnan(expected))
     finite = ~np.isnan(expected)
     np.testing.assert_array_equal(dense[finite], expected[finite])
+
+
+# ----------------------------------------------------------------- one rule for calls too
+
+@pytest.mark.parametrize("indptr, indices, problem", [
+    ([0, 2, 1, 6, 6, 6], INDICES, r"indptr is not monotone: indptr\[1\] = 2 > indptr\[2\] = 1"),
+    ([0, 2, 2, 3, 6, 5], INDICES, r"indptr must start at 0 and end at len\(indices\) = 6, got 0 "
+                                  "and 5"),
+    ([1, 2, 2, 3, 6, 6], INDICES, r"indptr must start at 0 and end at len\(indices\) = 6, got 1 "
+                                  "and 6"),
+    (INDPTR, [0, 2, 1, 3, 0, 2], r"indices\[3\] = 3 is out of range \[0, 3\)"),
+])
+def test_conversions_and_kernel_calls_refuse_index_arrays_in_the_same_words(indptr, indices,
+                                                                           problem):
+    """``format.check_csr`` (every conversion routine) and a kernel call's numpy checks
+    (``runtime.validate``) apply one rule and say the same, each naming its argument."""
+    from sparsetir.runtime import ArgumentError, check_indices, check_indptr
+    with pytest.raises(ValueError, match=f"^{problem}$"):
+        csr_to_bsr(indptr, indices, np.ones(6, np.float32), SHAPE, 2)
+    indptr, indices = np.asarray(indptr), np.asarray(indices)
+    with pytest.raises(ArgumentError, match=f"^(indptr|indices) '(indptr|indices)': {problem}$"):
+        check_indptr("indptr", indptr, indices.size, end="len(indices)")
+        check_indices("indices", indices, SHAPE[1], row_starts=indptr)

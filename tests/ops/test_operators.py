@@ -11,6 +11,7 @@ import scipy.sparse
 import torch
 
 import sparsetir.ops as ops
+from sparsetir import ArgumentError
 from sparse_inputs import skewed_csr
 
 
@@ -209,22 +210,22 @@ def test_found_by_attack(warm):
     np.testing.assert_allclose(ops.spmm(M, X, weighted=np.array(False)), pattern(A) @ X,
                                rtol=1e-5, atol=1e-5)
     data = M.data.copy()
-    with pytest.raises(Exception, match="'out' shares memory"):
+    with pytest.raises(ArgumentError, match="'out' shares memory"):
         ops.sddmm(M, X70, X, out=torch.from_numpy(M.data))
     np.testing.assert_array_equal(M.data, data)
-    with pytest.raises(Exception, match="zero tensor"):
+    with pytest.raises(ArgumentError, match="zero tensor"):
         ops.spmm(M, X, out=torch._efficientzerotensor((70, 8)))
     emptied = torch.tensor(X)
     emptied.untyped_storage().resize_(0)              # numel unchanged, no memory
-    with pytest.raises(Exception, match="'X': has no memory"):
+    with pytest.raises(ArgumentError, match="'X': has no memory"):
         ops.spmm(M, emptied)
     shrunk = torch.tensor(X)
     shrunk.untyped_storage().resize_(8)               # two floats left under 360
-    with pytest.raises(Exception, match="'X': reaches past the end of its storage"):
+    with pytest.raises(ArgumentError, match="'X': reaches past the end of its storage"):
         ops.spmm(M, shrunk)
     small_out = torch.zeros((70, 8))
     small_out.untyped_storage().resize_(4)
-    with pytest.raises(Exception, match="'out': reaches past the end of its storage"):
+    with pytest.raises(ArgumentError, match="'out': reaches past the end of its storage"):
         ops.spmm(M, torch.from_numpy(X), out=small_out)
 
 
@@ -313,11 +314,11 @@ def test_errors_name_what_the_user_passed(after_a_good_call):
         ops.spmm(M, X, out=shared)
     with pytest.raises(TypeError, match="out must be a numpy array"):
         ops.spmm(M, X, out=[[0.0] * 8] * 70)
-    with pytest.raises(Exception, match="'out' shares memory with argument 'X'") as refused:
+    with pytest.raises(ArgumentError, match="'out' shares memory with argument 'X'") as refused:
         ops.spmm(square, X, out=X)
     assert "'y'" not in str(refused.value) and "'x'" not in str(refused.value)
     assert M.nnz <= X.size
-    with pytest.raises(Exception, match="'out' shares memory with argument 'Y'"):
+    with pytest.raises(ArgumentError, match="'out' shares memory with argument 'Y'"):
         ops.sddmm(M, X70, X, out=X.reshape(-1)[:M.nnz])
     with pytest.raises(TypeError, match="complex"):
         ops.SparseMatrix(matrix() * 1j)

@@ -7,6 +7,7 @@ code runs; every accepted call leaves the right answer in the caller's output.
 
 import numpy as np
 import pytest
+import scipy.sparse
 import torch
 from csrmm_calls import FEAT, build_kernel, call, make_args
 
@@ -36,8 +37,8 @@ def _offset(array, nbytes):
 def test_element_aligned_arrays_are_passed_without_a_copy(kernel, args):
     # numpy allocates at 16 bytes; these start 4 bytes past a 64-byte boundary
     shifted = {k: _offset(v, 4) for k, v in args.items() if isinstance(v, np.ndarray)}
-    for (index, convert), (length, dims) in zip(kernel._buffers, kernel._lengths((12, 9, len(args["a"])))):
-        value, copy_back = convert(shifted[convert.param.name], length, dims)
+    for convert in kernel._converters((12, 9, len(args["a"]))):
+        value, copy_back = convert(shifted[convert.param.name])
         assert value.data_ptr() == shifted[convert.param.name].ctypes.data
         assert copy_back is None
     np.testing.assert_allclose(call(kernel, shifted | {"m": 12, "n": 9, "nnz": args["nnz"]}),
@@ -75,8 +76,14 @@ def test_an_output_sharing_memory_with_an_input_is_refused(kernel, args, alias):
 
 
 def test_inputs_may_share_memory_with_each_other(kernel, args):
-    both = np.ones(max(len(args["a"]), 9 * FEAT), np.float32)
-    call(kernel, args, a=both[:len(args["a"])], b=both[:9 * FEAT])
+    """A and B read the same memory: accepted, computed from it, and left unchanged."""
+    both = np.random.default_rng(4).standard_normal(max(args["nnz"], 9 * FEAT)).astype(np.float32)
+    kept = both.copy()
+    a, b = both[:args["nnz"]], both[:9 * FEAT]
+    out = call(kernel, args, a=a, b=b)
+    matrix = scipy.sparse.csr_matrix((a, args["indices"], args["indptr"]), shape=(12, 9))
+    np.testing.assert_allclose(out, matrix @ b.reshape(9, FEAT), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(both, kept)
 
 
 def test_torch_outputs_bump_the_version_counter(kernel, args):

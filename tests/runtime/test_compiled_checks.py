@@ -1,6 +1,6 @@
-"""The compiled index checks (``checks_kernel``) accept exactly what the numpy checks
-(``runtime.validate``) accept: random CSR and ELL index arrays (empty rows included), valid
-and with one entry changed."""
+"""The compiled index checks (``runtime.compiled_checks``) accept exactly what the numpy
+checks (``runtime.validate``) accept: random CSR and ELL index arrays (empty rows included),
+valid and with one entry changed."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,6 @@
 """The Kernel call wrapper on a real compiled CSR SpMV: argument kinds, staging and every error case."""
+import dataclasses
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -20,6 +22,7 @@ from sparsetir.runtime import (
     check_indices,
     evaluate_int,
 )
+from sparsetir.runtime.acceptance import acceptance
 from sparsetir.runtime.arguments import BufferConverter
 from sparsetir.runtime import native_call
 from sparsetir.runtime.fast_path import FastPath
@@ -259,6 +262,43 @@ def test_native_plans_hold_at_most_eight_free_buffers():
     assert native_call.native_plan(None, [], [None] * (native_call.MAX_SLOTS + 1), []) is None
 
 
+def _one_row_spmv(executable, declare_x: bool):
+    """spmv bound to a 1 x 4 matrix: x has 4 elements (declared as a 2 x 2 array with
+    ``declare_x``, else only by length), y one."""
+    m, n, nnz = spmv.params[5:]
+    params = list(spmv_signature().params)
+    if declare_x:
+        params[3] = BufferParam("x", "float32", n, written=False, shape=(2, n // 2))
+    kernel = Kernel(executable, Signature(tuple(params)), alignment=4)
+    return kernel.bind(indptr=np.array([0, 2], np.int32), indices=np.array([0, 3], np.int32),
+                       data=np.ones(2, np.float32), m=1, n=4, nnz=2)
+
+
+@pytest.mark.parametrize("declare_x", [False, True])
+@pytest.mark.parametrize("x_shape", [(4,), (2, 2), (4, 1), (1, 4), (2, 2, 1)])
+@pytest.mark.parametrize("y_shape", [(1,), (), (1, 1)])
+def test_the_three_paths_take_the_same_arguments(executable, declare_x, x_shape, y_shape):
+    """C-contiguous, aligned, writable numpy arrays of the right dtype and size: the C fast
+    path, the Python fast path and the general path (passing them without a copy) accept
+    exactly the same shapes, those their one ``Acceptance`` fits (flat, the declared shape,
+    any shape when none is declared)."""
+    bound = _one_row_spmv(executable, declare_x)
+    if bound._fast.native is None:
+        pytest.skip("the native call module cannot be built here")
+    x = np.arange(4, dtype=np.float32).reshape(x_shape)
+    y = np.full(y_shape, np.nan, np.float32)
+    try:
+        general = all(copy_back is None for _, copy_back in
+                      (convert(arg) for convert, arg in zip(bound._free, (x, y))))
+    except ArgumentError:
+        general = False
+    python = bound._fast.values((x, y)) is not None
+    native = bound._fast.native(x, y)
+    assert native == python == general == (not declare_x or x.ndim == 1 or x_shape == (2, 2))
+    if native:
+        assert y.reshape(-1)[0] == 0 + 3
+
+
 def test_fast_path_declines_what_the_kernel_assumes_aligned(kernel, problem):
     args, expected = problem
     spmv = kernel.bind(**bound_arguments(args))      # compiled for 64-byte aligned buffers
@@ -285,10 +325,10 @@ def test_fast_path_refuses_an_output_over_a_bound_input(executable):
 def test_no_fast_path_for_a_kernel_off_the_cpu(executable, problem):
     args, _ = problem
     spmv = Kernel(executable, spmv_signature(), alignment=4).bind(**bound_arguments(args))
-    free = [(i, convert, length, dims) for (i, convert), (length, dims)
-            in zip(spmv._free, spmv._free_lengths)]
-    assert FastPath(free, spmv._values, [], on_host=True).values((args[3], args[4]))
-    assert FastPath(free, spmv._values, [], on_host=False).values((args[3], args[4])) is None
+    accepts = [convert.accept for convert in spmv._free]
+    assert FastPath(accepts, spmv._values, []).values((args[3], args[4]))
+    on_gpu = [dataclasses.replace(accept, device=tvm.cuda(0)) for accept in accepts]
+    assert FastPath(on_gpu, spmv._values, []).values((args[3], args[4])) is None
 
 
 def test_fast_path_bumps_torch_versions(executable, problem):
@@ -343,10 +383,11 @@ def test_read_only_input(kernel, problem):
 
 
 def test_read_only_input_is_passed_without_copy():
-    convert = BufferConverter(BufferParam("x", "float32", M, written=False), tvm.cpu(), 4)
+    convert = BufferConverter(acceptance(BufferParam("x", "float32", M, written=False), 0, {},
+                                         tvm.cpu(), 4))
     array = np.arange(2 * M, dtype=np.float32)[1:M + 1]     # 4-byte aligned
     array.flags.writeable = False
-    value, copy_back = convert(array, M)
+    value, copy_back = convert(array)
     assert value.data_ptr() == array.ctypes.data and copy_back is None
 
 
@@ -358,12 +399,13 @@ def test_torch_tensors(kernel, problem):
 
 
 def test_aligned_arrays_are_passed_without_copy():
-    convert = BufferConverter(BufferParam("y", "float32", M, written=True), tvm.cpu(), 64)
+    convert = BufferConverter(acceptance(BufferParam("y", "float32", M, written=True), 0, {},
+                                         tvm.cpu(), 64))
     tensor = torch.zeros(M)
-    value, copy_back = convert(tensor, M)
+    value, copy_back = convert(tensor)
     assert value is tensor and copy_back is None
     array = np.from_dlpack(tvm.runtime.empty((M,), "float32", tvm.cpu()))  # 64-byte aligned
-    value, copy_back = convert(array, M)
+    value, copy_back = convert(array)
     assert value.data_ptr() == array.ctypes.data and copy_back is None
 
 
@@ -554,14 +596,18 @@ def test_wrong_device(kernel, problem):
 def test_indptr_not_monotone(kernel, problem):
     args, _ = problem
     args[0][3], args[0][4] = args[0][4] + 1, args[0][3]
-    with pytest.raises(ArgumentError, match=r"indptr 'indptr': not non-decreasing at row 3"):
+    message = (rf"indptr 'indptr': indptr is not monotone: indptr\[3\] = {args[0][3]} > "
+               rf"indptr\[4\] = {args[0][4]}$")
+    with pytest.raises(ArgumentError, match=message):
         kernel(*args, *scalars(args))
 
 
 def test_indptr_first_entry(kernel, problem):
     args, _ = problem
     args[0][0] = 1
-    with pytest.raises(ArgumentError, match="indptr 'indptr': first entry 1 != 0"):
+    nnz = len(args[1])
+    message = f"indptr 'indptr': indptr must start at 0 and end at nnz = {nnz}, got 1 and {nnz}$"
+    with pytest.raises(ArgumentError, match=message):
         kernel(*args, *scalars(args))
 
 
@@ -569,14 +615,16 @@ def test_indptr_last_entry(kernel, problem):
     args, _ = problem
     nnz = len(args[1])
     args[0][-1] = nnz - 1
-    with pytest.raises(ArgumentError, match=f"indptr 'indptr': last entry {nnz - 1} != nnz {nnz}"):
+    message = (f"indptr 'indptr': indptr must start at 0 and end at nnz = {nnz}, "
+               f"got 0 and {nnz - 1}$")
+    with pytest.raises(ArgumentError, match=message):
         kernel(*args, *scalars(args))
 
 
 def test_indices_out_of_range(kernel, problem):
     args, _ = problem
     args[1][5] = N
-    message = rf"indices 'indices': value {N} at position 5 out of range \[0, {N}\)"
+    message = rf"indices 'indices': indices\[5\] = {N} is out of range \[0, {N}\)$"
     with pytest.raises(ArgumentError, match=message):
         kernel(*args, *scalars(args))
 
@@ -587,7 +635,9 @@ def test_unsorted_indices(sorted_kernel, problem):
     row = next(r for r in range(M) if indptr[r + 1] - indptr[r] >= 2)
     start = indptr[row]
     indices[start], indices[start + 1] = indices[start + 1], indices[start]
-    with pytest.raises(ArgumentError, match=f"indices 'indices': not sorted within row {row}"):
+    message = (f"indices 'indices': indices is not sorted within row {row}: indices.{start + 1}. "
+               f"= {indices[start + 1]} follows indices.{start}. = {indices[start]}$")
+    with pytest.raises(ArgumentError, match=message):
         sorted_kernel(*args, *scalars(args))
 
 
@@ -631,7 +681,7 @@ def test_evaluate_int():
 def test_check_indices_fixed_width_rows():
     check_indices("cols", np.array([0, 2, 1, 3]), 4, width=2, strictly_increasing=True)
     check_indices("cols", np.array([0, 2, 3, 3]), 4, width=2, strictly_increasing=True)  # pad
-    with pytest.raises(ArgumentError, match="indices 'cols': not sorted within row 1"):
+    with pytest.raises(ArgumentError, match="indices 'cols': cols is not sorted within row 1"):
         check_indices("cols", np.array([0, 2, 3, 1]), 4, width=2, strictly_increasing=True)
 
 

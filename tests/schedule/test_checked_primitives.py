@@ -18,6 +18,7 @@ from tvm import s_tir, tirx
 
 import sparsetir
 from sparsetir.lower.loop_signature import top_level_nests
+from zoo_check import check_kernel, with_nan_outputs, zoo_inputs
 
 # scalar parameters baked in so that feature loops have a constant extent
 SPECIALIZE = {
@@ -68,18 +69,6 @@ def _parallel_and_vectorize(mod) -> tuple:
     return sch, vectorized
 
 
-def _run(name: str, func, sch, inputs: dict) -> None:
-    case = CASES[name]
-    kernel = sparsetir.build(sch.mod, "llvm", schedule="none")
-    for out in case.outputs:
-        inputs[out][...] = np.nan
-    expected = case.reference(inputs)
-    kernel(*[inputs[p.name] for p in func.params])
-    for out in case.outputs:
-        np.testing.assert_allclose(inputs[out], expected[out], rtol=case.rtol, atol=case.atol,
-                                   err_msg=f"{name}: output {out}")
-
-
 @pytest.mark.parametrize("size", si.SIZES)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_parallel_and_vectorize_with_checks_keep_results(name, size):
@@ -87,7 +76,7 @@ def test_parallel_and_vectorize_with_checks_keep_results(name, size):
     func = _specialized(name, inputs)
     sch, vectorized = _parallel_and_vectorize(sparsetir.lower_sparse_iter(func))
     assert VECTORIZED.get(name, set()) <= vectorized
-    _run(name, func, sch, inputs)
+    check_kernel(sparsetir.build(sch.mod, "llvm", schedule="none"), func, name, inputs)
 
 
 def _zero_feature_size(inputs: dict) -> dict:
@@ -117,13 +106,11 @@ ZERO_EXTENT = [("sddmm", _zero_feature_size), ("fused_sddmm", _zero_feature_size
 @pytest.mark.parametrize("scheduled", [False, True], ids=["default", "parallel-vectorize"])
 def test_init_runs_when_a_reduction_is_empty(name, zero, scheduled):
     case = CASES[name]
-    inputs = zero(case.make_inputs(si.case_rng(name, "small"), "small"))
+    inputs = with_nan_outputs(name, zero(zoo_inputs(name)))
     func = case.func
     mod = sparsetir.lower_sparse_iter(func)
     if scheduled:
         mod = _parallel_and_vectorize(mod)[0].mod
-    for out in case.outputs:
-        inputs[out][...] = np.nan
     sparsetir.build(mod, "llvm")(*[inputs[p.name] for p in func.params])
     for out in case.outputs:
         assert inputs[out].size and not np.any(inputs[out]), f"{name}: {out} is not all zero"

@@ -4,7 +4,6 @@ treats differently."""
 
 import numpy as np
 import pytest
-import tvm
 import tvm_ffi
 from tvm import tirx
 
@@ -21,7 +20,7 @@ def stores_by_loop(feat):
     """For the Stage III SpMM: the buffers stored to inside the loop over a row's nonzeros."""
     mod = schedule_for("spmm", sparsetir.lower_sparse_iter(
         KERNELS["spmm"].specialize({"feat_size": feat})), feat, "llvm")
-    flat, _ = lower_to_stage3(mod, "llvm", "none")
+    flat = lower_to_stage3(mod, "llvm", "none")
     flat = lower_blocks(flat)
     inside = []
 

@@ -3,19 +3,22 @@
 Each schedule is the one of SparseTIR's benchmark scripts (``examples/spmm/bench_spmm_naive.py``,
 ``examples/sddmm/bench_sddmm.py``, ``examples/rgms/rgcn/bench_rgcn_non_composable.py``) with the
 renames TVM 0.27 needs (``tvm.s_tir.Schedule``, ``get_sblock``). Where our Stage II differs,
-the change is named at the step. Each builds for CUDA (sm_80, sm_90; nvcc, no GPU needed), and
+the change is named at the step. Each builds for CUDA (sm_80, sm_90; nvcc, no GPU needed) into
+the source of the golden file ``golden/test_sparsetir_schedules/...-<schedule>.txt`` (the same
+for both architectures; ``pytest --update-golden`` rewrites it after a deliberate change), and
 its result is checked on the CPU with the thread loops run one after another, forwards and
-backwards (``cuda_emulation``); SpMM also has a CPU variant built for llvm.
+backwards (``cuda_emulation``); SpMM also has a CPU variant built for llvm. Outputs start as
+NaN (``zoo_check``).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import sparse_inputs as si
 from cuda_emulation import emulate
 from kernel_zoo import CASES
 from tvm import s_tir
+from zoo_check import check_kernel
 
 import sparsetir
 from sparsetir.backend.target import cuda_source
@@ -127,32 +130,25 @@ SCHEDULES = {
 
 
 def _scheduled(label: str, schedule=None):
+    """(kernel name, specialised function, its inputs, the schedule applied)."""
     name, default_schedule, params = SCHEDULES[label]
-    case = CASES[name]
-    inputs = case.make_inputs(si.case_rng(name, "medium"), "medium")
-    func = case.func.specialize({p: inputs[p] for p in params})
+    inputs = CASES[name].make_inputs(si.case_rng(name, "medium"), "medium")
+    func = CASES[name].func.specialize({p: inputs[p] for p in params})
     sch = s_tir.Schedule(sparsetir.lower_sparse_iter(func))   # TVM's checks on
     (schedule or default_schedule)(sch)
-    return case, func, inputs, sch
-
-
-def _check(case, func, inputs, kernel) -> None:
-    for out in case.outputs:
-        inputs[out][...] = np.nan
-    expected = case.reference(inputs)
-    kernel(*[inputs[p.name] for p in func.params])
-    for out in case.outputs:
-        np.testing.assert_allclose(inputs[out], expected[out], rtol=1e-4, atol=1e-4)
+    return name, func, inputs, sch
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("label", sorted(SCHEDULES))
-def test_schedule_builds_for_cuda(label, arch):
+def test_schedule_builds_for_cuda(label, arch, golden):
     # "auto" keeps the user's schedule and schedules only the nests nobody touched (the
     # SDDMM's preprocess search)
     _, _, _, sch = _scheduled(label)
     kernel = sparsetir.build(sch.mod, {"kind": "cuda", "arch": arch})
-    assert "threadIdx.x" in cuda_source(kernel.executable)
+    source = cuda_source(kernel.executable)
+    assert "threadIdx.x" in source
+    golden(source, variant=label)
 
 
 def test_a_cuda_nest_left_unbound_is_refused():
@@ -164,15 +160,15 @@ def test_a_cuda_nest_left_unbound_is_refused():
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "backward"])
 @pytest.mark.parametrize("label", sorted(SCHEDULES))
 def test_schedule_computes_the_reference(label, reverse):
-    case, func, inputs, sch = _scheduled(label)
-    _check(case, func, inputs, emulate(sch.mod, reverse))
+    name, func, inputs, sch = _scheduled(label)
+    check_kernel(emulate(sch.mod, reverse), func, name, inputs)
 
 
 def test_spmm_cpu_schedule_builds_vectorised_and_right():
-    case, func, inputs, sch = _scheduled("spmm", spmm_cpu_schedule)
+    name, func, inputs, sch = _scheduled("spmm", spmm_cpu_schedule)
     kernel = sparsetir.build(sch.mod, "llvm", schedule="none")
     assert "<8 x float>" in kernel.inspect_source("ll")
-    _check(case, func, inputs, kernel)
+    check_kernel(kernel, func, name, inputs)
 
 
 def test_atomic_annotation_gives_atomic_adds_on_cuda():

@@ -4,11 +4,10 @@ Each case lowers a reference kernel, applies primitives through ``tvm.s_tir.Sche
 without the default schedule and compares with the numpy reference (outputs start as NaN).
 """
 
-import numpy as np
 import pytest
-import sparse_inputs as si
 from kernel_zoo import CASES
 from tvm import s_tir
+from zoo_check import check_kernel, zoo_inputs
 
 import sparsetir
 
@@ -64,14 +63,8 @@ def test_schedule_primitives_keep_results(name, schedule):
     case = CASES[name]
     sch = s_tir.Schedule(sparsetir.lower_sparse_iter(case.func))   # TVM's checks on
     schedule(sch)
-    kernel = sparsetir.build(sch.mod, "llvm", schedule="none")
-    inputs = case.make_inputs(si.case_rng(name, "small"), "small")
-    for out in case.outputs:
-        inputs[out][...] = np.nan
-    kernel(*[inputs[p.name] for p in case.func.params])
-    expected = case.reference(inputs)
-    for out in case.outputs:
-        np.testing.assert_allclose(inputs[out], expected[out], rtol=case.rtol, atol=case.atol)
+    check_kernel(sparsetir.build(sch.mod, "llvm", schedule="none"), case.func, name,
+                 zoo_inputs(name))
 
 
 def test_blocks_are_found_by_iteration_name():

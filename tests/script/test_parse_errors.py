@@ -122,6 +122,29 @@ def test_init_inside_an_if():
         """, r"T.init\(\) must be directly inside a T.sp_iter")
 
 
+def test_fused_axes_of_two_kinds():
+    """Refused where it is written (it used to parse and fail only at lowering)."""
+    expect_error("""
+        with T.sp_iter([T.fuse(I, J)], "SR", "sum") as [i, j]:  # <-- error
+            B[i] = B[i] + A[i, j]
+        """, r"sparse iteration sum: fused axes \(I, J\): the variables must all be spatial or "
+             "all be reductions")
+
+
+@pytest.mark.parametrize("axes,message", [
+    ("T.fuse(J, J)", "the chain must start at an axis without parent, not J"),
+    ("T.fuse(I, I)", r"not a parent chain \(I's parent is none, not I\)"),
+    ("T.fuse(I)", "fuse at least two axes"),
+    ("T.fuse(I, B)", "SparseBuffer .* is not an axis"),
+    ("T.attach(I, J)", "attached axis I: it must have a dense parent"),
+])
+def test_fused_or_attached_axes_that_break_the_rule(axes, message):
+    expect_error(f"""
+        with T.sp_iter([{axes}], "SS", "copy") as [i, j]:  # <-- error
+            B[i] = 1.0
+        """, message)
+
+
 # ----------------------------------------------------------------------------------------------
 # Axis declarations
 

@@ -2,23 +2,16 @@
 
 import numpy as np
 import pytest
-import sparse_inputs as si
 import tvm
 from kernel_zoo import CASES
+from zoo_check import check_kernel, zoo_inputs
 
 import sparsetir
 from sparsetir import Schedule, SparseScheduleError
 
 
 def _run(func, name, size="small"):
-    case = CASES[name]
-    inputs = case.make_inputs(si.case_rng(name, size), size)
-    for out in case.outputs:
-        inputs[out][...] = np.nan
-    expected = case.reference(inputs)
-    sparsetir.build(func, "llvm")(*[inputs[p.name] for p in func.params])
-    for out in case.outputs:
-        np.testing.assert_allclose(inputs[out], expected[out], rtol=case.rtol, atol=case.atol)
+    check_kernel(sparsetir.build(func, "llvm"), func, name, zoo_inputs(name, size))
 
 
 def test_sparse_fuse_of_sddmm_is_the_hand_written_fused_sddmm():
@@ -81,6 +74,32 @@ def test_fuse_needs_a_parent_chain():
     sch.sparse_reorder("csrmm", ["i", "k", "j"])
     with pytest.raises(SparseScheduleError, match="contiguous|parent chain|all be spatial"):
         sch.sparse_fuse("csrmm", ["i", "k"])
+
+
+def test_reorder_cannot_split_a_fused_group():
+    """A fused group is one loop: its variables stay together and in order (this used to build
+    an iteration the lowering could not read)."""
+    sch = Schedule(CASES["fused_sddmm"].func)          # [T.fuse(I, J), K]
+    before = sch.func
+    with pytest.raises(SparseScheduleError, match=r"sparse_reorder\(fused_sddmm\): .*"
+                                                  r"T.fuse\(I, J\) must iterate its axes together"):
+        sch.sparse_reorder("fused_sddmm", ["i", "k", "j"])
+    assert sch.func.same_as(before)
+
+
+def test_a_nested_iteration_is_scheduled_in_place():
+    """Only the iterations on the way to the one scheduled are rebuilt; the rest is kept."""
+    func = CASES["sparse_softmax"].func            # sparse_softmax holds row_max, exp_sum, ...
+    sch = Schedule(func)
+    sch.annotate("exp_sum", "hint", 1)
+    outer, new_outer = func.body[0], sch.func.body[0]
+    assert [it.name for it in new_outer.body] == [it.name for it in outer.body]
+    assert dict(sch.get_sparse_iteration("exp_sum").annotations) == {"hint": 1}
+    assert dict(new_outer.annotations) == dict(outer.annotations)
+    changed = [not new.same_as(old) for new, old in zip(new_outer.body, outer.body)]
+    assert changed == [it.name == "exp_sum" for it in outer.body]
+    for name in ("params", "axes", "buffers"):
+        assert all(a.same_as(b) for a, b in zip(getattr(sch.func, name), getattr(func, name)))
 
 
 def test_unknown_iteration():

@@ -1,21 +1,25 @@
-"""Checks inside a parallel loop that fail are reported after the loop, whatever the threads.
+"""Checks inside a parallel loop stop their iteration without raising; the loop's end reports.
 
-A failing assertion ends the parallel task it runs in, and TVM's launcher returns the task's
-error to the caller, except when the pool has a single thread (``TVM_NUM_THREADS=1``: a
-one-core machine, a child after ``fork``), where it runs the loop inline and drops the error:
-the kernel then returns as if it had succeeded, its output half written. This pass (run by the
-``sparsetir`` pipeline once blocks are lowered) gives every outermost parallel loop that holds
-assertions a flag set before each of them fails, and after the loop asserts that the flag is
-clear, with the message of the check that set it.
+An assertion that fails inside a parallel loop cannot raise as itself: TVM's launcher turns a
+failed task into a ``RuntimeError`` ("Task 1 error: ..."), losing the error kind that makes
+the call raise ``ArgumentError`` (``errors.ARGUMENT_ERROR_KIND``), and a pool of one thread
+(``TVM_NUM_THREADS=1``: a one-core machine, a child after ``fork``) runs the loop inline and
+drops the error, so the kernel returns as if it had succeeded. This pass (run by the
+``sparsetir`` pipeline once blocks are lowered) rewrites every parallel loop holding
+assertions: each iteration gets a ``failed`` flag of its own, a failing check sets it to the
+check's number instead of raising, and everything the iteration would run after that point
+is skipped (later statements and loop iterations test the flag; a ``while`` loop ends). After
+the loop, assertions of the original kinds and messages report the check that failed.
 
 Example
 -------
->>> # for i in T.parallel(m):              flag = 0
+>>> # for i in T.parallel(m):              check_failed = 0
 >>> #     assert c, "msg"          ->      for i in T.parallel(m):
->>> #     ...                                  if not c: flag = 1
->>> #                                          assert c, "msg"
->>> #                                          ...
->>> #                                      assert flag != 1, "msg"
+>>> #     rest                                 failed = 0
+>>> #                                          if not c: failed = 1
+>>> #                                          if failed == 0: rest
+>>> #                                          if failed != 0: check_failed = failed
+>>> #                                      assert check_failed != 1, "msg"
 """
 
 from __future__ import annotations
@@ -36,24 +40,70 @@ def _rewrite(stmt):
 
 
 def _flagged(loop):
-    """``loop`` with its assertions setting the flag, between the flag and its reports
+    """``loop`` with its assertions setting the iteration's flag, followed by the reports
     (``loop`` itself when it has none)."""
-    flag = tirx.decl_buffer((1,), "int32", name="check_failed")
-    codes = {}
+    shared = tirx.decl_buffer((1,), "int32", name="check_failed")
+    failed = tirx.decl_buffer((1,), "int32", name="iteration_failed")
+    checks = []
 
     def on_assert(check):
-        codes[len(codes) + 1] = check
-        set_flag = tirx.BufferStore(flag, tirx.const(len(codes), "int32"), [0])
-        return tirx.SeqStmt([tirx.IfThenElse(tirx.Not(check.condition), set_flag, None), check])
+        checks.append(check)
+        return tirx.IfThenElse(tirx.Not(check.condition),
+                               tirx.BufferStore(failed, tirx.const(len(checks), "int32"), [0]),
+                               None)
 
     body = tvm_ffi.structural_map(loop.body, (tirx.AssertStmt, on_assert), order="post")
-    if not codes:
+    if not checks:
         return loop
-    flagged = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body,
+    ok = tirx.BufferLoad(failed, [0]) == 0
+    body = _skip_after_failure(body, failed, ok)
+    iteration = tirx.SeqStmt([
+        tirx.AllocBuffer(failed), tirx.BufferStore(failed, tirx.const(0, "int32"), [0]), body,
+        tirx.IfThenElse(tirx.Not(ok), tirx.BufferStore(shared, tirx.BufferLoad(failed, [0]),
+                                                       [0]), None)])
+    flagged = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, iteration,
                        loop.thread_binding, loop.annotations)
-    reports = [tirx.AssertStmt(tirx.BufferLoad(flag, [0]) != code, check.error_kind,
+    reports = [tirx.AssertStmt(tirx.BufferLoad(shared, [0]) != code, check.error_kind,
                                list(check.message_parts))
-               for code, check in codes.items()]
-    return tirx.SeqStmt([tirx.AllocBuffer(flag),
-                         tirx.BufferStore(flag, tirx.const(0, "int32"), [0]), flagged]
+               for code, check in enumerate(checks, start=1)]
+    return tirx.SeqStmt([tirx.AllocBuffer(shared),
+                         tirx.BufferStore(shared, tirx.const(0, "int32"), [0]), flagged]
                         + reports)
+
+
+def _skip_after_failure(stmt, failed, ok):
+    """``stmt`` with what runs after a store to ``failed`` guarded by ``ok`` (the flag is
+    clear): the rest of each sequence, each later iteration of a loop, the next test of a
+    ``while`` loop."""
+
+    def sets_flag(node) -> bool:
+        found = []
+        tvm_ffi.structural_walk(node, (tirx.BufferStore, lambda s: found.append(
+            s.buffer.same_as(failed))), order="pre")
+        return any(found)
+
+    def on_seq(seq):
+        items = list(seq.seq)
+        for k, item in enumerate(items[:-1]):
+            if sets_flag(item):
+                rest = items[k + 1:]
+                rest = rest[0] if len(rest) == 1 else tirx.SeqStmt(rest)
+                return tirx.SeqStmt(items[:k + 1] + [tirx.IfThenElse(ok, on_seq(rest) if
+                                                                     isinstance(rest, tirx.SeqStmt)
+                                                                     else rest, None)])
+        return seq
+
+    def on_for(node):
+        if not sets_flag(node.body):
+            return node
+        return tirx.For(node.loop_var, node.min, node.extent, node.kind,
+                        tirx.IfThenElse(ok, node.body, None), node.thread_binding,
+                        node.annotations)
+
+    def on_while(node):
+        if not sets_flag(node.body):
+            return node
+        return tirx.While(tirx.And(ok, node.condition), node.body)
+
+    return tvm_ffi.structural_map(stmt, [(tirx.SeqStmt, on_seq), (tirx.For, on_for),
+                                         (tirx.While, on_while)], order="post")

@@ -11,8 +11,10 @@ allocated under the same name, and then runs TVM's default pipeline (whose block
 nothing left to do); ``report_parallel_checks`` makes a check that fails in a parallel loop
 stop the call even on one thread (where TVM drops the error), ``vectorize_reductions``
 splits scalar dot products into vector lanes (CPU), ``prefetch_gathers`` prefetches gathered
-rows ahead in loops annotated for it, and ``hoist_index_loads`` moves loop-invariant tests out
-of loops and binds loads of read-only index arrays once per loop iteration. Where an
+rows ahead in loops annotated for it, ``hoist_index_loads`` moves loop-invariant tests out
+of loops and binds loads of read-only index arrays once per loop iteration, and
+``stack_scratch`` puts small scratch buffers of CPU kernels on the stack (a failing check
+cannot leak them). Where an
 allocation's size depends on a loop variable, TVM's ``StorageRewrite`` (which would hoist it
 out of that loop) is turned off for that module.
 
@@ -32,6 +34,7 @@ from ..ir.utils import structural_map
 from .index_loads import hoist_index_loads
 from .parallel_checks import report_parallel_checks
 from .prefetch import prefetch_gathers
+from .stack_scratch import stack_scratch
 from .vector_reductions import vectorize_reductions
 from ..errors import BufferReferenceError
 
@@ -100,7 +103,7 @@ def _sparsetir_pipeline(**kwargs):
     blocks = tvm.transform.Sequential(
         [getattr(s_tir.transform, name)() for name in _BLOCK_LOWERING]
         + [repair_buffer_references, report_parallel_checks, vectorize_reductions,
-           prefetch_gathers, hoist_index_loads])
+           prefetch_gathers, hoist_index_loads, stack_scratch])
 
     @tvm.transform.module_pass(opt_level=0, name="sparsetir.Pipeline")
     def pipeline(mod, ctx):

@@ -32,10 +32,10 @@ import tvm_ffi
 from tvm import tirx
 from tvm.script import tirx as T
 
+from ..ir.attrs import PREFETCH_ANNOTATION as PREFETCH
 from ..ir.utils import substitute
 from .index_loads import read_only_params
 
-PREFETCH = "sparsetir.prefetch_distance"
 CACHE_LINE = 64
 MAX_LINES = 16     # per gathered row: the first 1 KiB (more costs compile time, not speed)
 

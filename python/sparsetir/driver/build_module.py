@@ -1,10 +1,13 @@
 """``sparsetir.build``, the driver: from a kernel at any stage to a callable over numpy/torch/TVM arrays.
 
-A Stage I ``SparseFunction`` is lowered (``lower_sparse_iter``), given the default schedule
-for the target, flattened (``lower_sparse_buffer``) and compiled. A Stage II module (what
-``lower_sparse_iter`` returned, scheduled by the user or not) is flattened and compiled; the
-default schedule then goes only to the top-level loop nests the user left as lowering made them
-(same blocks, same loops, all serial), so a user's schedule is never overridden.
+One path to a kernel: a Stage I ``SparseFunction`` is lowered (``lower_sparse_iter``); a Stage
+II module (what ``lower_sparse_iter`` returned, scheduled by the user or not) is taken as it
+is. The default schedule for the target then goes only to the top-level loop nests the user
+left as lowering made them (same blocks, same loops, all serial), so a user's schedule is
+never overridden. The Stage II -> Stage III passes (``transform.stage3_passes``) flatten it,
+``backend.target.compile_module`` compiles it, and the call signature is read from the
+metadata lowering left on it (``ir.attrs``). With ``cache=True`` the compiled kernel is kept in
+memory and on disk (``driver.cache``), keyed by the scheduled module and the target.
 
 Example
 -------
@@ -21,8 +24,11 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..runtime.compiled_checks import compile_checks
+from ..backend.pipeline import lower_blocks
+from ..backend.target import compile_module, make_target
+from ..ir import attrs
 from ..ir.function import SparseFunction
+from ..lower.lower_sparse_iter import lower_sparse_iter
 from ..runtime import (
     BufferParam,
     IndicesCheck,
@@ -32,23 +38,14 @@ from ..runtime import (
     Signature,
     ValueDomainCheck,
 )
-from ..backend.pipeline import lower_blocks
+from ..runtime.compiled_checks import checks_module, compile_checks
 from ..schedule import default_schedule
-from ..ir.attrs import SizeReader
-from ..backend.target import compile_module, make_target
-from ..transform.atomic import check_atomic_inits, lower_atomic_blocks
-from ..lower.coordinate_checks import lower_device_checks
-from ..transform.horizontal_fusion import horizontal_fuse as fuse_nests
-from ..transform.lower_sparse_buffer import lower_sparse_buffer
-from ..lower.lower_sparse_iter import (
-    INDEX_CHECKS_ATTR,
-    PARAM_NAMES_ATTR,
-    VALUE_DOMAINS_ATTR,
-    lower_sparse_iter,
-)
+from ..transform.pipeline import stage3_passes
+from . import cache as kernel_cache
 
 
-def build(kernel, target="llvm", schedule: str = "auto", horizontal_fuse: bool = False) -> Kernel:
+def build(kernel, target="llvm", schedule: str = "auto", horizontal_fuse: bool = False,
+          cache: bool = False) -> Kernel:
     """Compile ``kernel`` for ``target`` and return a callable ``Kernel``.
 
     Parameters
@@ -66,70 +63,84 @@ def build(kernel, target="llvm", schedule: str = "auto", horizontal_fuse: bool =
         Merge consecutive sub-kernels into one launch after scheduling
         (``transform.horizontal_fusion``): parallel loops of one extent on the CPU,
         ``blockIdx.x`` loops by ranges on CUDA.
+    cache : bool
+        Keep the compiled kernel in memory and on disk (``driver.cache``): a later build of
+        the same scheduled module for the same target, in this process or another, compiles
+        nothing.
     """
     tgt = make_target(target)
-    flat, shapes = lower_to_stage3(kernel, tgt, schedule, horizontal_fuse)
-    return kernel_of(flat, shapes, compile_module(flat, tgt), tgt)
+    mod = scheduled_stage2(kernel, tgt, schedule)
+    if cache:
+        return kernel_cache.cached(mod, tgt, horizontal_fuse, compile_stage2, kernel_of)
+    return kernel_of(compile_stage2(mod, tgt, horizontal_fuse), tgt)
 
 
-def lower_to_stage3(kernel, target, schedule: str = "auto",
-                    horizontal_fuse: bool = False) -> tuple:
-    """``(module, shapes)``: what ``build`` compiles, the flattened (Stage III) module, and
-    the Stage II dimensions of its parameters (see ``signature_of``)."""
+def scheduled_stage2(kernel, target, schedule: str = "auto") -> tvm.IRModule:
+    """The Stage II module ``build`` compiles: ``kernel`` lowered if it is a Stage I function,
+    with the default schedule where ``schedule`` is ``"auto"``."""
     if schedule not in ("auto", "none"):
         raise ValueError(f"schedule must be 'auto' or 'none', got {schedule!r}")
     mod = lower_sparse_iter(kernel) if isinstance(kernel, SparseFunction) else kernel
     if not isinstance(mod, tvm.IRModule):
         raise TypeError("build expects a SparseFunction or an IRModule from lower_sparse_iter, "
                         f"got {type(kernel).__name__}")
-    kind = str(make_target(target).kind.name)
     if schedule == "auto":
-        mod = default_schedule(mod, kind).mod
-    check_atomic_inits(mod)
-    shapes = [tuple(p.shape) if tirx.is_buffer_var(p) else () for p in mod["main"].params]
-    flat = lower_sparse_buffer(mod)
-    if horizontal_fuse:
-        flat = fuse_nests(flat, kind)
-    return lower_device_checks(lower_atomic_blocks(flat, kind), kind), shapes
+        mod = default_schedule(mod, str(make_target(target).kind.name)).mod
+    return mod
 
 
-def kernel_of(flat: tvm.IRModule, shapes: list, executable, target,
-              checks_executable=None) -> Kernel:
-    """The callable ``Kernel`` of a compiled Stage III module; the index checks are compiled
-    for the host unless ``checks_executable`` (from ``compile_checks``) is given."""
+def lower_to_stage3(kernel, target, schedule: str = "auto",
+                    horizontal_fuse: bool = False) -> tvm.IRModule:
+    """The flattened (Stage III) module ``build`` compiles."""
     kind = str(make_target(target).kind.name)
-    signature = signature_of(flat["main"], shapes)
-    if kind == "cuda":
-        signature = with_vector_alignment(signature, lower_blocks(flat)["main"])
+    return stage3_passes(kind, horizontal_fuse)(scheduled_stage2(kernel, target, schedule))
+
+
+def compile_stage2(mod: tvm.IRModule, target,
+                   horizontal_fuse: bool = False) -> kernel_cache.Compiled:
+    """``mod`` (scheduled Stage II) flattened and compiled for ``target``, with its index
+    checks compiled for the host (CPU targets)."""
+    tgt = make_target(target)
+    flat = lower_to_stage3(mod, tgt, "none", horizontal_fuse)
+    executable = compile_module(flat, tgt)
+    signature = signature_of(flat["main"])
     checks = None
-    if kind == "llvm":
-        checks = compile_checks(signature, checks_executable)
-    return Kernel(executable, signature, device="cuda" if kind == "cuda" else "cpu",
+    if tgt.kind.name == "llvm" and signature.checks:
+        checks = compile_module(checks_module(signature), "llvm")
+    return kernel_cache.Compiled(flat, executable, checks)
+
+
+def kernel_of(compiled: kernel_cache.Compiled, target) -> Kernel:
+    """The callable ``Kernel`` of a compiled Stage III module."""
+    kind = str(make_target(target).kind.name)
+    signature = signature_of(compiled.flat["main"])
+    if kind == "cuda":
+        signature = with_vector_alignment(signature, lower_blocks(compiled.flat)["main"])
+    checks = compile_checks(signature, compiled.checks) if kind == "llvm" else None
+    return Kernel(compiled.executable, signature, device="cuda" if kind == "cuda" else "cpu",
                   compiled_checks=checks)
 
 
-def signature_of(func: tirx.PrimFunc, shapes=None) -> Signature:
+def signature_of(func: tirx.PrimFunc) -> Signature:
     """The call signature of a flattened (Stage III) function made by sparsetir.
 
-    ``shapes`` gives each parameter's Stage II dimensions (before flattening), which
-    multi-dimensional arguments must match; without it only lengths are checked. Parameter
-    names and the sizes in the checks come from the attributes ``lower_sparse_iter`` left,
-    read by name (``stage_metadata``), so a function specialised with TVM's
-    ``PrimFunc.specialize`` still gets every check.
+    Parameter names, the checks and the Stage II shape of each flattened buffer (which a
+    multi-dimensional argument must match) come from the metadata ``lower_sparse_iter`` and
+    ``lower_sparse_buffer`` left (``ir.attrs``); its sizes are expressions over ``func``'s
+    parameters, substituted by ``PrimFunc.specialize`` like the rest of the function.
     """
-    shapes = shapes or [()] * len(func.params)
-    names = dict(func.attrs.get(PARAM_NAMES_ATTR, {})) if func.attrs is not None else {}
-    sizes = SizeReader(func, shapes)
+    names = attrs.param_names(func)
+    shapes = attrs.stage2_shapes(func)
     written = _stored_buffers(func)
     params = []
-    for param, shape in zip(func.params, shapes):
-        name = str(names.get(param.name, param.name))
+    for param in func.params:
+        name = names.get(param.name, str(param.name))
         if tirx.is_buffer_var(param):
             length = param.shape[0]
             for dim in list(param.shape)[1:]:
                 length = length * dim
             keeps_shape = len(param.shape) > 1
-            declared = tuple(param.shape) if keeps_shape else tuple(shape)
+            declared = tuple(param.shape) if keeps_shape else shapes.get(param.name, ())
             params.append(BufferParam(name, str(param.dtype), length,
                                       any(param.same_as(w) for w in written),
                                       declared if len(declared) > 1 else (), keeps_shape,
@@ -138,17 +149,15 @@ def signature_of(func: tirx.PrimFunc, shapes=None) -> Signature:
             params.append(ScalarParam(name, param))
     present = {p.name for p in params}
     checks = []
-    for entry in func.attrs.get(INDEX_CHECKS_ATTR, []) if func.attrs is not None else []:
-        indptr, indices = str(entry["indptr"]), str(entry["indices"])
-        if indptr in present:
-            checks.append(IndptrCheck(indptr, sizes.expr(entry["nnz"])))
-        if indices in present:
-            width = None if indptr else sizes.expr(entry["width"])
-            checks.append(IndicesCheck(indices, sizes.expr(entry["bound"]), indptr or None,
-                                       width, bool(entry["sorted"])))
-    for entry in func.attrs.get(VALUE_DOMAINS_ATTR, []) if func.attrs is not None else []:
-        checks.append(ValueDomainCheck(str(entry["param"]), sizes.expr(entry["min"]),
-                                       sizes.expr(entry["max"])))
+    for entry in attrs.index_checks(func):
+        if entry.indptr in present:
+            checks.append(IndptrCheck(entry.indptr, entry.nnz))
+        if entry.indices in present:
+            width = None if entry.indptr else entry.width
+            checks.append(IndicesCheck(entry.indices, entry.bound, entry.indptr or None,
+                                       width, entry.sorted))
+    for entry in attrs.value_domains(func):
+        checks.append(ValueDomainCheck(entry.param, entry.min, entry.max))
     return Signature(tuple(params), tuple(checks))
 
 
@@ -176,7 +185,7 @@ def with_vector_alignment(signature: Signature, func: tirx.PrimFunc) -> Signatur
 
     tvm_ffi.structural_walk(func.body, (tirx.For, on_for), order="pre")
     names = {str(p.name): p for p in func.params}
-    by_user_name = dict(func.attrs.get(PARAM_NAMES_ATTR, {})) if func.attrs is not None else {}
+    by_user_name = attrs.param_names(func)
     params = []
     for param in signature.params:
         internal = next((k for k, v in by_user_name.items() if str(v) == param.name),

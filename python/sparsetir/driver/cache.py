@@ -12,9 +12,13 @@ or swapped is compiled again and replaced. Where the disk cannot keep a kernel a
 ``CacheWarning`` says why and the kernel is kept in memory. ``clear_cache()`` removes only the
 files the cache wrote.
 
+It is an option of the one driver, ``sparsetir.build(..., cache=True)``, which hands it the
+way to compile a module and to make a kernel of the result (``cached``): this module only
+keeps what a build produced (``Compiled``).
+
 Example
 -------
->>> # kernel = cached_build(scheduled_stage2_module, "llvm")   # compiles once per machine
+>>> # kernel = sparsetir.build(scheduled_stage2_module, "llvm", schedule="none", cache=True)
 >>> # cache_dir()
 >>> # PosixPath('/home/me/.cache/sparsetir/kernels')
 """
@@ -25,18 +29,15 @@ import functools
 import hashlib
 from contextlib import suppress
 from pathlib import Path
+from typing import NamedTuple, Optional
 
 import tvm
 import tvm_ffi
 
 from ..backend import cache_folder
-from .build_module import kernel_of, lower_to_stage3, signature_of
-from ..runtime.compiled_checks import checks_module
-from ..backend.target import compile_module, make_target
 
 _MEMORY: dict = {}
-_FORMAT = "2"
-_SHAPES_ATTR = "sparsetir.stage2_shapes"
+_FORMAT = "3"
 _FOLDER = "kernels"
 _FILES = ("kernel.so", "checks.so", "stage3.json")
 
@@ -60,18 +61,30 @@ def remembered(key: tuple, make):
     return _MEMORY[key]
 
 
-def cached_build(mod: tvm.IRModule, target="llvm", horizontal_fuse: bool = False):
-    """``sparsetir.build(mod, target, schedule="none", horizontal_fuse=...)``, compiled at
-    most once per machine."""
-    tgt = make_target(target)
+class Compiled(NamedTuple):
+    """What a build produced: the flattened (Stage III) module, which the call signature is
+    read from, its executable, and the executable of its index checks (CPU kernels with
+    checks; else None)."""
+
+    flat: tvm.IRModule
+    executable: object
+    checks: Optional[object] = None
+
+
+def cached(mod: tvm.IRModule, tgt, horizontal_fuse: bool, compile_stage2, kernel_of):
+    """The kernel of ``mod`` (scheduled Stage II) for target ``tgt``, compiled at most once
+    per machine: ``compile_stage2(mod, tgt, horizontal_fuse)`` gives the ``Compiled`` of a
+    module the cache does not hold, ``kernel_of(compiled, tgt)`` the kernel of one it does
+    (``sparsetir.build`` passes its own)."""
     key = _key(mod, tgt, horizontal_fuse)
     kernel = _MEMORY.get(key)
     if kernel is None:
         folder = cache_folder.folder(_FOLDER)        # None: unusable (it warned), memory only
         entry = folder / key if folder is not None else None
-        kernel = _load(entry, tgt) if entry is not None else None
+        kernel = _load(entry, tgt, kernel_of) if entry is not None else None
         if kernel is None:
-            kernel = _compile_and_store(mod, tgt, entry, horizontal_fuse)
+            kernel = kernel_of(_compile_and_store(mod, tgt, entry, horizontal_fuse,
+                                                  compile_stage2), tgt)
     _MEMORY[key] = kernel
     return kernel
 
@@ -91,30 +104,26 @@ def _sources_digest() -> str:
     return digest.hexdigest()
 
 
-def _compile_and_store(mod, tgt, entry: Path | None, horizontal_fuse: bool = False):
+def _compile_and_store(mod, tgt, entry: Path | None, horizontal_fuse: bool,
+                       compile_stage2) -> Compiled:
     """Compile; keep the result in ``entry`` unless it is None."""
-    flat, shapes = lower_to_stage3(mod, tgt, "none", horizontal_fuse)
-    executable = compile_module(flat, tgt)
-    checks = None
-    signature = signature_of(flat["main"], shapes)
-    if tgt.kind.name == "llvm" and signature.checks:
-        checks = compile_module(checks_module(signature), "llvm")
+    compiled = compile_stage2(mod, tgt, horizontal_fuse)
 
     def write_files(staging: Path) -> None:
-        executable.export_library(str(staging / "kernel.so"))
-        if checks is not None:
-            checks.export_library(str(staging / "checks.so"))
-        # the shapes travel inside the module, so their variables stay its parameters
-        keep = flat["main"].with_attr(_SHAPES_ATTR, [list(shape) for shape in shapes])
-        (staging / "stage3.json").write_text(tvm.ir.save_json(tvm.IRModule({"main": keep})))
+        compiled.executable.export_library(str(staging / "kernel.so"))
+        if compiled.checks is not None:
+            compiled.checks.export_library(str(staging / "checks.so"))
+        # the Stage II metadata (sizes over the parameters) travels inside the module
+        (staging / "stage3.json").write_text(tvm.ir.save_json(compiled.flat))
 
     if entry is not None:
         cache_folder.write_entry(entry, write_files)    # None: not kept (it warned)
-    return kernel_of(flat, shapes, executable, tgt, checks)
+    return compiled
 
 
-def _load(entry: Path, tgt):
-    """The kernel in ``entry``; None when it is missing, damaged or refused."""
+def _load(entry: Path, tgt, kernel_of):
+    """The kernel of the build kept in ``entry``; None when it is missing, damaged or
+    refused."""
     files = cache_folder.read_entry(entry)             # every file's size and SHA-256 checked
     if files is None or not {"kernel.so", "stage3.json"} <= files.keys():
         return None
@@ -123,12 +132,11 @@ def _load(entry: Path, tgt):
     # again replaces it or reports the real error.
     try:
         flat = tvm.ir.load_json(files["stage3.json"].read_text())
-        shapes = [tuple(shape) for shape in flat["main"].attrs[_SHAPES_ATTR]]
         executable = tvm.runtime.Executable(tvm.runtime.load_module(str(files["kernel.so"])))
         checks = None
         if "checks.so" in files:
             checks = tvm.runtime.Executable(tvm.runtime.load_module(str(files["checks.so"])))
-        return kernel_of(flat, shapes, executable, tgt, checks)
+        return kernel_of(Compiled(flat, executable, checks), tgt)
     except Exception:  # pylint: disable=broad-exception-caught
         with suppress(OSError):
             cache_folder.discard(entry, _FILES)

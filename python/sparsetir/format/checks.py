@@ -10,6 +10,11 @@ not). Valid inputs of another integer type, or strided views, are converted, not
 Every refusal is a ``ValueError`` naming the argument; a value of the wrong kind raises
 ``FormatTypeError``, which is also a ``TypeError``.
 
+The rules of a row pointer and of the coordinates of a sparse axis are stated once, here
+(:func:`row_pointer_problem`, :func:`coordinates_problem`): the conversion routines raise what
+they find as ``ValueError``, and a kernel call (``sparsetir.runtime.validate``) as
+``ArgumentError`` naming the kernel's parameter.
+
 Example
 -------
 >>> check_csr([0, 2, 1, 2], [0, 1], (3, 3))
@@ -28,8 +33,6 @@ import numpy as np
 from ..errors import FormatTypeError
 
 _INT64_MAX = np.iinfo(np.int64).max
-
-
 
 
 def count(name: str, value, positive: bool = True) -> int:
@@ -146,19 +149,91 @@ def check_csr(indptr, indices, shape) -> tuple:
     if indptr.size != rows + 1:
         raise ValueError(f"indptr has {indptr.size} entries, a matrix of {rows} rows needs "
                          f"{rows + 1}")
-    if indptr[0] != 0 or indptr[-1] != indices.size:
-        raise ValueError(f"indptr must start at 0 and end at len(indices) = {indices.size}, "
-                         f"got {indptr[0]} and {indptr[-1]}")
-    drops = np.flatnonzero(np.diff(indptr) < 0)
+    problem = (row_pointer_problem(indptr, indices.size, "indptr", "len(indices)")
+               or coordinates_problem(indices, cols, "indices"))
+    if problem is not None:
+        raise ValueError(problem)
+    return indptr, indices
+
+
+def row_pointer_problem(indptr: np.ndarray, nnz: int, name: str = "indptr",
+                        end: str = "nnz") -> str | None:
+    """What makes the integer array ``indptr`` no row pointer over ``nnz`` entries, or None:
+    it is empty, does not start at 0 and end at ``nnz`` (called ``end`` in the message), or
+    falls somewhere. The message calls the array ``name``.
+
+    Example
+    -------
+    >>> row_pointer_problem(np.array([0, 2, 1, 3]), 3)
+    'indptr is not monotone: indptr[1] = 2 > indptr[2] = 1'
+    """
+    if indptr.size == 0:
+        return f"{name} is empty: a row pointer has at least one entry"
+    if indptr[0] != 0 or indptr[-1] != nnz:
+        target = str(nnz) if end == str(nnz) else f"{end} = {nnz}"
+        return (f"{name} must start at 0 and end at {target}, got {indptr[0]} and "
+                f"{indptr[-1]}")
+    drops = np.flatnonzero(indptr[1:] < indptr[:-1])
     if drops.size:
         r = int(drops[0])
-        raise ValueError(f"indptr is not monotone: indptr[{r}] = {indptr[r]} > "
-                         f"indptr[{r + 1}] = {indptr[r + 1]}")
-    outside = np.flatnonzero(indices >= cols)
-    if outside.size:
-        p = int(outside[0])
-        raise ValueError(f"indices[{p}] = {indices[p]} is out of range [0, {cols})")
-    return indptr, indices
+        return (f"{name} is not monotone: {name}[{r}] = {indptr[r]} > "
+                f"{name}[{r + 1}] = {indptr[r + 1]}")
+    return None
+
+
+def coordinates_problem(indices: np.ndarray, bound: int, name: str = "indices",
+                        row_starts: np.ndarray | None = None, width: int | None = None,
+                        sorted_rows: bool = False) -> str | None:
+    """What makes the integer array ``indices`` no coordinates of an axis of length ``bound``,
+    or None: a value outside ``[0, bound)``, or, with ``sorted_rows``, a row whose values do
+    not increase strictly. Rows are delimited by the valid row pointer ``row_starts`` (CSR),
+    else have ``width`` slots (ELL; a slot may repeat the previous value, the padding of a
+    short row), else are one row. The message calls the array ``name``.
+
+    Example
+    -------
+    >>> coordinates_problem(np.array([0, 5, 2]), 4)
+    'indices[1] = 5 is out of range [0, 4)'
+    >>> coordinates_problem(np.array([0, 2, 1, 3]), 4, row_starts=np.array([0, 3, 4]),
+    ...                     sorted_rows=True)
+    'indices is not sorted within row 0: indices[2] = 1 follows indices[1] = 2'
+    """
+    p = first_outside(indices, 0, bound)
+    if p is not None:
+        return f"{name}[{p}] = {indices[p]} is out of range [0, {bound})"
+    if not sorted_rows or indices.size < 2:
+        return None
+    # A pair (p - 1, p) must increase unless p begins a new row.
+    continues_row = np.ones(indices.size - 1, dtype=bool)
+    if row_starts is not None:
+        starts = row_starts[(row_starts > 0) & (row_starts < indices.size)]
+        continues_row[starts - 1] = False
+    elif width is not None:
+        continues_row[width - 1::width] = False
+    padded = row_starts is None and width is not None
+    descends = indices[1:] < indices[:-1] if padded else indices[1:] <= indices[:-1]
+    unsorted = np.flatnonzero(continues_row & descends)
+    if not unsorted.size:
+        return None
+    p = int(unsorted[0]) + 1
+    if row_starts is not None:
+        row = int(np.searchsorted(row_starts, p, "right")) - 1
+    else:
+        row = 0 if width is None else p // width
+    return (f"{name} is not sorted within row {row}: {name}[{p}] = {indices[p]} follows "
+            f"{name}[{p - 1}] = {indices[p - 1]}")
+
+
+def first_outside(values: np.ndarray, low: int, high: int) -> int | None:
+    """The first position of ``values`` holding a value outside ``[low, high)``, or None.
+
+    Example
+    -------
+    >>> first_outside(np.array([0, 3, 1]), 0, 3)
+    1
+    """
+    outside = np.flatnonzero((values < low) | (values >= high))
+    return int(outside[0]) if outside.size else None
 
 
 def as_index(values: np.ndarray, idtype: np.dtype, what: str) -> np.ndarray:

@@ -1,79 +1,174 @@
-"""Reading the metadata ``lower_sparse_iter`` leaves on a Stage II function.
+"""Every attribute and annotation key sparsetir defines, and the Stage II metadata.
 
-Sizes in the attributes (``sparsetir.index_checks``, ``sparsetir.value_domains``,
-``sparsetir.param_shapes``) are TVMScript text over the Stage I parameter names, so a module
-prints and parses back. ``SizeReader`` turns such text into an expression over the function's
-*current* scalar parameters with a small parser of its own (no ``eval``). When the user
-specialised the Stage II function with TVM's own ``PrimFunc.specialize``, a parameter is gone;
-its value is recovered from the buffer shapes, which ``specialize`` did rewrite.
+One home for each key: other modules import them from here (``tests/ir/test_attrs.py`` refuses
+a key written as a literal anywhere else in the package).
+
+``lower_sparse_iter`` leaves what the call of a compiled kernel must check (the CSR invariants
+of each axis, the declared value ranges) and ``lower_sparse_buffer`` the Stage II shape of each
+buffer it flattens. Sizes are kept as expressions (``PrimExpr``) over the function's own
+parameters, never as text: they sit in the annotations of the function's root block, inside
+its body, so that
+
+* printing and parsing the module back (``tvm.script.from_source(mod.script())``) gives a
+  structurally equal module with the sizes still bound to the parameters (TVM compares a
+  function's attributes before it binds the parameters, so an expression there would not be);
+* ``PrimFunc.specialize`` substitutes the values it is given (it leaves attributes alone);
+* schedule primitives, ``lower_sparse_buffer`` and horizontal fusion keep them (they keep the
+  root block's annotations).
+
+Plain names (each Stage II parameter's Stage I name, the loops lowering made) stay function
+attributes.
 
 Example
 -------
->>> # reader = SizeReader(func, stage2_shapes)
->>> # reader.expr("m + 1")   -> the PrimExpr m + 1 over func's scalar parameter m
+>>> # mod = sparsetir.lower_sparse_iter(csrmm)
+>>> # index_checks(mod["main"])[0].nnz       -> nnz, the parameter Var itself
+>>> # index_checks(mod["main"].specialize({nnz: 10}))[0].nnz   -> 10
 """
 
 from __future__ import annotations
 
-import ast
+from dataclasses import dataclass
 
-from tvm import tirx
-from ..errors import MetadataError
+from tvm import s_tir, tirx
 
-PARAM_SHAPES_ATTR = "sparsetir.param_shapes"
-"""Function attribute: Stage II parameter name -> its shape, as text over Stage I names."""
+# -- function attributes --------------------------------------------------------------------
 
-_BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
-           ast.Mult: lambda a, b: a * b, ast.FloorDiv: tirx.floordiv, ast.Mod: tirx.floormod}
-_CALLS = {"min": tirx.min, "max": tirx.max}
+PARAM_NAMES_ATTR = "sparsetir.param_names"
+"""Stage II parameter name -> Stage I name (Stage II names buffers ``A``, ``J_indptr``)."""
+
+LOWERED_LOOPS_ATTR = "sparsetir.lowered_loops"
+"""Block name -> the loops lowering put between it and its enclosing block
+(``lower.loop_signature``)."""
+
+# -- annotations of the root block: the metadata whose sizes are expressions -----------------
+
+INDEX_CHECKS_KEY = "sparsetir.index_checks"
+"""The CSR invariants the index parameters must satisfy (list of :class:`IndexCheck` entries)."""
+
+VALUE_DOMAINS_KEY = "sparsetir.value_domains"
+"""The declared value ranges of parameters (list of :class:`ValueDomain` entries)."""
+
+STAGE2_SHAPES_KEY = "sparsetir.stage2_shapes"
+"""Parameter name -> Stage II shape, for each buffer ``lower_sparse_buffer`` flattened."""
+
+# -- block annotations ------------------------------------------------------------------------
+
+PARALLEL_ANNOTATION = "sparsetir.rows_owned"
+"""The block's outermost loop writes disjoint outputs (safe to parallelise)."""
+
+PREPROCESS_ANNOTATION = "preprocess"
+"""The block (or Stage I iteration) depends only on the sparse structure (indptr, indices)."""
+
+ATOMIC_ANNOTATION = "atomic"
+"""Accumulations in the block become atomic adds on CUDA (``transform.atomic``)."""
+
+FUSE_ANNOTATION = "horizontal_fuse"
+"""The block's top-level nest may share one launch with its neighbours
+(``transform.horizontal_fusion``)."""
+
+# -- Stage I iteration annotations ------------------------------------------------------------
+
+FIRST_SLOTS_ANNOTATION = "sparsetir.first_slots"
+"""Names of variables whose repeated (padding) slots store 0 (``lower.first_slots``)."""
+
+# -- loop annotations -------------------------------------------------------------------------
+
+PREFETCH_ANNOTATION = "sparsetir.prefetch_distance"
+"""Prefetch the rows the loop gathers this many iterations ahead (``backend.prefetch``)."""
 
 
+@dataclass(frozen=True)
+class IndexCheck:
+    """The index arrays of one axis, as the call checks them.
 
-
-class SizeReader:
-    """Sizes written as text, read as expressions over a function's scalar parameters.
-
-    Parameters
-    ----------
-    func : tirx.PrimFunc
-        The function (Stage II or III) whose scalar parameters the sizes may use.
-    shapes : list or None
-        The Stage II shape of each parameter of ``func`` (empty for scalars), used to recover
-        parameters that ``PrimFunc.specialize`` removed.
+    ``indptr`` / ``indices`` are Stage I parameter names (``""`` when absent); ``nnz`` is what
+    the row pointer ends at, ``bound`` the exclusive bound of the coordinates, ``width`` the
+    fixed number of slots of an ELL row (0 for a variable row) and ``sorted`` whether rows
+    must be sorted. Sizes are expressions over the function's parameters.
     """
 
-    def __init__(self, func, shapes=None):
-        self.names = {p.name: p for p in func.params if not tirx.is_buffer_var(p)}
-        recorded = func.attrs.get(PARAM_SHAPES_ATTR, {}) if func.attrs is not None else {}
-        for param, shape in zip(func.params, shapes or []):
-            texts = recorded.get(param.name) if tirx.is_buffer_var(param) else None
-            for text, dim in zip(texts or [], shape):
-                text = str(text)
-                if text.isidentifier() and text not in self.names \
-                        and isinstance(dim, tirx.IntImm):
-                    self.names[text] = dim
+    axis: str
+    indptr: str
+    indices: str
+    nnz: object
+    bound: object
+    width: object
+    sorted: bool
 
-    def expr(self, text: str):
-        """The expression ``text`` denotes (an int for a constant)."""
-        try:
-            return self._eval(ast.parse(str(text), mode="eval").body)
-        except SyntaxError as err:
-            raise MetadataError(f"cannot read the size {text!r}: {err}") from None
 
-    def _eval(self, node):
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.Name):
-            if node.id not in self.names:
-                raise MetadataError(
-                    f"the size {node.id} is neither a parameter nor known from a buffer shape "
-                    "(was it specialised away? specialise the Stage I function instead)")
-            return self.names[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            return _BINARY[type(node.op)](self._eval(node.left), self._eval(node.right))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -self._eval(node.operand)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in _CALLS and len(node.args) == 2:
-            return _CALLS[node.func.attr](*(self._eval(arg) for arg in node.args))
-        raise MetadataError(f"unsupported expression in a size: {ast.unparse(node)}")
+@dataclass(frozen=True)
+class ValueDomain:
+    """The values of parameter ``param`` (Stage I name) lie in ``[min, max)``."""
+
+    param: str
+    min: object
+    max: object
+
+
+def root_annotations(func: tirx.PrimFunc) -> dict:
+    """The annotations of ``func``'s root block (empty without one)."""
+    body = func.body
+    if not isinstance(body, s_tir.SBlockRealize):
+        return {}
+    return dict(body.block.annotations or {})
+
+
+def with_root_annotations(func: tirx.PrimFunc, annotations: dict) -> tirx.PrimFunc:
+    """``func`` with ``annotations`` added to its root block's (``func`` must have one)."""
+    realize = func.body
+    if not isinstance(realize, s_tir.SBlockRealize):
+        raise TypeError(f"function {func.attrs.get('global_symbol', '')} has no root block "
+                        "to keep sparsetir's metadata in")
+    root = realize.block
+    merged = {**dict(root.annotations or {}), **annotations}
+    new_root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, root.body,
+                            root.init, root.alloc_buffers, root.match_buffers, merged)
+    return func.with_body(s_tir.SBlockRealize(realize.iter_values, realize.predicate, new_root))
+
+
+def param_names(func: tirx.PrimFunc) -> dict:
+    """Stage II parameter name -> Stage I name (empty for a function sparsetir did not lower)."""
+    attrs = func.attrs
+    return {str(k): str(v) for k, v in (attrs.get(PARAM_NAMES_ATTR, {}) if attrs else {}).items()}
+
+
+def index_checks(func: tirx.PrimFunc) -> list:
+    """The :class:`IndexCheck` of every axis with index arrays, sizes over ``func``'s params."""
+    return [IndexCheck(str(e["axis"]), str(e["indptr"]), str(e["indices"]), e["nnz"],
+                       e["bound"], e["width"], bool(e["sorted"]))
+            for e in root_annotations(func).get(INDEX_CHECKS_KEY, [])]
+
+
+def value_domains(func: tirx.PrimFunc) -> list:
+    """The :class:`ValueDomain` of every parameter declared with ``T.assume_buffer_domain``."""
+    return [ValueDomain(str(e["param"]), e["min"], e["max"])
+            for e in root_annotations(func).get(VALUE_DOMAINS_KEY, [])]
+
+
+def stage2_shapes(func: tirx.PrimFunc) -> dict:
+    """Parameter name -> Stage II shape (a tuple), for the buffers ``lower_sparse_buffer``
+    flattened."""
+    recorded = root_annotations(func).get(STAGE2_SHAPES_KEY, {})
+    return {str(name): tuple(shape) for name, shape in recorded.items()}
+
+
+def metadata_annotations(checks: list, domains: list) -> dict:
+    """The root-block annotations holding ``checks`` (:class:`IndexCheck`) and ``domains``
+    (:class:`ValueDomain`), as ``lower_sparse_iter`` writes them."""
+    return {INDEX_CHECKS_KEY: [{k: size(v) for k, v in vars(c).items()} for c in checks],
+            VALUE_DOMAINS_KEY: [{k: size(v) for k, v in vars(d).items()} for d in domains]}
+
+
+def shapes_annotation(shapes: dict) -> dict:
+    """The root-block annotation recording ``shapes`` (parameter name -> Stage II shape), as
+    ``lower_sparse_buffer`` writes it."""
+    return {STAGE2_SHAPES_KEY: {name: [size(d) for d in shape] for name, shape in shapes.items()}}
+
+
+def size(value):
+    """``value`` as kept in an annotation: an ``int32`` constant as a Python int (TVMScript
+    prints it as one and parses it back as one), any other value as it is."""
+    if isinstance(value, tirx.IntImm) and str(value.ty.dtype) == "int32":
+        return int(value.value)
+    return value

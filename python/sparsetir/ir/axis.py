@@ -31,12 +31,13 @@ from typing import Optional
 import tvm
 import tvm_ffi
 from tvm import tirx
-from tvm_ffi.dataclasses import py_class
+
+from .node import node
 
 AXIS_KINDS = ("dense_fixed", "dense_variable", "sparse_fixed", "sparse_variable")
 
 
-@py_class("sparsetir.Axis", structural_eq="tree")
+@node("sparsetir.Axis")
 class Axis(tvm_ffi.Object):
     """One axis of a sparse iteration space (see the module docstring for the four kinds).
 
@@ -118,17 +119,62 @@ class Axis(tvm_ffi.Object):
         return chain
 
 
-@py_class("sparsetir.FusedAxis", structural_eq="tree")
+@node("sparsetir.FusedAxis")
 class FusedAxis(tvm_ffi.Object):
     """Axes iterated as one loop over the positions of the innermost (``T.fuse(I, J)``).
 
-    ``group`` is a parent chain: each axis is the parent of the next one.
+    ``group`` is a parent chain from an axis without parent (see ``check_fused_group``).
     """
 
     group: list
 
+    def __post_init__(self):
+        """Refuse a group that is not a parent chain from a root axis."""
+        check_fused_group(self.group)
 
-@py_class("sparsetir.AttachedAxis", structural_eq="tree")
+    @property
+    def names(self) -> tuple:
+        """The names of the fused axes, outermost first (a key for the group)."""
+        return tuple(axis.name for axis in self.group)
+
+
+def check_fused_group(axes, reductions=None) -> None:
+    """Raise unless ``axes`` can be iterated as one fused loop.
+
+    The rule of ``T.fuse``, ``Schedule.sparse_fuse`` and lowering: at least two axes, a parent
+    chain (each axis the parent of the next) starting at an axis without parent; with
+    ``reductions`` (one flag per axis: is its variable a reduction), all spatial or all
+    reductions. ``TypeError`` for something that is not an axis, else ``ValueError``.
+
+    Example
+    -------
+    >>> I = dense_fixed("I", 4)
+    >>> J = dense_fixed("J", 4)
+    >>> check_fused_group([I, J])
+    Traceback (most recent call last):
+    ...
+    ValueError: fused axes (I, J): not a parent chain (J's parent is none, not I)
+    """
+    axes = list(axes)
+    where = f"fused axes ({', '.join(getattr(a, 'name', repr(a)) for a in axes)})"
+    for axis in axes:
+        if not isinstance(axis, Axis):
+            raise TypeError(f"{where}: {type(axis).__name__} {axis!r} is not an axis")
+    if len(axes) < 2:
+        raise ValueError(f"{where}: fuse at least two axes")
+    if axes[0].parent is not None:
+        raise ValueError(f"{where}: the chain must start at an axis without parent, not "
+                         f"{axes[0].name}")
+    for outer, inner in zip(axes, axes[1:]):
+        parent = "none" if inner.parent is None else inner.parent.name
+        if parent != outer.name:
+            raise ValueError(f"{where}: not a parent chain ({inner.name}'s parent is {parent}, "
+                             f"not {outer.name})")
+    if reductions is not None and len({bool(r) for r in reductions}) > 1:
+        raise ValueError(f"{where}: the variables must all be spatial or all be reductions")
+
+
+@node("sparsetir.AttachedAxis")
 class AttachedAxis(tvm_ffi.Object):
     """``axis`` iterated with ``new_parent``'s coordinate as its row (``T.attach(I_T, J)``).
 
@@ -138,6 +184,12 @@ class AttachedAxis(tvm_ffi.Object):
     axis: Axis
     new_parent: Axis
 
+    def __post_init__(self):
+        """Refuse an axis whose rows are not selected by a dense parent's coordinate."""
+        if self.axis.parent is None or self.axis.parent.is_sparse:
+            raise ValueError(f"attached axis {self.axis.name}: it must have a dense parent, so "
+                             f"that a coordinate of {self.new_parent.name} names its row")
+
 
 def _check_parent(name: str, parent) -> None:
     if not isinstance(parent, Axis):
@@ -146,30 +198,34 @@ def _check_parent(name: str, parent) -> None:
 
 def dense_fixed(name: str, length, idtype: str = "int32") -> Axis:
     """A dense axis with ``length`` positions, each its own coordinate."""
-    return Axis(name, "dense_fixed", None, _expr(length), None, None, None, None, idtype, True)
+    return Axis(name=name, kind="dense_fixed", parent=None, length=_expr(length), nnz=None,
+                nnz_cols=None, indptr=None, indices=None, idtype=idtype, sorted=True)
 
 
 def dense_variable(name: str, parent: Axis, length, nnz, indptr, idtype: str = "int32") -> Axis:
     """A dense axis whose row ``r`` has ``indptr[r+1] - indptr[r]`` positions."""
     _check_parent(name, parent)
-    return Axis(name, "dense_variable", parent, _expr(length), _expr(nnz), None, indptr, None,
-                idtype, True)
+    return Axis(name=name, kind="dense_variable", parent=parent, length=_expr(length),
+                nnz=_expr(nnz), nnz_cols=None, indptr=indptr, indices=None, idtype=idtype,
+                sorted=True)
 
 
 def sparse_fixed(name: str, parent: Axis, length, nnz_cols, indices, idtype: str = "int32",
                  sorted: bool = True) -> Axis:  # pylint: disable=redefined-builtin
     """A sparse axis with ``nnz_cols`` stored columns per row (ELL)."""
     _check_parent(name, parent)
-    return Axis(name, "sparse_fixed", parent, _expr(length), None, _expr(nnz_cols), None, indices,
-                idtype, sorted)
+    return Axis(name=name, kind="sparse_fixed", parent=parent, length=_expr(length), nnz=None,
+                nnz_cols=_expr(nnz_cols), indptr=None, indices=indices, idtype=idtype,
+                sorted=sorted)
 
 
 def sparse_variable(name: str, parent: Axis, length, nnz, indptr, indices, idtype: str = "int32",
                     sorted: bool = True) -> Axis:  # pylint: disable=redefined-builtin
     """A sparse axis in CSR form: row ``r`` holds ``indices[indptr[r]:indptr[r+1]]``."""
     _check_parent(name, parent)
-    return Axis(name, "sparse_variable", parent, _expr(length), _expr(nnz), None, indptr, indices,
-                idtype, sorted)
+    return Axis(name=name, kind="sparse_variable", parent=parent, length=_expr(length),
+                nnz=_expr(nnz), nnz_cols=None, indptr=indptr, indices=indices, idtype=idtype,
+                sorted=sorted)
 
 
 def _expr(value):

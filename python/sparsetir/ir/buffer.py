@@ -24,12 +24,13 @@ from typing import Optional
 import tvm
 import tvm_ffi
 from tvm import tirx
-from tvm_ffi.dataclasses import py_class
 
 from .axis import Axis
+from .node import node
+from .utils import is_handle
 
 
-@py_class("sparsetir.SparseBuffer", structural_eq="tree")
+@node("sparsetir.SparseBuffer")
 class SparseBuffer(tvm_ffi.Object):
     """Values stored over ``axes``.
 
@@ -62,18 +63,34 @@ class SparseBuffer(tvm_ffi.Object):
     handle: Optional[tirx.Var]
     view: tirx.Var
 
+    def __post_init__(self):
+        """Refuse a buffer whose view, handle or default do not fit its axes and dtype."""
+        _check_axes(self.name, self.axes)
+        if self.handle is not None and not is_handle(self.handle):
+            raise TypeError(f"buffer {self.name}: its handle must be a T.handle variable, got "
+                            f"{self.handle!r}")
+        if self.default_value is not None and str(self.default_value.ty.dtype) != self.dtype:
+            raise TypeError(f"buffer {self.name}: default value {self.default_value} is "
+                            f"{self.default_value.ty.dtype}, not {self.dtype}")
+        lengths = [axis.length for axis in self.axes]
+        if str(self.view.dtype) != self.dtype \
+                or not tvm_ffi.structural_equal(list(self.view.shape), lengths):
+            raise ValueError(f"buffer {self.name}: its view is {self.view.dtype} "
+                             f"{list(self.view.shape)}, not {self.dtype} {lengths} (the lengths "
+                             "of its axes); make buffers with SparseBuffer.create")
+
     @staticmethod
     def create(name: str, axes, dtype: str, handle=None, scope: str = "global",
                extra_storage=None, default_value=None) -> "SparseBuffer":
         """Make a buffer and its coordinate-space view."""
         axes = list(axes)
-        for axis in axes:
-            if not isinstance(axis, Axis):
-                raise TypeError(f"buffer {name}: {axis!r} is not an axis")
+        _check_axes(name, axes)
         view = tirx.decl_buffer([axis.length for axis in axes], dtype, name=name)
         if default_value is not None and not isinstance(default_value, tvm.ir.Expr):
             default_value = tirx.const(default_value, dtype)
-        return SparseBuffer(name, axes, dtype, scope, extra_storage, default_value, handle, view)
+        return SparseBuffer(name=name, axes=axes, dtype=dtype, scope=scope,
+                            extra_storage=extra_storage, default_value=default_value,
+                            handle=handle, view=view)
 
     @property
     def ndim(self) -> int:
@@ -106,13 +123,19 @@ class SparseBuffer(tvm_ffi.Object):
                              f"but is indexed with {count}")
 
 
+def _check_axes(name: str, axes) -> None:
+    for axis in axes:
+        if not isinstance(axis, Axis):
+            raise TypeError(f"buffer {name}: {axis!r} is not an axis")
+
+
 def _index(value):
     if isinstance(value, bool) or not isinstance(value, (int, tvm.ir.Expr)):
         raise TypeError(f"a buffer index must be an integer expression, got {value!r}")
     return tirx.const(value, "int32") if isinstance(value, int) else value
 
 
-@py_class("sparsetir.BufferDomain", structural_eq="tree")
+@node("sparsetir.BufferDomain")
 class BufferDomain(tvm_ffi.Object):
     """``T.assume_buffer_domain(buf, (lo, hi))``: every value of ``buffer`` lies in ``[lo, hi)``."""
 

@@ -19,17 +19,34 @@ Example
 
 from __future__ import annotations
 
+import tvm
 import tvm_ffi
 from tvm import tirx
-from tvm_ffi.dataclasses import field, py_class
+from tvm_ffi.dataclasses import field
 
 from .axis import Axis
-from .buffer import SparseBuffer
+from .buffer import BufferDomain, SparseBuffer
+from .iteration import SparseIteration
+from .node import node
+from .substitute import Substituter
+from .utils import var_dtype
+
+_PRINTER: list = []
+"""The function ``SparseFunction.script`` calls; ``sparsetir.script`` registers it on import
+(``register_printer``), so that ``ir`` never imports the front end."""
 
 
-@py_class("sparsetir.SparseFunction", structural_eq="tree")
+def register_printer(printer) -> None:
+    """Make ``printer(func) -> str`` what ``SparseFunction.script()`` returns."""
+    _PRINTER[:] = [printer]
+
+
+@node("sparsetir.SparseFunction")
 class SparseFunction(tvm_ffi.Object):
     """A sparse kernel in coordinate space (Stage I).
+
+    Structural equality ignores the name: a transform's result equals the expected kernel
+    whatever the expected kernel's Python function was called.
 
     Attributes
     ----------
@@ -47,12 +64,37 @@ class SparseFunction(tvm_ffi.Object):
         Function attributes (``T.func_attr``).
     """
 
-    name: str
+    name: str = field(structural_eq="ignore")
     params: list = field(structural_eq="def")
     axes: list
     buffers: list = field(structural_eq="def")
     body: list
     attrs: dict
+
+    def __post_init__(self):
+        """Refuse names declared twice, axes and buffers over undeclared axes, and body items
+        that are not sparse iterations or buffer domains."""
+        where = f"function {self.name}"
+        for a_kind, kind, items, cls in (("a", "parameter", self.params, tirx.Var),
+                                         ("an", "axis", self.axes, Axis),
+                                         ("a", "sparse buffer", self.buffers, SparseBuffer)):
+            seen = set()
+            for item in items:
+                if not isinstance(item, cls):
+                    raise TypeError(f"{where}: {item!r} is not {a_kind} {kind}")
+                if item.name in seen:
+                    raise ValueError(f"{where}: {kind} {item.name} is declared twice")
+                seen.add(item.name)
+        axes = {axis.name for axis in self.axes}
+        for owner, used in [(f"axis {a.name}", a.parent) for a in self.axes] + [
+                (f"sparse buffer {b.name}", a) for b in self.buffers for a in b.axes]:
+            if used is not None and used.name not in axes:
+                raise ValueError(f"{where}: {owner} uses axis {used.name}, which the function "
+                                 "does not declare")
+        for stmt in self.body:
+            if not isinstance(stmt, (SparseIteration, BufferDomain)):
+                raise TypeError(f"{where}: a body item must be a SparseIteration or a "
+                                f"BufferDomain, got {type(stmt).__name__}")
 
     def get_axis(self, name: str) -> Axis:
         """The axis called ``name``."""
@@ -68,8 +110,9 @@ class SparseFunction(tvm_ffi.Object):
 
     def script(self) -> str:
         """TVMScript text that ``sparsetir.script.from_source`` parses back to an equal function."""
-        from ..script.printer import script  # pylint: disable=import-outside-toplevel
-        return script(self)
+        if not _PRINTER:
+            raise RuntimeError("import sparsetir.script to print a SparseFunction")
+        return _PRINTER[0](self)
 
     def show(self) -> None:
         """Print ``script()``."""
@@ -83,8 +126,20 @@ class SparseFunction(tvm_ffi.Object):
         values : dict
             Keys are parameter Vars or names; values are ints or integer PrimExprs.
         """
-        from .substitute import specialize  # pylint: disable=import-outside-toplevel
-        return specialize(self, values)
+        var_map = {}
+        for key, value in values.items():
+            param = self.get_param(key) if isinstance(key, str) else key
+            if not any(param.same_as(p) for p in self.params):
+                raise KeyError(f"{param} is not a parameter of {self.name}")
+            dtype = var_dtype(param)
+            if dtype == "handle":
+                raise TypeError(f"parameter {param.name} is a handle; only integer parameters "
+                                "can be specialized")
+            if isinstance(value, bool) or not isinstance(value, (int, tvm.ir.Expr)):
+                raise TypeError(f"parameter {param.name}: expected an integer, got {value!r}")
+            var_map[param] = tirx.const(value, dtype) if isinstance(value, int) else value
+        kept = [p for p in self.params if p not in var_map]
+        return Substituter(var_map).function(self, params=kept)
 
     def __str__(self) -> str:
         return self.script()

@@ -8,7 +8,8 @@ Example
 >>> from tvm import tirx
 >>> from sparsetir.ir.axis import dense_fixed
 >>> I = dense_fixed("I", tirx.Var("m", "int32"))
->>> it = SparseIteration("rows", [SpIterVar(tirx.Var("i", "int32"), I, False, None)], [], None, {})
+>>> i = SpIterVar(var=tirx.Var("i", "int32"), axis=I, is_reduction=False, fused=None)
+>>> it = SparseIteration(name="rows", sp_iter_vars=[i], body=[], init=None, annotations={})
 >>> it.kinds
 'S'
 """
@@ -19,12 +20,13 @@ from typing import Optional
 
 import tvm_ffi
 from tvm import tirx
-from tvm_ffi.dataclasses import field, py_class
+from tvm_ffi.dataclasses import field
 
-from .axis import AttachedAxis, Axis, FusedAxis
+from .axis import AttachedAxis, Axis, FusedAxis, check_fused_group
+from .node import node
 
 
-@py_class("sparsetir.SpIterVar", structural_eq="tree")
+@node("sparsetir.SpIterVar")
 class SpIterVar(tvm_ffi.Object):
     """One variable of a sparse iteration.
 
@@ -45,13 +47,24 @@ class SpIterVar(tvm_ffi.Object):
     is_reduction: bool
     fused: Optional[FusedAxis]
 
+    def __post_init__(self):
+        """Refuse a variable over something that is not an axis, or outside its fused group."""
+        if not isinstance(self.axis, (Axis, AttachedAxis)):
+            raise TypeError(f"iteration variable {self.var.name}: {self.axis!r} is not an axis "
+                            "or T.attach")
+        if self.fused is not None and (not isinstance(self.axis, Axis)
+                                       or self.axis.name not in self.fused.names):
+            raise ValueError(f"iteration variable {self.var.name}: its axis "
+                             f"{self.base_axis.name} is not one of the fused axes "
+                             f"{self.fused.names}")
+
     @property
     def base_axis(self) -> Axis:
         """The declared axis, looking through ``T.attach``."""
         return self.axis.axis if isinstance(self.axis, AttachedAxis) else self.axis
 
 
-@py_class("sparsetir.SparseIteration", structural_eq="tree")
+@node("sparsetir.SparseIteration")
 class SparseIteration(tvm_ffi.Object):
     """A loop nest over positions of axes.
 
@@ -74,6 +87,41 @@ class SparseIteration(tvm_ffi.Object):
     body: list
     init: Optional[list]
     annotations: dict
+
+    def __post_init__(self):
+        """Refuse variables bound twice, and fused groups that are not one run of variables
+        (the whole group, in its order, all spatial or all reductions)."""
+        where = f"sparse iteration {self.name}"
+        for n, v in enumerate(self.sp_iter_vars):
+            if not isinstance(v, SpIterVar):
+                raise TypeError(f"{where}: {v!r} is not a SpIterVar")
+            if any(v.var.same_as(w.var) for w in self.sp_iter_vars[:n]):
+                raise ValueError(f"{where}: variable {v.var.name} is bound twice")
+        for members in self.loops:
+            group = members[0].fused
+            if group is None:
+                continue
+            if [v.axis.name for v in members] != list(group.names):
+                raise ValueError(f"{where}: the variables of T.fuse({', '.join(group.names)}) "
+                                 "must iterate its axes together, in order")
+            try:
+                check_fused_group(group.group, [v.is_reduction for v in members])
+            except ValueError as err:
+                raise ValueError(f"{where}: {err}") from None
+
+    @property
+    def loops(self) -> list:
+        """The variables grouped by loop, outermost first: the variables of a fused group
+        share one loop, every other variable has a loop of its own."""
+        loops = []
+        for v in self.sp_iter_vars:
+            last = loops[-1] if loops else None
+            if v.fused is not None and last is not None and last[-1].fused is not None \
+                    and last[-1].fused.names == v.fused.names and len(last) < len(v.fused.group):
+                last.append(v)
+            else:
+                loops.append([v])
+        return loops
 
     @property
     def kinds(self) -> str:

@@ -12,14 +12,11 @@ Example
 
 from __future__ import annotations
 
-import tvm
-from tvm import tirx
-
 from .axis import AttachedAxis, Axis, FusedAxis
 from .buffer import BufferDomain, SparseBuffer
-from .function import SparseFunction
-from .iteration import SparseIteration, SpIterVar
-from .utils import substitute, var_dtype
+from .iteration import SparseIteration
+from .node import replace
+from .utils import substitute
 
 
 class Substituter:
@@ -45,10 +42,9 @@ class Substituter:
         if axis is None:
             return None
         if axis.name not in self.axes:
-            self.axes[axis.name] = Axis(
-                axis.name, axis.kind, self.axis(axis.parent), self.expr(axis.length),
-                self.expr(axis.nnz), self.expr(axis.nnz_cols), axis.indptr, axis.indices,
-                axis.idtype, axis.sorted)
+            self.axes[axis.name] = replace(
+                axis, parent=self.axis(axis.parent), length=self.expr(axis.length),
+                nnz=self.expr(axis.nnz), nnz_cols=self.expr(axis.nnz_cols))
         return self.axes[axis.name]
 
     def buffer(self, buf: SparseBuffer) -> SparseBuffer:
@@ -65,53 +61,31 @@ class Substituter:
     def iter_axis(self, axis):
         """Rebuild what an iteration variable iterates (plain, attached or fused)."""
         if isinstance(axis, AttachedAxis):
-            return AttachedAxis(self.axis(axis.axis), self.axis(axis.new_parent))
+            return replace(axis, axis=self.axis(axis.axis), new_parent=self.axis(axis.new_parent))
         if isinstance(axis, FusedAxis):
-            return FusedAxis([self.axis(a) for a in axis.group])
+            return replace(axis, group=[self.axis(a) for a in axis.group])
         return self.axis(axis)
 
     def stmt(self, stmt):
         """Rebuild one body item."""
         if isinstance(stmt, SparseIteration):
-            fused = {}
             iter_vars = []
-            for v in stmt.sp_iter_vars:
-                group = None
-                if v.fused is not None:
-                    key = tuple(a.name for a in v.fused.group)
-                    if key not in fused:
-                        fused[key] = self.iter_axis(v.fused)
-                    group = fused[key]
-                iter_vars.append(SpIterVar(v.var, self.iter_axis(v.axis), v.is_reduction, group))
+            for loop in stmt.loops:
+                fused = None if loop[0].fused is None else self.iter_axis(loop[0].fused)
+                iter_vars += [replace(v, axis=self.iter_axis(v.axis), fused=fused) for v in loop]
             init = None if stmt.init is None else [self.stmt(s) for s in stmt.init]
-            return SparseIteration(stmt.name, iter_vars, [self.stmt(s) for s in stmt.body], init,
-                                   dict(stmt.annotations))
+            return replace(stmt, sp_iter_vars=iter_vars, body=[self.stmt(s) for s in stmt.body],
+                           init=init)
         if isinstance(stmt, BufferDomain):
-            return BufferDomain(self.buffer(stmt.buffer), self.expr(stmt.min), self.expr(stmt.max))
+            return replace(stmt, buffer=self.buffer(stmt.buffer), min=self.expr(stmt.min),
+                           max=self.expr(stmt.max))
         return self.expr(stmt)
 
-    def function(self, func: SparseFunction, params=None) -> SparseFunction:
-        """Rebuild ``func``; ``params`` replaces the parameter list when given."""
+    def function(self, func, params=None):
+        """Rebuild the ``SparseFunction`` ``func``; ``params`` replaces the parameter list when
+        given."""
         axes = [self.axis(a) for a in func.axes]
-        buffers = [self.buffer(b) for b in func.buffers]
+        buffers = [self.buffer(b) for b in func.buffers]     # before the body: new views
         body = [self.stmt(s) for s in func.body]
-        return SparseFunction(func.name, list(func.params if params is None else params), axes,
-                              buffers, body, dict(func.attrs))
-
-
-def specialize(func: SparseFunction, values: dict) -> SparseFunction:
-    """Bind integer parameters of ``func`` (see ``SparseFunction.specialize``)."""
-    var_map = {}
-    for key, value in values.items():
-        param = func.get_param(key) if isinstance(key, str) else key
-        if not any(param.same_as(p) for p in func.params):
-            raise KeyError(f"{param} is not a parameter of {func.name}")
-        dtype = var_dtype(param)
-        if dtype == "handle":
-            raise TypeError(f"parameter {param.name} is a handle; only integer parameters "
-                            "can be specialized")
-        if isinstance(value, bool) or not isinstance(value, (int, tvm.ir.Expr)):
-            raise TypeError(f"parameter {param.name}: expected an integer, got {value!r}")
-        var_map[param] = tirx.const(value, dtype) if isinstance(value, int) else value
-    kept = [p for p in func.params if p not in var_map]
-    return Substituter(var_map).function(func, params=kept)
+        return replace(func, params=list(func.params if params is None else params), axes=axes,
+                       buffers=buffers, body=body)

@@ -26,7 +26,6 @@ from tvm import tirx
 
 from ..ir.buffer import SparseBuffer
 from ..ir.utils import structural_map
-from ..script.printer import format_expr
 from .coordinate_checks import assertion
 from .layout import row_range, stage2_indices
 from .plan import BlockPlan
@@ -137,8 +136,8 @@ class AccessRewriter:
             start, end = row_range(axis, parent_offset, self.lowering.indptr)
             bound, bound_text = end - start, f"the length of its row of {axis.name}"
         else:
-            bound, bound_text = axis.length, format_expr(axis.length)
-        what = f"coordinate {format_expr(indices[t])} of {buf.name} on axis {axis.name}"
+            bound, bound_text = axis.length, str(axis.length)
+        what = f"coordinate {indices[t]} of {buf.name} on axis {axis.name}"
         condition = self.lowering.checker.condition(coord, self.lowering.simplify(bound), what)
         if condition is None:
             return None

@@ -7,7 +7,8 @@ length, or the row length of a ragged axis) with TVM's arithmetic analyzer, know
 every block variable and the range of every value the call wrapper validates: the indices of a
 sparse axis lie in ``[0, length)``, and a buffer declared with ``T.assume_buffer_domain(E, (lo,
 hi))`` holds values in ``[lo, hi)``. What cannot be proven becomes an assertion in the block,
-which stops the kernel with a ``ValueError`` naming the buffer, axis and coordinate. A coordinate
+which stops the kernel with an ``ArgumentError`` (an error kind registered with tvm-ffi,
+``errors.ARGUMENT_ERROR_KIND``) naming the buffer, axis and coordinate. A coordinate
 read from a data buffer without a declared domain is refused at lowering.
 
 A check runs before the first read it protects: the search block of a lookup runs the checks
@@ -29,8 +30,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..ir.utils import structural_map
-from ..errors import CHECK_PREFIX
-from ..errors import LoweringError
+from ..errors import ARGUMENT_ERROR_KIND, LoweringError
 
 
 class CoordinateChecker:
@@ -86,25 +86,8 @@ class CoordinateChecker:
 
 
 def assertion(condition, message: str) -> tirx.AssertStmt:
-    """The statement that stops the kernel with ``message`` unless ``condition`` holds."""
-    return tirx.AssertStmt(condition, tvm.ir.StringImm("ValueError"),
-                           [tvm.ir.StringImm(CHECK_PREFIX + message)])
+    """The statement that stops the kernel with ``message`` unless ``condition`` holds: an
+    error of kind ``ARGUMENT_ERROR_KIND``, which the call raises as ``ArgumentError``."""
+    return tirx.AssertStmt(condition, tvm.ir.StringImm(ARGUMENT_ERROR_KIND),
+                           [tvm.ir.StringImm(message)])
 
-
-def lower_device_checks(mod: tvm.IRModule, target_kind: str) -> tvm.IRModule:
-    """On CUDA, make the checks stop the kernel with ``__trap()`` (device code cannot raise).
-
-    The launch then fails with an unspecified launch failure instead of reading out of
-    bounds; on the CPU the checks stay assertions that raise ``ValueError``.
-    """
-    if target_kind != "cuda":
-        return mod
-
-    def on_assert(stmt):
-        trap = tirx.Evaluate(tirx.call_extern("int32", "__trap"))
-        return tirx.IfThenElse(tirx.Not(stmt.condition), trap, None)
-
-    funcs = {gv: func.with_body(structural_map(func.body, (tirx.AssertStmt, on_assert),
-                                                       order="post"))
-             if isinstance(func, tirx.PrimFunc) else func for gv, func in mod.functions.items()}
-    return tvm.IRModule(funcs, attrs=mod.attrs)

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 from tvm import tirx
 
+from ..ir.attrs import FIRST_SLOTS_ANNOTATION
 from ..ir.utils import structural_map
 from ..errors import LoweringError
-
-FIRST_SLOTS_ANNOTATION = "sparsetir.first_slots"
-"""Iteration annotation: names of variables whose repeated slots store 0 (see the module)."""
 
 
 def zero_repeated_slots(stmts: list, it, env: dict, lowering, block) -> list:

@@ -1,7 +1,7 @@
 """Which loop nests of a Stage II function are as ``lower_sparse_iter`` made them.
 
 ``lower_sparse_iter`` records, for every block, the names of the loops between it and its
-enclosing block (function attribute ``sparsetir.lowered_loops``). A top-level nest is untouched
+enclosing block (function attribute ``ir.attrs.LOWERED_LOOPS_ATTR``). A top-level nest is untouched
 when each of its blocks is still there with the same loops, every loop is serial with no thread
 binding or annotation, and no block was added: that is where ``build`` may apply its default
 schedule without overriding a user's.
@@ -18,7 +18,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-LOWERED_LOOPS_ATTR = "sparsetir.lowered_loops"
+from ..ir.attrs import LOWERED_LOOPS_ATTR
 
 
 def loop_signature(func: tirx.PrimFunc) -> dict:

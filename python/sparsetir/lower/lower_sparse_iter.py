@@ -20,6 +20,10 @@ variables are at their start, which never happens when a reduction loop is empty
 a zero feature size); ``lower_sparse_buffer`` therefore decomposes every reduction whose loops
 may be empty (``decompose_conditional_inits``), so the init runs once for every spatial point.
 
+What later steps need stays on the function (``ir.attrs``): each parameter's Stage I name and
+the loops lowering made (attributes), and the index checks and declared value domains the call
+verifies (annotations of the root block, sizes as expressions over the parameters).
+
 Example
 -------
 >>> import sparsetir
@@ -41,36 +45,26 @@ from ..ir.axis import AttachedAxis
 from ..ir.buffer import BufferDomain
 from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration
-from ..ir.utils import is_handle
-from ..script.printer import format_expr
-from ..ir.attrs import PARAM_SHAPES_ATTR
+from ..ir.attrs import (
+    FIRST_SLOTS_ANNOTATION,
+    LOWERED_LOOPS_ATTR,
+    PARALLEL_ANNOTATION,
+    PARAM_NAMES_ATTR,
+    IndexCheck,
+    ValueDomain,
+    metadata_annotations,
+    with_root_annotations,
+)
+from ..ir.utils import is_handle, is_identity_store
 from .access import AccessRewriter, IterInfo
-from ..ir.utils import is_identity_store
 from .coordinate_checks import CoordinateChecker, assertion
 from .emit import Emitter
 from ..errors import LoweringError
-from .first_slots import FIRST_SLOTS_ANNOTATION, zero_repeated_slots
+from .first_slots import zero_repeated_slots
 from .layout import stage2_shape
-from .loop_signature import LOWERED_LOOPS_ATTR, loop_signature
-from .plan import (
-    PARALLEL_ANNOTATION,
-    BlockIterPlan,
-    BlockPlan,
-    LoopPlan,
-    hoist_searches,
-)
+from .loop_signature import loop_signature
+from .plan import BlockIterPlan, BlockPlan, LoopPlan, hoist_searches
 from .regions import widen_local_regions
-
-PARAM_NAMES_ATTR = "sparsetir.param_names"
-"""Function attribute: Stage II parameter name -> Stage I name (Stage II names buffers A,
-J_indptr); keyed by name, so it survives ``PrimFunc.specialize`` removing parameters."""
-
-INDEX_CHECKS_ATTR = "sparsetir.index_checks"
-"""Function attribute: the CSR invariants the index parameters must satisfy (see index_checks)."""
-
-VALUE_DOMAINS_ATTR = "sparsetir.value_domains"
-"""Function attribute: the declared value ranges of data parameters (see value_domains)."""
-
 
 
 @dataclass
@@ -138,9 +132,7 @@ class _Lowering:
             with Tb.prim_func(s_tir=True):
                 Tb.func_name(str(func.attrs.get("global_symbol", "main")))
                 Tb.func_attr({**dict(func.attrs),
-                              "global_symbol": func.attrs.get("global_symbol", "main"),
-                              INDEX_CHECKS_ATTR: index_checks(func),
-                              VALUE_DOMAINS_ATTR: value_domains(func)})
+                              "global_symbol": func.attrs.get("global_symbol", "main")})
                 for param in func.params:
                     Tb.arg(param.name, param)
                 self._declare_buffers()
@@ -151,11 +143,10 @@ class _Lowering:
                         plan += self._plan_iteration(stmt, {}, None)
                 Emitter().emit_function(plan, self.intermediates)
         lowered = widen_local_regions(builder.get())
+        lowered = with_root_annotations(lowered, metadata_annotations(_index_checks(func),
+                                                                      _declared_domains(func)))
         lowered = lowered.with_attr(PARAM_NAMES_ATTR, {
             p2.name: p1.name for p2, p1 in zip(lowered.params, func.params)})
-        lowered = lowered.with_attr(PARAM_SHAPES_ATTR, {
-            p.name: [format_expr(d) for d in p.shape]
-            for p in lowered.params if tirx.is_buffer_var(p)})
         return lowered.with_attr(LOWERED_LOOPS_ATTR, loop_signature(lowered))
 
     def _declare_buffers(self) -> None:
@@ -220,27 +211,17 @@ class _Lowering:
         return self._plan_groups(it, groups, 0, outer_env, init_group, enclosing)
 
     def _units(self, it: SparseIteration, outer_env: dict) -> list:
-        """Group the variables into loops and find what each loop's extent depends on."""
-        units, seen_fused = [], set()
+        """Group the variables into loops and find what each loop's extent depends on (a
+        fused group obeys ``check_fused_group``: ``SparseIteration`` checks it when built)."""
+        units = []
         own = {}
-        for v in it.sp_iter_vars:
-            if v.fused is not None:
-                key = tuple(a.name for a in v.fused.group)
-                if key in seen_fused:
-                    continue
-                seen_fused.add(key)
-                members = [w for w in it.sp_iter_vars
-                           if w.fused is not None and tuple(a.name for a in w.fused.group) == key]
-                if len({w.is_reduction for w in members}) != 1:
-                    raise LoweringError(f"sparse iteration {it.name}: fused axes {key} must all "
-                                        "be spatial or all be reductions")
-                if members[0].axis.parent is not None:
-                    raise LoweringError(f"sparse iteration {it.name}: a fused group must start "
-                                        f"at an axis without parent, not {key[0]}")
+        for members in it.loops:
+            if members[0].fused is not None:
                 units.append(_Unit(members, []))
                 for w in members:
                     own[w.axis.name] = w.var
                 continue
+            v = members[0]
             deps = []
             parent_var = self._parent_var(it, v, own, outer_env)
             if parent_var is not None and parent_var in own.values() and (
@@ -349,7 +330,7 @@ class _Lowering:
         if enclosing is None:
             raise LoweringError(f"sparse iteration {it.name}: {what} needs a check, but no "
                                 "block encloses the loop")
-        check = assertion(condition, f"{what} must lie in [0, {format_expr(axis.parent.length)})")
+        check = assertion(condition, f"{what} must lie in [0, {axis.parent.length})")
         if not any(tvm_ffi.structural_equal(check, c) for c in enclosing.checks):
             enclosing.checks.append(check)
 
@@ -406,36 +387,21 @@ class _Lowering:
                         self.simplify(coord))
 
 
-def index_checks(func: SparseFunction) -> list:
-    """One entry per axis with index arrays: what ``build``'s call wrapper verifies.
-
-    Each entry names the ``indptr`` and ``indices`` parameters (empty string if absent), the
-    ``nnz`` the row pointer ends at, the ``bound`` of the coordinates, the fixed ``width`` of
-    an ELL row (0 if variable) and whether rows must be ``sorted``. Sizes are kept as
-    expression text over the parameter names, so that the attribute prints and parses back
-    (an attribute holding the parameter Vars themselves would not).
-    """
-    checks = []
-    for axis in func.axes:
-        if axis.indptr is None and axis.indices is None:
-            continue
-        checks.append({
-            "axis": axis.name,
-            "indptr": axis.indptr.name if axis.indptr is not None else "",
-            "indices": axis.indices.name if axis.indices is not None else "",
-            "nnz": format_expr(axis.nnz) if axis.nnz is not None else "0",
-            "bound": format_expr(axis.length),
-            "width": format_expr(axis.nnz_cols) if axis.nnz_cols is not None else "0",
-            "sorted": bool(axis.sorted),
-        })
-    return checks
+def _index_checks(func: SparseFunction) -> list:
+    """The ``IndexCheck`` (``ir.attrs``) of every axis with index arrays: what ``build``'s
+    call wrapper verifies, with sizes over the function's parameters."""
+    zero = tirx.const(0, "int32")
+    return [IndexCheck(axis.name,
+                       axis.indptr.name if axis.indptr is not None else "",
+                       axis.indices.name if axis.indices is not None else "",
+                       axis.nnz if axis.nnz is not None else zero, axis.length,
+                       axis.nnz_cols if axis.nnz_cols is not None else zero, bool(axis.sorted))
+            for axis in func.axes if axis.indptr is not None or axis.indices is not None]
 
 
-def value_domains(func: SparseFunction) -> list:
-    """One entry per ``T.assume_buffer_domain`` on a parameter: its ``param`` name and the
-    ``min``/``max`` its values must lie in (``[min, max)``), as text like ``index_checks``."""
-    return [{"param": stmt.buffer.handle.name, "min": format_expr(stmt.min),
-             "max": format_expr(stmt.max)}
+def _declared_domains(func: SparseFunction) -> list:
+    """The ``ValueDomain`` (``ir.attrs``) of every ``T.assume_buffer_domain`` on a parameter."""
+    return [ValueDomain(stmt.buffer.handle.name, stmt.min, stmt.max)
             for stmt in func.body
             if isinstance(stmt, BufferDomain) and stmt.buffer.handle is not None]
 

@@ -19,13 +19,8 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ..ir.attrs import PARALLEL_ANNOTATION, PREPROCESS_ANNOTATION
 from ..ir.utils import substitute
-
-PARALLEL_ANNOTATION = "sparsetir.rows_owned"
-"""Block annotation: the block's outermost loop writes disjoint outputs (safe to parallelise)."""
-
-PREPROCESS_ANNOTATION = "preprocess"
-"""Block annotation: the block depends only on the sparse structure (indptr, indices)."""
 
 
 @dataclass

@@ -27,10 +27,9 @@ from ..schedule import default_schedule
 from ..lower import lower_sparse_iter
 from ..stage1.format_decompose import format_decompose, remove_preprocess
 from ..schedule.accumulator import start_from_output
-from ..transform.horizontal_fusion import FUSE_ANNOTATION
 from ..stage1.hyb import ell_bucket_rule
-from ..backend.prefetch import PREFETCH
-from ..driver.cache import cached_build
+from ..driver.build_module import build
+from ..ir.attrs import ATOMIC_ANNOTATION, FUSE_ANNOTATION, PREFETCH_ANNOTATION
 from .kernels import spmm
 from ..schedule.operators import accumulate_in_registers, schedule_zeroing, spmm_lanes
 
@@ -70,7 +69,7 @@ def schedule_hyb_cpu(mod: tvm.IRModule, config: HybConfig, prefetch: int = 0) ->
         _, entries, features = sch.get_loops(update)[-3:]
         lanes = spmm_lanes(int(sch.get(features).extent))
         if prefetch:
-            sch.annotate(entries, PREFETCH, prefetch)
+            sch.annotate(entries, PREFETCH_ANNOTATION, prefetch)
         sch.parallel(sch.get_loops(tile)[0])
         sch.annotate(tile, FUSE_ANNOTATION, True)
         if lanes > 1:
@@ -93,7 +92,7 @@ def schedule_hyb_cuda(mod: tvm.IRModule, config: HybConfig) -> tvm.IRModule:
         sch.reorder(features, rows, nonzeros)
         sch.bind(tiles, "blockIdx.x")
         sch.bind(features, "threadIdx.x")
-        sch.annotate(update, "atomic", True)
+        sch.annotate(update, ATOMIC_ANNOTATION, True)
         sch.annotate(sch.get_sblock(f"spmm_{name}0"), FUSE_ANNOTATION, True)
     return default_schedule(sch.mod, "cuda").mod
 
@@ -102,7 +101,7 @@ def hyb_kernel(config: HybConfig, feat_size: int, target: str = "llvm"):
     """The compiled hyb SpMM (CPU, horizontally fused), from the kernel cache."""
     func = hyb_function(config, feat_size)
     scheduled = schedule_hyb_cpu(lower_sparse_iter(func), config)
-    return cached_build(scheduled, target, horizontal_fuse=True), func
+    return build(scheduled, target, schedule="none", horizontal_fuse=True, cache=True), func
 
 
 @dataclass

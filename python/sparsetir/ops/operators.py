@@ -17,7 +17,8 @@ from ..errors import ArgumentError
 from ..lower import lower_sparse_iter
 from .arrays import (DenseOperand, check_output, check_tensor, new_array, reordered_view,
                      writable_view)
-from ..driver.cache import cached_build, remembered
+from ..driver.build_module import build
+from ..driver.cache import remembered
 from .kernels import KERNELS
 from .matrix import SparseMatrix, as_sparse_matrix
 from ..schedule.operators import prefetch_distance, schedule_for
@@ -190,5 +191,5 @@ def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0):
     def make():
         func = KERNELS[name].specialize({"feat_size": feat_size})
         scheduled = schedule_for(name, lower_sparse_iter(func), feat_size, target, prefetch)
-        return cached_build(scheduled, target)
+        return build(scheduled, target, schedule="none", cache=True)
     return remembered(("ops", name, feat_size, target, prefetch), make)

@@ -4,7 +4,8 @@ Compiled TVM functions check the shape and dtype of their tensor arguments,
 but they assume contiguous data aligned to the element size (sparsetir declares
 its parameters so; a kernel compiled elsewhere may assume 64 bytes), and they
 crash on anything else.  The converters here check every argument against its
-parameter and stage only data that does not meet those assumptions.
+parameter (a buffer's :class:`~sparsetir.runtime.acceptance.Acceptance`, the spec the fast
+paths read too) and stage only data that does not meet those assumptions.
 """
 from __future__ import annotations
 
@@ -18,12 +19,8 @@ import tvm
 import tvm_ffi
 
 from ..errors import ArgumentError
-from .signature import BufferParam, ScalarParam
-
-
-def required_alignment(dtype: str) -> int:
-    """Byte alignment sparsetir's kernels assume for a buffer of ``dtype``: its element size."""
-    return max(1, np.dtype(dtype).itemsize)
+from .acceptance import Acceptance
+from .signature import ScalarParam
 
 
 def host_array(data) -> np.ndarray:
@@ -102,159 +99,158 @@ class ScalarConverter:
 
 
 class BufferConverter:
-    """Checks a buffer argument and makes it safe to pass to the compiled function.
+    """Checks a buffer argument against its :class:`~sparsetir.runtime.acceptance.Acceptance`
+    and makes it safe to pass to the compiled function.
 
-    Accepts numpy arrays, torch tensors and tvm tensors of exactly the
-    parameter's dtype with exactly `length` elements; arrays of any shape are
-    taken in C (row-major) order.  Torch and tvm tensors must be on the
-    kernel's device; numpy arrays are host data and are copied to a CUDA device.
-    Data that is not contiguous or not 64-byte aligned is staged in a fresh
-    tvm tensor; for written parameters the call also returns a function that
-    copies the staged data back into the caller's array.
+    Accepts numpy arrays, torch tensors and tvm tensors of exactly the parameter's dtype with
+    exactly ``accept.length`` elements, flat or of the declared shape (of any shape when none
+    is declared), taken in C (row-major) order. Torch and tvm tensors must be on the kernel's
+    device; numpy arrays are host data and are copied to a CUDA device. Data that is not
+    contiguous or not aligned as ``accept.alignment`` says is staged in a fresh tvm tensor;
+    for written parameters the call also returns a function that copies the staged data back
+    into the caller's array. Anything else raises ArgumentError naming the parameter.
 
     Parameters
     ----------
-    param : BufferParam
-        The parameter.
-    device : tvm.runtime.Device
-        Where the kernel runs.
-    alignment : int
-        Byte alignment the compiled code assumes for the buffer's start.
+    accept : Acceptance
+        What the compiled function takes for the parameter.
 
     Examples
     --------
-    >>> convert = BufferConverter(BufferParam("y", "float32", m, written=True), tvm.cpu(), 4)
+    >>> accept = acceptance(BufferParam("y", "float32", m, written=True), 4, {m: 10},
+    ...                     tvm.cpu(), "element")
+    >>> convert = BufferConverter(accept)
     >>> y = np.zeros(20, "float32")[::2]
-    >>> value, copy_back = convert(y, 10)  # value: an aligned tvm tensor holding y's elements
+    >>> value, copy_back = convert(y)  # value: an aligned tvm tensor holding y's elements
     >>> compiled_function(..., value, ...)
     >>> copy_back()  # y now holds the result
     """
 
-    def __init__(self, param: BufferParam, device: tvm.runtime.Device, alignment: int):
-        self.param = param
-        self.device = device
-        self.alignment = alignment
-        self.itemsize = np.dtype(param.dtype).itemsize
-        self._on_host = device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU
-        self._torch_dtype = f"torch.{param.dtype}"
+    def __init__(self, accept: Acceptance):
+        self.accept = accept
+        self.param = accept.param
+        self._torch_dtype = f"torch.{accept.param.dtype}"
 
-    def __call__(self, value, length: int, dims: tuple = ()) -> tuple[object, Callable[[], None] | None]:
-        """Check `value` against the parameter with `length` elements (and, for an argument
-        with more than one dimension, the declared `dims`) and convert it.
+    def __call__(self, value) -> tuple[object, Callable[[], None] | None]:
+        """Check ``value`` against the acceptance and convert it.
 
         Returns
         -------
         value : tvm.runtime.Tensor or torch.Tensor
-            Flat, contiguous, aligned data on the kernel's device, holding the
-            elements of the argument; pass it to the compiled function.
+            Contiguous, aligned data on the kernel's device holding the elements of the
+            argument, in ``accept.passed_shape``; pass it to the compiled function.
         copy_back : callable or None
             Call it after the kernel ran to copy the results into the caller's
-            array; None unless `value` is a staged copy of a written buffer.
+            array; None unless ``value`` is a staged copy of a written buffer.
         """
         if isinstance(value, np.ndarray):
             if type(value) is not np.ndarray:
                 value = np.asarray(value)   # numpy.matrix and other subclasses: a plain view
-            self._check_shape(value.shape, dims)
-            converted = self._from_numpy(value, length)
+            self._check_shape(value.shape)
+            converted = self._from_numpy(value)
         elif isinstance(value, tvm_ffi.Tensor):
-            self._check_shape(tuple(value.shape), dims)
-            converted = self._from_tvm(value, length)
+            self._check_shape(tuple(value.shape))
+            converted = self._from_tvm(value)
         else:
             torch = sys.modules.get("torch")
             if torch is None or not isinstance(value, torch.Tensor):
                 raise self._error("expected a numpy array, torch tensor or tvm tensor, got "
                                   f"{_describe(value)}")
-            self._check_shape(tuple(value.shape), dims)
-            converted = self._from_torch(value, length)
-        if not self.param.keeps_shape:
-            return converted
+            self._check_shape(tuple(value.shape))
+            converted = self._from_torch(value)
+        shape = self.accept.passed_shape
         flat, copy_back = converted
-        shaped = flat._create_view(dims) if isinstance(flat, tvm_ffi.Tensor) \
-            else flat.view(dims)
+        if len(shape) == 1:
+            return converted
+        shaped = flat._create_view(shape) if isinstance(flat, tvm_ffi.Tensor) \
+            else flat.view(shape)
         return shaped, copy_back
 
     def _error(self, message: str) -> ArgumentError:
         return ArgumentError(f"argument '{self.param.name}': {message}")
 
-    def _check(self, dtype, expected_dtype: str, size: int, length: int) -> None:
+    def _check(self, dtype, expected_dtype: str, size: int) -> None:
         if dtype != expected_dtype:
             got = str(dtype).removeprefix("torch.")
             raise self._error(f"dtype {got} does not match the kernel's {self.param.dtype}")
+        length = self.accept.length
         if size != length:
             expected = length if isinstance(self.param.length, int) else f"{self.param.length} = {length}"
             raise self._error(f"has {size} elements, the kernel expects {expected}")
 
-    def _check_shape(self, shape: tuple, dims: tuple) -> None:
-        """A flat argument (one dimension) is taken as is; a shaped one must match ``dims``
-        when the parameter declares a shape."""
-        if len(shape) <= 1 or not self.param.shape or shape == dims:
+    def _check_shape(self, shape: tuple) -> None:
+        if self.accept.shape_fits(shape):
             return
-        if tuple(int(d) for d in shape) != tuple(dims):
-            declared = ", ".join(str(d) for d in self.param.shape)
-            values = ", ".join(str(d) for d in dims)
-            raise self._error(f"has shape {tuple(int(d) for d in shape)}, the kernel expects "
-                              f"({declared}) = ({values}) or a flat array of that many elements")
+        declared = ", ".join(str(d) for d in self.param.shape)
+        values = ", ".join(str(d) for d in self.accept.dims)
+        raise self._error(f"has shape {tuple(int(d) for d in shape)}, the kernel expects "
+                          f"({declared}) = ({values}) or a flat array of that many elements")
 
     def _shared_elements(self) -> ArgumentError:
         return self._error("has elements that share memory (a stride of 0); the kernel writes "
                            "it, so pass an array with one place per element")
 
     def _wrong_device(self, where) -> ArgumentError:
-        return self._error(f"is on {where}, the kernel runs on {self.device}")
+        return self._error(f"is on {where}, the kernel runs on {self.accept.device}")
 
     def _empty(self) -> tuple:
         # Empty arrays may carry any strides, which compiled functions reject.
-        return tvm.runtime.empty((0,), self.param.dtype, self.device), None
+        return tvm.runtime.empty((0,), self.param.dtype, self.accept.device), None
 
-    def _from_numpy(self, array: np.ndarray, length: int) -> tuple:
-        self._check(array.dtype, self.param.dtype, array.size, length)
-        if not length:
+    def _staged(self) -> tvm_ffi.Tensor:
+        return tvm.runtime.empty((self.accept.length,), self.param.dtype, self.accept.device)
+
+    def _from_numpy(self, array: np.ndarray) -> tuple:
+        accept = self.accept
+        self._check(array.dtype, self.param.dtype, array.size)
+        if not accept.length:
             return self._empty()
         flags = array.flags
-        if not flags.writeable and self.param.written:
+        if not flags.writeable and accept.written:
             raise self._error("the kernel writes this buffer, but the array is read-only")
-        if self.param.written and shares_elements(array.shape, array.strides):
+        if accept.written and shares_elements(array.shape, array.strides):
             raise self._shared_elements()
-        if self._on_host and flags.c_contiguous:
+        if accept.on_host and flags.c_contiguous:
             flat = array if array.ndim == 1 else array.reshape(-1)
             # DLPack cannot export read-only arrays; the kernel only reads this one
             tensor = tvm_ffi.from_dlpack(flat if flags.writeable else writable_alias(flat))
-            if tensor.data_ptr() % self.alignment == 0:
+            if accept.aligned(tensor.data_ptr()):
                 return tensor, None
-        staged = tvm.runtime.empty((length,), self.param.dtype, self.device)
-        if self._on_host:
+        staged = self._staged()
+        if accept.on_host:
             np.from_dlpack(staged).reshape(array.shape)[...] = array
         else:
             staged.copyfrom(array.reshape(-1))
-        return staged, partial(_numpy_copy_back, array, staged) if self.param.written else None
+        return staged, partial(_numpy_copy_back, array, staged) if accept.written else None
 
-    def _from_tvm(self, tensor: tvm_ffi.Tensor, length: int) -> tuple:
-        self._check(tensor.dtype, self.param.dtype, tensor.numel(), length)
-        if tensor.device != self.device:
+    def _from_tvm(self, tensor: tvm_ffi.Tensor) -> tuple:
+        accept = self.accept
+        self._check(tensor.dtype, self.param.dtype, tensor.numel())
+        if tensor.device != accept.device:
             raise self._wrong_device(tensor.device)
-        if not length:
+        if not accept.length:
             return self._empty()
-        if tensor.is_contiguous() and tensor.data_ptr() % self.alignment == 0:
-            return (tensor if tensor.ndim == 1 else tensor._create_view((length,))), None
-        if not self._on_host:
-            raise self._error(
-                f"a tvm tensor on {self.device} must be contiguous and {self.alignment}-byte aligned"
-            )
-        return self._from_numpy(np.from_dlpack(tensor), length)
+        if tensor.is_contiguous() and accept.aligned(tensor.data_ptr()):
+            return (tensor if tensor.ndim == 1 else tensor._create_view((accept.length,))), None
+        if not accept.on_host:
+            raise self._error(f"a tvm tensor on {accept.device} must be contiguous and "
+                              f"{accept.alignment}-byte aligned")
+        return self._from_numpy(np.from_dlpack(tensor))
 
-    def _from_torch(self, tensor, length: int) -> tuple:
+    def _from_torch(self, tensor) -> tuple:
+        accept = self.accept
         torch = sys.modules["torch"]
-        refusal = torch_refusal(tensor, self.param.written)
+        refusal = torch_refusal(tensor, accept.written)
         if refusal is not None:
             raise self._error(refusal)
-        self._check(str(tensor.dtype), self._torch_dtype, tensor.numel(), length)
-        if self._on_host:
+        self._check(str(tensor.dtype), self._torch_dtype, tensor.numel())
+        if accept.on_host:
             on_device = tensor.is_cpu
         else:
-            on_device = tensor.is_cuda and tensor.get_device() == self.device.index
+            on_device = tensor.is_cuda and tensor.get_device() == accept.device.index
         if not on_device:
             raise self._wrong_device(tensor.device)
-        if not length:
+        if not accept.length:
             return self._empty()
         if tensor._is_zerotensor():
             raise self._error("is a zero tensor without memory of its own; pass a real tensor")
@@ -267,17 +263,17 @@ class BufferConverter:
         if outgrows_storage(tensor):
             raise self._error(f"reaches past the end of its storage "
                               f"({tensor.untyped_storage().nbytes()} bytes; resized under it?)")
-        if self.param.written and shares_elements(tensor.shape, tensor.stride()):
+        if accept.written and shares_elements(tensor.shape, tensor.stride()):
             raise self._shared_elements()
         # a tensor with the negative or conjugate bit holds other values than its memory
         # does: staged below, where copy_ applies the bit (both ways)
-        if tensor.is_contiguous() and start % self.alignment == 0 \
+        if tensor.is_contiguous() and accept.aligned(start) \
                 and not (tensor.is_neg() or tensor.is_conj()):
             return (tensor if tensor.ndim == 1 else tensor.detach().view(-1)), None
-        staged = tvm.runtime.empty((length,), self.param.dtype, self.device)
+        staged = self._staged()
         staged_view = torch.from_dlpack(staged).view(tensor.shape)
         staged_view.copy_(tensor.detach())
-        return staged, partial(_torch_copy_back, tensor, staged_view) if self.param.written else None
+        return staged, partial(_torch_copy_back, tensor, staged_view) if accept.written else None
 
 
 def torch_refusal(tensor, written: bool) -> str | None:

@@ -9,11 +9,12 @@ function with nothing converted but what DLPack needs; any argument it does not 
 carries a negative or conjugate bit or is a functorch or sparse one, an output overlapping
 another argument, a kernel that does not run on the CPU) sends the call down the general
 path, which copies what must be copied and raises the errors. The fast path never decides
-that a call is wrong, so its checks cannot disagree with the general ones.
+that a call is wrong, and it reads what each parameter takes from the same
+``acceptance.Acceptance`` the general path checks, so the two cannot disagree.
 
 Example
 -------
->>> fast = FastPath(kernel, free_params, fixed_values, fixed_ranges)
+>>> fast = FastPath(accepts, fixed_values, fixed_ranges, function)
 >>> values = fast.values((x, y))   # None: take the general path
 >>> if values is not None:
 ...     kernel_function(*values)
@@ -29,47 +30,32 @@ import tvm_ffi
 from .arguments import outgrows_storage
 from .native_call import native_plan
 
-class _Slot:
-    """What one free buffer parameter accepts on the fast path."""
-
-    def __init__(self, position: int, param, length: int, dims: tuple, alignment: int):
-        self.position = position
-        self.written = param.written
-        self.dtype = np.dtype(param.dtype)
-        self.torch_dtype = None            # torch's dtype, looked up at the first torch call
-        self.flat = (length,)
-        self.dims = tuple(dims) if dims else self.flat
-        self.passed_shape = self.dims if param.keeps_shape else self.flat
-        self.any_shape = not param.shape      # no declared shape: any with `length` elements
-        self.flat_passed = self.passed_shape == self.flat
-        self.length = length
-        self.nbytes = length * self.dtype.itemsize
-        self.alignment = alignment
-
 
 class FastPath:
     """Checks and converts the free arguments of a bound kernel in the common case.
 
     Parameters
     ----------
-    free : list of (position, BufferConverter, length, dims)
-        The parameters each call passes, with their fixed lengths and declared dims.
+    accepts : list of Acceptance
+        What each parameter a call passes must be (``acceptance.Acceptance``: the spec the
+        general path checks too), in call order.
     fixed_values : list
         The converted values of every parameter (free ones are filled in per call).
     fixed_ranges : list of (param, start, end)
         Byte ranges of the bound arrays passed without a copy (``aliasing.byte_ranges``).
-    on_host : bool
-        Whether the kernel runs on the CPU (no fast path otherwise: arrays must be moved).
     function : tvm_ffi.Function, optional
         The compiled function: given, numpy calls are checked and made in C where the
         native module is available (``native_call``; ``self.native``, else None).
+
+    The fast path is off (``enabled`` False) for a kernel that does not run on the CPU
+    (arrays must be moved) or a parameter without elements.
     """
 
-    def __init__(self, free, fixed_values: list, fixed_ranges, on_host: bool, function=None):
-        self._slots = [_Slot(position, convert.param, length, dims, convert.alignment)
-                       for position, convert, length, dims in free]
+    def __init__(self, accepts, fixed_values: list, fixed_ranges, function=None):
+        self._accepts = list(accepts)
+        self._torch_dtypes = None          # torch's dtypes, looked up at the first torch call
         self._values = fixed_values
-        self._count = len(self._slots)
+        self._count = len(self._accepts)
         merged = []
         for _, start, end in sorted(fixed_ranges, key=lambda r: r[1]):
             if merged and start <= merged[-1][1]:
@@ -78,11 +64,9 @@ class FastPath:
                 merged.append([start, end])
         self._fixed_starts = [start for start, _ in merged]
         self._fixed_ends = [end for _, end in merged]
-        self.enabled = on_host and all(slot.length > 0 for slot in self._slots)
-        self.native = native_plan(function, fixed_values, [
-            (slot.position, convert, slot.length, slot.dims, slot.passed_shape)
-            for slot, (_, convert, _, _) in zip(self._slots, free)],
-            list(zip(self._fixed_starts, self._fixed_ends))) \
+        self.enabled = all(accept.on_host and accept.length > 0 for accept in self._accepts)
+        self.native = native_plan(function, fixed_values, self._accepts,
+                                  list(zip(self._fixed_starts, self._fixed_ends))) \
             if self.enabled and function is not None else None
 
     def values(self, args: tuple):
@@ -92,47 +76,46 @@ class FastPath:
         values = self._values.copy()
         spans, written = [], []
         torch = sys.modules.get("torch")
-        for slot, value in zip(self._slots, args):
+        for k, (accept, value) in enumerate(zip(self._accepts, args)):
             kind = type(value)
             if kind is np.ndarray:
                 flags = value.flags
-                if value.dtype != slot.dtype or not (flags.c_contiguous and flags.writeable):
+                if value.dtype != accept.dtype or not (flags.c_contiguous and flags.writeable):
                     return None
                 shape = value.shape
-                if shape != slot.passed_shape:
-                    if not (shape == slot.dims or shape == slot.flat
-                            or slot.any_shape and value.size == slot.length):
+                if shape != accept.passed_shape:
+                    if value.size != accept.length or not accept.shape_fits(shape):
                         return None
-                    value = value.reshape(slot.passed_shape)
+                    value = value.reshape(accept.passed_shape)
                 value = tvm_ffi.from_dlpack(value)
             elif torch is not None and kind is torch.Tensor:
-                if slot.torch_dtype is None:
-                    slot.torch_dtype = getattr(torch, slot.dtype.name)
+                if self._torch_dtypes is None:
+                    self._torch_dtypes = [getattr(torch, a.dtype.name) for a in self._accepts]
                 try:     # a functorch-wrapped tensor has no storage to look at
                     if (not value.is_cpu or value.requires_grad
                             or value.layout is not torch.strided
-                            or value.dtype != slot.torch_dtype or not value.is_contiguous()
+                            or value.dtype != self._torch_dtypes[k] or not value.is_contiguous()
                             or value.is_neg() or value.is_conj() or value._is_zerotensor()
                             or outgrows_storage(value)):
                         return None
                 except RuntimeError:
                     return None
                 shape = value.shape
-                if shape != slot.passed_shape:
-                    if not (shape == slot.dims or shape == slot.flat
-                            or slot.any_shape and value.numel() == slot.length):
+                if shape != accept.passed_shape:
+                    if value.numel() != accept.length or not accept.shape_fits(shape):
                         return None
                     # view(-1) costs a third of view(shape) in torch 2.13
-                    value = value.view(-1) if slot.flat_passed else value.view(slot.passed_shape)
+                    value = value.view(-1) if len(accept.passed_shape) == 1 \
+                        else value.view(accept.passed_shape)
             else:
                 return None
             start = value.data_ptr()
-            if not start or start % slot.alignment:     # no memory (a freed torch storage)
+            if not start or not accept.aligned(start):     # no memory (a freed torch storage)
                 return None
-            values[slot.position] = value
-            span = (start, start + slot.nbytes)
+            values[accept.position] = value
+            span = (start, start + accept.nbytes)
             spans.append(span)
-            if slot.written:
+            if accept.written:
                 written.append(span)
         return values if self._disjoint(spans, written) else None
 

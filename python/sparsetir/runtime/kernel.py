@@ -6,14 +6,14 @@ from functools import lru_cache
 
 import numpy as np
 import tvm
-import tvm_ffi
 
+from .acceptance import acceptance
 from .aliasing import byte_ranges, check_no_aliasing
 from .arguments import (BufferConverter, ScalarConverter, host_array, immutable_memory,
-                        outgrows_storage, private_copy, required_alignment)
-from ..errors import CHECK_PREFIX, ArgumentError
+                        outgrows_storage, private_copy)
+from ..errors import ArgumentError
 from .fast_path import FastPath
-from .signature import BufferParam, IndicesCheck, ScalarParam, Signature, evaluate_int
+from .signature import BufferParam, IndicesCheck, ScalarParam, Signature
 from .validate import run_checks
 
 
@@ -46,9 +46,10 @@ class Kernel:
         element size, as ``sparsetir.build`` declares them) or a number (64 for a function
         TVM compiled with its default buffers).
     compiled_checks : callable or None
-        The signature's index checks compiled for the host (``checks_kernel``): called with
-        the converted arguments, it returns False when a check fails, and the numpy checks
-        then say which. Without it the numpy checks run on every validated call.
+        The signature's index checks compiled for the host (``compiled_checks``): called
+        with the converted arguments, it returns False when a check fails, and the numpy
+        checks (``validate``) then say which. Without it the numpy checks run on every
+        validated call.
 
     Attributes
     ----------
@@ -76,18 +77,15 @@ class Kernel:
         self._compiled_checks = compiled_checks
         params = signature.params
         self._scalars = [(i, ScalarConverter(p)) for i, p in enumerate(params) if isinstance(p, ScalarParam)]
-        self._buffers = [
-            (i, BufferConverter(p, self.device, p.alignment or (
-                required_alignment(p.dtype) if alignment == "element" else int(alignment))))
-            for i, p in enumerate(params) if isinstance(p, BufferParam)
-        ]
+        self._buffers = [(i, p) for i, p in enumerate(params) if isinstance(p, BufferParam)]
+        self._alignment = alignment
         self._scalar_vars = tuple(convert.param.var for _, convert in self._scalars)
         checked = {check.param for check in signature.checks}
         checked.update(check.indptr for check in signature.checks
                        if isinstance(check, IndicesCheck) and check.indptr is not None)
         self._checked = [(param.name, i) for i, param in enumerate(params) if param.name in checked]
-        self._lengths = lru_cache(maxsize=256)(self._evaluate_lengths)
-        self._written = [i for i, convert in self._buffers if convert.param.written]
+        self._converters = lru_cache(maxsize=256)(self._make_converters)
+        self._written = [i for i, param in self._buffers if param.written]
 
     def __call__(self, *args, validate: bool = True) -> None:
         """Run the kernel; written buffers receive the results in place.
@@ -144,12 +142,10 @@ class Kernel:
         self._bump_versions(args)
 
     def _run(self, values: list) -> None:
-        """Run the compiled function on converted ``values``; a failed compiled check
-        becomes an ArgumentError."""
-        try:
-            self._entry_function()(*values)
-        except Exception as err:  # a check compiled into the kernel stopped it
-            raise _argument_error(err) from None
+        """Run the compiled function on converted ``values``. A check compiled into the kernel
+        that fails raises ArgumentError itself (its error kind, ``errors.ARGUMENT_ERROR_KIND``,
+        is registered with tvm-ffi)."""
+        self._entry_function()(*values)
 
     def time(self, *args, number: int = 20, repeat: int = 3) -> float:
         """Mean seconds per call, measured with TVM's time evaluator.
@@ -209,24 +205,12 @@ class Kernel:
             self._function = self.executable[self.entry]
         return self._function
 
-    def _evaluate_lengths(self, scalars: tuple) -> tuple:
-        """(length, declared dims) of every buffer for these scalar arguments."""
+    def _make_converters(self, scalars: tuple) -> tuple:
+        """A converter per buffer parameter, holding its ``Acceptance`` for these scalar
+        arguments."""
         env = dict(zip(self._scalar_vars, scalars))
-        sizes = []
-        for _, convert in self._buffers:
-            param = convert.param
-            try:
-                length = evaluate_int(param.length, env)
-                dims = tuple(evaluate_int(d, env) for d in param.shape)
-            except ZeroDivisionError:
-                values = ", ".join(f"{var}={value}" for var, value in env.items())
-                raise ArgumentError(
-                    f"argument '{param.name}': its length {param.length} divides by zero "
-                    f"for {values}"
-                ) from None
-            _check_index_range(param, length)
-            sizes.append((length, dims))
-        return tuple(sizes)
+        return tuple(BufferConverter(acceptance(param, i, env, self.device, self._alignment))
+                     for i, param in self._buffers)
 
     def _convert(self, args: tuple, validate: bool) -> tuple[list, list]:
         """Convert all arguments; return the values to pass and the copy-backs to run after the call."""
@@ -238,24 +222,24 @@ class Kernel:
         for i, convert in self._scalars:
             values[i] = convert(args[i])
         scalars = tuple(values[i] for i, _ in self._scalars)
-        copy_backs, passed = self._convert_buffers(self._buffers, args, values,
-                                                   self._lengths(scalars))
+        copy_backs, passed = self._convert_buffers(self._converters(scalars), args, values)
         check_no_aliasing(byte_ranges(passed))
         if validate and self._checked:
             self._validate(values, args, scalars)
         return values, copy_backs
 
     @staticmethod
-    def _convert_buffers(buffers, args, values: list, lengths) -> tuple[list, list]:
-        """Convert ``args[i]`` into ``values[i]`` for each ``(i, converter)`` of ``buffers``
-        (``lengths``: their ``(length, dims)``); return the copy-backs and what passed as is."""
+    def _convert_buffers(converters, args, values: list) -> tuple[list, list]:
+        """Convert ``args[i]`` into ``values[i]`` for the position ``i`` of each converter;
+        return the copy-backs and what passed as is."""
         copy_backs, passed = [], []
-        for (i, convert), (length, dims) in zip(buffers, lengths):
-            values[i], copy_back = convert(args[i], length, dims)
+        for convert in converters:
+            i = convert.accept.position
+            values[i], copy_back = convert(args[i])
             if copy_back is not None:
                 copy_backs.append(copy_back)
             else:  # passed as is (a staged input is a private copy: no overlap possible)
-                passed.append((convert.param, values[i], convert.itemsize))
+                passed.append((convert.accept, values[i], convert.accept.itemsize))
         return copy_backs, passed
 
     def _validate(self, values: list, args, scalars: tuple) -> None:
@@ -297,32 +281,12 @@ def _torch_as_numpy(args: tuple):
     return arrays if found else None
 
 
-def _argument_error(err: Exception) -> Exception:
-    """The ArgumentError for ``err`` when a check compiled into the kernel raised it, else
-    ``err`` itself."""
-    message = str(err)
-    if CHECK_PREFIX not in message:
-        return err
-    return ArgumentError(message[message.index(CHECK_PREFIX) + len(CHECK_PREFIX):]
-                         .strip().splitlines()[0])
-
-
 class _Protected:
     """A protected array in alias checks (``BoundKernel.protect``): named, never written."""
     written = False
 
     def __init__(self, name: str):
         self.name = name
-
-
-def _check_index_range(param, length: int) -> None:
-    """A buffer longer than the kernel's index type can address would wrap its offsets."""
-    dtype = str(param.length.ty.dtype) if hasattr(param.length, "ty") else "int64"
-    limit = int(np.iinfo(dtype).max)
-    if length - 1 > limit:
-        raise ArgumentError(
-            f"argument '{param.name}': {length} elements need offsets past {dtype} "
-            f"(at most {limit + 1}); build the kernel with int64 indices")
 
 
 class BoundKernel:
@@ -359,30 +323,28 @@ class BoundKernel:
         for i, convert in kernel._scalars:
             self._values[i] = convert(fixed[names[i]])
             scalars.append(self._values[i])
-        lengths = dict(zip((i for i, _ in kernel._buffers), kernel._lengths(tuple(scalars))))
-        bound = [(i, convert) for i, convert in kernel._buffers if names[i] in fixed]
-        self._free = [(i, convert) for i, convert in kernel._buffers if names[i] not in fixed]
-        self._free_lengths = [lengths[i] for i, _ in self._free]
+        converters = kernel._converters(tuple(scalars))
+        bound = [c for c in converters if c.accept.name in fixed]
+        self._free = [c for c in converters if c.accept.name not in fixed]
         args = [fixed.get(name) for name in names]
         # staged copies of fixed inputs are kept with the values; nothing is written back
-        _, passed = Kernel._convert_buffers(bound, args, self._values,
-                                            [lengths[i] for i, _ in bound])
+        _, passed = Kernel._convert_buffers(bound, args, self._values)
         # a written argument must not overlap the caller's fixed arrays either: their memory
         # is kept (``passed``: torch's old storage too, when a tensor is given a new one), so
         # the ranges stay theirs
         self._fixed_ranges = byte_ranges(passed)
         self._fixed_args, self._caller_memory = args, passed
         check_no_aliasing(self._fixed_ranges)
-        for i, _ in bound:   # the kernel reads its own copy: the caller may change the array
+        # the kernel reads its own copy of each bound array: the caller may change theirs
+        for i in (c.accept.position for c in bound):
             if not immutable_memory(args[i]):
                 self._values[i] = private_copy(self._values[i])
         if validate and kernel._checked:   # checked after the copy: what the kernel will read
             kernel._validate(self._values, self._values, tuple(scalars))
-        self._free_positions = [i for i, _ in self._free]
+        self._free_positions = [c.accept.position for c in self._free]
         self.parameters = [params[i].name for i in self._free_positions]
         self._fast = self._fast_path()
-        self._written_free = [k for k, (_, convert) in enumerate(self._free)
-                              if convert.param.written]
+        self._written_free = [k for k, c in enumerate(self._free) if c.accept.written]
 
     def protect(self, **arrays) -> "BoundKernel":
         """Refuse calls whose written arguments overlap ``arrays`` too: arrays the kernel does
@@ -401,11 +363,8 @@ class BoundKernel:
         return self
 
     def _fast_path(self) -> FastPath:
-        on_host = self.kernel.device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU
-        return FastPath([(i, convert, length, dims) for (i, convert), (length, dims)
-                         in zip(self._free, self._free_lengths)],
-                        self._values, self._fixed_ranges, on_host,
-                        self.kernel._entry_function() if on_host else None)
+        return FastPath([c.accept for c in self._free], self._values, self._fixed_ranges,
+                        self.kernel._entry_function())
 
     def __call__(self, *args) -> None:
         """Run the kernel with the free arguments (``self.parameters``, in order)."""
@@ -423,14 +382,10 @@ class BoundKernel:
         nothing run, for any other call."""
         native = self._fast.native
         if native is not None:
-            try:
-                if native(*args):
-                    return True
-                arrays = _torch_as_numpy(args)
-                ran = arrays is not None and native(*arrays)
-            except Exception as err:  # noqa: BLE001  (the kernel's own error, re-raised)
-                raise _argument_error(err) from None
-            if ran:
+            if native(*args):
+                return True
+            arrays = _torch_as_numpy(args)
+            if arrays is not None and native(*arrays):
                 self._bump_written(args)
                 return True
         values = self._fast.values(args)
@@ -460,6 +415,6 @@ class BoundKernel:
         for i, value in zip(self._free_positions, args):
             full[i] = value
         values = list(self._values)
-        copy_backs, passed = Kernel._convert_buffers(self._free, full, values, self._free_lengths)
+        copy_backs, passed = Kernel._convert_buffers(self._free, full, values)
         check_no_aliasing(byte_ranges(passed), self._fixed_ranges)
         return values, copy_backs, full

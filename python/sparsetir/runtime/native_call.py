@@ -6,8 +6,11 @@ a small kernel. For numpy arguments the same checks (exactly ``numpy.ndarray``, 
 the parameter's item format and size, its declared or flat shape, aligned, writable where
 written, no written one overlapping another argument or a bound or protected array) run in C
 through the buffer protocol, and the arrays go to the compiled function as ``DLTensor``
-pointers, with no conversion object at all. Anything else (torch tensors included) is declined
-and left to ``FastPath`` and the general path.
+pointers, with no conversion object at all. The C plan reads what each parameter takes by
+name from its ``acceptance.Acceptance``, the spec the Python paths check. Anything else
+(torch tensors included) is declined and left to ``FastPath`` and the general path. An error
+the kernel raises comes out as the exception tvm-ffi gives its kind (``_ffi_error``): a
+failed compiled check as ``ArgumentError``.
 
 The module is compiled with gcc on first use (``sparsetir.backend.native``); where that is impossible
 (no gcc, no Python headers) :func:`native_plan` returns None and calls stay in Python. Set
@@ -15,7 +18,7 @@ The module is compiled with gcc on first use (``sparsetir.backend.native``); whe
 
 Example
 -------
->>> plan = native_plan(function, values, free, fixed_ranges)   # None: not available
+>>> plan = native_plan(function, values, accepts, fixed_ranges)   # None: not available
 >>> plan(x, y)        # True: ran; False: declined, nothing ran
 """
 
@@ -31,12 +34,19 @@ from importlib.util import module_from_spec, spec_from_loader
 
 import numpy as np
 import tvm_ffi
+import tvm_ffi.core
 import tvm_ffi.libinfo
 
 from ..backend.native import build_shared
 
-_DLPACK_CODES = {"i": 0, "u": 1, "f": 2}     # numpy dtype kind -> DLPack type code
 MAX_SLOTS = 8                                # free buffer parameters a plan holds (fastcall.c)
+MAX_DIMS = 4                                 # dimensions of a slot's shapes (fastcall.c)
+
+
+def _ffi_error(kind: str, message: str) -> BaseException:
+    """The exception tvm-ffi raises for an FFI error of ``kind`` (its registry,
+    ``tvm_ffi.register_error``: ``errors.ARGUMENT_ERROR_KIND`` gives ``ArgumentError``)."""
+    return tvm_ffi.core.Error(kind, message, "").py_error()
 
 
 @lru_cache(maxsize=None)
@@ -58,19 +68,23 @@ def _module():
     loader.exec_module(module)
     lib = ctypes.CDLL(tvm_ffi.libinfo.find_libtvm_ffi())
     module.setup(*(ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value for symbol in (
-        "TVMFFIFunctionCall", "TVMFFIErrorMoveFromRaised", "TVMFFIObjectDecRef")), np.ndarray)
+        "TVMFFIFunctionCall", "TVMFFIErrorMoveFromRaised", "TVMFFIObjectDecRef")), np.ndarray,
+        _ffi_error)
     return module
 
 
-def native_plan(function, values: list, free, fixed_ranges):
+def native_plan(function, values: list, accepts, fixed_ranges):
     """A callable running ``function`` on ``values`` with the free arguments filled in (see
     the module docstring), or None where the native call is not available.
 
-    ``free``: ``(position, converter, length, dims, passed_shape)`` per free buffer
-    parameter; ``fixed_ranges``: ``(start, end)`` byte ranges, merged and sorted, that a
-    written argument must not overlap."""
+    ``accepts``: the ``Acceptance`` of each free buffer parameter, in call order (the C plan
+    reads their fields by name); ``fixed_ranges``: ``(start, end)`` byte ranges, merged and
+    sorted, that a written argument must not overlap."""
     module = _module()
-    if module is None or len(free) > MAX_SLOTS:
+    if module is None or len(accepts) > MAX_SLOTS:
+        return None
+    if not all(accept.on_host and accept.dlpack_code is not None and len(accept.dims) <= MAX_DIMS
+               and len(accept.passed_shape) <= MAX_DIMS for accept in accepts):
         return None
     bound = []
     for value in values:
@@ -80,14 +94,6 @@ def native_plan(function, values: list, free, fixed_ranges):
             bound.append(("tensor", value.__chandle__()))
         else:            # a torch tensor bound by the caller: the Python paths handle it
             return None
-    slots = []
-    for position, convert, length, dims, passed in free:
-        dtype = np.dtype(convert.param.dtype)
-        if dtype.kind not in _DLPACK_CODES or len(dims) > 4 or len(passed) > 4:
-            return None
-        slots.append((position, int(convert.param.written), memoryview(np.empty(1, dtype)).format,
-                      dtype.itemsize, length, tuple(dims), tuple(passed), convert.alignment,
-                      _DLPACK_CODES[dtype.kind], dtype.itemsize * 8, int(not convert.param.shape)))
-    return module.Plan(function.__chandle__(), (function, values), bound, tuple(slots),
+    return module.Plan(function.__chandle__(), (function, values), bound, tuple(accepts),
                        tuple(start for start, _ in fixed_ranges),
                        tuple(end for _, end in fixed_ranges))

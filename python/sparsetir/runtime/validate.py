@@ -2,7 +2,11 @@
 
 Compiled kernels trust their index data: an out-of-range column index or a
 decreasing row pointer reads or writes outside a buffer.  Each check here
-costs O(nnz) vectorised numpy work.
+costs O(nnz) vectorised numpy work.  The rules are the ones the conversion routines of
+``sparsetir.format`` apply (``format.checks.row_pointer_problem``,
+``coordinates_problem``); here a problem is an ``ArgumentError`` naming the kernel's
+parameter.  The compiled form of these checks (``compiled_checks``) runs first on a call;
+when it finds a problem, these say which.
 """
 from __future__ import annotations
 
@@ -12,10 +16,11 @@ import numpy as np
 from tvm import tirx
 
 from ..errors import ArgumentError
+from ..format.checks import coordinates_problem, first_outside, row_pointer_problem
 from .signature import IndicesCheck, IndptrCheck, ValueDomainCheck, evaluate_int
 
 
-def check_indptr(name: str, indptr: np.ndarray, nnz: int) -> None:
+def check_indptr(name: str, indptr: np.ndarray, nnz: int, end: str = "nnz") -> None:
     """Check a CSR row pointer.
 
     Parameters
@@ -25,7 +30,7 @@ def check_indptr(name: str, indptr: np.ndarray, nnz: int) -> None:
     indptr : numpy.ndarray
         Flat row pointer.
     nnz : int
-        Required last entry.
+        Required last entry (``end`` names it in the message).
 
     Raises
     ------
@@ -36,20 +41,11 @@ def check_indptr(name: str, indptr: np.ndarray, nnz: int) -> None:
     --------
     >>> check_indptr("indptr", np.array([0, 2, 1, 3]), 3)
     Traceback (most recent call last):
-    ArgumentError: indptr 'indptr': not non-decreasing at row 1 (2 > 1)
+    ArgumentError: indptr 'indptr': indptr is not monotone: indptr[1] = 2 > indptr[2] = 1
     """
-    if indptr.size == 0:
-        raise ArgumentError(f"indptr '{name}': is empty, it needs at least one entry")
-    if indptr[0] != 0:
-        raise ArgumentError(f"indptr '{name}': first entry {indptr[0]} != 0")
-    decreasing = np.flatnonzero(indptr[1:] < indptr[:-1])
-    if decreasing.size:
-        row = decreasing[0]
-        raise ArgumentError(
-            f"indptr '{name}': not non-decreasing at row {row} ({indptr[row]} > {indptr[row + 1]})"
-        )
-    if indptr[-1] != nnz:
-        raise ArgumentError(f"indptr '{name}': last entry {indptr[-1]} != nnz {nnz}")
+    problem = row_pointer_problem(indptr, nnz, name, end)
+    if problem is not None:
+        raise ArgumentError(f"indptr '{name}': {problem}")
 
 
 def check_indices(
@@ -88,37 +84,11 @@ def check_indices(
     --------
     >>> check_indices("indices", np.array([0, 5, 2]), 4)
     Traceback (most recent call last):
-    ArgumentError: indices 'indices': value 5 at position 1 out of range [0, 4)
+    ArgumentError: indices 'indices': indices[1] = 5 is out of range [0, 4)
     """
-    outside = np.flatnonzero((indices < 0) | (indices >= bound))
-    if outside.size:
-        position = outside[0]
-        raise ArgumentError(
-            f"indices '{name}': value {indices[position]} at position {position} out of range [0, {bound})"
-        )
-    if not strictly_increasing or indices.size < 2:
-        return
-    # A pair (p - 1, p) must increase unless p begins a new row.
-    continues_row = np.ones(indices.size - 1, dtype=bool)
-    if row_starts is not None:
-        starts = row_starts[(row_starts > 0) & (row_starts < indices.size)]
-        continues_row[starts - 1] = False
-    elif width is not None:
-        continues_row[width - 1 :: width] = False
-    # In a row of fixed width (ELL) a slot may repeat the previous coordinate: padding.
-    padded = row_starts is None and width is not None
-    descends = indices[1:] < indices[:-1] if padded else indices[1:] <= indices[:-1]
-    unsorted = np.flatnonzero(continues_row & descends)
-    if unsorted.size:
-        position = unsorted[0] + 1
-        if row_starts is not None:
-            row = np.searchsorted(row_starts, position, "right") - 1
-        else:
-            row = 0 if width is None else position // width
-        raise ArgumentError(
-            f"indices '{name}': not sorted within row {row} "
-            f"({indices[position]} follows {indices[position - 1]} at position {position})"
-        )
+    problem = coordinates_problem(indices, bound, name, row_starts, width, strictly_increasing)
+    if problem is not None:
+        raise ArgumentError(f"indices '{name}': {problem}")
 
 
 def check_value_domain(name: str, values: np.ndarray, low: int, high: int) -> None:
@@ -128,13 +98,12 @@ def check_value_domain(name: str, values: np.ndarray, low: int, high: int) -> No
     --------
     >>> check_value_domain("etype", np.array([0, 3, 1]), 0, 3)
     Traceback (most recent call last):
-    ArgumentError: values 'etype': value 3 at position 1 outside the declared domain [0, 3)
+    ArgumentError: values 'etype': etype[1] = 3 is outside the declared domain [0, 3)
     """
-    outside = np.flatnonzero((values < low) | (values >= high))
-    if outside.size:
-        position = outside[0]
-        raise ArgumentError(f"values '{name}': value {values[position]} at position {position} "
-                            f"outside the declared domain [{low}, {high})")
+    p = first_outside(values, low, high)
+    if p is not None:
+        raise ArgumentError(f"values '{name}': {name}[{p}] = {values[p]} is outside the "
+                            f"declared domain [{low}, {high})")
 
 
 def run_checks(checks, arrays: Mapping[str, np.ndarray], env: Mapping[tirx.Var, int]) -> None:
@@ -160,7 +129,8 @@ def run_checks(checks, arrays: Mapping[str, np.ndarray], env: Mapping[tirx.Var, 
     """
     for check in sorted(checks, key=lambda check: isinstance(check, IndicesCheck)):
         if isinstance(check, IndptrCheck):
-            check_indptr(check.param, arrays[check.param], evaluate_int(check.nnz, env))
+            check_indptr(check.param, arrays[check.param], evaluate_int(check.nnz, env),
+                         str(check.nnz))
         elif isinstance(check, ValueDomainCheck):
             check_value_domain(check.param, arrays[check.param], evaluate_int(check.min, env),
                                evaluate_int(check.max, env))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tvm_ffi
 from tvm import tirx
 
-from ..lower.lower_sparse_iter import PARALLEL_ANNOTATION
+from ..ir.attrs import PARALLEL_ANNOTATION
 from .common import innermost_spatial_loop, nest_blocks, try_primitive
 
 VECTOR_LANES = 16

@@ -7,7 +7,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from ..lower.loop_signature import top_level_nests
-from ..lower.lower_sparse_iter import PARALLEL_ANNOTATION
+from ..ir.attrs import PARALLEL_ANNOTATION
 from .common import innermost_spatial_loop, nest_blocks, reads_memory, try_primitive
 
 WARP_SIZE = 32

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import tvm
 
-from ..backend.prefetch import PREFETCH
+from ..ir.attrs import PREFETCH_ANNOTATION
 from .operators_cuda import schedule_sddmm_cuda, schedule_spmm_cuda
 
 LANE_CHOICES = (64, 32, 16, 8)
@@ -83,7 +83,7 @@ def schedule_spmm_cpu(mod: tvm.IRModule, feat_size: int, prefetch: int = 0) -> t
     nonzeros, features = sch.get_loops(update)[-2:]
     lanes = spmm_lanes(feat_size)
     if prefetch:
-        sch.annotate(nonzeros, PREFETCH, prefetch)
+        sch.annotate(nonzeros, PREFETCH_ANNOTATION, prefetch)
     if lanes == 1:
         sch.parallel(tiles)
         return sch.mod
@@ -128,7 +128,7 @@ def schedule_sddmm_cpu(mod: tvm.IRModule, feat_size: int, prefetch: int = 0) -> 
     update = sch.get_sblock("sddmm2")
     nonzeros, features = sch.get_loops(update)[-2:]
     if prefetch:
-        sch.annotate(nonzeros, PREFETCH, prefetch)
+        sch.annotate(nonzeros, PREFETCH_ANNOTATION, prefetch)
     sch.parallel(tiles)          # before decompose_reduction, which TVM's parallel check refuses
     sch.decompose_reduction(update, features)
     return sch.mod

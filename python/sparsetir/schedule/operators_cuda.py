@@ -54,7 +54,7 @@ from typing import NamedTuple
 
 import tvm
 
-from ..lower.loop_signature import LOWERED_LOOPS_ATTR
+from ..ir.attrs import LOWERED_LOOPS_ATTR
 
 WARP_SIZE = 32
 THREADS_PER_BLOCK = 256

@@ -4,7 +4,8 @@ TVM's parser core does the work that is not specific to us: the Python AST, scop
 of expressions into TIR (``self.eval_expr``), and errors that point at a line and column. This
 module registers the statement handlers of the ``sparsetir`` dispatch token: function
 definitions, declarations (``I = T.dense_fixed(m)``), ``with T.sp_iter(...)``, ``with T.init()``,
-stores (``C[i, k] = ...``), ``if`` and expression statements.
+stores (``C[i, k] = ...``), ``if`` and expression statements. It does not know the ``T``
+namespace (``tir.py``), which calls ``parse`` from ``T.prim_func``.
 
 Example
 -------
@@ -40,21 +41,19 @@ from .declarations import (
 from ..errors import SparseScriptError
 
 TOKEN = "sparsetir"
+"""The dispatch token of sparse kernels: ``T.prim_func`` carries it, the handlers below are
+registered under it."""
 
 
-def prim_func(func=None):
-    """Decorator: parse a Python function written in sparse TVMScript.
-
-    Returns a ``sparsetir.ir.SparseFunction``. Errors raise ``SparseScriptError`` with the
-    line and column of the offending code.
-    """
-    if func is None:
-        return prim_func
+def parse_function(func) -> SparseFunction:
+    """Parse the Python function ``func``, written in sparse TVMScript (``T.prim_func``)."""
     extra_vars = utils.inspect_function_capture(func)
     return parse(Source(func), {func.__name__: func.__annotations__}, extra_vars)
 
 
-prim_func.dispatch_token = TOKEN
+def parse_text(text: str, namespace) -> SparseFunction:
+    """Parse TVMScript ``text`` in which ``T`` and ``tir`` name ``namespace``."""
+    return parse(Source(text), {}, {"T": namespace, "tir": namespace})
 
 
 def parse(source: Source, annotations: dict, extra_vars: dict) -> SparseFunction:
@@ -164,8 +163,9 @@ def _visit_function_def(self: Parser, node: doc.FunctionDef) -> None:
     state = self.sparse_state
     if state.iterations or len(state.bodies) != 1:
         self.report_error(node, "internal error: unbalanced sparse iterations")
-    self.sparse_result = SparseFunction(state.name, state.params, state.axes, state.buffers,
-                                        state.bodies[0], state.attrs)
+    self.sparse_result = SparseFunction(name=state.name, params=state.params, axes=state.axes,
+                                        buffers=state.buffers, body=state.bodies[0],
+                                        attrs=state.attrs)
 
 
 def _make_param(self: Parser, func: doc.FunctionDef, arg: doc.arg) -> tirx.Var:
@@ -243,9 +243,10 @@ def _declare_axis(self: Parser, target: doc.Name, decl: AxisDecl) -> Axis:
         handle = getattr(decl, role)
         if handle is not None:
             _check_handle_param(self, target, handle, f"{role} of axis {name}")
-    axis = Axis(name, decl.kind, decl.parent, _size(self, target, decl.length),
-                _size(self, target, decl.nnz), _size(self, target, decl.nnz_cols), decl.indptr,
-                decl.indices, decl.idtype, bool(decl.sorted))
+    axis = Axis(name=name, kind=decl.kind, parent=decl.parent,
+                length=_size(self, target, decl.length), nnz=_size(self, target, decl.nnz),
+                nnz_cols=_size(self, target, decl.nnz_cols), indptr=decl.indptr,
+                indices=decl.indices, idtype=decl.idtype, sorted=bool(decl.sorted))
     state.axes.append(axis)
     return axis
 
@@ -361,15 +362,16 @@ def _visit_sp_iter(self: Parser, node: doc.With, item, decl: SpIterDecl) -> None
         for name, (axis, fused), kind in zip(names, entries, decl.kinds):
             var = tirx.Var(name, "int32")
             self.var_table.add(name, var, allow_shadowing=True)
-            sp_iter_vars.append(SpIterVar(var, axis, kind == "R", fused))
+            sp_iter_vars.append(SpIterVar(var=var, axis=axis, is_reduction=kind == "R",
+                                          fused=fused))
         iteration = _IterationState(decl.name, sp_iter_vars)
         state.iterations.append(iteration)
         state.bodies.append([])
         self.visit_body(node.body)
         body = state.bodies.pop()
         state.iterations.pop()
-    state.emit(SparseIteration(decl.name, sp_iter_vars, body, iteration.init,
-                               iteration.annotations))
+    state.emit(SparseIteration(name=decl.name, sp_iter_vars=sp_iter_vars, body=body,
+                               init=iteration.init, annotations=iteration.annotations))
 
 
 def _target_names(self: Parser, item) -> list:
@@ -441,7 +443,8 @@ def _visit_domain(self: Parser, node, decl: DomainDecl) -> None:
               else (None, None))
     if lo is None:
         self.report_error(node, "T.assume_buffer_domain takes a buffer and (min, max)")
-    _state(self).emit(BufferDomain(decl.buffer, _size(self, node, lo), _size(self, node, hi)))
+    _state(self).emit(BufferDomain(buffer=decl.buffer, min=_size(self, node, lo),
+                                   max=_size(self, node, hi)))
 
 
 def _emit_plain(self: Parser, node, stmt) -> None:
@@ -483,10 +486,3 @@ def _unsupported(what: str):
 for _name, _what in (("For", "a for loop (use T.sp_iter)"), ("While", "a while loop"),
                      ("Return", "return"), ("AnnAssign", "an annotated assignment")):
     _handler(_name)(_unsupported(_what))
-
-
-def from_source(text: str) -> SparseFunction:
-    """Parse TVMScript text (as printed by ``SparseFunction.script()``)."""
-    from . import tir  # pylint: disable=import-outside-toplevel
-    return parse(Source(text), {}, {"T": tir, "tir": tir})
-

@@ -2,6 +2,8 @@
 
 Expressions are printed by TVM itself (``expr.script()``), so bodies read exactly like TIR;
 this module lays out the declarations and the nesting of sparse iterations around them.
+Importing it registers ``script`` as what ``SparseFunction.script()`` returns, so that
+``sparsetir.ir`` never imports the front end.
 
 Example
 -------
@@ -19,7 +21,7 @@ from tvm import tirx
 
 from ..ir.axis import AttachedAxis, Axis
 from ..ir.buffer import BufferDomain, SparseBuffer
-from ..ir.function import SparseFunction
+from ..ir.function import SparseFunction, register_printer
 from ..ir.iteration import SparseIteration
 from ..ir.utils import var_dtype
 
@@ -87,13 +89,10 @@ def _stmt(stmt) -> list:
 
 
 def _iteration(it: SparseIteration) -> list:
-    axes, seen = [], set()
-    for v in it.sp_iter_vars:
+    axes = []
+    for v, *_ in it.loops:
         if v.fused is not None:
-            key = tuple(a.name for a in v.fused.group)
-            if key not in seen:
-                seen.add(key)
-                axes.append(f"T.fuse({', '.join(key)})")
+            axes.append(f"T.fuse({', '.join(v.fused.names)})")
         elif isinstance(v.axis, AttachedAxis):
             axes.append(f"T.attach({v.axis.axis.name}, {v.axis.new_parent.name})")
         else:
@@ -163,3 +162,6 @@ def _literal(value) -> str:
     if isinstance(value, tvm.ir.Expr):
         return format_expr(value)
     return repr(value)
+
+
+register_printer(script)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from tvm import tirx as _tirx
 from tvm.script import tirx as _tvm_tirx
 
-from ..ir.axis import AttachedAxis, Axis, FusedAxis
+from ..ir.axis import AttachedAxis, FusedAxis
 from .declarations import (
     AxisDecl,
     BufferDecl,
@@ -36,11 +36,25 @@ from .declarations import (
     IterAttrDecl,
     SpIterDecl,
 )
-from .parser import prim_func  # noqa: F401  (T.prim_func)
+from . import parser as _parser
 
 globals().update({name: getattr(_tvm_tirx, name) for name in dir(_tvm_tirx)
                   if not name.startswith("_") and name not in {
                       "prim_func", "init", "func_attr", "iter", "fuse", "attach", "evaluate"}})
+
+
+def prim_func(func=None):
+    """Decorator: parse a Python function written in sparse TVMScript.
+
+    Returns a ``sparsetir.ir.SparseFunction``. Errors raise ``SparseScriptError`` with the
+    line and column of the offending code.
+    """
+    if func is None:
+        return prim_func
+    return _parser.parse_function(func)
+
+
+prim_func.dispatch_token = _parser.TOKEN
 
 
 def dense_fixed(length, idtype: str = "int32") -> AxisDecl:
@@ -118,27 +132,17 @@ def func_attr(attrs: dict) -> FuncAttrDecl:
 
 
 def fuse(*axes) -> FusedAxis:
-    """Iterate a parent chain of axes as one loop over the positions of the last one."""
+    """Iterate a parent chain of axes, from an axis without parent, as one loop over the
+    positions of the last one (the rule: ``sparsetir.ir.check_fused_group``)."""
     if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
         axes = tuple(axes[0])
-    if len(axes) < 2:
-        raise ValueError("T.fuse needs at least two axes")
-    for axis in axes:
-        if not isinstance(axis, Axis):
-            raise TypeError(f"T.fuse takes axes, got {type(axis).__name__}")
-    for outer, inner in zip(axes, axes[1:]):
-        if inner.parent is None or inner.parent.name != outer.name:
-            raise ValueError(f"T.fuse: axis {inner.name} is not a child of {outer.name}")
-    return FusedAxis(list(axes))
+    return FusedAxis(group=list(axes))
 
 
 def attach(axis, new_parent) -> AttachedAxis:
-    """Iterate ``axis`` with the coordinate of ``new_parent`` selecting its row."""
-    if not isinstance(axis, Axis) or not isinstance(new_parent, Axis):
-        raise TypeError("T.attach takes two axes")
-    if axis.parent is None or axis.parent.is_sparse:
-        raise ValueError(f"T.attach: axis {axis.name} must have a dense parent")
-    return AttachedAxis(axis, new_parent)
+    """Iterate ``axis`` (whose parent is dense) with the coordinate of ``new_parent`` selecting
+    its row."""
+    return AttachedAxis(axis=axis, new_parent=new_parent)
 
 
 def _pair(value, where: str, form: str):

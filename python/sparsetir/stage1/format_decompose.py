@@ -52,13 +52,13 @@ from tvm import tirx
 
 from ..ir.axis import Axis
 from ..ir.buffer import SparseBuffer
+from ..ir.attrs import FIRST_SLOTS_ANNOTATION, PREPROCESS_ANNOTATION
 from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration, SpIterVar
+from ..ir.node import replace
 from ..ir.substitute import Substituter
 from ..ir.utils import structural_map, substitute
-from ..lower.plan import PREPROCESS_ANNOTATION
-from ..errors import LoweringError
-from ..lower.first_slots import FIRST_SLOTS_ANNOTATION
+from ..ir.visit import iterations, tir_stmts
 from ..errors import FormatRewriteError
 
 
@@ -124,7 +124,7 @@ def format_decompose(func: SparseFunction, rules: list,
     params = list(func.params) + [p for fmt in formats for p in fmt.params]
     axes = list(func.axes) + [a for fmt in formats for a in fmt.axes.values()]
     buffers = list(func.buffers) + [b for fmt in formats for b in fmt.buffers.values()]
-    return SparseFunction(func.name, params, axes, buffers, rewrites + body, dict(func.attrs))
+    return replace(func, params=params, axes=axes, buffers=buffers, body=rewrites + body)
 
 
 def remove_preprocess(func: SparseFunction) -> SparseFunction:
@@ -140,8 +140,7 @@ def extract_preprocess(func: SparseFunction) -> SparseFunction:
 def _filtered(func, keep_preprocess: bool) -> SparseFunction:
     body = [s for s in func.body if not isinstance(s, SparseIteration)
             or (PREPROCESS_ANNOTATION in s.annotations) == keep_preprocess]
-    return SparseFunction(func.name, list(func.params), list(func.axes), list(func.buffers),
-                          body, dict(func.attrs))
+    return replace(func, body=body)
 
 
 class _NewFormat:
@@ -278,7 +277,8 @@ class _NewFormat:
         for name in self.rule.buffers_to_rewrite:
             new_buf = self.buffers[name]
             old = self.func.get_buffer(name)
-            sp_vars = [SpIterVar(tirx.Var(a.lower(), "int32"), self.axes[a], False, None)
+            sp_vars = [SpIterVar(var=tirx.Var(a.lower(), "int32"), axis=self.axes[a],
+                                 is_reduction=False, fused=None)
                        for a in self.rule.axes_after_rewrite]
             by_axis = {a: v.var for a, v in zip(self.rule.axes_after_rewrite, sp_vars)}
             clamped, inside = self.old_coordinates([by_axis[a] for a in
@@ -294,8 +294,9 @@ class _NewFormat:
             if self.rule.mask is None:
                 annotations[FIRST_SLOTS_ANNOTATION] = [by_axis[a].name
                                                        for a in self._innermost_sparse()]
-            out.append(SparseIteration(f"rewrite_{name}_{self.rule.name}", sp_vars, [store],
-                                       None, annotations))
+            out.append(SparseIteration(name=f"rewrite_{name}_{self.rule.name}",
+                                       sp_iter_vars=sp_vars, body=[store], init=None,
+                                       annotations=annotations))
         return out
 
     def _innermost_sparse(self) -> list:
@@ -309,21 +310,16 @@ class _NewFormat:
 
 
 def _writer(body, view):
-    """The name of the first iteration in ``body`` (nested ones included) that stores into
-    ``view``, or None."""
-    for stmt in body:
-        if not isinstance(stmt, SparseIteration):
-            continue
+    """The name of the first iteration in ``body`` (nested ones included) whose own
+    statements store into ``view``, or None."""
+    for it in iterations(body):
         stores = []
-        for part in [s for s in list(stmt.body) + list(stmt.init or [])
+        for part in [s for s in list(it.body) + list(it.init or [])
                      if not isinstance(s, SparseIteration)]:
             tvm_ffi.structural_walk(part, (tirx.BufferStore, lambda st: stores.append(st)
                                            if st.buffer.same_as(view) else None), order="pre")
         if stores:
-            return stmt.name
-        nested = _writer(stmt.body, view)
-        if nested is not None:
-            return nested
+            return it.name
     return None
 
 
@@ -337,15 +333,15 @@ def _uses(expr, var) -> bool:
 
 def _renamed_axis(axis: Axis, suffix: str, done: dict, handles: dict) -> Axis:
     parent = done[axis.parent.name] if axis.parent is not None else None
-    return Axis(axis.name + suffix, axis.kind, parent, axis.length, axis.nnz, axis.nnz_cols,
-                handles.get(axis.indptr, axis.indptr), handles.get(axis.indices, axis.indices),
-                axis.idtype, axis.sorted)
+    return replace(axis, name=axis.name + suffix, parent=parent,
+                   indptr=handles.get(axis.indptr, axis.indptr),
+                   indices=handles.get(axis.indices, axis.indices))
 
 
 def _reads_rewritten(it: SparseIteration, formats: list) -> bool:
     views = {f.func.get_buffer(n).view for f in formats for n in f.rule.buffers_to_rewrite}
     found = []
-    for stmt in list(it.body) + list(it.init or []):
+    for stmt in tir_stmts(it):
         tvm_ffi.structural_walk(stmt, (tvm.ir.TensorLoad, lambda load: found.append(load)
                                        if load.source in views else None), order="pre")
     return bool(found)
@@ -363,9 +359,10 @@ def _decomposed(it: SparseIteration, formats: list) -> list:
 def _init_iteration(it: SparseIteration) -> SparseIteration:
     spatial = [v for v in it.sp_iter_vars if not v.is_reduction]
     fresh = {v.var: tirx.Var(v.var.name, "int32") for v in spatial}
-    sp_vars = [SpIterVar(fresh[v.var], v.axis, False, v.fused) for v in spatial]
+    sp_vars = [replace(v, var=fresh[v.var]) for v in spatial]
     body = [substitute(s, fresh) for s in it.init]
-    return SparseIteration(f"{it.name}_init", sp_vars, body, None, {})
+    return SparseIteration(name=f"{it.name}_init", sp_iter_vars=sp_vars, body=body, init=None,
+                           annotations={})
 
 
 def _rule_iteration(it: SparseIteration, fmt: _NewFormat) -> SparseIteration:
@@ -377,7 +374,8 @@ def _rule_iteration(it: SparseIteration, fmt: _NewFormat) -> SparseIteration:
                                  f"does not iterate its axes {rule.axes_before_rewrite} one by one")
     kind_of = {new: v.is_reduction for v in old_vars
                for new in rule.axis_map[v.base_axis.name]}
-    new_vars = {a: SpIterVar(tirx.Var(a.lower(), "int32"), fmt.axes[a], kind_of[a], None)
+    new_vars = {a: SpIterVar(var=tirx.Var(a.lower(), "int32"), axis=fmt.axes[a],
+                             is_reduction=kind_of[a], fused=None)
                 for a in rule.axes_after_rewrite}
     first = next(n for n, v in enumerate(it.sp_iter_vars) if v in old_vars)
     kept = [v for v in it.sp_iter_vars if v not in old_vars]
@@ -396,7 +394,8 @@ def _rule_iteration(it: SparseIteration, fmt: _NewFormat) -> SparseIteration:
     init = None
     if it.init is not None:   # identity: the part adds into what the output holds
         init = [_identity(_rebound(s, var_map, rewritten, order, rule.name)) for s in it.init]
-    return SparseIteration(f"{it.name}_{rule.name}", sp_vars, body, init, dict(it.annotations))
+    return replace(it, name=f"{it.name}_{rule.name}", sp_iter_vars=sp_vars, body=body,
+                   init=init)
 
 
 def _rebound(stmt, var_map, rewritten, order, rule_name):

@@ -29,9 +29,11 @@ from __future__ import annotations
 import numpy as np
 import tvm
 
-from ..ir.axis import AttachedAxis, FusedAxis
+from ..ir.axis import AttachedAxis, FusedAxis, check_fused_group
 from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration, SpIterVar
+from ..ir.node import replace
+from ..ir.visit import iterations, map_iterations
 from ..errors import SparseScheduleError
 
 
@@ -59,9 +61,9 @@ class Schedule:
 
     def get_sparse_iteration(self, name: str) -> SparseIteration:
         """The sparse iteration called ``name``."""
-        found = _find(self._func.body, name)
+        found = next((it for it in iterations(self._func.body) if it.name == name), None)
         if found is None:
-            names = ", ".join(_names(self._func.body)) or "none"
+            names = ", ".join(it.name for it in iterations(self._func.body)) or "none"
             raise SparseScheduleError(f"no sparse iteration {name!r} (iterations: {names})")
         return found
 
@@ -88,7 +90,11 @@ class Schedule:
                 raise SparseScheduleError(
                     f"sparse_reorder({it.name}): {var.var.name} iterates {var.base_axis.name}, "
                     f"whose parent {parent} is iterated after it; keep the parent first")
-        self._replace(it, _rebuilt(it, order))
+        try:
+            reordered = replace(it, sp_iter_vars=order)
+        except ValueError as err:     # a fused group split or reordered
+            raise SparseScheduleError(f"sparse_reorder({it.name}): {err}") from None
+        self._replace(it, reordered)
 
     def sparse_fuse(self, it, iters: list) -> None:
         """Iterate ``iters`` (a contiguous parent chain of ``it``) as one loop."""
@@ -97,27 +103,17 @@ class Schedule:
         own = list(it.sp_iter_vars)
         group = [own[p] for p in positions]
         where = f"sparse_fuse({it.name}, [{_var_names(group)}])"
-        if len(group) < 2:
-            raise SparseScheduleError(f"{where}: give at least two variables")
-        if positions != list(range(positions[0], positions[0] + len(group))):
+        if positions and positions != list(range(positions[0], positions[0] + len(group))):
             raise SparseScheduleError(f"{where}: the variables must be contiguous, in order")
         if any(v.fused is not None or isinstance(v.axis, AttachedAxis) for v in group):
             raise SparseScheduleError(f"{where}: a variable is already fused or attached")
-        if group[0].base_axis.parent is not None:
-            raise SparseScheduleError(f"{where}: the chain must start at an axis without "
-                                      f"parent, not {group[0].base_axis.name}")
-        for outer, inner in zip(group, group[1:]):
-            if _parent_name(inner) != outer.base_axis.name:
-                raise SparseScheduleError(
-                    f"{where}: not a parent chain ({inner.base_axis.name}'s parent is "
-                    f"{_parent_name(inner)}, not {outer.base_axis.name})")
-        if len({v.is_reduction for v in group}) != 1:
-            raise SparseScheduleError(f"{where}: the variables must all be spatial or all "
-                                      "reductions")
-        fused = FusedAxis([v.base_axis for v in group])
-        new_vars = [SpIterVar(v.var, v.axis, v.is_reduction, fused) if n in positions else v
-                    for n, v in enumerate(own)]
-        self._replace(it, _rebuilt(it, new_vars))
+        try:
+            check_fused_group([v.base_axis for v in group], [v.is_reduction for v in group])
+        except ValueError as err:
+            raise SparseScheduleError(f"{where}: {err}") from None
+        fused = FusedAxis(group=[v.base_axis for v in group])
+        new_vars = [replace(v, fused=fused) if n in positions else v for n, v in enumerate(own)]
+        self._replace(it, replace(it, sp_iter_vars=new_vars))
 
     def annotate(self, it, key: str, value) -> None:
         """Set annotation ``key`` of ``it`` to ``value``: what a TVM block annotation holds,
@@ -133,8 +129,7 @@ class Schedule:
                             "list or dict of those")
         annotations = dict(it.annotations)
         annotations[key] = _plain(value)
-        self._replace(it, SparseIteration(it.name, list(it.sp_iter_vars), list(it.body),
-                                          it.init, annotations))
+        self._replace(it, replace(it, annotations=annotations))
 
     # -- helpers -------------------------------------------------------------------------------
     def _current(self, it) -> SparseIteration:
@@ -154,10 +149,8 @@ class Schedule:
                                   f"iteration ({_var_names(it.sp_iter_vars)})")
 
     def _replace(self, old: SparseIteration, new: SparseIteration) -> None:
-        func = self._func
-        self._func = SparseFunction(func.name, list(func.params), list(func.axes),
-                                    list(func.buffers), _replaced(func.body, old.name, new),
-                                    dict(func.attrs))
+        body = map_iterations(self._func.body, lambda it: new if it.name == old.name else it)
+        self._func = replace(self._func, body=body)
 
 
 _INT64 = (-2 ** 63, 2 ** 63)
@@ -195,44 +188,6 @@ def _plain(value):
     if isinstance(value, dict):
         return {_plain(k): _plain(v) for k, v in value.items()}
     return value
-
-
-def _rebuilt(it: SparseIteration, sp_iter_vars: list) -> SparseIteration:
-    return SparseIteration(it.name, list(sp_iter_vars), list(it.body), it.init,
-                           dict(it.annotations))
-
-
-def _replaced(body, name: str, new: SparseIteration) -> list:
-    out = []
-    for stmt in body:
-        if isinstance(stmt, SparseIteration):
-            if stmt.name == name:
-                stmt = new
-            else:
-                stmt = SparseIteration(stmt.name, list(stmt.sp_iter_vars),
-                                       _replaced(stmt.body, name, new), stmt.init,
-                                       dict(stmt.annotations))
-        out.append(stmt)
-    return out
-
-
-def _find(body, name: str):
-    for stmt in body:
-        if isinstance(stmt, SparseIteration):
-            if stmt.name == name:
-                return stmt
-            found = _find(stmt.body, name)
-            if found is not None:
-                return found
-    return None
-
-
-def _names(body) -> list:
-    names = []
-    for stmt in body:
-        if isinstance(stmt, SparseIteration):
-            names += [stmt.name] + _names(stmt.body)
-    return names
 
 
 def _axis_name(var: SpIterVar) -> str:

@@ -1,18 +1,27 @@
-"""Stage II -> Stage III: what turns a scheduled module into flat buffers ready to compile.
+"""Stage II -> Stage III: named ``tvm.transform`` passes that turn a scheduled module into flat
+buffers ready to compile, composed in ``pipeline.stage3_passes``.
 
-``lower_sparse_buffer`` (with ``complete_inits``: every init runs, empty rows included),
-``atomic`` (blocks marked atomic, for CUDA reductions into shared outputs) and
-``horizontal_fusion`` (nests marked ``"horizontal_fuse"`` become one parallel loop or launch).
+``lower_sparse_buffer`` (``DecomposeConditionalInits`` from ``complete_inits``: every init
+runs, empty rows included; then ``LowerSparseBuffer``: flat buffers), ``atomic`` (blocks marked
+atomic, for CUDA reductions into shared outputs), ``horizontal_fusion`` (nests marked
+``"horizontal_fuse"`` become one parallel loop or launch) and ``device_checks`` (assertions
+become ``__trap()`` on CUDA). Each module offers its pass (``LowerAtomicBlocks("cuda")``) and
+the plain function (``lower_atomic_blocks(mod, "cuda")``).
 
 Example
 -------
 >>> import sparsetir
 >>> flat = sparsetir.lower_sparse_buffer(scheduled_stage2_module)
+>>> flat = sparsetir.transform.stage3_passes("llvm")(scheduled_stage2_module)
 """
-from .atomic import lower_atomic_blocks
-from .complete_inits import decompose_conditional_inits
-from .horizontal_fusion import horizontal_fuse
-from .lower_sparse_buffer import lower_sparse_buffer
+from .atomic import CheckAtomicInits, LowerAtomicBlocks, lower_atomic_blocks
+from .complete_inits import DecomposeConditionalInits, decompose_conditional_inits
+from .device_checks import LowerDeviceChecks, lower_device_checks
+from .horizontal_fusion import HorizontalFuse, horizontal_fuse
+from .lower_sparse_buffer import LowerSparseBuffer, lower_sparse_buffer
+from .pipeline import stage3_passes
 
-__all__ = ["decompose_conditional_inits", "horizontal_fuse", "lower_atomic_blocks",
-           "lower_sparse_buffer"]
+__all__ = ["CheckAtomicInits", "DecomposeConditionalInits", "HorizontalFuse",
+           "LowerAtomicBlocks", "LowerDeviceChecks", "LowerSparseBuffer",
+           "decompose_conditional_inits", "horizontal_fuse", "lower_atomic_blocks",
+           "lower_device_checks", "lower_sparse_buffer", "stage3_passes"]

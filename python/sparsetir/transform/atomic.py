@@ -14,7 +14,7 @@ everywhere: they do nothing alone and would overwrite other threads' adds.
 Example
 -------
 >>> # sch.annotate(sch.get_sblock("csrmm1"), "atomic", True)
->>> # mod = lower_atomic_blocks(sparsetir.lower_sparse_buffer(sch.mod), "cuda")
+>>> # mod = LowerAtomicBlocks("cuda")(sparsetir.lower_sparse_buffer(sch.mod))
 """
 
 from __future__ import annotations
@@ -25,11 +25,24 @@ from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
 from ..errors import AtomicBlockError
+from ..ir.attrs import ATOMIC_ANNOTATION
 from ..ir.utils import is_identity_store, structural_map
 
-ATOMIC_ANNOTATION = "atomic"
+
+def CheckAtomicInits() -> tvm.transform.Pass:  # pylint: disable=invalid-name
+    """The pass ``sparsetir.CheckAtomicInits`` (``check_atomic_inits``; the module is
+    returned unchanged)."""
+    def check(mod, _ctx):
+        check_atomic_inits(mod)
+        return mod
+
+    return tvm.transform.module_pass(check, opt_level=0, name="sparsetir.CheckAtomicInits")
 
 
+def LowerAtomicBlocks(target_kind: str) -> tvm.transform.Pass:  # pylint: disable=invalid-name
+    """The pass ``sparsetir.LowerAtomicBlocks`` (``lower_atomic_blocks`` for ``target_kind``)."""
+    return tvm.transform.module_pass(lambda mod, _ctx: lower_atomic_blocks(mod, target_kind),
+                                     opt_level=0, name="sparsetir.LowerAtomicBlocks")
 
 
 def check_atomic_inits(mod: tvm.IRModule) -> None:

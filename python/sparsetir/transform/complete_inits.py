@@ -10,7 +10,7 @@ provably run at least once keep their native init.
 
 Example
 -------
->>> # mod = decompose_conditional_inits(sparsetir.lower_sparse_iter(csrmm))
+>>> # mod = DecomposeConditionalInits()(sparsetir.lower_sparse_iter(csrmm))
 >>> # csrmm1 -> csrmm1_init (before loop j) + csrmm1_update
 """
 
@@ -22,6 +22,10 @@ from tvm import s_tir, tirx
 from ..errors import InitPlacementError
 
 
+def DecomposeConditionalInits() -> tvm.transform.Pass:  # pylint: disable=invalid-name
+    """The pass ``sparsetir.DecomposeConditionalInits`` (``decompose_conditional_inits``)."""
+    return tvm.transform.module_pass(lambda mod, _ctx: decompose_conditional_inits(mod),
+                                     opt_level=0, name="sparsetir.DecomposeConditionalInits")
 
 
 def decompose_conditional_inits(mod: tvm.IRModule) -> tvm.IRModule:

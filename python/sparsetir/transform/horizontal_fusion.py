@@ -31,7 +31,7 @@ guarantee (the call checks their rows).
 Example
 -------
 >>> # sch.annotate(sch.get_sblock("spmm_p0b00"), "horizontal_fuse", True)   (each sub-kernel)
->>> # fused = horizontal_fuse(lower_sparse_buffer(sch.mod), "llvm")
+>>> # fused = HorizontalFuse("llvm")(lower_sparse_buffer(sch.mod))
 """
 
 from __future__ import annotations
@@ -40,17 +40,16 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from ..ir.utils import substitute
-from ..ir.utils import is_identity_store
-from .atomic import ATOMIC_ANNOTATION
-from ..errors import LoweringError
-from ..lower.loop_signature import top_level_nests
 from ..errors import HorizontalFusionError
+from ..ir.attrs import ATOMIC_ANNOTATION, FUSE_ANNOTATION
+from ..ir.utils import is_identity_store, substitute
+from ..lower.loop_signature import top_level_nests
 
 
-FUSE_ANNOTATION = "horizontal_fuse"
-
-
+def HorizontalFuse(target_kind: str = "llvm") -> tvm.transform.Pass:  # pylint: disable=invalid-name
+    """The pass ``sparsetir.HorizontalFuse`` (``horizontal_fuse`` for ``target_kind``)."""
+    return tvm.transform.module_pass(lambda mod, _ctx: horizontal_fuse(mod, target_kind),
+                                     opt_level=0, name="sparsetir.HorizontalFuse")
 
 
 def horizontal_fuse(mod: tvm.IRModule, target_kind: str = "llvm") -> tvm.IRModule:

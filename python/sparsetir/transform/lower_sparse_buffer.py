@@ -1,7 +1,9 @@
 """``lower_sparse_buffer``: Stage II to Stage III, every init unconditional, every buffer flat.
 
-First every reduction whose init TVM would skip when a reduction loop is empty is decomposed
-(``decompose_conditional_inits``), so outputs never depend on what the arrays held.
+``lower_sparse_buffer(mod)`` runs two passes: ``sparsetir.DecomposeConditionalInits``
+(``complete_inits``: every reduction whose init TVM would skip when a reduction loop is empty
+is decomposed, so outputs never depend on what the arrays held), then
+``sparsetir.LowerSparseBuffer``, which flattens the buffers as follows.
 
 Stage II keeps a sparse buffer's fixed trailing axes as dimensions (BSR values are
 ``[nnzb, bs, bs]``) so that schedules and tensorize see tiles. Users pass flat arrays, so this
@@ -11,7 +13,8 @@ row-major offset arithmetic in every access; the regions of a flattened buffer c
 Parameters assume only their element's alignment (numpy allocates at 16 bytes). A buffer whose
 tiles a tensorized block matches keeps its dimensions and TVM's alignment (the call passes a
 view of that shape). Loops, blocks, annotations and thread bindings (the user's schedule) are
-left as they are.
+left as they are. The Stage II shape of each parameter it re-declares is recorded on the root
+block (``ir.attrs.stage2_shapes``): a call checks a multi-dimensional argument against it.
 
 Example
 -------
@@ -26,8 +29,9 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.script.ir_builder import tirx as Tb
 
+from ..ir.attrs import shapes_annotation, with_root_annotations
 from ..ir.utils import structural_map
-from .complete_inits import decompose_conditional_inits
+from .complete_inits import DecomposeConditionalInits
 
 
 def lower_sparse_buffer(mod: tvm.IRModule) -> tvm.IRModule:
@@ -35,10 +39,18 @@ def lower_sparse_buffer(mod: tvm.IRModule) -> tvm.IRModule:
     intermediates of every function in ``mod``."""
     if not isinstance(mod, tvm.IRModule):
         raise TypeError(f"lower_sparse_buffer expects an IRModule, got {type(mod).__name__}")
-    mod = decompose_conditional_inits(mod)
-    funcs = {gv: _flatten_function(f) if isinstance(f, tirx.PrimFunc) else f
-             for gv, f in mod.functions.items()}
-    return tvm.IRModule(funcs, attrs=mod.attrs)
+    return tvm.transform.Sequential([DecomposeConditionalInits(), LowerSparseBuffer()])(mod)
+
+
+def LowerSparseBuffer() -> tvm.transform.Pass:  # pylint: disable=invalid-name
+    """The pass ``sparsetir.LowerSparseBuffer``: flatten the buffer parameters and global
+    intermediates of every function (inits must already be unconditional)."""
+    def flatten(mod, _ctx):
+        funcs = {gv: _flatten_function(f) if isinstance(f, tirx.PrimFunc) else f
+                 for gv, f in mod.functions.items()}
+        return tvm.IRModule(funcs, attrs=mod.attrs)
+
+    return tvm.transform.module_pass(flatten, opt_level=0, name="sparsetir.LowerSparseBuffer")
 
 
 def _flatten_function(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -103,7 +115,11 @@ def _flatten_function(func: tirx.PrimFunc) -> tirx.PrimFunc:
         func.body, [(tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store),
                     (s_tir.SBlock, on_block)], order="post")
     params = [flat.get(p, p) for p in func.params]
-    return tirx.PrimFunc(params, body, func.ret_type, func.attrs)
+    flattened = tirx.PrimFunc(params, body, func.ret_type, func.attrs)
+    shapes = {p.name: list(p.shape) for p in func.params if p in flat}
+    if root is None or not shapes:
+        return flattened
+    return with_root_annotations(flattened, shapes_annotation(shapes))
 
 
 def _flat_buffer(buf, analyzer, align: int = 0):

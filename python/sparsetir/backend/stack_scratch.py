@@ -1,0 +1,67 @@
+"""Small scratch buffers of CPU kernels live on the stack, where a failing check cannot leak them.
+
+On the CPU, TVM 0.27 turns a ``"local"`` allocation into a ``TVMBackendAllocWorkspace`` call
+and a ``TVMBackendFreeWorkspace`` call after its last use; an assertion that fails between the
+two returns from the function before the free, and the thread's workspace pool keeps the
+memory for good (about 4 KB per refused call of a kernel with a binary search, whose
+``int32[2]`` search state is such a buffer). A ``"global"`` allocation of constant size under
+TVM's stack limit (1 KB) becomes a stack array instead, which the early return releases. This
+pass (run by the ``sparsetir`` pipeline once blocks are lowered) gives every constant-size
+``"local"`` allocation under that limit in a function compiled for ``llvm`` the ``"global"``
+scope; on CUDA ``"local"`` means registers, and nothing changes.
+
+Example
+-------
+>>> # pos = T.alloc_buffer((2,), "int32", scope="local")    (an llvm function)
+>>> # -> pos = T.alloc_buffer((2,), "int32")                 (a stack array)
+"""
+
+from __future__ import annotations
+
+import math
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+STACK_LIMIT = 1024
+"""Bytes under which TVM 0.27 puts a constant-size CPU allocation on the stack
+(``runtime::kMaxStackAlloca``)."""
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="sparsetir.StackScratch")
+def stack_scratch(func, _mod, _ctx):
+    """The pass (see the module docstring)."""
+    target = func.attrs.get("target") if func.attrs is not None else None
+    if target is None or str(target.kind.name) != "llvm":
+        return func
+    found = []
+    tvm_ffi.structural_walk(func.body, (tirx.AllocBuffer, lambda node: found.append(node.buffer)
+                                        if _small_local(node.buffer) else None), order="pre")
+    if not found:
+        return func
+    mapping = {old: tirx.decl_buffer(old.shape, old.dtype, old.name, scope="global")
+               for old in found}
+
+    def on_alloc(node):
+        return tirx.AllocBuffer(mapping[node.buffer]) if node.buffer in mapping else node
+
+    def on_load(load):
+        return tirx.BufferLoad(mapping[load.source], list(load.indices)) \
+            if load.source in mapping else load
+
+    def on_store(store):
+        return tirx.BufferStore(mapping[store.buffer], store.value, list(store.indices)) \
+            if store.buffer in mapping else store
+
+    body = tvm_ffi.structural_map(func.body, [
+        (tirx.AllocBuffer, on_alloc), (tvm.ir.TensorLoad, on_load),
+        (tirx.BufferStore, on_store)], order="post")
+    return func.with_body(body)
+
+
+def _small_local(buffer) -> bool:
+    """Whether ``buffer`` is a ``"local"`` buffer of constant size under ``STACK_LIMIT``."""
+    if buffer.scope() != "local" or not all(isinstance(d, tirx.IntImm) for d in buffer.shape):
+        return False
+    return math.prod(int(d) for d in buffer.shape) * buffer.dtype.itemsize < STACK_LIMIT

@@ -1,0 +1,41 @@
+"""Stage II -> Stage III as one ``tvm.transform.Sequential`` of named passes.
+
+``stage3_passes(target_kind, horizontal_fuse)`` is what ``sparsetir.build`` runs on a scheduled
+Stage II module before compiling it:
+
+1. ``sparsetir.CheckAtomicInits``: refuse an ``"atomic"`` block with an init (``atomic``);
+2. ``sparsetir.DecomposeConditionalInits``: every init runs, empty reductions included
+   (``complete_inits``);
+3. ``sparsetir.LowerSparseBuffer``: flat buffers (``lower_sparse_buffer``);
+4. ``sparsetir.HorizontalFuse``, when asked: marked nests share one launch
+   (``horizontal_fusion``);
+5. ``sparsetir.LowerAtomicBlocks``: atomic adds on CUDA, identity inits removed (``atomic``);
+6. ``sparsetir.LowerDeviceChecks``: assertions become ``__trap()`` on CUDA (``device_checks``).
+
+The passes raise sparsetir's own errors (``AtomicBlockError``...), which ``sparsetir.errors``
+registers with tvm-ffi, so that they come out of the ``Sequential`` as the same classes.
+
+Example
+-------
+>>> # flat = stage3_passes("llvm")(scheduled_stage2_module)
+>>> # with tvm.transform.PassContext(trace=print): ...     # TVM's instruments see each pass
+"""
+
+from __future__ import annotations
+
+import tvm
+
+from .atomic import CheckAtomicInits, LowerAtomicBlocks
+from .complete_inits import DecomposeConditionalInits
+from .device_checks import LowerDeviceChecks
+from .horizontal_fusion import HorizontalFuse
+from .lower_sparse_buffer import LowerSparseBuffer
+
+def stage3_passes(target_kind: str, horizontal_fuse: bool = False) -> tvm.transform.Pass:
+    """The Stage II -> Stage III passes for ``target_kind`` (``"llvm"`` or ``"cuda"``), as one
+    pass named ``sparsetir.Stage2ToStage3``."""
+    passes = [CheckAtomicInits(), DecomposeConditionalInits(), LowerSparseBuffer()]
+    if horizontal_fuse:
+        passes.append(HorizontalFuse(target_kind))
+    passes += [LowerAtomicBlocks(target_kind), LowerDeviceChecks(target_kind)]
+    return tvm.transform.Sequential(passes, name="sparsetir.Stage2ToStage3")
