@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from csrmm_calls import build_kernel, make_args
+from csrmm_calls import make_args
 
 from sparsetir.runtime import ArgumentError
 
@@ -46,11 +46,6 @@ def test_changing_a_bound_array_changes_nothing():
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stderr[-2000:]}"
     errors = [float(line) for line in proc.stdout.split()]
     assert len(errors) == 3 and max(errors) < 1e-5, proc.stdout
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    return build_kernel()
 
 
 def _fixed(args):

@@ -7,21 +7,11 @@ Plain, misaligned and strided numpy arrays are accepted and results land in them
 
 import numpy as np
 import pytest
-from csrmm_calls import FEAT, build_kernel, call, make_args
+from csrmm_calls import FEAT, call
 from kernel_zoo import CASES
 
 import sparsetir
 from sparsetir.runtime import ArgumentError
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    return build_kernel()
-
-
-@pytest.fixture
-def args():
-    return make_args()
 
 
 def test_good_arguments_give_the_product(kernel, args):

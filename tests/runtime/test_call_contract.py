@@ -9,20 +9,10 @@ import numpy as np
 import pytest
 import scipy.sparse
 import torch
-from csrmm_calls import FEAT, build_kernel, call, make_args
+from csrmm_calls import FEAT, call
 
 import sparsetir
 from sparsetir.runtime import ArgumentError
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    return build_kernel()
-
-
-@pytest.fixture
-def args():
-    return make_args()
 
 
 def _offset(array, nbytes):

@@ -7,23 +7,13 @@ and tensors that require grad while autograd records. Under ``torch.no_grad`` th
 import numpy as np
 import pytest
 import torch
-from csrmm_calls import FEAT, NAMES, build_kernel, make_args
+from csrmm_calls import FEAT, NAMES
 
 from sparsetir.runtime import ArgumentError
 
 FUNCTORCH = "is a torch functorch-wrapped tensor"
 SPARSE = "got layout torch.sparse_(csr|coo) \\(a sparse torch tensor\\); pass its dense form"
 GRAD = "requires grad, and sparsetir kernels do not support autograd"
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    return build_kernel()
-
-
-@pytest.fixture
-def args():
-    return make_args()
 
 
 def _full(kernel, args):

@@ -30,7 +30,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.tirx import compilation_pipeline
 
-from ..ir.utils import structural_map
+from ..ir.utils import retarget_buffers
 from .index_loads import hoist_index_loads
 from .parallel_checks import report_parallel_checks
 from .prefetch import prefetch_gathers
@@ -85,16 +85,7 @@ def repair_buffer_references(func, _mod, _ctx):
             raise BufferReferenceError(f"buffer {buf.name} is used but never allocated")
         mapping[buf] = candidates[0]
 
-    def on_load(load):
-        return tirx.BufferLoad(mapping[load.source], list(load.indices)) \
-            if load.source in mapping else load
-
-    def on_store(store):
-        return tirx.BufferStore(mapping[store.buffer], store.value, list(store.indices)) \
-            if store.buffer in mapping else store
-
-    return func.with_body(structural_map(
-        func.body, [(tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store)], order="post"))
+    return func.with_body(retarget_buffers(func.body, mapping))
 
 
 def _sparsetir_pipeline(**kwargs):

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 
-import tvm
 import tvm_ffi
 from tvm import tirx
+
+from ..ir.utils import retarget_buffers
 
 STACK_LIMIT = 1024
 """Bytes under which TVM 0.27 puts a constant-size CPU allocation on the stack
@@ -46,18 +47,7 @@ def stack_scratch(func, _mod, _ctx):
     def on_alloc(node):
         return tirx.AllocBuffer(mapping[node.buffer]) if node.buffer in mapping else node
 
-    def on_load(load):
-        return tirx.BufferLoad(mapping[load.source], list(load.indices)) \
-            if load.source in mapping else load
-
-    def on_store(store):
-        return tirx.BufferStore(mapping[store.buffer], store.value, list(store.indices)) \
-            if store.buffer in mapping else store
-
-    body = tvm_ffi.structural_map(func.body, [
-        (tirx.AllocBuffer, on_alloc), (tvm.ir.TensorLoad, on_load),
-        (tirx.BufferStore, on_store)], order="post")
-    return func.with_body(body)
+    return func.with_body(retarget_buffers(func.body, mapping, [(tirx.AllocBuffer, on_alloc)]))
 
 
 def _small_local(buffer) -> bool:

@@ -77,3 +77,24 @@ def is_identity_store(stmt) -> bool:
     return isinstance(stmt, tirx.BufferStore) and isinstance(stmt.value, tvm.ir.TensorLoad) \
         and stmt.value.source.same_as(stmt.buffer) \
         and tvm_ffi.structural_equal(list(stmt.value.indices), list(stmt.indices))
+
+
+def retarget_buffers(node, mapping: dict, extra=()):
+    """``node`` with every load and store of a buffer in ``mapping`` (old -> new buffer) moved
+    to its new buffer; ``extra``: more ``(kind, callback)`` entries for the same walk.
+
+    Example
+    -------
+    >>> # body = retarget_buffers(func.body, {A_stray: A_allocated})
+    """
+    def on_load(load):
+        return tirx.BufferLoad(mapping[load.source], list(load.indices)) \
+            if load.source in mapping else load
+
+    def on_store(store):
+        return tirx.BufferStore(mapping[store.buffer], store.value, list(store.indices)) \
+            if store.buffer in mapping else store
+
+    return tvm_ffi.structural_map(node, [*extra, (tvm.ir.TensorLoad, on_load),
+                                         (tirx.BufferStore, on_store)], order="post")
+
