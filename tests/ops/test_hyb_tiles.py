@@ -7,6 +7,7 @@ A per-bucket ``tile_ptr`` that gives one row to two tiles passed validation and 
 import numpy as np
 import pytest
 
+from sparsetir import ArgumentError
 from sparsetir.format import row_tiles
 from sparsetir.ops import SparseMatrix
 from sparsetir.ops.hyb import HybConfig, HybLayout, check_tiles, hyb_kernel
@@ -50,6 +51,31 @@ def test_a_tiling_that_shares_rows_between_threads_is_refused(setup):
         for _ in range(300):
             Y, expected = _run(setup, layout)
             np.testing.assert_allclose(Y, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_kernel_itself_refuses_such_a_tiling(setup):
+    """The same tiling passed straight to the kernel of ``hyb_kernel`` (not through
+    ``HybLayout.arguments``): the kernel's own argument check refuses it, before anything
+    runs, and a bound kernel refuses it at ``bind``."""
+    A, M, kernel, func, X = setup
+    layout = _layout(M)
+    for name in CONFIG.rule_names():
+        n = layout.arrays["nrows_" + name]
+        cut = n if name.startswith("p0") else 0
+        layout.arrays["tile_ptr_" + name] = np.array([0] + [cut] * (CONFIG.tiles - 1) + [n],
+                                                     np.int32)
+    Y = np.full((A.shape[0], 16), np.nan, np.float32)
+    values = dict(layout.arrays, a=M.data, x=X, y=Y, indptr=M.indptr, indices=M.indices,
+                  m=A.shape[0], n=A.shape[1], nnz=M.nnz)
+    with pytest.raises(ArgumentError, match=r"tile_ptr_p\db\d puts row \d+ in tile"):
+        kernel(*[values[p.name] for p in func.params])
+    assert np.isnan(Y).all()                        # refused before the kernel ran
+    fixed = {p.name: values[p.name] for p in func.params if p.name not in ("x", "y")}
+    with pytest.raises(ArgumentError, match="writes that row too"):
+        kernel.bind(**fixed)
+    good = dict(values, **_layout(M).arrays)
+    kernel(*[good[p.name] for p in func.params])
+    np.testing.assert_allclose(Y, A @ X, rtol=1e-4, atol=1e-4)
 
 
 def test_a_long_rows_pieces_split_over_tiles_are_refused():

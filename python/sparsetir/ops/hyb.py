@@ -98,10 +98,14 @@ def schedule_hyb_cuda(mod: tvm.IRModule, config: HybConfig) -> tvm.IRModule:
 
 
 def hyb_kernel(config: HybConfig, feat_size: int, target: str = "llvm"):
-    """The compiled hyb SpMM (CPU, horizontally fused), from the kernel cache."""
+    """The compiled hyb SpMM (CPU, horizontally fused), from the kernel cache, with its row
+    tiles checked at every validated call (``check_tiles``)."""
     func = hyb_function(config, feat_size)
     scheduled = schedule_hyb_cpu(lower_sparse_iter(func), config)
-    return build(scheduled, target, schedule="none", horizontal_fuse=True, cache=True), func
+    kernel = build(scheduled, target, schedule="none", horizontal_fuse=True, cache=True)
+    reads = [f"{array}_{name}" for name in config.rule_names() for array in ("tile_ptr", "rows")]
+    return kernel.with_argument_check(
+        lambda arguments: check_tiles(config, arguments, arguments["m"]), [*reads, "m"]), func
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """A compiled kernel that converts and checks its arguments before every call."""
 from __future__ import annotations
 
+import copy
 import sys
 from functools import lru_cache
 
@@ -84,6 +85,7 @@ class Kernel:
         checked.update(check.indptr for check in signature.checks
                        if isinstance(check, IndicesCheck) and check.indptr is not None)
         self._checked = [(param.name, i) for i, param in enumerate(params) if param.name in checked]
+        self._argument_checks = ()
         self._converters = lru_cache(maxsize=256)(self._make_converters)
         self._written = [i for i, param in self._buffers if param.written]
 
@@ -198,6 +200,29 @@ class Kernel:
                 return module.inspect_source()
         return host.inspect_source(fmt)
 
+    def with_argument_check(self, check, reads) -> "Kernel":
+        """This kernel with one more check of its arguments, for an assumption its signature
+        cannot state (a format's own rule, e.g. that the hyb kernel's row tiles never share a
+        row). ``check(arguments)`` gets the parameters ``reads`` by name (arrays as numpy,
+        scalars as ints) whenever the index checks run (``validate=True``, and once at
+        ``bind``, which must then fix them) and raises ``ValueError`` naming the argument; the
+        call raises it as an ``ArgumentError`` before any compiled code runs.
+
+        Example
+        -------
+        >>> checked = kernel.with_argument_check(lambda a: check_tiles(config, a, a["m"]),
+        ...                                      ["tile_ptr_p0b0", "rows_p0b0", "m"])
+        """
+        names = [param.name for param in self.signature.params]
+        unknown = sorted(set(reads) - set(names))
+        if unknown:
+            raise ValueError(f"the kernel has no parameter {', '.join(unknown)}")
+        kernel = copy.copy(self)
+        kernel._argument_checks = (*self._argument_checks, (check, tuple(reads)))
+        kernel._checked = self._checked + [(name, names.index(name)) for name in reads
+                                           if name not in dict(self._checked)]
+        return kernel
+
     def _entry_function(self):
         if self._function is None:
             if not self.device.exist:
@@ -243,13 +268,21 @@ class Kernel:
         return copy_backs, passed
 
     def _validate(self, values: list, args, scalars: tuple) -> None:
-        """Run the index checks on the converted ``values`` (``args``: as the caller gave them)."""
-        if self._compiled_checks is not None and self._compiled_checks(values):
-            return
-        arrays = {name: host_array(args[i]) for name, i in self._checked}
-        run_checks(self.signature.checks, arrays, dict(zip(self._scalar_vars, scalars)))
-        if self._compiled_checks is not None:
-            raise ArgumentError("the index arrays failed the kernel's compiled checks")
+        """Run the index checks, then the argument checks, on the converted ``values``
+        (``args``: as the caller gave them)."""
+        if self._compiled_checks is None or not self._compiled_checks(values):
+            arrays = {name: host_array(args[i]) for name, i in self._checked}
+            run_checks(self.signature.checks, arrays, dict(zip(self._scalar_vars, scalars)))
+            if self._compiled_checks is not None:
+                raise ArgumentError("the index arrays failed the kernel's compiled checks")
+        scalar_positions = {i for i, _ in self._scalars}
+        for check, reads in self._argument_checks:
+            named = {name: values[i] if i in scalar_positions else host_array(args[i])
+                     for name, i in self._checked if name in reads}
+            try:
+                check(named)
+            except ValueError as err:
+                raise ArgumentError(str(err)) from None
 
     def _bump_versions(self, args) -> None:
         """Tell autograd that the torch tensors this kernel wrote have changed."""
