@@ -109,3 +109,22 @@ def test_no_eval_in_the_package():
                     and node.func.id in ("eval", "exec"):
                 calls.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not calls, f"eval/exec called at {calls}"
+
+
+ROOMS = ["errors", "ir", "script", "format", "stage1", "lower", "schedule", "transform",
+         "backend", "runtime", "driver", "data", "ops"]
+"""The package's rooms in the order data flows through them (I -> II -> III -> binary -> call);
+``format`` (run-time conversion and the index rules) is a leaf the runtime shares."""
+
+
+def test_rooms_import_only_rooms_before_them():
+    backwards = []
+    for module, targets in import_graph().items():
+        room = module.split(".")[1] if "." in module else None
+        if room not in ROOMS:
+            continue                       # sparsetir/__init__ gathers the public names
+        for target in targets:
+            other = target.split(".")[1] if "." in target else None
+            if other in ROOMS and ROOMS.index(other) > ROOMS.index(room):
+                backwards.append(f"{module} -> {target}")
+    assert not backwards, "imports against the flow:\n" + "\n".join(sorted(backwards))
