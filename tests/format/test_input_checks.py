@@ -108,8 +108,8 @@ def test_shapes_must_be_pairs_of_integers(name, shape, message):
 
 
 @pytest.mark.parametrize("num_rows, num_cols, message", [
-    (5.0, 3, "shape.0. must be a non-negative integer"), (True, 3, "shape.0."),
-    (5, -3, "shape.1. must be a non-negative integer"), (5, "3", "shape.1.")])
+    (5.0, 3, "num_rows must be a non-negative integer"), (True, 3, "num_rows"),
+    (5, -3, "num_cols must be a non-negative integer"), (5, "3", "num_cols")])
 def test_column_part_hyb_takes_integer_sizes(num_rows, num_cols, message):
     with pytest.raises(ValueError, match=message):
         column_part_hyb(num_rows, num_cols, INDPTR, INDICES, 2, [1, 2])

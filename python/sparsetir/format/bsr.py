@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import as_index, check_csr, count, index_type, value_array
+from .checks import as_index, check_csr, check_size, count, index_type, value_array
 
 
 def csr_to_bsr(indptr, indices, data, shape, bs: int, idtype=np.int32) -> tuple:
@@ -13,8 +13,8 @@ def csr_to_bsr(indptr, indices, data, shape, bs: int, idtype=np.int32) -> tuple:
     a last block, hold exactly 0. Duplicate entries are summed.
 
     Block columns are sorted within each block row. The block grid has
-    ``ceil(rows / bs)`` block rows and ``ceil(cols / bs)`` block columns. Inputs are checked
-    as ``sparsetir.format.checks`` says.
+    ``ceil(rows / bs)`` block rows and ``ceil(cols / bs)`` block columns. Inputs, and the
+    size of ``data`` (under 2**40 elements), are checked as ``sparsetir.format.checks`` says.
 
     Example
     -------
@@ -23,7 +23,7 @@ def csr_to_bsr(indptr, indices, data, shape, bs: int, idtype=np.int32) -> tuple:
     ([0, 1], [1], [[[5.0, 0.0], [0.0, 0.0]]])
     """
     idtype = index_type(idtype)
-    bs = count("bs: the block size", bs)
+    bs = count("bs: the block size", bs, dimension=True)
     indptr, indices = check_csr(indptr, indices, shape)
     data = value_array("data", data, indices.size)
     block_rows = -(-(indptr.size - 1) // bs)
@@ -35,7 +35,9 @@ def csr_to_bsr(indptr, indices, data, shape, bs: int, idtype=np.int32) -> tuple:
     new[1:] = (sorted_row[1:] != sorted_row[:-1]) | (sorted_col[1:] != sorted_col[:-1])
     slot = np.empty(order.size, np.int64)
     slot[order] = np.cumsum(new) - 1
-    block_data = np.zeros((int(new.sum()), bs, bs), data.dtype)
+    blocks = int(new.sum())
+    check_size(f"bs = {bs}: {blocks} blocks of bs x bs", blocks * bs * bs)
+    block_data = np.zeros((blocks, bs, bs), data.dtype)
     np.add.at(block_data, (slot, row_of % bs, indices % bs), data)
     counts = np.bincount(sorted_row[new], minlength=block_rows)
     block_indptr = np.concatenate([[0], np.cumsum(counts)])

@@ -7,6 +7,11 @@ arrays with one value per index; sizes are integers (not bools, not ``2.5``); an
 routine writes must fit its output index type ``idtype`` (``idtype=np.int64`` when it does
 not). Valid inputs of another integer type, or strided views, are converted, not refused.
 
+No routine builds an array of ``MAX_ELEMENTS = 2**40`` elements or more (8 TiB as int64): the
+size an output would need is computed exactly, with Python ints, before anything is allocated,
+and a size argument that asks for more (a block size, a bucket width, a tile...) is refused by
+name with the size it would need, as is one that alone is a dimension of ``2**40`` or more.
+
 Every refusal is a ``ValueError`` naming the argument; a value of the wrong kind raises
 ``FormatTypeError``, which is also a ``TypeError``.
 
@@ -33,17 +38,19 @@ import numpy as np
 from ..errors import FormatTypeError
 
 _INT64_MAX = np.iinfo(np.int64).max
+MAX_ELEMENTS = 2**40
 
 
-def count(name: str, value, positive: bool = True) -> int:
+def count(name: str, value, positive: bool = True, dimension: bool = False) -> int:
     """``value`` as an int after checking it is an integer (a bool is not) that is positive
-    (or, with ``positive=False``, not negative).
+    (or, with ``positive=False``, not negative) and, with ``dimension=True`` (a length of
+    an output axis), below ``MAX_ELEMENTS``.
 
     Example
     -------
     >>> count("tile", 2.5)
     Traceback (most recent call last):
-    sparsetir.format.checks.FormatTypeError: tile must be a positive integer, got 2.5
+    sparsetir.errors.FormatTypeError: tile must be a positive integer, got 2.5
     """
     what = "a positive integer" if positive else "a non-negative integer"
     if isinstance(value, (bool, np.bool_)) or getattr(value, "dtype", None) == np.bool_:
@@ -54,7 +61,40 @@ def count(name: str, value, positive: bool = True) -> int:
         raise FormatTypeError(f"{name} must be {what}, got {value!r}") from None
     if number < int(positive):
         raise ValueError(f"{name} must be {what}, got {number}")
+    if dimension and number >= MAX_ELEMENTS:
+        raise ValueError(f"{name} = {number} is a dimension of the output: it must be below "
+                         "2**40")
     return number
+
+
+def check_size(what: str, need: int) -> int:
+    """``need``, the exact element count of an array about to be built, after checking it is
+    below ``MAX_ELEMENTS``; ``what`` names the arguments that ask for it.
+
+    Example
+    -------
+    >>> check_size("bs = 2**20: 1 block of bs x bs", 2**40)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: bs = 2**20: 1 block of bs x bs would need 1099511627776 elements; ...
+    """
+    if need >= MAX_ELEMENTS:
+        raise ValueError(f"{what} would need {need} elements; sparsetir.format builds no "
+                         "array of 2**40 elements or more")
+    return need
+
+
+def floor_div(values: np.ndarray, divisor: int) -> np.ndarray:
+    """``values // divisor`` for an int64 array and a positive int that may pass int64 (where
+    numpy raises ``OverflowError``).
+
+    Example
+    -------
+    >>> floor_div(np.array([-3, 0, 7]), 2**70).tolist()
+    [-1, 0, 0]
+    """
+    if divisor <= _INT64_MAX:
+        return values // divisor
+    return np.where(values < 0, -1, 0)
 
 
 def index_type(idtype) -> np.dtype:
@@ -87,7 +127,7 @@ def index_array(name: str, value) -> np.ndarray:
     dtype('int64')
     >>> index_array("indices", [0.0, 2.7])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    sparsetir.format.checks.FormatTypeError: indices must hold integers, got float64 (floats ...)
+    sparsetir.errors.FormatTypeError: indices must hold integers, got float64 (floats ...)
     """
     array = _array(name, value)
     if array.ndim != 1:
@@ -123,19 +163,21 @@ def value_array(name: str, value, length: int) -> np.ndarray:
     return array
 
 
-def matrix_shape(shape) -> tuple:
-    """``(rows, cols)`` as ints after checking ``shape`` is a pair of non-negative integers."""
+def matrix_shape(shape, names=("shape[0]", "shape[1]")) -> tuple:
+    """``(rows, cols)`` as ints after checking ``shape`` is a pair of non-negative integers;
+    a refusal calls them ``names`` (the caller's own arguments, say ``num_rows``)."""
     try:
         rows, cols = shape
     except (TypeError, ValueError):
         raise FormatTypeError(f"shape must be a pair (rows, cols), got {shape!r}") from None
-    return count("shape[0]", rows, False), count("shape[1]", cols, False)
+    return count(names[0], rows, False), count(names[1], cols, False)
 
 
-def check_csr(indptr, indices, shape) -> tuple:
+def check_csr(indptr, indices, shape, names=("shape[0]", "shape[1]")) -> tuple:
     """``(indptr, indices)`` as int64 arrays after checking they describe a CSR matrix of
     ``shape``: ``indptr`` has ``rows + 1`` entries from 0 to ``len(indices)``, never falling,
-    and every column id is in ``[0, cols)``; ``ValueError`` names the first problem.
+    and every column id is in ``[0, cols)``; ``ValueError`` names the first problem, and
+    ``names`` are what the caller calls ``rows`` and ``cols``.
 
     Example
     -------
@@ -143,12 +185,12 @@ def check_csr(indptr, indices, shape) -> tuple:
     Traceback (most recent call last):
     ValueError: indices[0] = 3 is out of range [0, 3)
     """
-    rows, cols = matrix_shape(shape)
+    rows, cols = matrix_shape(shape, names)
     indptr = index_array("indptr", indptr)
     indices = index_array("indices", indices)
     if indptr.size != rows + 1:
-        raise ValueError(f"indptr has {indptr.size} entries, a matrix of {rows} rows needs "
-                         f"{rows + 1}")
+        raise ValueError(f"indptr has {indptr.size} entries, a matrix of {names[0]} = {rows} "
+                         f"rows needs {rows + 1}")
     problem = (row_pointer_problem(indptr, indices.size, "indptr", "len(indices)")
                or coordinates_problem(indices, cols, "indices"))
     if problem is not None:

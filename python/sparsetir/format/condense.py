@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import as_index, check_csr, count, index_array, index_type
+from .checks import as_index, check_csr, check_size, count, index_array, index_type
 
 
 def condense(indptr, indices, tile, group, num_cols=None, idtype=np.int32) -> tuple:
@@ -23,7 +23,8 @@ def condense(indptr, indices, tile, group, num_cols=None, idtype=np.int32) -> tu
       ``tile_indices[k, s]``.
 
     The columns are checked to be non-negative and, when ``num_cols`` is given, below it;
-    the other inputs as ``sparsetir.format.checks`` says.
+    the other inputs, and the size of ``mask`` (under 2**40 elements), as
+    ``sparsetir.format.checks`` says.
 
     Example
     -------
@@ -34,12 +35,13 @@ def condense(indptr, indices, tile, group, num_cols=None, idtype=np.int32) -> tu
     [[[1, 1], [0, 1]], [[1, 0], [0, 0]]]
     """
     idtype = index_type(idtype)
-    t = count("tile", tile)
-    g = count("group", group)
+    t = count("tile", tile, dimension=True)
+    g = count("group", group, dimension=True)
     indptr, indices = index_array("indptr", indptr), index_array("indices", indices)
     if num_cols is None:
         num_cols = int(indices.max()) + 1 if indices.size else 0
-    indptr, indices = check_csr(indptr, indices, (max(indptr.size - 1, 0), num_cols))
+    indptr, indices = check_csr(indptr, indices, (max(indptr.size - 1, 0), num_cols),
+                                ("len(indptr) - 1", "num_cols"))
     rows = indptr.size - 1
     num_tiles = -(-rows // t)
     row_of = np.repeat(np.arange(rows), np.diff(indptr))
@@ -59,6 +61,8 @@ def condense(indptr, indices, tile, group, num_cols=None, idtype=np.int32) -> tu
     key_group = group_indptr[:-1][key_tile] + rank // g
     key_slot = rank % g
     num_groups = int(group_indptr[-1])
+    check_size(f"tile = {t}, group = {g}: {num_groups} groups of tile x group",
+               num_groups * t * g)
     per_group = np.bincount(key_group, minlength=num_groups)
     first = np.cumsum(per_group) - per_group
     src = first[:, None] + np.minimum(np.arange(g), per_group[:, None] - 1)

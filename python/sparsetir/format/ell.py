@@ -6,7 +6,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from .checks import (FormatTypeError, as_index, check_csr, count, index_type,
+from .checks import (FormatTypeError, as_index, check_csr, check_size, count, index_type,
                      value_array)
 
 
@@ -28,12 +28,14 @@ class EllBucket(NamedTuple):
 
 def check_buckets(buckets) -> np.ndarray:
     """``buckets`` as an int64 array after checking it is a non-empty, strictly increasing
-    list of positive integers (``ValueError`` naming the problem)."""
+    list of positive integers below 2**40 (``ValueError`` naming the problem)."""
     try:
-        widths = [count("a bucket width", width) for width in buckets]
+        widths = [count(f"buckets[{b}]", width, dimension=True)
+                  for b, width in enumerate(buckets)]
     except (TypeError, ValueError) as err:   # not iterable, or an item that is no width
         kind = FormatTypeError if isinstance(err, TypeError) else ValueError
-        raise kind(f"buckets must be a list of positive integers, got {buckets!r}") from None
+        raise kind(f"buckets must be a list of positive integers below 2**40, got {buckets!r}"
+                   f" ({err})") from None
     if not widths:
         raise ValueError(f"buckets must be a non-empty list of widths, got {buckets!r}")
     if any(b <= a for a, b in zip(widths, widths[1:])):
@@ -49,7 +51,7 @@ def _ell_pieces(seg_row, seg_start, seg_len, cols, vals, widths, idtype, sources
     and becomes ``ceil(L / w)`` consecutive ELL rows; empty segments are dropped; padding
     slots get the value 0. Returns one ``(EllBucket, segment_of_each_ell_row)`` pair per
     bucket. ``sources`` names where the row and the column ids come from, for the error when
-    they do not fit ``idtype``.
+    they do not fit ``idtype``; a bucket of 2**40 slots or more is refused, naming its width.
     """
     nonempty = np.flatnonzero(seg_len > 0)
     bucket_of = np.minimum(np.searchsorted(widths, seg_len[nonempty]), widths.size - 1)
@@ -58,6 +60,9 @@ def _ell_pieces(seg_row, seg_start, seg_len, cols, vals, widths, idtype, sources
         seg = nonempty[bucket_of == b]
         length = seg_len[seg]
         pieces = -(-length // width)
+        ell_rows = int(pieces.sum())
+        check_size(f"buckets[{b}] = {width}: {ell_rows} ELL rows of that width",
+                   ell_rows * width)
         piece_seg = np.repeat(seg, pieces)
         first_piece = np.repeat(np.cumsum(pieces) - pieces, pieces)
         offset = (np.arange(piece_seg.size) - first_piece) * width
@@ -83,7 +88,8 @@ def csr_to_ell(indptr, indices, data, shape, buckets, idtype=np.int32) -> list:
     bucket. A row longer than ``buckets[-1]`` is cut into ``ceil(L / buckets[-1])`` pieces,
     consecutive ELL rows of the last bucket with the same row index, the last piece padded
     (value exactly 0). Entries keep their CSR order; ``data=None`` gives buckets whose
-    ``data`` is ``None``. Inputs are checked as ``sparsetir.format.checks`` says.
+    ``data`` is ``None``. Inputs, and the size of each bucket (under 2**40 slots), are
+    checked as ``sparsetir.format.checks`` says.
 
     Example
     -------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import FormatTypeError, as_index, check_csr, count, index_array, index_type
+from .checks import (FormatTypeError, as_index, check_csr, check_size, count, index_array,
+                     index_type)
 from .ell import _ell_pieces, check_buckets
 
 
@@ -34,7 +35,7 @@ def _rows_per_block(rows_per_block, buckets: int) -> list:
                               f"bucket, got {rows_per_block!r}")
     if len(items) != buckets:
         raise ValueError(f"rows_per_block has {len(items)} entries, buckets {buckets}")
-    return [count("rows_per_block", r) for r in items]
+    return [count("rows_per_block", r, dimension=True) for r in items]
 
 
 def csf_to_ell3d(csf_indptr_0, csf_indices_0, csf_indptr_1, csf_indices_1, buckets,
@@ -60,6 +61,8 @@ def csf_to_ell3d(csf_indptr_0, csf_indices_0, csf_indptr_1, csf_indices_1, bucke
       real column of its row (SparseTIR writes 0), so every index is in range.
     * ``mask[b]`` (int8, ``(blocks, r, w)``): 1 on real entries, 0 on padding.
 
+    Arrays of 2**40 elements or more are refused, naming the width and ``rows_per_block``.
+
     Example
     -------
     >>> ip, ri, ci, m = csf_to_ell3d([0, 2, 3], [0, 2, 1], [0, 1, 3, 4], [3, 0, 1, 4], [1, 2],
@@ -82,9 +85,12 @@ def csf_to_ell3d(csf_indptr_0, csf_indices_0, csf_indptr_1, csf_indices_1, bucke
     pieces = _ell_pieces(rows, indptr_1[:-1], np.diff(indptr_1), cols, None, widths, idtype,
                          ("the row ids in csf_indices_0", "the column ids in csf_indices_1"))
     result = ([], [], [], [])
-    for (bucket, piece_row), r in zip(pieces, block_rows):
+    for b, ((bucket, piece_row), r) in enumerate(zip(pieces, block_rows)):
         per_rel = np.bincount(rel_of_row[piece_row], minlength=num_rels)
         blocks = -(-per_rel // r)
+        num_blocks = int(blocks.sum())
+        check_size(f"rows_per_block = {r}, buckets[{b}] = {widths[b]}: {num_blocks} blocks of "
+                   "rows_per_block x width", num_blocks * r * int(widths[b]))
         indptr = np.concatenate([[0], np.cumsum(blocks)])
         block_rel = np.repeat(np.arange(num_rels), blocks)
         offset = (np.arange(block_rel.size) - indptr[:-1][block_rel]) * r

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import as_index, check_csr, count, index_array, index_type, value_array
+from .checks import (as_index, check_csr, check_size, count, floor_div, index_array, index_type,
+                     value_array)
 from .ell import _ell_pieces, check_buckets
+
+MAX_BUCKETS = 2**20            # num_col_parts * len(buckets): EllBuckets built one by one
 
 
 def column_part_hyb(num_rows, num_cols, indptr, indices, num_col_parts, buckets, data=None,
@@ -20,7 +23,9 @@ def column_part_hyb(num_rows, num_cols, indptr, indices, num_col_parts, buckets,
     ``column_part_hyb``, which returns ``(row_indices, col_indices, mask)`` as three nested
     lists; here each ``[p][b]`` is one ``EllBucket`` (``mask`` int8, padding slots repeat
     the row's last real column instead of 0 and hold the value 0, ``data`` filled when
-    given). Inputs are checked as ``sparsetir.format.checks`` says.
+    given). Inputs are checked as ``sparsetir.format.checks`` says; the sizes are
+    ``num_rows`` and ``num_cols``, and ``num_col_parts * len(buckets)`` is at most
+    ``MAX_BUCKETS`` (2**20).
 
     Example
     -------
@@ -33,11 +38,14 @@ def column_part_hyb(num_rows, num_cols, indptr, indices, num_col_parts, buckets,
     idtype = index_type(idtype)
     parts = count("num_col_parts", num_col_parts)
     widths = check_buckets(buckets)
-    indptr, indices = check_csr(indptr, indices, (num_rows, num_cols))
+    if parts * widths.size > MAX_BUCKETS:
+        raise ValueError(f"num_col_parts = {parts} with {widths.size} buckets would build "
+                         f"{parts * widths.size} EllBuckets, more than MAX_BUCKETS = 2**20")
+    indptr, indices = check_csr(indptr, indices, (num_rows, num_cols), ("num_rows", "num_cols"))
     data = None if data is None else value_array("data", data, indices.size)
     rows, cols = indptr.size - 1, int(num_cols)
     part_size = max(1, -(-cols // parts))
-    part_of = indices // part_size
+    part_of = floor_div(indices, part_size)
     # Stable, so each (partition, row) run keeps its CSR order; small keys sort by radix.
     key_type = np.int16 if parts < 2 ** 15 else np.int64
     order = np.argsort(part_of.astype(key_type), kind="stable")
@@ -68,7 +76,8 @@ def row_tiles(row_indices, num_rows, tile_rows, idtype=np.int32) -> np.ndarray:
     ``t * tile_rows``, so tile ``t``'s ELL rows are ``tile_indptr[t]:tile_indptr[t + 1]``.
 
     Tiles cut this way at the same ``tile_rows`` own the same rows in every bucket, which the
-    hyb kernels assume (``sparsetir.ops.hyb.check_tiles``).
+    hyb kernels assume (``sparsetir.ops.hyb.check_tiles``). A ``tile_indptr`` of 2**40
+    entries or more is refused.
 
     Example
     -------
@@ -78,6 +87,9 @@ def row_tiles(row_indices, num_rows, tile_rows, idtype=np.int32) -> np.ndarray:
     idtype = index_type(idtype)
     tile = count("tile_rows", tile_rows)
     num_rows = count("num_rows", num_rows, positive=False)
+    num_tiles = -(-num_rows // tile)
+    check_size(f"num_rows = {num_rows} in tiles of tile_rows = {tile}: a tile_indptr of "
+               f"{num_tiles + 1} entries", num_tiles + 1)
     rows = index_array("row_indices", row_indices)
     drops = np.flatnonzero(np.diff(rows) < 0)
     if drops.size:
@@ -87,6 +99,6 @@ def row_tiles(row_indices, num_rows, tile_rows, idtype=np.int32) -> np.ndarray:
     if rows.size and rows[-1] >= num_rows:
         raise ValueError(f"row_indices are out of range [0, {num_rows}): "
                          f"{rows[0]} .. {rows[-1]}")
-    bounds = np.arange(-(-num_rows // tile) + 1, dtype=np.int64) * tile
-    return as_index(np.searchsorted(rows, bounds, side="left"), idtype,
+    tile_of = floor_div(rows, tile)            # row < t * tile_rows  <=>  tile_of < t
+    return as_index(np.searchsorted(tile_of, np.arange(num_tiles + 1), side="left"), idtype,
                     "the entry counts of row_indices")

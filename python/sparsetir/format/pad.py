@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import as_index, check_csr, count, index_type, value_array
+from .checks import (MAX_ELEMENTS, as_index, check_csr, check_size, count, floor_div, index_type,
+                     value_array)
 
 
 def csr_pad(indptr, indices, data, shape, multiple=32, idtype=np.int32) -> tuple:
@@ -14,7 +15,8 @@ def csr_pad(indptr, indices, data, shape, multiple=32, idtype=np.int32) -> tuple
     A padded slot repeats its row's last real column (so it stays in range), has ``mask`` 0
     (int8, 1 on real entries) and value exactly 0. Empty rows stay empty. ``indptr`` and
     ``indices`` are ``idtype``; ``data`` keeps its dtype, or is ``None`` when ``data`` is
-    ``None``. Inputs are checked as ``sparsetir.format.checks`` says.
+    ``None``. Inputs, and the padded size (under 2**40 entries), are checked as
+    ``sparsetir.format.checks`` says.
 
     Example
     -------
@@ -29,13 +31,15 @@ def csr_pad(indptr, indices, data, shape, multiple=32, idtype=np.int32) -> tuple
     indptr, indices = check_csr(indptr, indices, shape)
     data = None if data is None else value_array("data", data, indices.size)
     length = np.diff(indptr)
-    pieces = -(-length // step)
+    pieces = -floor_div(-length, step)
     total = step * int(pieces.sum())                 # exact: Python ints, before allocating
+    what = f"rows padded to multiples of multiple = {step}"
     if total > np.iinfo(idtype).max:
-        fix = ": pass idtype=np.int64" if total <= np.iinfo(np.int64).max else ""
-        raise ValueError(f"rows padded to multiples of multiple = {step} would hold {total} "
-                         f"entries, more than idtype {idtype.name} holds{fix}")
-    padded = pieces * step
+        fix = ": pass idtype=np.int64" if total < MAX_ELEMENTS else ""
+        raise ValueError(f"{what} would hold {total} entries, more than idtype {idtype.name} "
+                         f"holds{fix}")
+    check_size(what, total)
+    padded = pieces * step if total else pieces      # all 0 (and step may pass int64)
     new_indptr = np.concatenate([[0], np.cumsum(padded)])
     row_of = np.repeat(np.arange(length.size), padded)
     pos = np.arange(new_indptr[-1]) - new_indptr[:-1][row_of]
