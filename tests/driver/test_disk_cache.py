@@ -63,7 +63,7 @@ def filled(tmp_path_factory):
         forget_in_memory(monkeypatch)
         spmm_is_right(4)
         spmm_is_right(8)
-        assert native_call._module() is not None
+        assert native_call.available()
     native_call._module.cache_clear()
     return root
 
@@ -181,7 +181,7 @@ def test_a_folder_another_user_could_write_is_refused(how, copied, compiles, mon
     with pytest.warns(CacheWarning):
         stub = native.build_shared("libcuda_stub.c", STUB_FLAGS)
     assert not stub.is_relative_to(copied)      # built privately instead
-    assert native_call._module() is not None    # the fast call too
+    assert native_call.available()    # the fast call too
     assert {path: path.read_bytes() for path in copied.rglob("*") if path.is_file()} == before
 
 
@@ -198,7 +198,7 @@ def test_a_library_owned_by_another_user_is_not_loaded(copied, monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(os, "fstat", fstat)
         with pytest.warns(CacheWarning, match="belongs to uid 4242"):
-            assert native_call._module() is not None
+            assert native_call.available()
     assert cache_folder.read_entry(entry)       # built again, in its place
 
 
@@ -258,7 +258,7 @@ def test_libraries_cut_short_are_built_again_not_loaded(copied):
         from sparsetir.runtime import native_call
         t.spmm_is_right(4)
         t.spmm_is_right(8)
-        print(native_call._module() is not None)
+        print(native_call.available())
     """, copied)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["True"]
@@ -284,7 +284,7 @@ def test_an_unusable_location_still_gives_results(where, tmp_path, compiles, mon
     monkeypatch.setenv("SPARSETIR_CACHE", str(root))
     with pytest.warns(CacheWarning, match="cannot use the cache folder"):
         spmm_is_right()
-        assert native_call._module() is not None
+        assert native_call.available()
     assert list(tmp_path.rglob("*")) == [place]
 
 

@@ -53,7 +53,7 @@ def main():
     source = sparsetir.backend.native.source_path("fastcall.c")
     assert source.is_relative_to(Path(sparsetir.__file__).parent), source
     ((bound, _),) = matrix.calls.values()
-    assert bound._fast.native is not None
+    assert bound.native_call
     print("llvm and cuda builds OK; ops.spmm through the native call")
 
 

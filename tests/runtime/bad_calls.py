@@ -94,7 +94,7 @@ def main(case: str, bound: bool = False) -> None:
             written = [inputs[p.name] for p in params if getattr(p, "written", False)]
             call = kernel.bind(**{p.name: inputs[p.name] for p in params
                                   if not getattr(p, "written", False)})
-            if native_call._module() is not None and call._fast.native is None:
+            if native_call.available() and not call.native_call:
                 print("NO NATIVE PLAN")
                 return
             call(*written)

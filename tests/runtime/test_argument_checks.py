@@ -1,4 +1,5 @@
-"""``Kernel.with_argument_check``: a format's own rule about the arguments, checked at the call.
+"""``Kernel.with_argument_check`` (a format's own rule about the arguments, checked at the call)
+and ``BoundKernel.native_call`` (the C fast call, turned off and on).
 
 The check sees the parameters it names (arrays as numpy, scalars as ints), runs whenever the
 index checks run (``validate=True``, and at ``bind``), and its ``ValueError`` reaches the caller
@@ -40,3 +41,16 @@ def test_the_check_runs_only_where_index_checks_run(kernel, args):
 def test_a_check_must_name_parameters_of_the_kernel(kernel):
     with pytest.raises(ValueError, match="the kernel has no parameter tile_ptr"):
         kernel.with_argument_check(no_empty_rows, ["tile_ptr", "m"])
+
+
+def test_the_native_call_can_be_turned_off_and_on(kernel, args):
+    from sparsetir.runtime import native_call
+    bound = kernel.bind(**{k: args[k] for k in NAMES if k not in ("b", "c")})
+    assert bound.native_call == native_call.available()
+    bound.native_call = False
+    assert not bound.native_call
+    bound(args["b"], args["c"])                       # the Python fast path
+    np.testing.assert_allclose(args["c"], args["expected"], rtol=1e-5, atol=1e-6)
+    if native_call.available():
+        bound.native_call = True
+        assert bound.native_call

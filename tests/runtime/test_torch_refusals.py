@@ -23,7 +23,7 @@ def _full(kernel, args):
 def _bound(kernel, args, native: bool):
     bound = kernel.bind(**{k: args[k] for k in NAMES if k not in ("b", "c")})
     if not native:
-        bound._fast.native = None
+        bound.native_call = False
     return bound
 
 

@@ -395,6 +395,22 @@ class BoundKernel:
         self._fast = self._fast_path()
         return self
 
+    @property
+    def native_call(self) -> bool:
+        """Whether common calls are checked and made in C (``runtime.native_call``); set it to
+        False to make them take the Python fast path (to compare the two, or to debug)."""
+        return self._fast.native is not None
+
+    @native_call.setter
+    def native_call(self, enabled: bool) -> None:
+        if not enabled:
+            self._fast.native = None
+        elif self._fast.native is None:
+            self._fast = self._fast_path()
+            if self._fast.native is None:
+                raise RuntimeError("the native call is not available here (no gcc or Python "
+                                   "headers, or SPARSETIR_NATIVE_CALL=0)")
+
     def _fast_path(self) -> FastPath:
         return FastPath([c.accept for c in self._free], self._values, self._fixed_ranges,
                         self.kernel._entry_function())

@@ -49,6 +49,11 @@ def _ffi_error(kind: str, message: str) -> BaseException:
     return tvm_ffi.core.Error(kind, message, "").py_error()
 
 
+def available() -> bool:
+    """Whether the C fast call can be used in this process (built, and not turned off)."""
+    return _module() is not None
+
+
 @lru_cache(maxsize=None)
 def _module():
     """The compiled extension, set up; None where it cannot be built or is turned off."""
