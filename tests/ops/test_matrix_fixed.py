@@ -5,6 +5,8 @@ Kernels bound to a matrix keep its arrays (checked once, at construction): reass
 reassigning ``M.data`` gave stale values to feature sizes already bound.
 """
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -56,3 +58,36 @@ def test_unweighted_spmm_counts_parallel_edges(source):
 def test_no_parallel_edges_no_multiplicity():
     A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=1)
     assert ops.SparseMatrix(A).multiplicity is None
+
+
+def test_writing_the_public_arrays_through_torch_cannot_reach_kernels():
+    """``torch.from_numpy`` ignores numpy's read-only flag: writing far-out-of-range indices
+    into ``M.indices`` (or ``M.indptr``) through it used to segfault the next ``spmm``, since
+    the kernels read those very arrays, checked once. They read private sealed copies now."""
+    script = """
+import warnings, numpy as np, scipy.sparse, torch, sparsetir.ops as ops
+A = scipy.sparse.random(30, 20, density=0.2, format="csr", dtype=np.float32, random_state=0)
+M = ops.SparseMatrix(A)
+X = np.ones((20, 4), np.float32)
+ops.spmm(M, X)                                           # bound for 4 features
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    torch.from_numpy(M.indices).fill_(10**8)
+    torch.from_numpy(M.indptr).fill_(10**8)
+for feat in (4, 8):                                      # already bound, and newly bound
+    X = np.ones((20, feat), np.float32)
+    assert np.allclose(ops.spmm(M, X), A @ X, atol=1e-5)
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_copy_keeps_the_parallel_edges():
+    M = ops.SparseMatrix(matrix_with_parallel_edges())
+    copy = ops.SparseMatrix(M)
+    np.testing.assert_array_equal(copy.multiplicity, M.multiplicity)
+    X = np.ones((4, 2), np.float32)
+    np.testing.assert_allclose(ops.spmm(copy, X, weighted=False), ops.spmm(M, X, weighted=False))
+

@@ -89,17 +89,21 @@ def test_calls_on_a_matrix_convert_and_copy_none_of_it():
     (bound,) = M.prepared.values()
     passed = {param: value.data_ptr() for param, value in zip(
         bound.kernel.signature.params, bound._values) if hasattr(value, "data_ptr")}
-    assert passed[next(p for p in passed if p.name == "indices")] == M.indices.ctypes.data
-    assert passed[next(p for p in passed if p.name == "a")] == M.data.ctypes.data
+    # the matrix's sealed arrays (private: what kernels read), passed as they are
+    assert passed[next(p for p in passed if p.name == "indices")] == \
+        M._sealed["indices"].ctypes.data
+    assert passed[next(p for p in passed if p.name == "a")] == M._sealed["data"].ctypes.data
     assert not M.indices.flags.writeable and not M.data.flags.writeable
 
 
-def test_matrix_arrays_cannot_be_made_writable():
+def test_matrix_arrays_are_read_only_and_not_what_kernels_read():
+    from sparsetir.runtime.arguments import is_sealed
     M = ops.SparseMatrix(matrix())
     for array in (M.indptr, M.indices, M.data, *M.row_tiles(4)):
-        with pytest.raises(ValueError):
-            array.flags.writeable = True
-        assert isinstance(array.base, bytes)           # immutable memory underneath
+        assert not array.flags.writeable and not is_sealed(array)
+    assert all(is_sealed(array) for array in M._sealed.values())
+    with pytest.raises(ValueError):
+        M._sealed["indices"].flags.writeable = True    # sealed memory underneath
 
 
 def test_copies_and_pickles_are_matrices_of_their_own():

@@ -16,6 +16,8 @@ import pytest
 import torch
 from csrmm_calls import make_args
 
+from sparsetir.runtime.arguments import sealed
+
 from sparsetir.runtime import ArgumentError
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -52,20 +54,20 @@ def _fixed(args):
     return {k: args[k] for k in ("a", "indptr", "indices", "m", "n", "nnz")}
 
 
-def _frozen(array):
-    return np.frombuffer(array.tobytes(), array.dtype)
-
-
-def test_arrays_over_immutable_memory_are_not_copied(kernel):
+def test_only_sealed_arrays_are_not_copied(kernel):
+    """Arrays over sparsetir's sealed memory (``SparseMatrix`` keeps its arrays so) are bound
+    as they are; writable arrays and read-only ones over plain ``bytes`` are copied, since
+    ``torch.from_numpy`` writes into those despite the read-only flag."""
     args = make_args()
-    fixed = _fixed(args) | {k: _frozen(args[k]) for k in ("a", "indptr", "indices")}
+    fixed = _fixed(args) | {k: sealed(args[k], args[k].dtype) for k in ("a", "indptr", "indices")}
     bound = kernel.bind(**fixed)
     params = [p.name for p in kernel.signature.params]
     for name in ("a", "indptr", "indices"):
         assert bound._values[params.index(name)].data_ptr() == fixed[name].ctypes.data
-    writable = _fixed(args)
-    copied = kernel.bind(**writable)
-    assert copied._values[params.index("indices")].data_ptr() != writable["indices"].ctypes.data
+    for array in (lambda a: a, lambda a: np.frombuffer(a.tobytes(), a.dtype)):
+        given = _fixed(args) | {"indices": array(args["indices"])}
+        copied = kernel.bind(**given)
+        assert copied._values[params.index("indices")].data_ptr() != given["indices"].ctypes.data
     out = np.full((12, 16), np.nan, np.float32)
     bound(args["b"], out)
     np.testing.assert_allclose(out, args["expected"], rtol=1e-5, atol=1e-6)

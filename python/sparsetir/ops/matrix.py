@@ -1,10 +1,12 @@
 """``SparseMatrix``: a CSR matrix validated once and kept in the form the kernels take.
 
-The arrays are private copies (int32 index arrays, float32 values, column indices sorted
-within each row, duplicates summed) over immutable memory (``bytes``: numpy will not make them
-writable), checked once when the matrix is made; calls on it then skip the per-call index
-checks, which is sound because nobody can change the copies, and hand the kernels tvm tensors
-over the same memory, made once, so that a call converts and copies nothing of the matrix.
+The arrays kernels read are private copies (int32 index arrays, float32 values, column
+indices sorted within each row, duplicates summed) over sealed memory (``runtime.arguments.
+sealed``: numpy will not make them writable, and no user holds them), checked once when the
+matrix is made; calls on it then skip the per-call index checks, which is sound because nobody
+can change them, and bind them without a copy, so that a call converts and copies nothing of
+the matrix. The public ``indptr``, ``indices``, ``data`` are read-only copies of them: writing
+one through ``torch.from_numpy`` (which ignores the read-only flag) cannot reach a kernel.
 
 The values must be float32 (``sparsetir.ops`` computes in float32 for now, and a silent cast
 would turn 1e39 into inf). When the caller's nonzeros are not in that sorted order (columns
@@ -31,6 +33,7 @@ import scipy.sparse
 
 from ..format import check_csr
 from ..format.checks import index_array
+from ..runtime.arguments import sealed
 from .arrays import check_autograd
 
 
@@ -66,45 +69,62 @@ class SparseMatrix:
     """
 
     def __init__(self, matrix, *, name: str = "matrix"):
-        if isinstance(matrix, SparseMatrix):
-            matrix = matrix.to_scipy()
+        if isinstance(matrix, SparseMatrix):         # its arrays, checked already
+            self._fill(matrix.shape, *(matrix._sealed.get(name) for name in (
+                "indptr", "indices", "data")), None, matrix._sealed.get("multiplicity"))
+            self.prepared, self.calls = {}, {}
+            return
         shape, entries = _entries(matrix, name)
         if max(shape, default=0) >= 2**31 or entries.cols.size >= 2**31:
             raise ValueError(f"a matrix of shape {shape} with {entries.cols.size} nonzeros "
                              "needs int64 indices, which sparsetir.ops does not offer yet")
         indptr, indices, values, order, copies = _sorted_csr(shape, entries)
-        self.shape = shape
-        self.indptr, self.indices, self.data = (
-            _immutable(array, dtype) for array, dtype in (
-                (indptr, np.int32), (indices, np.int32), (values, np.float32)))
-        self.source_order = None if order is None else _immutable(order, np.int64)
-        self.multiplicity = None if copies is None else _immutable(copies, np.float32)
-        self.nnz = int(self.indices.size)
-        self._tiles = {}
+        self._fill(shape, indptr, indices, values, order, copies)
+
+    def _fill(self, shape, indptr, indices, values, order, copies) -> None:
+        """Set the fields: the arrays kernels read are sealed and private (``_sealed``); the
+        public ones are read-only copies, so writing through ``torch.from_numpy`` (which
+        ignores the read-only flag) cannot change what a bound kernel reads."""
+        kept = {name: sealed(array, dtype) for name, array, dtype in (
+            ("indptr", indptr, np.int32), ("indices", indices, np.int32),
+            ("data", values, np.float32), ("multiplicity", copies, np.float32))
+            if array is not None}
+        self.__dict__.update(      # the fixed fields (see __setattr__), set here only
+            _sealed=kept, _tiles={}, shape=shape, nnz=int(kept["indices"].size),
+            source_order=_read_only(order, np.int64),
+            **{name: _read_only(kept.get(name)) for name in
+               ("indptr", "indices", "data", "multiplicity")})
         self.prepared = {}      # what the operators prepare once per matrix (bound kernels)
         self.calls = {}         # operator and operand shapes -> (bound kernel, result shape)
 
     def row_tiles(self, tiles: int) -> tuple:
         """``(tile_ptr, rows)``: ``tiles`` ranges of rows holding about ``nnz / tiles``
-        nonzeros each (``tile_ptr``, length ``tiles + 1``) and the row ids ``0..m-1``; kept."""
+        nonzeros each (``tile_ptr``, length ``tiles + 1``) and the row ids ``0..m-1``, as
+        read-only copies (``_kernel_arrays`` has the ones kernels read)."""
+        tile_ptr, rows = self._row_tiles(tiles)
+        return _read_only(tile_ptr), _read_only(rows)
+
+    def _row_tiles(self, tiles: int) -> tuple:
+        """``row_tiles``, sealed (for binding), kept."""
         if tiles not in self._tiles:
             m = self.shape[0]
-            bounds = np.searchsorted(self.indptr, np.linspace(0, self.nnz, tiles + 1))
+            bounds = np.searchsorted(self._sealed["indptr"], np.linspace(0, self.nnz, tiles + 1))
             bounds = np.clip(bounds, 0, m)
             bounds[0], bounds[-1] = 0, m
             rows = next(iter(self._tiles.values()))[1] if self._tiles \
-                else _immutable(np.arange(m), np.int32)
-            self._tiles[tiles] = (_immutable(bounds, np.int32), rows)
+                else sealed(np.arange(m), np.int32)
+            self._tiles[tiles] = (sealed(bounds, np.int32), rows)
         return self._tiles[tiles]
 
-    def arrays(self) -> dict:
-        """Every array of the matrix made so far, by name (``tile_ptr<tiles>`` for each
-        ``row_tiles`` count)."""
-        arrays = {"indptr": self.indptr, "indices": self.indices, "data": self.data}
-        if self.multiplicity is not None:
-            arrays["multiplicity"] = self.multiplicity
+    def _kernel_arrays(self) -> dict:
+        """The sealed arrays kernels read, by name (``tile_ptr<tiles>`` for each count of
+        row tiles made), and the public copies (``public.<name>``): never to be written."""
+        arrays = dict(self._sealed)
         for tiles, (tile_ptr, rows) in self._tiles.items():
             arrays[f"tile_ptr{tiles}"], arrays["rows"] = tile_ptr, rows
+        for name in ("indptr", "indices", "data", "multiplicity"):
+            if getattr(self, name) is not None:
+                arrays[f"public.{name}"] = getattr(self, name)
         return arrays
 
     def __setattr__(self, name: str, value) -> None:
@@ -141,17 +161,18 @@ _FIXED = frozenset({"shape", "indptr", "indices", "data", "source_order", "multi
 def _restored(csr, source_order, multiplicity=None) -> SparseMatrix:
     """The matrix ``SparseMatrix.__reduce__`` describes."""
     matrix = SparseMatrix(csr)
-    for name, array, dtype in (("source_order", source_order, np.int64),
-                               ("multiplicity", multiplicity, np.float32)):
-        if array is not None:
-            matrix.__dict__[name] = _immutable(array, dtype)
+    matrix._fill(matrix.shape, matrix._sealed["indptr"], matrix._sealed["indices"],
+                 matrix._sealed["data"], source_order, multiplicity)
     return matrix
 
 
-def _immutable(array, dtype) -> np.ndarray:
-    """A copy of ``array`` as ``dtype`` over a ``bytes`` object: read-only for good (numpy
-    refuses to make an array over immutable memory writable)."""
-    return np.frombuffer(np.ascontiguousarray(array, dtype).tobytes(), dtype)
+def _read_only(array, dtype=None):
+    """A read-only copy of ``array`` (None stays None)."""
+    if array is None:
+        return None
+    copy = np.array(array, dtype=dtype)
+    copy.flags.writeable = False
+    return copy
 
 
 def _check_values(name: str, dtype, is_torch: bool) -> None:

@@ -60,18 +60,19 @@ def bind_kernel(matrix, name: str, feat_size: int, prefetch: int | None = None,
     tiles = _tiles()
     key = (name, feat_size, tiles, prefetch, values)
     if key not in matrix.prepared:
-        tile_ptr, rows = matrix.row_tiles(tiles)
-        arrays = dict(tile_ptr=tile_ptr, rows=rows, indptr=matrix.indptr,
-                      indices=matrix.indices)
+        tile_ptr, rows = matrix._row_tiles(tiles)       # sealed: bound without a copy
+        kept = matrix._sealed
+        arrays = dict(tile_ptr=tile_ptr, rows=rows, indptr=kept["indptr"],
+                      indices=kept["indices"])
         if name == "spmm":
-            arrays["a"] = getattr(matrix, values)
+            arrays["a"] = kept[values]
         # validated when the matrix was made, and immutable: bound as they are, no copy;
         # outputs must not overlap any of its arrays
         bound = _kernel(name, feat_size, prefetch=prefetch).bind(
             validate=False, t=tiles, m=matrix.shape[0], n=matrix.shape[1], nnz=matrix.nnz,
             **arrays)
         matrix.prepared[key] = bound.protect(**{f"M.{part}": array for part, array
-                                                in matrix.arrays().items()})
+                                                in matrix._kernel_arrays().items()})
     return matrix.prepared[key]
 
 

@@ -307,21 +307,31 @@ def torch_refusal(tensor, written: bool) -> str | None:
     return None
 
 
-def immutable_memory(array) -> bool:
-    """Whether nobody can write the memory of ``array``: a read-only numpy array over a
-    ``bytes`` object (numpy refuses to make such an array writable), as ``SparseMatrix``
-    keeps its arrays.
+class _Sealed(bytes):
+    """Memory only ``sealed`` hands out: bytes (numpy will not make an array over it writable)
+    of a type of sparsetir's own, so user arrays over plain ``bytes`` do not pass for it."""
+
+
+def sealed(array, dtype) -> np.ndarray:
+    """A read-only copy of ``array`` as ``dtype`` over sealed memory, for arrays sparsetir
+    keeps private (``SparseMatrix``) and binds without another copy (``is_sealed``). Never hand
+    one to users: ``torch.from_numpy`` ignores numpy's read-only flag.
 
     Examples
     --------
-    >>> immutable_memory(np.frombuffer(bytes(8), np.int32)), immutable_memory(np.zeros(2))
+    >>> is_sealed(sealed([1, 2], np.int32)), is_sealed(np.frombuffer(bytes(8), np.int32))
     (True, False)
     """
+    return np.frombuffer(_Sealed(np.ascontiguousarray(array, dtype).tobytes()), dtype)
+
+
+def is_sealed(array) -> bool:
+    """Whether ``array`` is a view of memory ``sealed`` made (which nobody else holds)."""
     while isinstance(array, np.ndarray):
         if array.flags.writeable:
             return False
         array = array.base
-    return isinstance(array, bytes)
+    return isinstance(array, _Sealed)
 
 
 def private_copy(value):

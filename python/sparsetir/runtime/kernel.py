@@ -10,7 +10,7 @@ import tvm
 
 from .acceptance import acceptance
 from .aliasing import byte_ranges, check_no_aliasing
-from .arguments import (BufferConverter, ScalarConverter, host_array, immutable_memory,
+from .arguments import (BufferConverter, ScalarConverter, host_array, is_sealed,
                         outgrows_storage, private_copy)
 from ..errors import ArgumentError
 from .fast_path import FastPath
@@ -119,9 +119,9 @@ class Kernel:
         written buffer overlapping any argument, the fixed ones included).  Every scalar
         parameter and every array the index checks read must be fixed; a buffer the
         kernel writes cannot be.  The kernel keeps a private copy of each fixed array, the
-        one checked, so changing the caller's array later changes nothing; an array nobody
-        can change (a read-only numpy array over ``bytes``, as ``SparseMatrix`` keeps its
-        arrays) is used as it is.
+        one checked, so changing the caller's array later changes nothing; only an array over
+        sparsetir's sealed memory (``runtime.arguments.sealed``, as ``SparseMatrix`` keeps the
+        arrays its kernels read) is used as it is.
 
         Returns
         -------
@@ -370,7 +370,7 @@ class BoundKernel:
         check_no_aliasing(self._fixed_ranges)
         # the kernel reads its own copy of each bound array: the caller may change theirs
         for i in (c.accept.position for c in bound):
-            if not immutable_memory(args[i]):
+            if not is_sealed(args[i]):
                 self._values[i] = private_copy(self._values[i])
         if validate and kernel._checked:   # checked after the copy: what the kernel will read
             kernel._validate(self._values, self._values, tuple(scalars))
