@@ -152,6 +152,21 @@ def test_clear_cache_makes_ops_compile_again(tmp_path, monkeypatch, compiles):
     assert len(compiles) == 2 and len(entries(tmp_path)) == 1
 
 
+def test_clear_cache_deletes_nothing_outside_an_entry(copied, tmp_path):
+    """An entry's metadata naming a file outside the entry (``../../x``) makes it not the
+    cache's: clear_cache used to delete the file it named."""
+    victim = tmp_path / "thesis.tex"
+    victim.write_text("precious")
+    entry = copied / "kernels" / ("ab" * 16)
+    entry.mkdir(mode=0o700)
+    record = {"size": 8, "sha256": hashlib.sha256(b"precious").hexdigest()}
+    (entry / "metadata.json").write_text(json.dumps(
+        {"format": 1, "key": entry.name, "files": {os.path.relpath(victim, entry): record}}))
+    os.chmod(entry / "metadata.json", 0o600)
+    ops.clear_cache()
+    assert victim.read_text() == "precious"
+
+
 def test_folders_and_files_are_private_whatever_the_umask(tmp_path, monkeypatch):
     root = tmp_path / "new" / "cache"
     monkeypatch.setenv("SPARSETIR_CACHE", str(root))

@@ -82,9 +82,7 @@ def read_entry(entry: Path) -> dict | None:
     recorded size and SHA-256; None (a miss) when anything is missing, damaged or refused (a
     refusal also warns)."""
     try:
-        records = _metadata(entry)["files"]
-        if not all(_plain(name) for name in records):
-            return None
+        records = _metadata(entry)["files"]       # plain file names only
         for name, record in records.items():
             if _record(_own_bytes(entry / name, record["size"])) != record:
                 return None
@@ -220,7 +218,7 @@ def _metadata(entry: Path) -> dict:
     metadata = json.loads(_own_bytes(entry / METADATA))
     files = metadata["files"]
     if metadata["format"] != _FORMAT or metadata["key"] != entry.name or \
-            not isinstance(files, dict) or not files or \
+            not isinstance(files, dict) or not files or not all(map(_plain, files)) or \
             not all(isinstance(record, dict) and record.keys() == {"size", "sha256"}
                     for record in files.values()):
         raise ValueError(f"{entry / METADATA} is not this entry's metadata")
