@@ -96,3 +96,12 @@ def test_cuda_adds_into_a_shared_output_must_be_atomic():
         sch.unannotate(sch.get_sblock(f"spmm_{name}1"), "atomic")
     with pytest.raises(HorizontalFusionError, match=r"share Y, .*atomically accumulating"):
         lower_to_stage3(sch.mod, target, "none", True)
+
+
+def test_a_false_annotation_opts_a_nest_out():
+    mod = _marked(two_adds, ["add_a", "add_b"])
+    sch = tvm.s_tir.Schedule(mod)
+    sch.unannotate(sch.get_sblock("add_b0"), FUSE_ANNOTATION)    # annotate keeps an old value
+    sch.annotate(sch.get_sblock("add_b0"), FUSE_ANNOTATION, False)
+    fused = lower_to_stage3(sch.mod, "llvm", "none", True)
+    assert len(top_level_nests(fused["main"])) == 3            # zeroing, add_a, add_b apart

@@ -210,10 +210,17 @@ def _is_block_x_loop(stmt) -> bool:
 
 
 def _marked(stmt) -> bool:
+    """Whether a block of ``stmt`` is annotated ``"horizontal_fuse"`` with a true value
+    (``horizontal_fuse=False`` opts a nest out)."""
     found = tvm_ffi.structural_walk(stmt, (s_tir.SBlock, lambda b: tvm_ffi.VisitInterrupt(True)
-                                           if b.annotations and FUSE_ANNOTATION in b.annotations
+                                           if b.annotations and _true(
+                                               b.annotations.get(FUSE_ANNOTATION))
                                            else None), order="pre")
     return bool(getattr(found, "value", False))
+
+
+def _true(value) -> bool:
+    return value is not None and bool(int(value) if hasattr(value, "value") else value)
 
 
 def _same_extent(a, b) -> bool:
