@@ -36,6 +36,8 @@ from .errors import (  # noqa: E402
                         SparseScheduleError,
                         SparseScriptError,
                         SparseTIRError,
+                        SparseTIRTypeError,
+                        SparseTIRValueError,
 )
 from .ir import SparseFunction  # noqa: E402
 from .lower import lower_sparse_iter  # noqa: E402
@@ -51,6 +53,7 @@ from .transform import lower_sparse_buffer  # noqa: E402
 __all__ = ["ArgumentError", "AtomicBlockError", "BufferReferenceError", "FormatRewriteError",
            "FormatRewriteRule", "FormatTypeError", "HorizontalFusionError", "InitPlacementError",
            "LayoutError", "LoweringError", "Schedule", "SparseFunction",
-           "SparseScheduleError", "SparseScriptError", "SparseTIRError", "build",
+           "SparseScheduleError", "SparseScriptError", "SparseTIRError", "SparseTIRTypeError",
+           "SparseTIRValueError", "build",
            "extract_preprocess", "format", "format_decompose", "ir", "lower_sparse_buffer",
            "lower_sparse_iter", "ops", "remove_preprocess", "script"]

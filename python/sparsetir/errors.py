@@ -13,6 +13,10 @@ True
 ...     sparsetir.ops.spmm(A, X.astype("float64"))
 ... except sparsetir.SparseTIRError as err:    # or TypeError, as before
 ...     print(type(err).__name__)
+SparseTIRTypeError
+
+Plain refusals of an argument's value or type are ``SparseTIRValueError`` /
+``SparseTIRTypeError``; the classes below say more where a caller may want to tell them apart.
 """
 
 import tvm_ffi
@@ -64,6 +68,16 @@ class BufferReferenceError(SparseTIRError, RuntimeError):
     """A buffer is used but never allocated, and no allocated buffer can stand for it."""
 
 
+# Inputs every stage checks: the value or type of an argument
+
+class SparseTIRValueError(SparseTIRError, ValueError):
+    """An argument with a value sparsetir cannot take; the message names the argument."""
+
+
+class SparseTIRTypeError(SparseTIRError, TypeError):
+    """An argument of a type sparsetir cannot take; the message names the argument."""
+
+
 # Calling a kernel, and the data given to it
 
 class ArgumentError(SparseTIRError, ValueError):
@@ -98,7 +112,8 @@ tvm_ffi.register_error(ARGUMENT_ERROR_KIND, ArgumentError)
 
 # An error raised inside a tvm.transform pass (or any FFI callback) crosses tvm-ffi by its kind,
 # the class name; registered, it comes back out of the pass as the same class.
-for _error in (SparseScriptError, SparseScheduleError, LoweringError, FormatRewriteError,
+for _error in (SparseTIRValueError, SparseTIRTypeError, SparseScriptError, SparseScheduleError,
+               LoweringError, FormatRewriteError,
                LayoutError, InitPlacementError, AtomicBlockError,
                HorizontalFusionError, BufferReferenceError, FormatTypeError):
     tvm_ffi.register_error(_error.__name__, _error)

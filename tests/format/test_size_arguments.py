@@ -96,7 +96,8 @@ for call, v in json.loads(sys.stdin.read()):
         eval(call, globals(), {"v": v})
         out.append(["returned", ""])
     except Exception as err:
-        out.append([type(err).__name__, str(err)])
+        out.append(["ValueError" if isinstance(err, ValueError) else type(err).__name__,
+                    str(err)])
 print(json.dumps(out))
 """
 

@@ -38,6 +38,7 @@ import tempfile
 import warnings
 from contextlib import suppress
 from pathlib import Path
+from ..errors import SparseTIRValueError
 
 METADATA = "metadata.json"
 _FORMAT = 1
@@ -221,7 +222,7 @@ def _metadata(entry: Path) -> dict:
             not isinstance(files, dict) or not files or not all(map(_plain, files)) or \
             not all(isinstance(record, dict) and record.keys() == {"size", "sha256"}
                     for record in files.values()):
-        raise ValueError(f"{entry / METADATA} is not this entry's metadata")
+        raise SparseTIRValueError(f"{entry / METADATA} is not this entry's metadata")
     return metadata
 
 
@@ -233,7 +234,7 @@ def _own_bytes(path: Path, size: int | None = None) -> bytes:
         status = os.fstat(file.fileno())
         _check(path, status, stat.S_ISREG, "file")
         if size is not None and status.st_size != size:
-            raise ValueError(f"{path} has {status.st_size} bytes, not the {size} recorded")
+            raise SparseTIRValueError(f"{path} has {status.st_size} bytes, not the {size} recorded")
         return file.read()
 
 

@@ -28,6 +28,7 @@ from tvm_ffi.libinfo import load_lib_ctypes
 
 from .native import build_shared
 from .pipeline import PIPELINE_NAME
+from ..errors import SparseTIRValueError
 
 __all__ = ["make_target", "compile_module", "cuda_available", "cuda_source", "export"]
 
@@ -69,7 +70,7 @@ def make_target(target, arch=None) -> tvm.target.Target:
         return tvm.target.Target({"kind": "llvm", "mcpu": llvm_get_system_cpu(), "num-cores": cores})
     if target == "cuda":
         return tvm.target.Target({"kind": "cuda", "arch": arch or DEFAULT_CUDA_ARCH, "host": {"kind": "llvm"}})
-    raise ValueError(f"unknown target {target!r}: expected 'llvm', 'cuda', a dict or a tvm.target.Target")
+    raise SparseTIRValueError(f"unknown target {target!r}: expected 'llvm', 'cuda', a dict or a tvm.target.Target")
 
 
 def compile_module(mod: tvm.IRModule, target) -> tvm.runtime.Executable:
@@ -113,21 +114,21 @@ def compile_module(mod: tvm.IRModule, target) -> tvm.runtime.Executable:
     tgt = make_target(target)
     kind = tgt.kind.name
     if kind not in ("llvm", "cuda"):
-        raise ValueError(f"unsupported target kind {kind!r}: expected 'llvm' or 'cuda'")
+        raise SparseTIRValueError(f"unsupported target kind {kind!r}: expected 'llvm' or 'cuda'")
     funcs = {gv.name_hint: func for gv, func in mod.functions.items() if isinstance(func, tirx.PrimFunc)}
     if kind == "llvm":
         bound = [name for name, func in funcs.items() if _binds_threads(func)]
         if bound:
-            raise ValueError(f"cannot compile {bound} for llvm: loops are bound to GPU threads")
+            raise SparseTIRValueError(f"cannot compile {bound} for llvm: loops are bound to GPU threads")
         return tvm.compile(mod, target=tgt, tir_pipeline=PIPELINE_NAME)
     unbound = [name for name, func in funcs.items() if not _binds_threads(func)]
     if unbound:
-        raise ValueError(f"cannot compile {unbound} for cuda: no loop is bound to blockIdx/threadIdx "
+        raise SparseTIRValueError(f"cannot compile {unbound} for cuda: no loop is bound to blockIdx/threadIdx "
                          "(bind loops with Schedule.bind)")
     for name, func in funcs.items():
         for index, nest in enumerate(_top_level_loop_nests(func)):
             if not _binds_threads_in(nest):
-                raise ValueError(
+                raise SparseTIRValueError(
                     f"cannot compile {name} for cuda: its top-level loop nest {index} binds no "
                     "loop to blockIdx/threadIdx and would run on the host over device memory "
                     "(bind it, or build with schedule='auto' to give it the default schedule)")
@@ -168,7 +169,7 @@ def cuda_source(executable: tvm.runtime.Executable) -> str:
     for module in executable.mod.imports:
         if module.kind == "cuda":
             return module.inspect_source("cuda")
-    raise ValueError("the executable has no CUDA device module")
+    raise SparseTIRValueError("the executable has no CUDA device module")
 
 
 def export(executable: tvm.runtime.Executable, path) -> Path:

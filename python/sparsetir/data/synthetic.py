@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse
+from ..errors import SparseTIRValueError
 
 
 class _RankLaw:
@@ -66,11 +67,11 @@ def power_law_graph(num_nodes: int, num_edges: int, seed: int = 0, exponent: flo
     """
     n, target = int(num_nodes), int(num_edges)
     if not 0 < target <= n * n // 8:
-        raise ValueError(f"num_edges must be in 1..{n * n // 8} for {n} nodes, not {target}")
+        raise SparseTIRValueError(f"num_edges must be in 1..{n * n // 8} for {n} nodes, not {target}")
     if exponent <= 2.0:
-        raise ValueError(f"exponent must be above 2, not {exponent}")
+        raise SparseTIRValueError(f"exponent must be above 2, not {exponent}")
     if not 0.0 <= empty_fraction < 1.0:
-        raise ValueError(f"empty_fraction must be in [0, 1), not {empty_fraction}")
+        raise SparseTIRValueError(f"empty_fraction must be in [0, 1), not {empty_fraction}")
     rng = np.random.default_rng(seed)
     law = _RankLaw(n, 1.0 / (exponent - 1.0), cap=n / 8 / target)
     row_p = law.probabilities()[rng.permutation(n)]

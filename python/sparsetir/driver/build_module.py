@@ -42,6 +42,7 @@ from ..runtime.compiled_checks import checks_module, compile_checks
 from ..schedule import default_schedule
 from ..transform.pipeline import stage3_passes
 from . import cache as kernel_cache
+from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
 def build(kernel, target="llvm", schedule: str = "auto", horizontal_fuse: bool = False,
@@ -79,10 +80,10 @@ def scheduled_stage2(kernel, target, schedule: str = "auto") -> tvm.IRModule:
     """The Stage II module ``build`` compiles: ``kernel`` lowered if it is a Stage I function,
     with the default schedule where ``schedule`` is ``"auto"``."""
     if schedule not in ("auto", "none"):
-        raise ValueError(f"schedule must be 'auto' or 'none', got {schedule!r}")
+        raise SparseTIRValueError(f"schedule must be 'auto' or 'none', got {schedule!r}")
     mod = lower_sparse_iter(kernel) if isinstance(kernel, SparseFunction) else kernel
     if not isinstance(mod, tvm.IRModule):
-        raise TypeError("build expects a SparseFunction or an IRModule from lower_sparse_iter, "
+        raise SparseTIRTypeError("build expects a SparseFunction or an IRModule from lower_sparse_iter, "
                         f"got {type(kernel).__name__}")
     if schedule == "auto":
         mod = default_schedule(mod, str(make_target(target).kind.name)).mod

@@ -35,7 +35,7 @@ from __future__ import annotations
 import operator
 
 import numpy as np
-from ..errors import FormatTypeError
+from ..errors import FormatTypeError, SparseTIRValueError
 
 _INT64_MAX = np.iinfo(np.int64).max
 MAX_ELEMENTS = 2**40
@@ -60,9 +60,9 @@ def count(name: str, value, positive: bool = True, dimension: bool = False) -> i
     except TypeError:
         raise FormatTypeError(f"{name} must be {what}, got {value!r}") from None
     if number < int(positive):
-        raise ValueError(f"{name} must be {what}, got {number}")
+        raise SparseTIRValueError(f"{name} must be {what}, got {number}")
     if dimension and number >= MAX_ELEMENTS:
-        raise ValueError(f"{name} = {number} is a dimension of the output: it must be below "
+        raise SparseTIRValueError(f"{name} = {number} is a dimension of the output: it must be below "
                          "2**40")
     return number
 
@@ -78,7 +78,7 @@ def check_size(what: str, need: int) -> int:
     ValueError: bs = 2**20: 1 block of bs x bs would need 1099511627776 elements; ...
     """
     if need >= MAX_ELEMENTS:
-        raise ValueError(f"{what} would need {need} elements; sparsetir.format builds no "
+        raise SparseTIRValueError(f"{what} would need {need} elements; sparsetir.format builds no "
                          "array of 2**40 elements or more")
     return need
 
@@ -131,7 +131,7 @@ def index_array(name: str, value) -> np.ndarray:
     """
     array = _array(name, value)
     if array.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array, got shape {array.shape}")
+        raise SparseTIRValueError(f"{name} must be a 1-D array, got shape {array.shape}")
     if array.dtype.kind not in "iu":
         if array.size == 0 and array.dtype.kind in "fO":     # [] comes as float64
             return np.zeros(0, np.int64)
@@ -140,12 +140,12 @@ def index_array(name: str, value) -> np.ndarray:
         raise FormatTypeError(f"{name} must hold integers, got {array.dtype}{why}")
     if array.dtype.kind == "u" and array.size and array.max() > _INT64_MAX:
         p = int(np.argmax(array > _INT64_MAX))
-        raise ValueError(f"{name}[{p}] = {array[p]} is out of range (more than int64 holds)")
+        raise SparseTIRValueError(f"{name}[{p}] = {array[p]} is out of range (more than int64 holds)")
     array = array.astype(np.int64, copy=False)
     negative = np.flatnonzero(array < 0)
     if negative.size:
         p = int(negative[0])
-        raise ValueError(f"{name}[{p}] = {array[p]} is out of range (negative)")
+        raise SparseTIRValueError(f"{name}[{p}] = {array[p]} is out of range (negative)")
     return array
 
 
@@ -154,10 +154,10 @@ def value_array(name: str, value, length: int) -> np.ndarray:
     per index)."""
     array = _array(name, value)
     if array.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of {length} values, got shape "
+        raise SparseTIRValueError(f"{name} must be a 1-D array of {length} values, got shape "
                          f"{array.shape}")
     if array.size != length:
-        raise ValueError(f"{name} has {array.size} values, indices {length}")
+        raise SparseTIRValueError(f"{name} has {array.size} values, indices {length}")
     if array.dtype.kind != "f":
         raise FormatTypeError(f"{name} must hold floating-point values, got {array.dtype}")
     return array
@@ -189,12 +189,12 @@ def check_csr(indptr, indices, shape, names=("shape[0]", "shape[1]")) -> tuple:
     indptr = index_array("indptr", indptr)
     indices = index_array("indices", indices)
     if indptr.size != rows + 1:
-        raise ValueError(f"indptr has {indptr.size} entries, a matrix of {names[0]} = {rows} "
+        raise SparseTIRValueError(f"indptr has {indptr.size} entries, a matrix of {names[0]} = {rows} "
                          f"rows needs {rows + 1}")
     problem = (row_pointer_problem(indptr, indices.size, "indptr", "len(indices)")
                or coordinates_problem(indices, cols, "indices"))
     if problem is not None:
-        raise ValueError(problem)
+        raise SparseTIRValueError(problem)
     return indptr, indices
 
 
@@ -290,6 +290,6 @@ def as_index(values: np.ndarray, idtype: np.dtype, what: str) -> np.ndarray:
     """
     dtype = np.dtype(idtype)
     if values.size and int(values.max()) > np.iinfo(dtype).max:
-        raise ValueError(f"{what} reach {int(values.max())}, more than idtype {dtype.name} "
+        raise SparseTIRValueError(f"{what} reach {int(values.max())}, more than idtype {dtype.name} "
                          "holds: pass idtype=np.int64")
     return values.astype(dtype)

@@ -8,6 +8,7 @@ import numpy as np
 
 from .checks import (FormatTypeError, as_index, check_csr, check_size, count, index_type,
                      value_array)
+from ..errors import SparseTIRValueError
 
 
 class EllBucket(NamedTuple):
@@ -37,9 +38,9 @@ def check_buckets(buckets) -> np.ndarray:
         raise kind(f"buckets must be a list of positive integers below 2**40, got {buckets!r}"
                    f" ({err})") from None
     if not widths:
-        raise ValueError(f"buckets must be a non-empty list of widths, got {buckets!r}")
+        raise SparseTIRValueError(f"buckets must be a non-empty list of widths, got {buckets!r}")
     if any(b <= a for a, b in zip(widths, widths[1:])):
-        raise ValueError(f"buckets must be strictly increasing, got {widths}")
+        raise SparseTIRValueError(f"buckets must be strictly increasing, got {widths}")
     return np.array(widths, np.int64)
 
 

@@ -7,6 +7,7 @@ import numpy as np
 from .checks import (FormatTypeError, as_index, check_csr, check_size, count, index_array,
                      index_type)
 from .ell import _ell_pieces, check_buckets
+from ..errors import SparseTIRValueError
 
 
 def _check_level(level: int, indptr, indices) -> tuple:
@@ -15,7 +16,7 @@ def _check_level(level: int, indptr, indices) -> tuple:
         indptr = index_array(f"csf_indptr_{level}", indptr)
         indices = index_array(f"csf_indices_{level}", indices)
         if indptr.size == 0:
-            raise ValueError(f"csf_indptr_{level} must be a non-empty 1-D array")
+            raise SparseTIRValueError(f"csf_indptr_{level} must be a non-empty 1-D array")
         cols = int(indices.max()) + 1 if indices.size else 0
         return check_csr(indptr, indices, (indptr.size - 1, cols))
     except ValueError as err:
@@ -34,7 +35,7 @@ def _rows_per_block(rows_per_block, buckets: int) -> list:
         raise FormatTypeError("rows_per_block must be a positive integer or a list of one per "
                               f"bucket, got {rows_per_block!r}")
     if len(items) != buckets:
-        raise ValueError(f"rows_per_block has {len(items)} entries, buckets {buckets}")
+        raise SparseTIRValueError(f"rows_per_block has {len(items)} entries, buckets {buckets}")
     return [count("rows_per_block", r, dimension=True) for r in items]
 
 
@@ -78,7 +79,7 @@ def csf_to_ell3d(csf_indptr_0, csf_indices_0, csf_indptr_1, csf_indices_1, bucke
     indptr_0, rows = _check_level(0, csf_indptr_0, csf_indices_0)
     indptr_1, cols = _check_level(1, csf_indptr_1, csf_indices_1)
     if indptr_1.size != rows.size + 1:
-        raise ValueError(f"csf_indptr_1 has {indptr_1.size} entries, csf_indices_0 has "
+        raise SparseTIRValueError(f"csf_indptr_1 has {indptr_1.size} entries, csf_indices_0 has "
                          f"{rows.size} rows so it needs {rows.size + 1}")
     num_rels = indptr_0.size - 1
     rel_of_row = np.repeat(np.arange(num_rels), np.diff(indptr_0))

@@ -7,6 +7,7 @@ import numpy as np
 from .checks import (as_index, check_csr, check_size, count, floor_div, index_array, index_type,
                      value_array)
 from .ell import _ell_pieces, check_buckets
+from ..errors import SparseTIRValueError
 
 MAX_BUCKETS = 2**20            # num_col_parts * len(buckets): EllBuckets built one by one
 
@@ -39,7 +40,7 @@ def column_part_hyb(num_rows, num_cols, indptr, indices, num_col_parts, buckets,
     parts = count("num_col_parts", num_col_parts)
     widths = check_buckets(buckets)
     if parts * widths.size > MAX_BUCKETS:
-        raise ValueError(f"num_col_parts = {parts} with {widths.size} buckets would build "
+        raise SparseTIRValueError(f"num_col_parts = {parts} with {widths.size} buckets would build "
                          f"{parts * widths.size} EllBuckets, more than MAX_BUCKETS = 2**20")
     indptr, indices = check_csr(indptr, indices, (num_rows, num_cols), ("num_rows", "num_cols"))
     data = None if data is None else value_array("data", data, indices.size)
@@ -94,10 +95,10 @@ def row_tiles(row_indices, num_rows, tile_rows, idtype=np.int32) -> np.ndarray:
     drops = np.flatnonzero(np.diff(rows) < 0)
     if drops.size:
         i = int(drops[0])
-        raise ValueError(f"row_indices is not sorted: row_indices[{i}] = {rows[i]} > "
+        raise SparseTIRValueError(f"row_indices is not sorted: row_indices[{i}] = {rows[i]} > "
                          f"row_indices[{i + 1}] = {rows[i + 1]}")
     if rows.size and rows[-1] >= num_rows:
-        raise ValueError(f"row_indices are out of range [0, {num_rows}): "
+        raise SparseTIRValueError(f"row_indices are out of range [0, {num_rows}): "
                          f"{rows[0]} .. {rows[-1]}")
     tile_of = floor_div(rows, tile)            # row < t * tile_rows  <=>  tile_of < t
     return as_index(np.searchsorted(tile_of, np.arange(num_tiles + 1), side="left"), idtype,

@@ -6,6 +6,7 @@ import numpy as np
 
 from .checks import (MAX_ELEMENTS, as_index, check_csr, check_size, count, floor_div, index_type,
                      value_array)
+from ..errors import SparseTIRValueError
 
 
 def csr_pad(indptr, indices, data, shape, multiple=32, idtype=np.int32) -> tuple:
@@ -36,7 +37,7 @@ def csr_pad(indptr, indices, data, shape, multiple=32, idtype=np.int32) -> tuple
     what = f"rows padded to multiples of multiple = {step}"
     if total > np.iinfo(idtype).max:
         fix = ": pass idtype=np.int64" if total < MAX_ELEMENTS else ""
-        raise ValueError(f"{what} would hold {total} entries, more than idtype {idtype.name} "
+        raise SparseTIRValueError(f"{what} would hold {total} entries, more than idtype {idtype.name} "
                          f"holds{fix}")
     check_size(what, total)
     padded = pieces * step if total else pieces      # all 0 (and step may pass int64)

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tvm import s_tir, tirx
+from ..errors import SparseTIRTypeError
 
 # -- function attributes --------------------------------------------------------------------
 
@@ -118,7 +119,7 @@ def with_root_annotations(func: tirx.PrimFunc, annotations: dict) -> tirx.PrimFu
     """``func`` with ``annotations`` added to its root block's (``func`` must have one)."""
     realize = func.body
     if not isinstance(realize, s_tir.SBlockRealize):
-        raise TypeError(f"function {func.attrs.get('global_symbol', '')} has no root block "
+        raise SparseTIRTypeError(f"function {func.attrs.get('global_symbol', '')} has no root block "
                         "to keep sparsetir's metadata in")
     root = realize.block
     merged = {**dict(root.annotations or {}), **annotations}

@@ -33,6 +33,7 @@ import tvm_ffi
 from tvm import tirx
 
 from .node import node
+from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 AXIS_KINDS = ("dense_fixed", "dense_variable", "sparse_fixed", "sparse_variable")
 
@@ -77,19 +78,19 @@ class Axis(tvm_ffi.Object):
     def __post_init__(self):
         """Refuse an axis whose fields do not describe one of the four kinds."""
         if self.kind not in AXIS_KINDS:
-            raise ValueError(f"axis {self.name}: unknown kind {self.kind!r}; expected one of "
+            raise SparseTIRValueError(f"axis {self.name}: unknown kind {self.kind!r}; expected one of "
                              f"{', '.join(AXIS_KINDS)}")
         if self.idtype not in ("int32", "int64"):
-            raise ValueError(f"axis {self.name}: idtype must be int32 or int64, got "
+            raise SparseTIRValueError(f"axis {self.name}: idtype must be int32 or int64, got "
                              f"{self.idtype!r}")
         if (self.parent is None) != (self.kind == "dense_fixed"):
-            raise ValueError(f"axis {self.name}: a {self.kind} axis "
+            raise SparseTIRValueError(f"axis {self.name}: a {self.kind} axis "
                              + ("needs a parent" if self.parent is None else "has no parent"))
         needed = {"indptr": self.is_variable, "nnz": self.is_variable,
                   "indices": self.is_sparse, "nnz_cols": self.kind == "sparse_fixed"}
         for field_name, required in needed.items():
             if required and getattr(self, field_name) is None:
-                raise ValueError(f"axis {self.name}: a {self.kind} axis needs {field_name}")
+                raise SparseTIRValueError(f"axis {self.name}: a {self.kind} axis needs {field_name}")
 
     @property
     def is_sparse(self) -> bool:
@@ -159,19 +160,19 @@ def check_fused_group(axes, reductions=None) -> None:
     where = f"fused axes ({', '.join(getattr(a, 'name', repr(a)) for a in axes)})"
     for axis in axes:
         if not isinstance(axis, Axis):
-            raise TypeError(f"{where}: {type(axis).__name__} {axis!r} is not an axis")
+            raise SparseTIRTypeError(f"{where}: {type(axis).__name__} {axis!r} is not an axis")
     if len(axes) < 2:
-        raise ValueError(f"{where}: fuse at least two axes")
+        raise SparseTIRValueError(f"{where}: fuse at least two axes")
     if axes[0].parent is not None:
-        raise ValueError(f"{where}: the chain must start at an axis without parent, not "
+        raise SparseTIRValueError(f"{where}: the chain must start at an axis without parent, not "
                          f"{axes[0].name}")
     for outer, inner in zip(axes, axes[1:]):
         parent = "none" if inner.parent is None else inner.parent.name
         if parent != outer.name:
-            raise ValueError(f"{where}: not a parent chain ({inner.name}'s parent is {parent}, "
+            raise SparseTIRValueError(f"{where}: not a parent chain ({inner.name}'s parent is {parent}, "
                              f"not {outer.name})")
     if reductions is not None and len({bool(r) for r in reductions}) > 1:
-        raise ValueError(f"{where}: the variables must all be spatial or all be reductions")
+        raise SparseTIRValueError(f"{where}: the variables must all be spatial or all be reductions")
 
 
 @node("sparsetir.AttachedAxis")
@@ -187,13 +188,13 @@ class AttachedAxis(tvm_ffi.Object):
     def __post_init__(self):
         """Refuse an axis whose rows are not selected by a dense parent's coordinate."""
         if self.axis.parent is None or self.axis.parent.is_sparse:
-            raise ValueError(f"attached axis {self.axis.name}: it must have a dense parent, so "
+            raise SparseTIRValueError(f"attached axis {self.axis.name}: it must have a dense parent, so "
                              f"that a coordinate of {self.new_parent.name} names its row")
 
 
 def _check_parent(name: str, parent) -> None:
     if not isinstance(parent, Axis):
-        raise TypeError(f"the parent of axis {name} must be an axis, got {type(parent).__name__}")
+        raise SparseTIRTypeError(f"the parent of axis {name} must be an axis, got {type(parent).__name__}")
 
 
 def dense_fixed(name: str, length, idtype: str = "int32") -> Axis:
@@ -231,9 +232,9 @@ def sparse_variable(name: str, parent: Axis, length, nnz, indptr, indices, idtyp
 def _expr(value):
     """Python ints become int32 constants; PrimExprs pass through."""
     if isinstance(value, bool):
-        raise TypeError("an axis size must be an integer expression, got a bool")
+        raise SparseTIRTypeError("an axis size must be an integer expression, got a bool")
     if isinstance(value, int):
         return tirx.const(value, "int32")
     if isinstance(value, tvm.ir.Expr):
         return value
-    raise TypeError(f"an axis size must be an integer expression, got {type(value).__name__}")
+    raise SparseTIRTypeError(f"an axis size must be an integer expression, got {type(value).__name__}")

@@ -28,6 +28,7 @@ from tvm import tirx
 from .axis import Axis
 from .node import node
 from .utils import is_handle
+from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
 @node("sparsetir.SparseBuffer")
@@ -67,15 +68,15 @@ class SparseBuffer(tvm_ffi.Object):
         """Refuse a buffer whose view, handle or default do not fit its axes and dtype."""
         _check_axes(self.name, self.axes)
         if self.handle is not None and not is_handle(self.handle):
-            raise TypeError(f"buffer {self.name}: its handle must be a T.handle variable, got "
+            raise SparseTIRTypeError(f"buffer {self.name}: its handle must be a T.handle variable, got "
                             f"{self.handle!r}")
         if self.default_value is not None and str(self.default_value.ty.dtype) != self.dtype:
-            raise TypeError(f"buffer {self.name}: default value {self.default_value} is "
+            raise SparseTIRTypeError(f"buffer {self.name}: default value {self.default_value} is "
                             f"{self.default_value.ty.dtype}, not {self.dtype}")
         lengths = [axis.length for axis in self.axes]
         if str(self.view.dtype) != self.dtype \
                 or not tvm_ffi.structural_equal(list(self.view.shape), lengths):
-            raise ValueError(f"buffer {self.name}: its view is {self.view.dtype} "
+            raise SparseTIRValueError(f"buffer {self.name}: its view is {self.view.dtype} "
                              f"{list(self.view.shape)}, not {self.dtype} {lengths} (the lengths "
                              "of its axes); make buffers with SparseBuffer.create")
 
@@ -126,12 +127,12 @@ class SparseBuffer(tvm_ffi.Object):
 def _check_axes(name: str, axes) -> None:
     for axis in axes:
         if not isinstance(axis, Axis):
-            raise TypeError(f"buffer {name}: {axis!r} is not an axis")
+            raise SparseTIRTypeError(f"buffer {name}: {axis!r} is not an axis")
 
 
 def _index(value):
     if isinstance(value, bool) or not isinstance(value, (int, tvm.ir.Expr)):
-        raise TypeError(f"a buffer index must be an integer expression, got {value!r}")
+        raise SparseTIRTypeError(f"a buffer index must be an integer expression, got {value!r}")
     return tirx.const(value, "int32") if isinstance(value, int) else value
 
 

@@ -30,6 +30,7 @@ from .iteration import SparseIteration
 from .node import node
 from .substitute import Substituter
 from .utils import var_dtype
+from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 _PRINTER: list = []
 """The function ``SparseFunction.script`` calls; ``sparsetir.script`` registers it on import
@@ -81,19 +82,19 @@ class SparseFunction(tvm_ffi.Object):
             seen = set()
             for item in items:
                 if not isinstance(item, cls):
-                    raise TypeError(f"{where}: {item!r} is not {a_kind} {kind}")
+                    raise SparseTIRTypeError(f"{where}: {item!r} is not {a_kind} {kind}")
                 if item.name in seen:
-                    raise ValueError(f"{where}: {kind} {item.name} is declared twice")
+                    raise SparseTIRValueError(f"{where}: {kind} {item.name} is declared twice")
                 seen.add(item.name)
         axes = {axis.name for axis in self.axes}
         for owner, used in [(f"axis {a.name}", a.parent) for a in self.axes] + [
                 (f"sparse buffer {b.name}", a) for b in self.buffers for a in b.axes]:
             if used is not None and used.name not in axes:
-                raise ValueError(f"{where}: {owner} uses axis {used.name}, which the function "
+                raise SparseTIRValueError(f"{where}: {owner} uses axis {used.name}, which the function "
                                  "does not declare")
         for stmt in self.body:
             if not isinstance(stmt, (SparseIteration, BufferDomain)):
-                raise TypeError(f"{where}: a body item must be a SparseIteration or a "
+                raise SparseTIRTypeError(f"{where}: a body item must be a SparseIteration or a "
                                 f"BufferDomain, got {type(stmt).__name__}")
 
     def get_axis(self, name: str) -> Axis:
@@ -133,10 +134,10 @@ class SparseFunction(tvm_ffi.Object):
                 raise KeyError(f"{param} is not a parameter of {self.name}")
             dtype = var_dtype(param)
             if dtype == "handle":
-                raise TypeError(f"parameter {param.name} is a handle; only integer parameters "
+                raise SparseTIRTypeError(f"parameter {param.name} is a handle; only integer parameters "
                                 "can be specialized")
             if isinstance(value, bool) or not isinstance(value, (int, tvm.ir.Expr)):
-                raise TypeError(f"parameter {param.name}: expected an integer, got {value!r}")
+                raise SparseTIRTypeError(f"parameter {param.name}: expected an integer, got {value!r}")
             var_map[param] = tirx.const(value, dtype) if isinstance(value, int) else value
         kept = [p for p in self.params if p not in var_map]
         return Substituter(var_map).function(self, params=kept)

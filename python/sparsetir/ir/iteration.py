@@ -24,6 +24,7 @@ from tvm_ffi.dataclasses import field
 
 from .axis import AttachedAxis, Axis, FusedAxis, check_fused_group
 from .node import node
+from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
 @node("sparsetir.SpIterVar")
@@ -50,11 +51,11 @@ class SpIterVar(tvm_ffi.Object):
     def __post_init__(self):
         """Refuse a variable over something that is not an axis, or outside its fused group."""
         if not isinstance(self.axis, (Axis, AttachedAxis)):
-            raise TypeError(f"iteration variable {self.var.name}: {self.axis!r} is not an axis "
+            raise SparseTIRTypeError(f"iteration variable {self.var.name}: {self.axis!r} is not an axis "
                             "or T.attach")
         if self.fused is not None and (not isinstance(self.axis, Axis)
                                        or self.axis.name not in self.fused.names):
-            raise ValueError(f"iteration variable {self.var.name}: its axis "
+            raise SparseTIRValueError(f"iteration variable {self.var.name}: its axis "
                              f"{self.base_axis.name} is not one of the fused axes "
                              f"{self.fused.names}")
 
@@ -94,20 +95,20 @@ class SparseIteration(tvm_ffi.Object):
         where = f"sparse iteration {self.name}"
         for n, v in enumerate(self.sp_iter_vars):
             if not isinstance(v, SpIterVar):
-                raise TypeError(f"{where}: {v!r} is not a SpIterVar")
+                raise SparseTIRTypeError(f"{where}: {v!r} is not a SpIterVar")
             if any(v.var.same_as(w.var) for w in self.sp_iter_vars[:n]):
-                raise ValueError(f"{where}: variable {v.var.name} is bound twice")
+                raise SparseTIRValueError(f"{where}: variable {v.var.name} is bound twice")
         for members in self.loops:
             group = members[0].fused
             if group is None:
                 continue
             if [v.axis.name for v in members] != list(group.names):
-                raise ValueError(f"{where}: the variables of T.fuse({', '.join(group.names)}) "
+                raise SparseTIRValueError(f"{where}: the variables of T.fuse({', '.join(group.names)}) "
                                  "must iterate its axes together, in order")
             try:
                 check_fused_group(group.group, [v.is_reduction for v in members])
             except ValueError as err:
-                raise ValueError(f"{where}: {err}") from None
+                raise SparseTIRValueError(f"{where}: {err}") from None
 
     @property
     def loops(self) -> list:

@@ -21,6 +21,7 @@ ValueError: axis I: unknown kind 'dense_fixd'; expected one of dense_fixed, dens
 from __future__ import annotations
 
 from tvm_ffi.dataclasses import fields, py_class
+from ..errors import SparseTIRTypeError
 
 NODE_TYPES: list = []
 """Every Stage I node class, in declaration order."""
@@ -45,12 +46,12 @@ def replace(obj, /, **changes):
     """
     cls = type(obj)
     if cls not in NODE_TYPES:
-        raise TypeError(f"replace takes a Stage I node ({', '.join(c.__name__ for c in NODE_TYPES)})"
+        raise SparseTIRTypeError(f"replace takes a Stage I node ({', '.join(c.__name__ for c in NODE_TYPES)})"
                         f", got {cls.__name__}")
     names = [f.name for f in fields(cls)]
     unknown = [name for name in changes if name not in names]
     if unknown:
-        raise TypeError(f"{cls.__name__} has no field {unknown[0]!r}; its fields are "
+        raise SparseTIRTypeError(f"{cls.__name__} has no field {unknown[0]!r}; its fields are "
                         f"{', '.join(names)}")
     return cls(**{name: changes[name] if name in changes else getattr(obj, name)
                   for name in names})

@@ -29,6 +29,7 @@ from ..ir.utils import structural_map
 from .coordinate_checks import assertion
 from .layout import row_range, stage2_indices
 from .plan import BlockPlan
+from ..errors import SparseTIRValueError
 
 
 @dataclass
@@ -115,7 +116,7 @@ class AccessRewriter:
             if not axis.is_sparse:
                 return coord
             if not axis.sorted:
-                raise ValueError(f"sparse buffer {buf.name}: finding a coordinate on axis "
+                raise SparseTIRValueError(f"sparse buffer {buf.name}: finding a coordinate on axis "
                                  f"{axis.name} needs a binary search, but the axis is declared "
                                  "sorted=False; iterate that axis instead")
             start, end = row_range(axis, parent_offset, self.lowering.indptr)

@@ -27,6 +27,7 @@ from tvm.script.ir_builder import tirx as Tb
 
 from ..ir.utils import substitute
 from .plan import BlockPlan, LoopPlan, free_vars
+from ..errors import SparseTIRTypeError
 
 
 class Emitter:
@@ -163,7 +164,7 @@ class Emitter:
                            stmt.error_kind.value):
                 pass
         else:
-            raise TypeError(f"cannot emit {type(stmt).__name__}")
+            raise SparseTIRTypeError(f"cannot emit {type(stmt).__name__}")
 
 
 def _bisect_step(buffer, state, key, side: str) -> None:

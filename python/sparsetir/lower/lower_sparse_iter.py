@@ -59,7 +59,7 @@ from ..ir.utils import is_handle, is_identity_store
 from .access import AccessRewriter, IterInfo
 from .coordinate_checks import CoordinateChecker, assertion
 from .emit import Emitter
-from ..errors import LoweringError
+from ..errors import LoweringError, SparseTIRTypeError
 from .first_slots import zero_repeated_slots
 from .layout import stage2_shape
 from .loop_signature import loop_signature
@@ -86,7 +86,7 @@ class _Unit:
 def lower_sparse_iter(func: SparseFunction) -> tvm.IRModule:
     """Lower a Stage I function to an IRModule of schedulable TensorIR (function ``"main"``)."""
     if not isinstance(func, SparseFunction):
-        raise TypeError(f"lower_sparse_iter expects a SparseFunction, got {type(func).__name__}")
+        raise SparseTIRTypeError(f"lower_sparse_iter expects a SparseFunction, got {type(func).__name__}")
     return tvm.IRModule({"main": _Lowering(func).run()})
 
 

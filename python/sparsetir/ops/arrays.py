@@ -22,6 +22,7 @@ import sys
 import numpy as np
 
 from ..runtime.arguments import shares_elements
+from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
 def check_autograd(name: str, tensor) -> None:
@@ -31,11 +32,11 @@ def check_autograd(name: str, tensor) -> None:
     torch = sys.modules["torch"]
     functorch = getattr(torch._C, "_functorch", None)
     if functorch is not None and functorch.is_functorch_wrapped_tensor(tensor):
-        raise TypeError(f"{name} is a tensor of a torch.func transform (grad, vmap, ...); "
+        raise SparseTIRTypeError(f"{name} is a tensor of a torch.func transform (grad, vmap, ...); "
                         "sparsetir.ops does not support torch.func yet: call it outside the "
                         "transform")
     if tensor.requires_grad and torch.is_grad_enabled():
-        raise TypeError(f"{name} requires grad, and sparsetir.ops has no autograd support "
+        raise SparseTIRTypeError(f"{name} requires grad, and sparsetir.ops has no autograd support "
                         "yet (its result would carry no gradient): pass "
                         f"{name}.detach(), or call it under torch.no_grad()")
 
@@ -47,7 +48,7 @@ def check_tensor(name: str, tensor) -> None:
     check_autograd(name, tensor)
     if tensor.is_nested or tensor.layout is not sys.modules["torch"].strided:
         kind = "nested" if tensor.is_nested else str(tensor.layout).replace("torch.", "")
-        raise TypeError(f"{name} is a {kind} torch tensor; sparsetir.ops takes dense "
+        raise SparseTIRTypeError(f"{name} is a {kind} torch tensor; sparsetir.ops takes dense "
                         f"(strided) tensors here: pass {name}.to_dense()")
 
 
@@ -69,11 +70,11 @@ class DenseOperand:
             if isinstance(value, np.matrix):
                 value = np.asarray(value)
         if value.dtype != np.float32 and str(value.dtype) != "torch.float32":
-            raise TypeError(f"{name} must be float32, got {value.dtype}")
+            raise SparseTIRTypeError(f"{name} must be float32, got {value.dtype}")
         if self.is_torch and value.device.type != "cpu":
-            raise TypeError(f"{name} is on {value.device}; sparsetir.ops runs on the CPU")
+            raise SparseTIRTypeError(f"{name} is on {value.device}; sparsetir.ops runs on the CPU")
         if value.ndim not in (1, 2) or value.shape[0] != rows:
-            raise ValueError(f"{name} must have {rows} rows (shape ({rows}, feat) or ({rows},)), "
+            raise SparseTIRValueError(f"{name} must have {rows} rows (shape ({rows}, feat) or ({rows},)), "
                              f"got shape {tuple(value.shape)}")
         self.name, self.value, self.vector = name, value, value.ndim == 1
         self.feat_size = 1 if self.vector else int(value.shape[1])
@@ -104,18 +105,18 @@ def check_output(out, shape: tuple, name: str = "out") -> None:
     if is_torch(out):
         check_tensor(name, out)
     if not hasattr(out, "shape") or not hasattr(out, "dtype"):
-        raise TypeError(f"{name} must be a numpy array or torch tensor, got "
+        raise SparseTIRTypeError(f"{name} must be a numpy array or torch tensor, got "
                         f"{type(out).__name__}")
     if getattr(getattr(out, "flags", None), "writeable", True) is False:
-        raise ValueError(f"{name} is read-only")
+        raise SparseTIRValueError(f"{name} is read-only")
     if tuple(out.shape) != tuple(shape):
-        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(out.shape)}")
+        raise SparseTIRValueError(f"{name} must have shape {tuple(shape)}, got {tuple(out.shape)}")
     strides = out.stride() if callable(getattr(out, "stride", None)) else out.strides
     if shares_elements(out.shape, strides):
-        raise ValueError(f"{name} has elements that share memory (a stride of 0); "
+        raise SparseTIRValueError(f"{name} has elements that share memory (a stride of 0); "
                          "pass an array with one place per element")
     if out.dtype != np.float32 and str(out.dtype) != "torch.float32":
-        raise TypeError(f"{name} must be float32, got {out.dtype}")
+        raise SparseTIRTypeError(f"{name} must be float32, got {out.dtype}")
 
 
 def writable_view(out, shape: tuple):

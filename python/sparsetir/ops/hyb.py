@@ -32,6 +32,7 @@ from ..driver.build_module import build
 from ..ir.attrs import ATOMIC_ANNOTATION, FUSE_ANNOTATION, PREFETCH_ANNOTATION
 from .kernels import spmm
 from ..schedule.operators import accumulate_in_registers, schedule_zeroing, spmm_lanes
+from ..errors import SparseTIRValueError
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ def check_tiles(config: HybConfig, arrays: dict, num_rows: int) -> None:
     if clash.size:
         p = int(clash[0])
         row, name = int(rows[p]), names[int(np.concatenate(bucket_all)[p])]
-        raise ValueError(
+        raise SparseTIRValueError(
             f"tile_ptr_{name} puts row {row} in tile {tiles[p]}, but tile {owner[row]} "
             "writes that row too: the hyb kernel runs every tile in a thread of its own, so "
             "each row must be in one tile, the same in every bucket (cut every bucket's tiles "

@@ -35,6 +35,7 @@ from ..format import check_csr
 from ..format.checks import index_array
 from ..runtime.arguments import sealed
 from .arrays import check_autograd
+from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
 class SparseMatrix:
@@ -76,7 +77,7 @@ class SparseMatrix:
             return
         shape, entries = _entries(matrix, name)
         if max(shape, default=0) >= 2**31 or entries.cols.size >= 2**31:
-            raise ValueError(f"a matrix of shape {shape} with {entries.cols.size} nonzeros "
+            raise SparseTIRValueError(f"a matrix of shape {shape} with {entries.cols.size} nonzeros "
                              "needs int64 indices, which sparsetir.ops does not offer yet")
         indptr, indices, values, order, copies = _sorted_csr(shape, entries)
         self._fill(shape, indptr, indices, values, order, copies)
@@ -179,7 +180,7 @@ def _check_values(name: str, dtype, is_torch: bool) -> None:
     """float32 values only: a silent cast would lose range (1e39 becomes inf) or digits."""
     if str(dtype) not in ("float32", "torch.float32"):
         cast = f"{name}.to(torch.float32)" if is_torch else f"{name}.astype(np.float32)"
-        raise TypeError(f"{name} is {str(dtype).replace('torch.', '')}; sparsetir.ops "
+        raise SparseTIRTypeError(f"{name} is {str(dtype).replace('torch.', '')}; sparsetir.ops "
                         f"computes in float32 for now: pass {cast}")
 
 
@@ -204,7 +205,7 @@ def _compressed(name: str, indptr, indices, data, shape: tuple, by_rows: bool) -
     indptr, indices = check_csr(indptr, indices, (major, minor))
     data = np.asarray(data)
     if data.shape != indices.shape:
-        raise ValueError(f"{name} has {data.size} values (shape {data.shape}) for "
+        raise SparseTIRValueError(f"{name} has {data.size} values (shape {data.shape}) for "
                          f"{indices.size} indices")
     if by_rows:
         return _Entries(indptr, None, indices, data)
@@ -217,7 +218,7 @@ def _coordinates(name: str, rows, cols, data, shape: tuple) -> _Entries:
     for what, array, size in zip(("row", "column"), ids, shape):
         outside = np.flatnonzero(array >= size)
         if outside.size:
-            raise ValueError(f"{name}'s {what} id {array[outside[0]]} is out of range "
+            raise SparseTIRValueError(f"{name}'s {what} id {array[outside[0]]} is out of range "
                              f"[0, {size})")
     return _Entries(None, *ids, np.asarray(data))
 
@@ -226,7 +227,7 @@ def _entries(matrix, name: str) -> tuple:
     """``(shape, _Entries)``: the caller's nonzeros, checked, in its order."""
     if scipy.sparse.issparse(matrix):
         if matrix.ndim != 2:
-            raise TypeError(f"a sparse matrix has 2 dimensions, got {matrix.ndim}")
+            raise SparseTIRTypeError(f"a sparse matrix has 2 dimensions, got {matrix.ndim}")
         _check_values(name, matrix.dtype, False)
         shape = tuple(int(s) for s in matrix.shape)
         if matrix.format in ("csr", "csc"):
@@ -238,7 +239,7 @@ def _entries(matrix, name: str) -> tuple:
     if layout is not None and "sparse" in str(layout):
         import torch  # pylint: disable=import-outside-toplevel
         if matrix.dim() != 2:
-            raise TypeError(f"a sparse matrix has 2 dimensions, got {matrix.dim()}")
+            raise SparseTIRTypeError(f"a sparse matrix has 2 dimensions, got {matrix.dim()}")
         check_autograd(name, matrix)
         _check_values(name, matrix.dtype, True)
         shape = tuple(int(s) for s in matrix.shape)
@@ -246,15 +247,15 @@ def _entries(matrix, name: str) -> tuple:
         if cpu.layout == torch.sparse_coo:
             cpu = cpu.coalesce()
             if cpu.values().dim() != 1:
-                raise TypeError(f"{name} is a hybrid sparse tensor (values of shape "
+                raise SparseTIRTypeError(f"{name} is a hybrid sparse tensor (values of shape "
                                 f"{tuple(cpu.values().shape)}); pass a 2-D sparse matrix")
             rows, cols = cpu.indices().numpy()
             return shape, _coordinates(name, rows, cols, cpu.values().numpy(), shape)
         if cpu.layout != torch.sparse_csr:
-            raise TypeError(f"a torch sparse tensor must be CSR or COO, got {cpu.layout}")
+            raise SparseTIRTypeError(f"a torch sparse tensor must be CSR or COO, got {cpu.layout}")
         return shape, _compressed(name, cpu.crow_indices().numpy(), cpu.col_indices().numpy(),
                                   cpu.values().numpy(), shape, True)
-    raise TypeError("sparsetir.ops takes a scipy sparse matrix, a torch sparse CSR/COO tensor "
+    raise SparseTIRTypeError("sparsetir.ops takes a scipy sparse matrix, a torch sparse CSR/COO tensor "
                     f"or a SparseMatrix, got {type(matrix).__name__}")
 
 

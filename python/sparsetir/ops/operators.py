@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from ..lower import lower_sparse_iter
 from .arrays import (DenseOperand, check_output, check_tensor, new_array, reordered_view,
                      writable_view)
@@ -172,13 +172,13 @@ def sddmm(A, X, Y, out=None):
     x = DenseOperand("X", X, m)
     y = DenseOperand("Y", Y, n)
     if x.feat_size != y.feat_size:
-        raise ValueError(f"X has {x.feat_size} features and Y {y.feat_size}")
+        raise SparseTIRValueError(f"X has {x.feat_size} features and Y {y.feat_size}")
     order = None if isinstance(A, SparseMatrix) else matrix.source_order
     count = matrix.nnz if order is None else order.size
     result = x.new_output((count,)) if out is None else out
     check_output(result, (count,))
     if x.is_torch != y.is_torch:
-        raise TypeError("X and Y must both be numpy arrays or both torch tensors")
+        raise SparseTIRTypeError("X and Y must both be numpy arrays or both torch tensors")
     bound = bind_kernel(matrix, "sddmm", x.feat_size)
     values, finish = writable_view(result, (count,)) if order is None \
         else reordered_view(result, matrix.nnz, order)

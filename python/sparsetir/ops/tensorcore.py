@@ -50,6 +50,7 @@ from .. import format as sparse_format
 from ..driver.build_module import build
 from ..script import tir as T
 from ..lower import lower_sparse_iter
+from ..errors import SparseTIRValueError
 
 WMMA = 16          # the m = n = k of the fragments
 WARP = 32
@@ -229,14 +230,14 @@ def tvm_cuda_intrinsics():
 def _check_sizes(block_size: int, feat_size: int, tiles_per_warp: int) -> int:
     """``tiles_per_warp``, defaulted, after checking the sizes the schedule supports."""
     if block_size <= 0 or block_size % WMMA:
-        raise ValueError(f"block_size must be a positive multiple of {WMMA}, got {block_size}")
+        raise SparseTIRValueError(f"block_size must be a positive multiple of {WMMA}, got {block_size}")
     if feat_size <= 0 or feat_size % WMMA:
-        raise ValueError(f"feat_size must be a positive multiple of {WMMA}, got {feat_size}")
+        raise SparseTIRValueError(f"feat_size must be a positive multiple of {WMMA}, got {feat_size}")
     tiles = feat_size // WMMA
     if not tiles_per_warp:
         return 2 if tiles % 2 == 0 else 1
     if tiles % tiles_per_warp:
-        raise ValueError(f"tiles_per_warp {tiles_per_warp} must divide feat_size / {WMMA} = "
+        raise SparseTIRValueError(f"tiles_per_warp {tiles_per_warp} must divide feat_size / {WMMA} = "
                          f"{tiles}")
     return tiles_per_warp
 

@@ -12,7 +12,7 @@ from .acceptance import acceptance
 from .aliasing import byte_ranges, check_no_aliasing
 from .arguments import (BufferConverter, ScalarConverter, host_array, is_sealed,
                         outgrows_storage, private_copy)
-from ..errors import ArgumentError
+from ..errors import ArgumentError, SparseTIRValueError
 from .fast_path import FastPath
 from .signature import BufferParam, IndicesCheck, ScalarParam, Signature
 from .validate import run_checks
@@ -216,7 +216,7 @@ class Kernel:
         names = [param.name for param in self.signature.params]
         unknown = sorted(set(reads) - set(names))
         if unknown:
-            raise ValueError(f"the kernel has no parameter {', '.join(unknown)}")
+            raise SparseTIRValueError(f"the kernel has no parameter {', '.join(unknown)}")
         kernel = copy.copy(self)
         kernel._argument_checks = (*self._argument_checks, (check, tuple(reads)))
         kernel._checked = self._checked + [(name, names.index(name)) for name in reads
@@ -338,17 +338,17 @@ class BoundKernel:
         names = [param.name for param in params]
         unknown = sorted(set(fixed) - set(names))
         if unknown:
-            raise ValueError(f"the kernel has no parameter {', '.join(unknown)} "
+            raise SparseTIRValueError(f"the kernel has no parameter {', '.join(unknown)} "
                              f"(its parameters: {', '.join(names)})")
         unbound = [convert.param.name for _, convert in kernel._scalars
                    if convert.param.name not in fixed]
         unbound += [name for name, _ in kernel._checked if validate and name not in fixed]
         if unbound:
-            raise ValueError(f"bind {', '.join(unbound)} too: a bound kernel needs every "
+            raise SparseTIRValueError(f"bind {', '.join(unbound)} too: a bound kernel needs every "
                              "scalar and every array its index checks read")
         written = [name for name in fixed if getattr(params[names.index(name)], "written", False)]
         if written:
-            raise ValueError(f"the kernel writes {', '.join(written)}: pass it at each call")
+            raise SparseTIRValueError(f"the kernel writes {', '.join(written)}: pass it at each call")
         kernel._entry_function()        # no device: say so before converting anything
         self.kernel = kernel
         self._values = [fixed.get(name) for name in names]

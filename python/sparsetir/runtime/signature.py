@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Mapping, Union
 
 from tvm import tirx
+from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ class Signature:
     def __post_init__(self):
         names = [param.name for param in self.params]
         if len(set(names)) != len(names):
-            raise ValueError(f"signature repeats a parameter name: {names}")
+            raise SparseTIRValueError(f"signature repeats a parameter name: {names}")
         buffers = {param.name for param in self.params if isinstance(param, BufferParam)}
         for check in self.checks:
             referenced = [check.param]
@@ -186,7 +187,7 @@ class Signature:
                 referenced.append(check.indptr)
             for name in referenced:
                 if name not in buffers:
-                    raise ValueError(f"{check} refers to {name!r}, which is not a buffer parameter")
+                    raise SparseTIRValueError(f"{check} refers to {name!r}, which is not a buffer parameter")
 
 
 def _trunc_div(a: int, b: int) -> int:
@@ -250,11 +251,11 @@ def evaluate_int(expr, env: Mapping[tirx.Var, int]) -> int:
     if isinstance(expr, tirx.Var):
         if expr not in env:
             bound = ", ".join(str(var) for var in env) or "none"
-            raise ValueError(f"variable {expr} is unbound (bound: {bound})")
+            raise SparseTIRValueError(f"variable {expr} is unbound (bound: {bound})")
         return env[expr]
     if isinstance(expr, tirx.Cast):
         return evaluate_int(expr.value, env)
     op = _BINARY_OPS.get(type(expr))
     if op is None:
-        raise TypeError(f"cannot evaluate {type(expr).__name__} expression {expr} as an integer")
+        raise SparseTIRTypeError(f"cannot evaluate {type(expr).__name__} expression {expr} as an integer")
     return op(evaluate_int(expr.a, env), evaluate_int(expr.b, env))

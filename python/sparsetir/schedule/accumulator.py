@@ -26,6 +26,7 @@ from tvm import s_tir, tirx
 
 from ..ir.utils import structural_map, substitute
 from ..ir.utils import is_identity_store
+from ..errors import SparseTIRValueError
 
 
 def start_from_output(mod: tvm.IRModule, init_names) -> tvm.IRModule:
@@ -46,7 +47,7 @@ def start_from_output(mod: tvm.IRModule, init_names) -> tvm.IRModule:
         funcs[gv] = func
     missing = names - found
     if missing:
-        raise ValueError(f"no init block named {', '.join(sorted(missing))}")
+        raise SparseTIRValueError(f"no init block named {', '.join(sorted(missing))}")
     return tvm.IRModule(funcs, attrs=mod.attrs)
 
 
@@ -68,11 +69,11 @@ def _load_from_output(block, names: set, found: set, write_backs: list):
         return block
     store = block.body
     if not is_identity_store(store):
-        raise ValueError(f"block {block.name_hint} is not an init that keeps its cache as it "
+        raise SparseTIRValueError(f"block {block.name_hint} is not an init that keeps its cache as it "
                          "is (C[c] = C[c])")
     backs = [w for w in write_backs if w.value.source.same_as(store.buffer)]
     if len(backs) != 1 or not all(isinstance(i, tirx.Var) for i in backs[0].value.indices):
-        raise ValueError(f"the cache {store.buffer.name} that block {block.name_hint} "
+        raise SparseTIRValueError(f"the cache {store.buffer.name} that block {block.name_hint} "
                          "initialises has no single write-back block C[v] -> output")
     back = backs[0]
     to_cache = dict(zip(back.value.indices, store.indices))

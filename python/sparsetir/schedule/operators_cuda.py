@@ -55,6 +55,7 @@ from typing import NamedTuple
 import tvm
 
 from ..ir.attrs import LOWERED_LOOPS_ATTR
+from ..errors import SparseTIRValueError
 
 WARP_SIZE = 32
 THREADS_PER_BLOCK = 256
@@ -100,7 +101,7 @@ def _expect(mod: tvm.IRModule, loops: dict, kernel: str) -> None:
     """Refuse a module that is not the Stage II form of ``kernels.CUDA_KERNELS[kernel]``."""
     found = {name: list(names) for name, names in mod["main"].attrs[LOWERED_LOOPS_ATTR].items()}
     if found != loops:
-        raise ValueError(f"the CUDA {kernel} schedule takes lower_sparse_iter of "
+        raise SparseTIRValueError(f"the CUDA {kernel} schedule takes lower_sparse_iter of "
                          f"kernels.CUDA_KERNELS[{kernel!r}] (loops {loops}), not loops {found}")
 
 

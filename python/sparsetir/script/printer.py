@@ -24,6 +24,7 @@ from ..ir.buffer import BufferDomain, SparseBuffer
 from ..ir.function import SparseFunction, register_printer
 from ..ir.iteration import SparseIteration
 from ..ir.utils import var_dtype
+from ..errors import SparseTIRTypeError
 
 INDENT = "    "
 
@@ -129,7 +130,7 @@ def _tir_stmt(stmt) -> list:
         return lines
     if isinstance(stmt, tirx.Evaluate):
         return [f"T.evaluate({format_expr(stmt.value)})"]
-    raise TypeError(f"cannot print {type(stmt).__name__} in a sparse kernel")
+    raise SparseTIRTypeError(f"cannot print {type(stmt).__name__} in a sparse kernel")
 
 
 def _indent(lines: list) -> list:

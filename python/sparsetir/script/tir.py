@@ -37,6 +37,7 @@ from .declarations import (
     SpIterDecl,
 )
 from . import parser as _parser
+from ..errors import SparseTIRTypeError
 
 globals().update({name: getattr(_tvm_tirx, name) for name in dir(_tvm_tirx)
                   if not name.startswith("_") and name not in {
@@ -147,5 +148,5 @@ def attach(axis, new_parent) -> AttachedAxis:
 
 def _pair(value, where: str, form: str):
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise TypeError(f"T.{where}: expected {form}, got {value!r}")
+        raise SparseTIRTypeError(f"T.{where}: expected {form}, got {value!r}")
     return value[0], value[1]

@@ -59,7 +59,7 @@ from ..ir.node import replace
 from ..ir.substitute import Substituter
 from ..ir.utils import structural_map, substitute
 from ..ir.visit import iterations, tir_stmts
-from ..errors import FormatRewriteError
+from ..errors import FormatRewriteError, SparseTIRTypeError
 
 
 
@@ -108,7 +108,13 @@ def format_decompose(func: SparseFunction, rules: list,
                      include_format_rewrite_blks: bool = True) -> SparseFunction:
     """``func`` computed as the sum of one kernel per rule (see the module docstring)."""
     if not isinstance(func, SparseFunction):
-        raise TypeError(f"format_decompose takes a SparseFunction, got {type(func).__name__}")
+        raise SparseTIRTypeError(f"format_decompose takes a SparseFunction, got {type(func).__name__}")
+    if not isinstance(rules, (list, tuple)) or \
+            not all(isinstance(rule, FormatRewriteRule) for rule in rules):
+        raise SparseTIRTypeError("format_decompose takes rules as a list of FormatRewriteRule, "
+                                 f"got {type(rules).__name__}" + (
+                                     "" if not isinstance(rules, (list, tuple)) else " holding "
+                                     + ", ".join(sorted({type(r).__name__ for r in rules}))))
     if not rules:
         raise FormatRewriteError("format_decompose needs at least one FormatRewriteRule")
     formats = [_NewFormat(func, rule) for rule in rules]

@@ -34,7 +34,7 @@ from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration, SpIterVar
 from ..ir.node import replace
 from ..ir.visit import iterations, map_iterations
-from ..errors import SparseScheduleError
+from ..errors import SparseScheduleError, SparseTIRTypeError
 
 
 
@@ -50,7 +50,7 @@ class Schedule:
 
     def __init__(self, func: SparseFunction):
         if not isinstance(func, SparseFunction):
-            raise TypeError(f"sparsetir.Schedule takes a SparseFunction, got "
+            raise SparseTIRTypeError(f"sparsetir.Schedule takes a SparseFunction, got "
                             f"{type(func).__name__}")
         self._func = func
 
@@ -124,7 +124,7 @@ class Schedule:
             raise SparseScheduleError(f"annotate({it.name}): the key must be a non-empty string")
         problem = _unstorable(value)
         if problem is not None:
-            raise TypeError(f"annotate({it.name}, {key!r}): a block annotation cannot hold "
+            raise SparseTIRTypeError(f"annotate({it.name}, {key!r}): a block annotation cannot hold "
                             f"{problem}; give a bool, int, float, str, tirx expression, or a "
                             "list or dict of those")
         annotations = dict(it.annotations)

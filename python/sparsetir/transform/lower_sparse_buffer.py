@@ -32,13 +32,14 @@ from tvm.script.ir_builder import tirx as Tb
 from ..ir.attrs import shapes_annotation, with_root_annotations
 from ..ir.utils import structural_map
 from .complete_inits import DecomposeConditionalInits
+from ..errors import SparseTIRTypeError
 
 
 def lower_sparse_buffer(mod: tvm.IRModule) -> tvm.IRModule:
     """Decompose conditional inits, then flatten the buffer parameters and global
     intermediates of every function in ``mod``."""
     if not isinstance(mod, tvm.IRModule):
-        raise TypeError(f"lower_sparse_buffer expects an IRModule, got {type(mod).__name__}")
+        raise SparseTIRTypeError(f"lower_sparse_buffer expects an IRModule, got {type(mod).__name__}")
     return tvm.transform.Sequential([DecomposeConditionalInits(), LowerSparseBuffer()])(mod)
 
 
