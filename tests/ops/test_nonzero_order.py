@@ -90,16 +90,28 @@ def test_other_scipy_formats_get_the_order_of_tocoo(fmt):
                                rtol=1e-5, atol=1e-5)
 
 
-def test_torch_coo_gets_the_coalesced_order():
+@pytest.mark.parametrize("coalesced", [False, True])
+def test_torch_coo_gets_its_stored_order(coalesced):
+    """One value per stored entry, in stored order (that of ``coalesce()`` once coalesced), as
+    DGL gives one per edge of a multigraph."""
     coo = unsorted_csr().tocoo()
     order = np.random.default_rng(4).permutation(coo.nnz)
     At = torch.sparse_coo_tensor(np.stack([coo.row[order], coo.col[order]]),
                                  coo.data[order], size=coo.shape)
+    At = At.coalesce() if coalesced else At
     X, Y = operands()
-    indices = At.coalesce().indices().numpy()
+    indices = At._indices().numpy()        # pylint: disable=protected-access
     got = ops.sddmm(At, torch.from_numpy(X), torch.from_numpy(Y))
     np.testing.assert_allclose(got.numpy(), reference(indices[0], indices[1], X, Y),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_torch_coo_parallel_edges_count_in_unweighted_spmm():
+    rows, cols = np.array([0, 0, 1]), np.array([1, 1, 0])          # edge (0, 1) twice
+    At = torch.sparse_coo_tensor(np.stack([rows, cols]), np.float32([10, 10, 1]), size=(2, 2))
+    X = torch.ones(2, 1)
+    np.testing.assert_array_equal(ops.spmm(At, X, weighted=False).numpy(), [[2], [1]])
+    np.testing.assert_array_equal(ops.spmm(At, X).numpy(), [[20], [1]])
 
 
 @pytest.mark.parametrize("duplicates", [False, True])

@@ -107,6 +107,12 @@ def test_unknown_iteration():
         Schedule(CASES["csrmm"].func).get_sparse_iteration("x")
 
 
+def _cyclic():
+    cycle = []
+    cycle.append(cycle)
+    return cycle
+
+
 @pytest.mark.parametrize("value,named", [
     (object(), "the value of type object"), (None, "the value of type NoneType"),
     ({1, 2}, "the value of type set"), (1 + 2j, "the value of type complex"),
@@ -115,6 +121,7 @@ def test_unknown_iteration():
     ([1, object()], r"the value\[1\] of type object"),
     ({"a": {"b": b"x"}}, r"the value\['a'\]\['b'\] of type bytes"),
     ({(1, 2): 3}, r"the key \(1, 2\) of the value \(type tuple\)"),
+    (_cyclic(), r"the value(\[0\])+ \(lists or dicts nested more than 32 deep, or cyclic\)"),
 ])
 def test_annotate_refuses_what_a_block_annotation_cannot_hold(value, named):
     """Refused when annotated, naming the key and the type, not later inside build."""

@@ -44,7 +44,8 @@ class SparseMatrix:
     Parameters
     ----------
     matrix : scipy.sparse matrix or array, or torch sparse tensor (CSR or COO), float32
-        Any scipy sparse format is converted to CSR; a torch COO tensor is coalesced first.
+        Any scipy sparse format is converted to CSR; a torch COO tensor is read as stored
+        (uncoalesced entries of one position are summed, and counted in ``multiplicity``).
     name : str
         What errors call the matrix (``sparsetir.ops`` passes ``"A"``).
 
@@ -58,7 +59,7 @@ class SparseMatrix:
         The caller's nonzeros mapped to this matrix's: ``source_order[p]`` is the position in
         ``indices`` and ``data`` of the caller's ``p``-th nonzero (duplicates, summed, share
         one). The caller's order is that of ``indices`` for CSR (scipy or torch), of
-        ``A.tocoo()`` for another scipy format, and of ``A.coalesce()`` for a torch COO
+        ``A.tocoo()`` for another scipy format, and of ``A._indices()`` (as stored) for a torch COO
         tensor. None when it is this matrix's order already.
     multiplicity : numpy.ndarray (float32, read-only) or None
         How many of the caller's nonzeros each entry sums (a multigraph's parallel edges:
@@ -244,13 +245,13 @@ def _entries(matrix, name: str) -> tuple:
         _check_values(name, matrix.dtype, True)
         shape = tuple(int(s) for s in matrix.shape)
         cpu = matrix.detach().cpu()
-        if cpu.layout == torch.sparse_coo:
-            cpu = cpu.coalesce()
-            if cpu.values().dim() != 1:
+        if cpu.layout == torch.sparse_coo:      # as stored: parallel edges are counted
+            values = cpu._values()              # pylint: disable=protected-access
+            if values.dim() != 1:
                 raise SparseTIRTypeError(f"{name} is a hybrid sparse tensor (values of shape "
-                                f"{tuple(cpu.values().shape)}); pass a 2-D sparse matrix")
-            rows, cols = cpu.indices().numpy()
-            return shape, _coordinates(name, rows, cols, cpu.values().numpy(), shape)
+                                         f"{tuple(values.shape)}); pass a 2-D sparse matrix")
+            rows, cols = cpu._indices().numpy()  # pylint: disable=protected-access
+            return shape, _coordinates(name, rows, cols, values.numpy(), shape)
         if cpu.layout != torch.sparse_csr:
             raise SparseTIRTypeError(f"a torch sparse tensor must be CSR or COO, got {cpu.layout}")
         return shape, _compressed(name, cpu.crow_indices().numpy(), cpu.col_indices().numpy(),

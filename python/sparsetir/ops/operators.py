@@ -150,7 +150,8 @@ def sddmm(A, X, Y, out=None):
     The nonzeros are in ``A``'s own order: for a ``SparseMatrix``, that of its ``indices``
     (rows in order, columns sorted within a row); for a scipy matrix, that of ``A.indices``
     (CSR) or ``A.tocoo()`` (another format), one value per stored entry, duplicates included;
-    for a torch sparse tensor, that of ``col_indices()`` (CSR) or ``A.coalesce()`` (COO).
+    for a torch sparse tensor, that of ``col_indices()`` (CSR) or of its stored entries (COO,
+    ``A._indices()``; the same as ``A.coalesce()`` for a coalesced tensor).
     ``SparseMatrix(A).source_order`` maps that order to the matrix's.
 
     ``X`` has shape (m, feat), ``Y`` (n, feat); returns ``out`` (filled) or a new array of X's

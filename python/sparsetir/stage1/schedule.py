@@ -156,9 +156,15 @@ class Schedule:
 _INT64 = (-2 ** 63, 2 ** 63)
 
 
-def _unstorable(value, where: str = "the value"):
+_MAX_DEPTH = 32
+"""How deeply lists and dicts may nest in an annotation (a cyclic one never ends)."""
+
+
+def _unstorable(value, where: str = "the value", depth: int = 0):
     """None when TVM can hold ``value`` as an annotation, else what is wrong, naming the
     offending part and its type."""
+    if depth > _MAX_DEPTH:
+        return f"{where} (lists or dicts nested more than {_MAX_DEPTH} deep, or cyclic)"
     if isinstance(value, (bool, np.bool_, str, float, np.floating, tvm.ir.Expr)):
         return None
     if isinstance(value, (int, np.integer)):
@@ -167,12 +173,13 @@ def _unstorable(value, where: str = "the value"):
         return f"{where} {value} (int past 64 bits)"
     if isinstance(value, (list, tuple)):
         return next((p for n, item in enumerate(value)
-                     if (p := _unstorable(item, f"{where}[{n}]")) is not None), None)
+                     if (p := _unstorable(item, f"{where}[{n}]", depth + 1)) is not None),
+                    None)
     if isinstance(value, dict):
         for k, item in value.items():
             if not isinstance(k, (str, int, np.integer)) or isinstance(k, bool):
                 return f"the key {k!r} of {where} (type {type(k).__name__})"
-            problem = _unstorable(item, f"{where}[{k!r}]")
+            problem = _unstorable(item, f"{where}[{k!r}]", depth + 1)
             if problem is not None:
                 return problem
         return None
