@@ -107,11 +107,13 @@ def test_torch_coo_gets_its_stored_order(coalesced):
 
 
 def test_torch_coo_parallel_edges_count_in_unweighted_spmm():
-    rows, cols = np.array([0, 0, 1]), np.array([1, 1, 0])          # edge (0, 1) twice
-    At = torch.sparse_coo_tensor(np.stack([rows, cols]), np.float32([10, 10, 1]), size=(2, 2))
+    rows, cols = np.array([0, 0, 2]), np.array([1, 1, 0])          # edge (0, 1) twice; row 1 empty
+    At = torch.sparse_coo_tensor(np.stack([rows, cols]), np.float32([10, 10, 1]), size=(3, 2))
     X = torch.ones(2, 1)
-    np.testing.assert_array_equal(ops.spmm(At, X, weighted=False).numpy(), [[2], [1]])
-    np.testing.assert_array_equal(ops.spmm(At, X).numpy(), [[20], [1]])
+    for weighted, expected in ((False, [[2], [0], [1]]), (True, [[20], [0], [1]])):
+        out = torch.full((3, 1), float("nan"))
+        ops.spmm(At, X, out=out, weighted=weighted)
+        np.testing.assert_array_equal(out.numpy(), expected)
 
 
 @pytest.mark.parametrize("duplicates", [False, True])

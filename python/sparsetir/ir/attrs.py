@@ -173,3 +173,16 @@ def size(value):
     if isinstance(value, tirx.IntImm) and str(value.ty.dtype) == "int32":
         return int(value.value)
     return value
+
+
+def annotated_true(block, key: str) -> bool:
+    """Whether ``block`` carries annotation ``key`` with a true value (``False`` or ``0`` opts
+    out, as an absent key does).
+
+    Example
+    -------
+    >>> # annotated_true(sch.get(block), FUSE_ANNOTATION)
+    """
+    value = block.annotations.get(key) if block.annotations else None
+    return value is not None and bool(int(value) if hasattr(value, "value") else value)
+

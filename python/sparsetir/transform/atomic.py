@@ -25,7 +25,7 @@ from tvm import s_tir, tirx
 from tvm.script import tirx as T
 
 from ..errors import AtomicBlockError
-from ..ir.attrs import ATOMIC_ANNOTATION
+from ..ir.attrs import ATOMIC_ANNOTATION, annotated_true
 from ..ir.utils import is_identity_store, structural_map
 
 
@@ -113,8 +113,7 @@ def _without_identity_init(block):
 
 
 def _is_atomic(block) -> bool:
-    value = block.annotations.get(ATOMIC_ANNOTATION) if block.annotations else None
-    return value is not None and bool(int(value) if hasattr(value, "value") else value)
+    return annotated_true(block, ATOMIC_ANNOTATION)
 
 
 def _atomic_blocks(node) -> list:

@@ -41,7 +41,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from ..errors import HorizontalFusionError
-from ..ir.attrs import ATOMIC_ANNOTATION, FUSE_ANNOTATION
+from ..ir.attrs import ATOMIC_ANNOTATION, FUSE_ANNOTATION, annotated_true
 from ..ir.utils import is_identity_store, substitute
 from ..lower.loop_signature import top_level_nests
 
@@ -132,7 +132,7 @@ class _Footprint:
         self.loads[load.source] = self.loads.get(load.source, 0) + 1
 
     def _add_atomic(self, block):
-        if block.annotations and ATOMIC_ANNOTATION in block.annotations:
+        if annotated_true(block, ATOMIC_ANNOTATION):      # what atomic lowering makes atomic
             tvm_ffi.structural_walk(block.body, (tirx.BufferStore, self.atomic.add),
                                     order="pre")
 
@@ -213,14 +213,10 @@ def _marked(stmt) -> bool:
     """Whether a block of ``stmt`` is annotated ``"horizontal_fuse"`` with a true value
     (``horizontal_fuse=False`` opts a nest out)."""
     found = tvm_ffi.structural_walk(stmt, (s_tir.SBlock, lambda b: tvm_ffi.VisitInterrupt(True)
-                                           if b.annotations and _true(
-                                               b.annotations.get(FUSE_ANNOTATION))
+                                           if annotated_true(b, FUSE_ANNOTATION)
                                            else None), order="pre")
     return bool(getattr(found, "value", False))
 
-
-def _true(value) -> bool:
-    return value is not None and bool(int(value) if hasattr(value, "value") else value)
 
 
 def _same_extent(a, b) -> bool:
