@@ -26,7 +26,9 @@ CASES = {
     "ops: float64 X": (TypeError, lambda: ops.spmm(A, X.astype(np.float64))),
     "ops: float64 matrix": (TypeError, lambda: ops.spmm(A.astype(np.float64), X)),
     "ops: rows of X": (ValueError, lambda: ops.spmm(A, np.ones((4, 3), np.float32))),
-    "ops: requires grad": (TypeError, lambda: ops.spmm(A, torch.ones(5, 3, requires_grad=True))),
+    "ops: out leaf requires grad": (ValueError, lambda: ops.spmm(
+        A, torch.ones(5, 3), out=torch.ones(4, 3, requires_grad=True))),
+    "ops: unknown op": (ValueError, lambda: ops.gspmm(A, "pow", "sum", torch.ones(5, 3), None)),
     "ops: not a matrix": (TypeError, lambda: ops.SparseMatrix([[1, 2]])),
     "format: (nnz, 1) indices": (ValueError, lambda: csr_to_bsr(
         A.indptr, A.indices.reshape(-1, 1), A.data, A.shape, 2)),

@@ -28,11 +28,10 @@ def M(request, A):
     return M
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.longdouble, np.int64, np.int32, bool,
-                                   np.complex64])
-def test_values_that_are_not_float32_are_refused_by_name(A, dtype):
+@pytest.mark.parametrize("dtype", [np.longdouble, np.int64, np.int32, bool, np.complex64])
+def test_values_that_are_not_float32_or_float64_are_refused_by_name(A, dtype):
     bad = A.astype(dtype)
-    message = f"A is {np.dtype(dtype).name}; sparsetir.ops computes in float32 for now: " \
+    message = f"A is {np.dtype(dtype).name}; sparsetir.ops computes in float32 or float64: " \
               r"pass A.astype\(np.float32\)"
     with pytest.raises(TypeError, match=message):
         ops.spmm(bad, np.ones((20, 4), np.float32))
@@ -44,8 +43,9 @@ def test_values_that_are_not_float32_are_refused_by_name(A, dtype):
 
 def test_a_float64_value_past_float32_is_not_turned_into_inf():
     A = scipy.sparse.csr_matrix(np.array([[1e39, 0.0], [0.0, 1.0]]))
-    with pytest.raises(TypeError, match="A is float64"):
+    with pytest.raises(TypeError, match="A is float64 and X float32: .* casts nothing"):
         ops.spmm(A, np.ones((2, 1), np.float32))
+    np.testing.assert_array_equal(ops.spmm(A, np.ones((2, 1))).ravel(), [1e39, 1.0])
     near_max = scipy.sparse.csr_matrix(np.float32([[3e38, 0.0], [0.0, 1.0]]))
     np.testing.assert_allclose(ops.spmm(near_max, np.ones((2, 1), np.float32)).ravel(),
                                [3e38, 1.0], rtol=1e-6)
@@ -55,15 +55,23 @@ def test_torch_sparse_values_must_be_float32(A):
     At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
                                  torch.from_numpy(A.indices.astype(np.int64)),
                                  torch.from_numpy(A.data.astype(np.float64)), size=A.shape)
-    with pytest.raises(TypeError, match=r"A is float64; .* pass A.to\(torch.float32\)"):
+    with pytest.raises(TypeError, match=r"A is float64 and X float32"):
         ops.spmm(At, torch.ones(20, 4))
     np.testing.assert_allclose(ops.spmm(At.float(), torch.ones(20, 4)).numpy(),
                                A @ np.ones((20, 4), np.float32), rtol=1e-5)
 
 
+def _calls_y(M):
+    return torch.linspace(-1, 1, 80).reshape(20, 4)
+
+
+def _calls_x30(M):
+    return torch.linspace(-2, 1, 120).reshape(30, 4)
+
+
 def _calls(M):
     """(name of the refused operand, call) for X, Y and out of both operators."""
-    X20, X30, Y = torch.randn(20, 4), torch.randn(30, 4), torch.randn(20, 4)
+    X20, X30, Y = torch.randn(20, 4), _calls_x30(M), _calls_y(M)
     return {
         "spmm X": lambda t: ops.spmm(M, t(X20)),
         "spmm out": lambda t: ops.spmm(M, X20, out=t(torch.zeros(30, 4))),
@@ -73,12 +81,33 @@ def _calls(M):
     }
 
 
-@pytest.mark.parametrize("call", ["spmm X", "spmm out", "sddmm X", "sddmm Y", "sddmm out"])
-def test_tensors_that_require_grad_are_refused_while_grad_mode_is_on(M, call):
-    operand = call.split()[1]
-    with pytest.raises(TypeError, match=f"{operand} requires grad, and sparsetir.ops has no "
-                                        "autograd support yet"):
+@pytest.mark.parametrize("call", ["spmm X", "sddmm X", "sddmm Y"])
+def test_operands_that_require_grad_get_their_gradient(M, call):
+    operand = None
+
+    def tracked(t):
+        nonlocal operand
+        operand = t.requires_grad_()
+        return operand
+    result = _calls(M)[call](tracked)
+    assert result.grad_fn is not None
+    (expected,) = torch.autograd.grad(result.sum(), operand)
+    dense = torch.from_numpy(M.to_scipy().toarray())
+    reference = {"spmm X": lambda t: dense @ t, "sddmm X": lambda t: (t @ _calls_y(M).T)
+                 [dense != 0], "sddmm Y": lambda t: (_calls_x30(M) @ t.T)[dense != 0]}
+    leaf = operand.detach().requires_grad_()
+    (wanted,) = torch.autograd.grad(reference[call](leaf).sum(), leaf)
+    torch.testing.assert_close(expected, wanted)
+
+
+@pytest.mark.parametrize("call", ["spmm out", "sddmm out"])
+def test_an_out_leaf_that_requires_grad_is_refused_as_torch_does(M, call):
+    with pytest.raises(ValueError, match="out is a leaf tensor that requires grad"):
         _calls(M)[call](lambda t: t.requires_grad_())
+
+
+@pytest.mark.parametrize("call", ["spmm X", "spmm out", "sddmm X", "sddmm Y", "sddmm out"])
+def test_tensors_that_require_grad_are_data_under_no_grad(M, call):
     with torch.no_grad():                     # grad mode off: read as data, as DGL does
         result = _calls(M)[call](lambda t: t.requires_grad_())
     assert not result.requires_grad or call.endswith("out")

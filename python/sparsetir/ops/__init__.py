@@ -28,7 +28,11 @@ from __future__ import annotations
 
 from ..backend.cache_folder import CacheWarning
 from ..driver.cache import cache_dir, clear_cache
+from .aliases import *  # noqa: F401,F403  (DGL's short names: copy_u_sum, u_dot_v, ...)
+from .aliases import ALIASES
+from .graph_ops import edge_softmax, gsddmm, gspmm, segment_reduce
 from .matrix import SparseMatrix
 from .operators import sddmm, spmm
 
-__all__ = ["CacheWarning", "SparseMatrix", "cache_dir", "clear_cache", "sddmm", "spmm"]
+__all__ = ["CacheWarning", "SparseMatrix", "cache_dir", "clear_cache", "edge_softmax",
+           "gsddmm", "gspmm", "sddmm", "segment_reduce", "spmm"] + sorted(ALIASES)

@@ -1,10 +1,10 @@
 """Dense operands of ``sparsetir.ops``: checked, and results given back in the caller's type.
 
-A torch tensor is checked by name before anything reads its memory (``check_tensor``): one
-that autograd would track is refused while grad mode is on (``sparsetir.ops`` has no backward
-yet, and a gradient must never vanish silently; under ``torch.no_grad()`` it is read as data),
-and so are the tensors of a ``torch.func`` transform (``grad``, ``vmap``) and sparse, nested
-or other non-strided tensors.
+A torch tensor is checked by name before anything reads its memory (``check_tensor``): the
+tensors of a ``torch.func`` transform (``grad``, ``vmap``) are refused, as are sparse, nested
+or other non-strided tensors, and, where an operator has no backward for it, one that autograd
+would track while grad mode is on (a gradient must never vanish silently; under
+``torch.no_grad()`` it is read as data).
 
 Example
 -------
@@ -25,27 +25,38 @@ from ..runtime.arguments import shares_elements
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
-def check_autograd(name: str, tensor) -> None:
-    """Refuse (``TypeError`` naming ``name``) a torch tensor that autograd or ``torch.func``
-    would track: ``sparsetir.ops`` has no autograd support yet, so its result would carry no
-    gradient. A tensor that requires grad passes under ``torch.no_grad()``, as in DGL."""
+def check_functorch(name: str, tensor) -> None:
+    """Refuse (``TypeError`` naming ``name``) a tensor of a ``torch.func`` transform (``grad``,
+    ``vmap``, ...): the operators' backward passes are ``autograd.Function``s without the
+    ``vmap`` and forward-mode rules those transforms need."""
     torch = sys.modules["torch"]
     functorch = getattr(torch._C, "_functorch", None)
     if functorch is not None and functorch.is_functorch_wrapped_tensor(tensor):
         raise SparseTIRTypeError(f"{name} is a tensor of a torch.func transform (grad, vmap, ...); "
-                        "sparsetir.ops does not support torch.func yet: call it outside the "
-                        "transform")
-    if tensor.requires_grad and torch.is_grad_enabled():
-        raise SparseTIRTypeError(f"{name} requires grad, and sparsetir.ops has no autograd support "
-                        "yet (its result would carry no gradient): pass "
-                        f"{name}.detach(), or call it under torch.no_grad()")
+                        "sparsetir.ops does not support torch.func: call it outside the "
+                        "transform (torch.autograd works)")
 
 
-def check_tensor(name: str, tensor) -> None:
+def check_autograd(name: str, tensor, remedy: str = "") -> None:
+    """Refuse (``TypeError`` naming ``name``) a torch tensor that autograd or ``torch.func``
+    would track, where the operator has no backward for it (``remedy``: what to do instead).
+    A tensor that requires grad passes under ``torch.no_grad()``, as in DGL."""
+    check_functorch(name, tensor)
+    if tensor.requires_grad and sys.modules["torch"].is_grad_enabled():
+        raise SparseTIRTypeError(f"{name} requires grad, and sparsetir.ops has no backward for it "
+                        f"here (its gradient would be lost): {remedy or 'pass '+ name + '.detach()'}"
+                        ", or call it under torch.no_grad()")
+
+
+def check_tensor(name: str, tensor, tracked_ok: bool = False) -> None:
     """Refuse (``TypeError`` naming ``name``) a torch tensor that cannot be a dense operand or
-    output: one autograd would track (``check_autograd``), or a sparse, nested or other
-    non-strided tensor. Reads no memory."""
-    check_autograd(name, tensor)
+    output: one autograd would track (``check_autograd``; with ``tracked_ok``, only the
+    tensors of a ``torch.func`` transform), or a sparse, nested or other non-strided tensor.
+    Reads no memory."""
+    if tracked_ok:
+        check_functorch(name, tensor)
+    else:
+        check_autograd(name, tensor)
     if tensor.is_nested or tensor.layout is not sys.modules["torch"].strided:
         kind = "nested" if tensor.is_nested else str(tensor.layout).replace("torch.", "")
         raise SparseTIRTypeError(f"{name} is a {kind} torch tensor; sparsetir.ops takes dense "
@@ -99,11 +110,12 @@ def new_array(torch_tensor: bool, shape: tuple):
     return np.empty(shape, np.float32)
 
 
-def check_output(out, shape: tuple, name: str = "out") -> None:
-    """``out`` must be a writable float32 array (numpy or torch, ``check_tensor``) of
-    ``shape``."""
+def check_output(out, shape: tuple, name: str = "out", dtype: str = "float32",
+                 tracked_ok: bool = False) -> None:
+    """``out`` must be a writable array of ``dtype`` (numpy or torch, ``check_tensor``, with
+    ``tracked_ok``) of ``shape``."""
     if is_torch(out):
-        check_tensor(name, out)
+        check_tensor(name, out, tracked_ok)
     if not hasattr(out, "shape") or not hasattr(out, "dtype"):
         raise SparseTIRTypeError(f"{name} must be a numpy array or torch tensor, got "
                         f"{type(out).__name__}")
@@ -115,8 +127,9 @@ def check_output(out, shape: tuple, name: str = "out") -> None:
     if shares_elements(out.shape, strides):
         raise SparseTIRValueError(f"{name} has elements that share memory (a stride of 0); "
                          "pass an array with one place per element")
-    if out.dtype != np.float32 and str(out.dtype) != "torch.float32":
-        raise SparseTIRTypeError(f"{name} must be float32, got {out.dtype}")
+    if str(out.dtype).replace("torch.", "") != str(dtype).replace("torch.", ""):
+        raise SparseTIRTypeError(f"{name} must be {str(dtype).replace('torch.', '')}, got "
+                                 f"{out.dtype}")
 
 
 def writable_view(out, shape: tuple):

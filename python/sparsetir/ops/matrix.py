@@ -1,17 +1,21 @@
 """``SparseMatrix``: a CSR matrix validated once and kept in the form the kernels take.
 
-The arrays kernels read are private copies (int32 index arrays, float32 values, column
-indices sorted within each row, duplicates summed) over sealed memory (``runtime.arguments.
+The arrays kernels read are private copies (int32 index arrays, float32 or float64 values,
+column indices sorted within each row, duplicates summed) over sealed memory (``runtime.arguments.
 sealed``: numpy will not make them writable, and no user holds them), checked once when the
 matrix is made; calls on it then skip the per-call index checks, which is sound because nobody
 can change them, and bind them without a copy, so that a call converts and copies nothing of
 the matrix. The public ``indptr``, ``indices``, ``data`` are read-only copies of them: writing
 one through ``torch.from_numpy`` (which ignores the read-only flag) cannot reach a kernel.
 
-The values must be float32 (``sparsetir.ops`` computes in float32 for now, and a silent cast
-would turn 1e39 into inf). When the caller's nonzeros are not in that sorted order (columns
-unsorted within a row, another format, duplicates), ``source_order`` records where each of
-them went.
+The values are float32 or float64 and keep their dtype (a silent cast would turn 1e39 into
+inf). When the caller's nonzeros are not in that sorted order (columns unsorted within a row,
+another format, duplicates), ``source_order`` records where each of them went.
+
+The graph operators read ``M`` as DGL reads a graph: rows are destinations (``v``), columns
+sources (``u``), and the stored nonzeros are the edges, in CSR order (rows, then columns).
+``SparseMatrix.from_csr`` takes arrays in that order as they are, and keeps a torch
+``values`` tensor itself (``M.values``), so that a gradient reaches it.
 
 Example
 -------
@@ -43,7 +47,8 @@ class SparseMatrix:
 
     Parameters
     ----------
-    matrix : scipy.sparse matrix or array, or torch sparse tensor (CSR or COO), float32
+    matrix : scipy.sparse matrix or array, or torch sparse tensor (CSR or COO), float32 or
+        float64
         Any scipy sparse format is converted to CSR; a torch COO tensor is read as stored
         (uncoalesced entries of one position are summed, and counted in ``multiplicity``).
     name : str
@@ -53,7 +58,12 @@ class SparseMatrix:
     ----------
     shape : tuple of int
     indptr, indices : numpy.ndarray (int32, read-only)
-    data : numpy.ndarray (float32, read-only)
+    data : numpy.ndarray (float32 or float64, read-only)
+    values : torch.Tensor or numpy.ndarray
+        The edge values the operators multiply by: the tensor given to ``from_csr`` itself
+        (autograd link kept, read at every call), else ``data``.
+    dtype : numpy.dtype
+        The values' dtype.
     nnz : int
     source_order : numpy.ndarray (int64, read-only) or None
         The caller's nonzeros mapped to this matrix's: ``source_order[p]`` is the position in
@@ -74,7 +84,8 @@ class SparseMatrix:
         if isinstance(matrix, SparseMatrix):         # its arrays, checked already
             self._fill(matrix.shape, *(matrix._sealed.get(name) for name in (
                 "indptr", "indices", "data")), None, matrix._sealed.get("multiplicity"))
-            self.prepared, self.calls = {}, {}
+            if matrix.values is not matrix.data:
+                self.__dict__["values"] = matrix.values
             return
         shape, entries = _entries(matrix, name)
         if max(shape, default=0) >= 2**31 or entries.cols.size >= 2**31:
@@ -87,17 +98,107 @@ class SparseMatrix:
         """Set the fields: the arrays kernels read are sealed and private (``_sealed``); the
         public ones are read-only copies, so writing through ``torch.from_numpy`` (which
         ignores the read-only flag) cannot change what a bound kernel reads."""
+        dtype = np.asarray(values).dtype
         kept = {name: sealed(array, dtype) for name, array, dtype in (
             ("indptr", indptr, np.int32), ("indices", indices, np.int32),
-            ("data", values, np.float32), ("multiplicity", copies, np.float32))
+            ("data", values, dtype), ("multiplicity", copies, np.float32))
             if array is not None}
         self.__dict__.update(      # the fixed fields (see __setattr__), set here only
-            _sealed=kept, _tiles={}, shape=shape, nnz=int(kept["indices"].size),
-            source_order=_read_only(order, np.int64),
+            _sealed=kept, _tiles={}, _derived={}, shape=shape, nnz=int(kept["indices"].size),
+            dtype=dtype, source_order=_read_only(order, np.int64),
             **{name: _read_only(kept.get(name)) for name in
                ("indptr", "indices", "data", "multiplicity")})
+        self.__dict__["values"] = self.data
         self.prepared = {}      # what the operators prepare once per matrix (bound kernels)
         self.calls = {}         # operator and operand shapes -> (bound kernel, result shape)
+
+    @classmethod
+    def from_csr(cls, indptr, indices, values, shape) -> "SparseMatrix":
+        """A matrix over CSR arrays already in CSR order: column indices strictly increasing
+        within each row (unsorted or duplicate columns are refused by name: the edge data of
+        the graph operators is in this order, and nothing may move it silently).
+
+        ``values`` (length nnz, float32 or float64, numpy or torch) keeps its dtype; a torch
+        tensor is kept itself as ``M.values`` and read by the operators at every call, so a
+        ``values`` that requires grad gets ``values.grad`` (and an optimizer's update of it is
+        seen). ``M.data`` is a copy made now.
+
+        Example
+        -------
+        >>> import torch
+        >>> w = torch.ones(3, dtype=torch.float64, requires_grad=True)
+        >>> M = SparseMatrix.from_csr([0, 2, 3], [0, 2, 1], w, (2, 3))
+        >>> M.values is w, M.dtype
+        (True, dtype('float64'))
+        """
+        if not isinstance(shape, (tuple, list)) or len(shape) != 2:
+            raise SparseTIRValueError(f"shape must be (rows, columns), got {shape!r}")
+        shape = tuple(int(size) for size in shape)
+        indptr, indices = check_csr(_plain(indptr), _plain(indices), shape)
+        starts = indptr[1:-1]
+        falls = np.diff(indices) <= 0
+        falls[starts[(starts > 0) & (starts < indices.size)] - 1] = False
+        if falls.any():
+            p = int(np.flatnonzero(falls)[0])
+            row = int(np.searchsorted(indptr, p, side="right") - 1)
+            what = "a duplicate" if indices[p] == indices[p + 1] else "not sorted"
+            raise SparseTIRValueError(
+                f"indices of row {row} are {what} (column {indices[p]} then "
+                f"{indices[p + 1]}): from_csr takes columns strictly increasing within each "
+                "row; use SparseMatrix(scipy.sparse.csr_matrix(...)) to sort and sum them")
+        data = _plain(values)
+        if data.ndim != 1 or data.size != indices.size:
+            raise SparseTIRValueError(f"values must have one value per index ({indices.size}),"
+                                      f" got shape {tuple(data.shape)}")
+        _check_values("values", values.dtype, hasattr(values, "requires_grad"))
+        matrix = cls.__new__(cls)
+        matrix._fill(shape, indptr, indices, data, None, None)
+        if hasattr(values, "requires_grad"):
+            if values.device.type != "cpu":
+                raise SparseTIRTypeError(f"values is on {values.device}; sparsetir.ops runs "
+                                         "on the CPU")
+            matrix.__dict__["values"] = values
+        return matrix
+
+    def in_degrees(self) -> np.ndarray:
+        """Each row's (destination's) number of stored entries (in-edges), int64."""
+        return self._derive("in_degrees", lambda: np.diff(self._sealed["indptr"]).astype(
+            np.int64))
+
+    def out_degrees(self) -> np.ndarray:
+        """Each column's (source's) number of stored entries (out-edges), int64."""
+        return self._derive("out_degrees", lambda: np.bincount(
+            self._sealed["indices"], minlength=self.shape[1]).astype(np.int64))
+
+    def empty_rows(self) -> np.ndarray:
+        """The rows with no stored entry (destinations with no in-edge), int64."""
+        return self._derive("empty_rows", lambda: np.flatnonzero(self.in_degrees() == 0))
+
+    def edge_ids(self) -> np.ndarray:
+        """``0..nnz-1`` (int32, sealed): each entry's position, which kernels that record an
+        edge read."""
+        return self._derive("edge_ids", lambda: sealed(np.arange(self.nnz), np.int32))
+
+    def transposed(self) -> tuple:
+        """``(T, perm)``: this matrix's transpose as a ``SparseMatrix`` (sources become rows)
+        and, for each entry of ``T`` in its CSR order, the position of the same entry in this
+        matrix (int64). Made once per matrix: the backward passes walk edges by source."""
+        def make():
+            kept = self._sealed
+            perm = np.argsort(kept["indices"], kind="stable")   # by column, then row
+            rows = np.repeat(np.arange(self.shape[0]), np.diff(kept["indptr"]))
+            counts = np.bincount(kept["indices"], minlength=self.shape[1])
+            transpose = SparseMatrix.__new__(SparseMatrix)
+            transpose._fill(self.shape[::-1], np.concatenate([[0], np.cumsum(counts)]),
+                            rows[perm], kept["data"][perm], None, None)
+            return transpose, _read_only(perm)
+        return self._derive("transposed", make)
+
+    def _derive(self, name: str, make):
+        """``make()``, computed once per matrix (the arrays cannot change)."""
+        if name not in self._derived:
+            self._derived[name] = make()
+        return self._derived[name]
 
     def row_tiles(self, tiles: int) -> tuple:
         """``(tile_ptr, rows)``: ``tiles`` ranges of rows holding about ``nnz / tiles``
@@ -156,7 +257,8 @@ def as_sparse_matrix(matrix, name: str = "A") -> SparseMatrix:
     return matrix if isinstance(matrix, SparseMatrix) else SparseMatrix(matrix, name=name)
 
 
-_FIXED = frozenset({"shape", "indptr", "indices", "data", "source_order", "multiplicity", "nnz"})
+_FIXED = frozenset({"shape", "indptr", "indices", "data", "source_order", "multiplicity", "nnz",
+                    "values", "dtype"})
 """The attributes of a ``SparseMatrix`` that cannot change once made."""
 
 
@@ -178,11 +280,20 @@ def _read_only(array, dtype=None):
 
 
 def _check_values(name: str, dtype, is_torch: bool) -> None:
-    """float32 values only: a silent cast would lose range (1e39 becomes inf) or digits."""
-    if str(dtype) not in ("float32", "torch.float32"):
+    """float32 or float64 values only: a silent cast would lose range (1e39 becomes inf in
+    float32) or digits."""
+    if str(dtype).replace("torch.", "") not in ("float32", "float64"):
         cast = f"{name}.to(torch.float32)" if is_torch else f"{name}.astype(np.float32)"
         raise SparseTIRTypeError(f"{name} is {str(dtype).replace('torch.', '')}; sparsetir.ops "
-                        f"computes in float32 for now: pass {cast}")
+                        f"computes in float32 or float64: pass {cast}")
+
+
+def _plain(array) -> np.ndarray:
+    """A numpy array of ``array``'s values (a torch tensor is detached and read on the
+    CPU)."""
+    if hasattr(array, "detach"):
+        return array.detach().cpu().numpy()
+    return np.asarray(array)
 
 
 class _Entries(NamedTuple):
@@ -241,7 +352,8 @@ def _entries(matrix, name: str) -> tuple:
         import torch  # pylint: disable=import-outside-toplevel
         if matrix.dim() != 2:
             raise SparseTIRTypeError(f"a sparse matrix has 2 dimensions, got {matrix.dim()}")
-        check_autograd(name, matrix)
+        check_autograd(name, matrix, "for edge values that require grad, make the matrix "
+                       "with SparseMatrix.from_csr(indptr, indices, values, shape)")
         _check_values(name, matrix.dtype, True)
         shape = tuple(int(s) for s in matrix.shape)
         cpu = matrix.detach().cpu()

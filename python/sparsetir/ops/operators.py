@@ -7,9 +7,7 @@ Example
 
 from __future__ import annotations
 
-import os
 import sys
-from functools import lru_cache
 
 import numpy as np
 
@@ -22,18 +20,7 @@ from ..driver.cache import remembered
 from .kernels import KERNELS
 from .matrix import SparseMatrix, as_sparse_matrix
 from ..schedule.operators import prefetch_distance, schedule_for
-
-def _tiles() -> int:
-    """Row tiles per call: enough that equal-nonzero tiles even out over the threads TVM
-    starts (``TVM_NUM_THREADS``, the usable cores when it is unset or not a positive number)."""
-    return _tiles_for(os.environ.get("TVM_NUM_THREADS", ""))
-
-
-@lru_cache(maxsize=None)
-def _tiles_for(num_threads: str) -> int:
-    threads = int(num_threads) if num_threads.isascii() and num_threads.isdigit() \
-        and int(num_threads) > 0 else len(os.sched_getaffinity(0))
-    return 8 * threads
+from .tiles import row_tiles_for_threads
 
 
 def _run(bound, user_names: dict, *args) -> None:
@@ -57,7 +44,7 @@ def bind_kernel(matrix, name: str, feat_size: int, prefetch: int | None = None,
     matrix's array an ``spmm`` multiplies by (``"data"``, or ``"multiplicity"``)."""
     if prefetch is None:
         prefetch = prefetch_distance(matrix.shape[1], feat_size)
-    tiles = _tiles()
+    tiles = row_tiles_for_threads()
     key = (name, feat_size, tiles, prefetch, values)
     if key not in matrix.prepared:
         tile_ptr, rows = matrix._row_tiles(tiles)       # sealed: bound without a copy
@@ -122,7 +109,12 @@ def spmm(A, X, out=None, weighted: bool = True):
     nonzero stored twice, a parallel edge, counts twice).
 
     Returns ``out`` (filled) or a new array of X's kind with shape (m, feat) or (m,).
+    This is DGL's ``u_mul_e_sum(M, X, M.values)`` (``copy_u_sum`` unweighted): with a torch
+    ``X``, or matrix values made by ``SparseMatrix.from_csr``, that require grad, the result
+    carries autograd (``graph_ops``); float64 matrices and operands compute in float64.
     """
+    if _needs_graph_ops(A, X, out):
+        return _spmm_graph(A, X, out, weighted)
     name = "spmm" if weighted else "spmm_unweighted"
     key = (name, type(X), getattr(X, "shape", None))
     result = _call_prepared(A, key, ("X",), (X,), out)
@@ -155,7 +147,8 @@ def sddmm(A, X, Y, out=None):
     ``SparseMatrix(A).source_order`` maps that order to the matrix's.
 
     ``X`` has shape (m, feat), ``Y`` (n, feat); returns ``out`` (filled) or a new array of X's
-    kind with one value per nonzero.
+    kind with one value per nonzero. This is DGL's ``u_dot_v(M, Y, X)`` (sources ``u`` are
+    columns, destinations ``v`` rows), with autograd and float64 as ``spmm`` has them.
 
     Example
     -------
@@ -164,6 +157,8 @@ def sddmm(A, X, Y, out=None):
     >>> sddmm(A, np.ones((1, 1), np.float32), np.float32([[10], [20]])).tolist()
     [20.0, 10.0]
     """
+    if _needs_graph_ops(A, X, out, Y):
+        return _sddmm_graph(A, X, Y, out)
     key = ("sddmm", type(X), getattr(X, "shape", None), type(Y), getattr(Y, "shape", None))
     result = _call_prepared(A, key, ("X", "Y"), (X, Y), out)
     if result is not None:
@@ -195,3 +190,108 @@ def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0):
         scheduled = schedule_for(name, lower_sparse_iter(func), feat_size, target, prefetch)
         return build(scheduled, target, schedule="none", cache=True)
     return remembered(("ops", name, feat_size, target, prefetch), make)
+
+
+def _needs_graph_ops(A, *operands) -> bool:
+    """Whether a call must take the general path (``graph_ops``): autograd records it (a
+    torch operand or ``out`` requires grad in grad mode, or the matrix's values do), or it is
+    not float32 throughout, or the values are a ``from_csr`` tensor read at every call."""
+    if isinstance(A, SparseMatrix):
+        if A.values is not A.data or A.dtype != np.float32:
+            return True
+    elif str(getattr(A, "dtype", "float32")).replace("torch.", "") != "float32":
+        return True
+    torch = sys.modules.get("torch")
+    for operand in operands:
+        if str(getattr(operand, "dtype", "float32")).replace("torch.", "") != "float32":
+            return True
+        if torch is not None and isinstance(operand, torch.Tensor) and operand.requires_grad \
+                and torch.is_grad_enabled():
+            return True
+    return False
+
+
+def _graph_matrix(A, X):
+    """``(matrix, values)``: A as a ``SparseMatrix`` and the values to multiply by, of X's
+    kind; a dtype that differs from X's is refused by name (nothing is cast)."""
+    matrix = as_sparse_matrix(A)
+    x_dtype = str(getattr(X, "dtype", "")).replace("torch.", "")
+    if x_dtype in ("float32", "float64") and np.dtype(x_dtype) != matrix.dtype:
+        raise SparseTIRTypeError(
+            f"A is {matrix.dtype} and X {x_dtype}: sparsetir.ops computes in one dtype and "
+            "casts nothing; pass both as float32 or both as float64")
+    values = matrix.values
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(X, torch.Tensor):
+        if not isinstance(values, torch.Tensor):
+            values = torch.from_numpy(np.array(values))
+    elif not isinstance(values, np.ndarray):
+        values = values.detach().numpy()
+    return matrix, values
+
+
+def _spmm_graph(A, X, out, weighted: bool):
+    """``spmm`` through ``graph_ops.gspmm`` (autograd, float64)."""
+    from .graph_ops import gspmm  # pylint: disable=import-outside-toplevel
+    _check_torch_operands(X=X, out=out)
+    matrix, values = _graph_matrix(A, X)
+    if weighted:
+        result = gspmm(matrix, "mul", "sum", X, values)
+    elif matrix.multiplicity is not None:     # parallel edges: each counts, as in copy_u_sum
+        result = gspmm(matrix, "mul", "sum", X, _like(X, matrix.multiplicity.astype(
+            matrix.dtype)))
+    else:
+        result = gspmm(matrix, "copy_lhs", "sum", X, None)
+    return _written(result, out)
+
+
+def _sddmm_graph(A, X, Y, out):
+    """``sddmm`` through ``graph_ops.gsddmm`` (autograd, float64), in A's nonzero order."""
+    from .graph_ops import gsddmm  # pylint: disable=import-outside-toplevel
+    _check_torch_operands(X=X, Y=Y, out=out)
+    matrix, _ = _graph_matrix(A, X)
+    vector = getattr(X, "ndim", 2) == 1
+    result = gsddmm(matrix, "dot", Y.reshape(-1, 1) if vector else Y,
+                    X.reshape(-1, 1) if vector else X, "u", "v").reshape(-1)
+    order = None if isinstance(A, SparseMatrix) else matrix.source_order
+    if order is not None:
+        result = result[_like(result, order)]
+    return _written(result, out)
+
+
+def _check_torch_operands(**operands) -> None:
+    """Refuse, by the names users know, torch operands no operator takes (``torch.func``,
+    sparse or nested tensors)."""
+    torch = sys.modules.get("torch")
+    for name, value in operands.items():
+        if torch is not None and isinstance(value, torch.Tensor):
+            check_tensor(name, value, tracked_ok=True)
+
+
+def _like(reference, array: np.ndarray):
+    """``array`` as ``reference``'s kind (a torch tensor for torch)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(reference, torch.Tensor):
+        return torch.from_numpy(np.array(array))
+    return array
+
+
+def _written(result, out):
+    """``result``, or ``out`` holding it (torch's rules: a leaf that requires grad is
+    refused; a write into a tensor of a graph is recorded, so its old history gets no
+    gradient)."""
+    if out is None:
+        return result
+    check_output(out, tuple(result.shape), dtype=str(result.dtype), tracked_ok=True)
+    if type(out) is not type(result):
+        raise SparseTIRTypeError(f"out must be a {type(result).__name__} like the result, got "
+                                 f"{type(out).__name__}")
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(out, torch.Tensor):
+        if out.is_leaf and out.requires_grad and torch.is_grad_enabled():
+            raise SparseTIRValueError("out is a leaf tensor that requires grad, which torch "
+                                      "does not let an operation write into; pass no out=")
+        out.copy_(result)
+    else:
+        out[...] = result
+    return out

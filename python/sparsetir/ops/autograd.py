@@ -1,0 +1,225 @@
+"""Backward passes of the graph operators, as ``torch.autograd.Function``s.
+
+Every backward is made of the same compiled kernels as the forward passes
+(``generic.gspmm_values`` / ``gsddmm_values``), on the matrix or its transpose
+(``SparseMatrix.transposed``, made once per matrix), never a dense n x n:
+
+- ``gspmm``, sum (mean: the gradient divided by the in-degree first): the source gradient is a
+  ``gspmm`` over the transpose (``dX = M^T dY`` for ``u_mul_e_sum``), the edge gradient a
+  ``gsddmm`` on M's pattern (``dE[e] = X[u] * dY[v]``);
+- ``gspmm``, max/min: the gradient goes to the edge each value came from (the arg positions
+  the forward pass recorded), and from there as for sum;
+- ``gsddmm``: the gradient of each edge, sent to its target (``v``: a ``gspmm`` over M, ``u``:
+  over the transpose, ``e``: itself);
+- ``edge_softmax``: ``s * (g - rowsum(g * s))``.
+
+Gradients of broadcast operands are summed over the broadcast dimensions. The backward passes
+are not differentiable themselves: a second derivative raises.
+
+Example
+-------
+>>> # used by graph_ops: GSpMM.apply(matrix, "mul", "sum", X, E)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.autograd.function import once_differentiable
+
+from .generic import gsddmm_values, gspmm_values
+
+
+def _permuted(matrix, edge_data):
+    """``edge_data`` (M's edge order) in the order of M's transpose's entries."""
+    perm = matrix._derive("transposed_perm", lambda: torch.from_numpy(  # pylint: disable=protected-access
+        np.array(matrix.transposed()[1])))
+    return edge_data.index_select(0, perm)
+
+
+def _to_nodes(matrix, edge_grad, target: str):
+    """Each node's sum of the gradient of its edges (``target``: ``u`` sources, ``v``
+    destinations; ``e``: the edges themselves)."""
+    if target == "e":
+        return edge_grad
+    if target == "v":
+        return gspmm_values(matrix, "copy_rhs", "sum", None, edge_grad.contiguous())[0]
+    transpose = matrix.transposed()[0]
+    return gspmm_values(transpose, "copy_rhs", "sum", None,
+                        _permuted(matrix, edge_grad).contiguous())[0]
+
+
+def unbroadcast(grad, shape: tuple):
+    """``grad`` summed over the dimensions an operand of ``shape`` was broadcast over."""
+    feat = tuple(shape[1:])
+    extra = grad.dim() - 1 - len(feat)
+    if extra > 0:
+        grad = grad.sum(dim=tuple(range(1, 1 + extra)))
+    dims = tuple(d + 1 for d, size in enumerate(feat) if size == 1 and grad.shape[d + 1] != 1)
+    if dims:
+        grad = grad.sum(dim=dims, keepdim=True)
+    return grad.reshape(shape)
+
+
+def aligned(operand, ndim: int):
+    """``operand`` (rows, *F) with size-1 feature dimensions put before its own, up to
+    ``ndim`` dimensions: features broadcast from the left, as the operators' shapes do (torch
+    would match an (nnz,) operand's rows with another's last dimension)."""
+    missing = ndim - operand.dim()
+    if missing <= 0:
+        return operand
+    return operand.reshape((operand.shape[0],) + (1,) * missing + tuple(operand.shape[1:]))
+
+
+def _edge_message_grad(matrix, reduce_op: str, grad, arg):
+    """The gradient of each edge's message: for max/min, the output gradient at the outputs
+    the edge gave (``arg``), 0 elsewhere (nnz, *F)."""
+    flat = grad.reshape(grad.shape[0], -1)
+    edges = torch.zeros((matrix.nnz + 1, flat.shape[1]), dtype=grad.dtype)
+    edges.scatter_add_(0, arg.reshape(arg.shape[0], -1).long(), flat)
+    return edges[:matrix.nnz].reshape((matrix.nnz,) + tuple(grad.shape[1:]))
+
+
+class GSpMM(torch.autograd.Function):
+    """``gspmm`` with its backward pass (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, matrix, op, reduce_op, lhs, rhs):  # pylint: disable=arguments-differ
+        record = reduce_op in ("max", "min")
+        out, arg = gspmm_values(matrix, op, reduce_op, lhs, rhs, record_arg=record)
+        ctx.matrix, ctx.op, ctx.reduce_op, ctx.arg = matrix, op, reduce_op, arg
+        ctx.lhs_shape = None if lhs is None else tuple(lhs.shape)
+        ctx.rhs_shape = None if rhs is None else tuple(rhs.shape)
+        ctx.save_for_backward(lhs, rhs)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        matrix, op, reduce_op = ctx.matrix, ctx.op, ctx.reduce_op
+        lhs, rhs = ctx.saved_tensors
+        grad = grad.contiguous()
+        if reduce_op == "mean":
+            degrees = torch.from_numpy(np.maximum(matrix.in_degrees(), 1)).to(grad.dtype)
+            grad = grad / degrees.reshape((-1,) + (1,) * (grad.dim() - 1))
+        if reduce_op in ("max", "min"):
+            d_lhs, d_rhs = _backward_through_edges(
+                matrix, op, lhs, rhs, _edge_message_grad(matrix, reduce_op, grad, ctx.arg),
+                ctx.needs_input_grad[3:])
+        else:
+            d_lhs, d_rhs = _backward_sum(matrix, op, lhs, rhs, grad, ctx.needs_input_grad[3:])
+        return (None, None, None,
+                None if d_lhs is None else unbroadcast(d_lhs, ctx.lhs_shape),
+                None if d_rhs is None else unbroadcast(d_rhs, ctx.rhs_shape))
+
+
+def _backward_sum(matrix, op, lhs, rhs, grad, needs):
+    """Source and edge gradients of a summing ``gspmm`` given the output gradient."""
+    d_lhs = d_rhs = None
+    if needs[0] and op != "copy_rhs":
+        transpose = matrix.transposed()[0]
+        if op in ("mul", "div"):
+            d_lhs = gspmm_values(transpose, op, "sum", grad,
+                                 _permuted(matrix, rhs).contiguous())[0]
+        else:
+            d_lhs = gspmm_values(transpose, "copy_lhs", "sum", grad, None)[0]
+    if needs[1] and op != "copy_lhs":
+        if op in ("mul", "div"):
+            d_rhs = gsddmm_values(matrix, "mul", lhs, grad, "u", "v")
+            if op == "div":
+                d_rhs = -d_rhs / aligned(rhs * rhs, d_rhs.dim())
+        else:
+            d_rhs = gsddmm_values(matrix, "copy_lhs", grad, None, "v")
+            if op == "sub":
+                d_rhs = -d_rhs
+    return d_lhs, d_rhs
+
+
+def _backward_through_edges(matrix, op, lhs, rhs, message_grad, needs):
+    """Source and edge gradients given each edge message's gradient."""
+    d_lhs = d_rhs = None
+    if needs[0] and op != "copy_rhs":
+        edge = message_grad
+        if op == "mul":
+            edge = message_grad * aligned(rhs, message_grad.dim())
+        elif op == "div":
+            edge = message_grad / aligned(rhs, message_grad.dim())
+        d_lhs = _to_nodes(matrix, edge, "u")
+    if needs[1] and op != "copy_lhs":
+        d_rhs = message_grad
+        if op in ("mul", "div"):
+            d_rhs = gsddmm_values(matrix, "mul", lhs, message_grad.contiguous(), "u", "e")
+            if op == "div":
+                d_rhs = -d_rhs / aligned(rhs * rhs, d_rhs.dim())
+        elif op == "sub":
+            d_rhs = -d_rhs
+    return d_lhs, d_rhs
+
+
+class GSDDMM(torch.autograd.Function):
+    """``gsddmm`` with its backward pass (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, matrix, op, lhs, rhs, lhs_target, rhs_target):  # pylint: disable=arguments-differ
+        out = gsddmm_values(matrix, op, lhs, rhs, lhs_target, rhs_target)
+        ctx.matrix, ctx.op, ctx.targets = matrix, op, (lhs_target, rhs_target)
+        ctx.shapes = tuple(None if x is None else tuple(x.shape) for x in (lhs, rhs))
+        ctx.save_for_backward(lhs, rhs, out if op == "div" else None)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        matrix, op, (lhs_target, rhs_target) = ctx.matrix, ctx.op, ctx.targets
+        lhs, rhs, out = ctx.saved_tensors
+        grad = grad.contiguous()
+        grads = [None, None]
+        if ctx.needs_input_grad[2] and op != "copy_rhs":
+            if op in ("mul", "dot", "div"):
+                edge = gsddmm_values(matrix, "div" if op == "div" else "mul", grad, rhs, "e",
+                                     rhs_target)
+            else:
+                edge = grad
+            grads[0] = unbroadcast(_to_nodes(matrix, edge, lhs_target), ctx.shapes[0])
+        if ctx.needs_input_grad[3] and op != "copy_lhs":
+            if op in ("mul", "dot"):
+                edge = gsddmm_values(matrix, "mul", grad, lhs, "e", lhs_target)
+            elif op == "div":
+                edge = -gsddmm_values(matrix, "div", grad, rhs, "e", rhs_target) * out
+            else:
+                edge = -grad if op == "sub" else grad
+            grads[1] = unbroadcast(_to_nodes(matrix, edge.contiguous(), rhs_target),
+                                   ctx.shapes[1])
+        return None, None, grads[0], grads[1], None, None
+
+
+def edge_softmax_values(matrix, logits):
+    """``exp(logits[e]) / sum of exp over the in-edges of e's destination``, computed stably
+    (the destination's largest logit subtracted first); numpy or torch, no autograd."""
+    largest = gspmm_values(matrix, "copy_rhs", "max", None, logits)[0]
+    scores = gsddmm_values(matrix, "sub", logits, largest, "e", "v")
+    if isinstance(scores, np.ndarray):
+        np.exp(scores, out=scores)
+    else:
+        scores.exp_()
+    sums = gspmm_values(matrix, "copy_rhs", "sum", None, scores)[0]
+    return gsddmm_values(matrix, "div", scores, sums, "e", "v")
+
+
+class EdgeSoftmax(torch.autograd.Function):
+    """``edge_softmax`` with its backward pass ``s * (g - rowsum(g * s))``."""
+
+    @staticmethod
+    def forward(ctx, matrix, logits):  # pylint: disable=arguments-differ
+        scores = edge_softmax_values(matrix, logits)
+        ctx.matrix = matrix
+        ctx.save_for_backward(scores)
+        return scores
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (scores,) = ctx.saved_tensors
+        weighted = (grad * scores).contiguous()
+        sums = gspmm_values(ctx.matrix, "copy_rhs", "sum", None, weighted)[0]
+        return None, weighted - gsddmm_values(ctx.matrix, "mul", scores, sums, "e", "v")

@@ -1,0 +1,148 @@
+"""The generalised operators' forward computation on checked arrays (no autograd).
+
+``gspmm_values`` and ``gsddmm_values`` compile (once per operator, reduction, dtype and
+feature blocks) the kernels ``generic_kernels`` writes, bind the matrix's arrays once per
+matrix, and run them on contiguous arrays of one kind (numpy or torch) and one dtype
+(float32 or float64), as ``graph_ops`` hands them over after checking them. ``autograd``
+builds the backward passes from the same two functions.
+
+Example
+-------
+>>> import numpy as np, scipy.sparse
+>>> from sparsetir.ops import SparseMatrix
+>>> M = SparseMatrix(scipy.sparse.csr_matrix(np.float32([[0, 1], [0, 0], [1, 1]])))
+>>> out, arg = gspmm_values(M, "copy_lhs", "max", np.float32([[1, 5], [3, 2]]), None, True)
+>>> out.tolist(), arg.tolist()           # row 1 has no in-edge: 0, and arg = nnz
+([[3.0, 2.0], [0.0, 0.0], [3.0, 5.0]], [[0, 0], [3, 3], [2, 1]])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..driver.build_module import build
+from ..driver.cache import remembered
+from ..lower import lower_sparse_iter
+from ..schedule.generic import schedule_gsddmm_cpu, schedule_gspmm_cpu
+from .arrays import is_torch
+from .broadcast import feature_blocks
+from .generic_kernels import gsddmm_kernel, gspmm_kernel
+from .tiles import row_tiles_for_threads
+
+
+def dtype_name(array) -> str:
+    """``"float32"`` or ``"float64"`` (or another dtype's plain name) of a numpy array or torch
+    tensor."""
+    return str(array.dtype).replace("torch.", "")
+
+
+def new_like(like, shape: tuple, dtype: str | None = None):
+    """An uninitialised array of ``like``'s kind (numpy or torch) and dtype (or ``dtype``)."""
+    dtype = dtype or dtype_name(like)
+    if is_torch(like):
+        import torch  # pylint: disable=import-outside-toplevel
+        return torch.empty(shape, dtype=getattr(torch, dtype))
+    return np.empty(shape, dtype)
+
+
+def _blocked(array, rows: int, sizes: tuple, full: tuple):
+    """``array`` (contiguous, ``rows`` rows) as the kernel reads it: one axis per feature block
+    it has."""
+    return array.reshape((rows,) + tuple(s for s, has in zip(sizes, full) if has))
+
+
+def _bound(matrix, key: tuple, make_func, schedule, extra: dict | None = None):
+    """The kernel of ``key`` with ``matrix``'s arrays bound (kept with the matrix)."""
+    tiles = row_tiles_for_threads()
+    prepared_key = ("generic",) + key + (tiles,)
+    if prepared_key not in matrix.prepared:
+        def make():
+            return build(schedule(lower_sparse_iter(make_func())), "llvm", schedule="none",
+                         cache=True)
+        kernel = remembered(("ops",) + key, make)
+        tile_ptr, rows = matrix._row_tiles(tiles)       # pylint: disable=protected-access
+        kept = matrix._sealed                           # pylint: disable=protected-access
+        bound = kernel.bind(validate=False, t=tiles, m=matrix.shape[0], n=matrix.shape[1],
+                            nnz=matrix.nnz, tile_ptr=tile_ptr, rows=rows,
+                            indptr=kept["indptr"], indices=kept["indices"], **(extra or {}))
+        matrix.prepared[prepared_key] = bound.protect(
+            **{f"M.{part}": array for part, array in matrix._kernel_arrays().items()})
+    return matrix.prepared[prepared_key]
+
+
+def _feature_shape(array):
+    return None if array is None else tuple(array.shape[1:])
+
+
+def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = False):
+    """``(out, arg)``: ``out[v] = reduce_op over in-edges e = (u, v) of op(lhs[u], rhs[e])``
+    (0 where ``v`` has no in-edge), and for ``max``/``min`` with ``record_arg`` the edge
+    that gave each value (int32; ``nnz`` for no edge), else None.
+
+    ``lhs`` (num_src, *F) and ``rhs`` (nnz, *F), either None when ``op`` does not read it:
+    contiguous arrays of one kind and dtype, checked by the caller."""
+    sample = lhs if lhs is not None else rhs
+    dtype = dtype_name(sample)
+    plan = feature_blocks(_feature_shape(lhs), _feature_shape(rhs))
+    m, n = matrix.shape
+    out = new_like(sample, (m,) + plan.shape)
+    reduction = "sum" if reduce_op == "mean" else reduce_op
+    blocks = (plan.sizes, plan.lhs_full, plan.rhs_full)
+    operands = []
+    if lhs is not None:
+        operands.append(_blocked(lhs, n, plan.sizes, plan.lhs_full))
+    if rhs is not None:
+        operands.append(_blocked(rhs, matrix.nnz, plan.sizes, plan.rhs_full))
+    result = out.reshape((m,) + plan.sizes)
+    key = (op, reduction, dtype) + blocks
+    _bound(matrix, ("gspmm",) + key, lambda: gspmm_kernel(*key),
+           schedule_gspmm_cpu)(*operands, result)
+    arg = None
+    if reduction in ("max", "min") and record_arg:
+        arg = new_like(sample, out.shape, "int32")
+        _bound(matrix, ("gspmm_arg",) + key, lambda: gspmm_kernel(*key, True),
+               lambda mod: schedule_gspmm_cpu(mod, "gspmm_arg"),
+               {"eid": matrix.edge_ids()})(*operands, result, arg.reshape(result.shape))
+    empty = matrix.empty_rows()
+    if reduction != "sum" and empty.size:
+        out[_index(out, empty)] = 0
+    if reduce_op == "mean":
+        degrees = np.maximum(matrix.in_degrees(), 1).astype(dtype)
+        out /= _index(out, degrees).reshape((m,) + (1,) * len(plan.shape))
+    return out, arg
+
+
+def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: str = "v"):
+    """``out[e] = op(lhs[lhs_target(e)], rhs[rhs_target(e)])`` for every edge ``e = (u, v)``
+    (for ``dot``, summed over the last dimension, kept as size 1), shape (nnz, *F).
+    Operands as ``gspmm_values`` takes them, with the rows of their targets."""
+    sample = lhs if lhs is not None else rhs
+    dtype = dtype_name(sample)
+    dot = op == "dot"
+    lhs_shape, rhs_shape = _feature_shape(lhs), _feature_shape(rhs)
+    if dot:
+        lhs_shape, rhs_shape = lhs_shape[:-1], rhs_shape[:-1]
+    plan = feature_blocks(lhs_shape, rhs_shape)
+    rows = {"u": matrix.shape[1], "v": matrix.shape[0], "e": matrix.nnz}
+    tail = ((lhs.shape[-1],) if dot else ())
+    out = new_like(sample, (matrix.nnz,) + plan.shape + ((1,) if dot else ()))
+    operands = []
+    for array, target, full in ((lhs, lhs_target, plan.lhs_full),
+                                (rhs, rhs_target, plan.rhs_full)):
+        if array is not None:
+            kept = tuple(s for s, has in zip(plan.sizes, full) if has)
+            operands.append(array.reshape((rows[target],) + kept + tail))
+    key = (op, dtype, plan.sizes, plan.lhs_full, plan.rhs_full, lhs_target, rhs_target,
+           tail[0] if dot else 0)
+    _bound(matrix, ("gsddmm",) + key, lambda: gsddmm_kernel(*key),
+           lambda mod: schedule_gsddmm_cpu(mod, dot))(
+        *operands, out.reshape((matrix.nnz,) + plan.sizes))
+    return out
+
+
+def _index(like, array: np.ndarray):
+    """``array`` as an index or operand for ``like``'s kind (a torch tensor for torch)."""
+    if is_torch(like):
+        import torch  # pylint: disable=import-outside-toplevel
+        return torch.from_numpy(array)
+    return array

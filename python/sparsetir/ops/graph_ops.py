@@ -1,0 +1,215 @@
+"""DGL's generalised sparse operators over a ``SparseMatrix``, with autograd.
+
+One convention, DGL's: ``M`` of shape (num_dst, num_src) is a graph whose rows are the
+destinations ``v``, whose columns are the sources ``u``, and whose stored nonzeros are the
+edges ``e``, in CSR order (rows, then columns; ``SparseMatrix.source_order`` maps a caller's
+order to it). Node data of sources has ``num_src`` rows, of destinations ``num_dst``, edge data
+``nnz``; trailing feature shapes broadcast as numpy's do (``(n, H, F)`` with ``(nnz, H, 1)``).
+``M``'s own values are not used unless passed (``M.values``).
+
+- ``gspmm(M, op, reduce_op, lhs_data, rhs_data)``: each destination reduces
+  ``op(lhs_data[u], rhs_data[e])`` over its in-edges; empty rows give 0 for every reducer;
+- ``gsddmm(M, op, lhs_data, rhs_data, lhs_target="u", rhs_target="v")``: each edge computes
+  ``op`` of its targets' data (``dot`` sums the last dimension, kept as size 1);
+- ``edge_softmax(M, logits)``: softmax over each destination's in-edges;
+- ``segment_reduce(seglen, value, reducer="sum")``: consecutive segments of rows reduced.
+
+numpy arrays in give numpy out; torch tensors (CPU, float32 or float64, one dtype per call)
+give torch out and carry autograd (``autograd``). Every kernel is compiled from
+``generic_kernels``.
+
+Example
+-------
+>>> import torch, scipy.sparse
+>>> from sparsetir.ops import SparseMatrix, gspmm, gsddmm
+>>> M = SparseMatrix(scipy.sparse.csr_matrix(torch.eye(3).numpy()))
+>>> x = torch.arange(6.0).reshape(3, 2).requires_grad_()
+>>> gspmm(M, "copy_lhs", "sum", x, None).sum().backward()
+>>> x.grad.tolist()
+[[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]
+>>> gsddmm(M, "dot", x.detach(), x.detach()).flatten().tolist()
+[1.0, 13.0, 41.0]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import SparseTIRTypeError, SparseTIRValueError
+from .arrays import check_tensor, is_torch
+from .broadcast import broadcast_shape
+from .generic import gsddmm_values, gspmm_values
+from .generic_kernels import GSDDMM_OPS, GSPMM_OPS, TARGETS
+from .matrix import SparseMatrix, as_sparse_matrix
+
+REDUCERS = ("sum", "max", "min", "mean")
+
+
+def _choice(name: str, value, choices: tuple) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise SparseTIRValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def _operands(named: list) -> list:
+    """The operands ``[(name, value, rows)]`` (value None: unused) checked and made
+    contiguous: all numpy or all torch (CPU), one float dtype, ``rows`` rows each."""
+    given = [(name, value, rows) for name, value, rows in named if value is not None]
+    kinds = {is_torch(value) for _, value, _ in given}
+    if len(kinds) > 1:
+        raise SparseTIRTypeError(f"{' and '.join(n for n, _, _ in given)} must all be numpy arrays or "
+                                 "all torch tensors")
+    dtypes = set()
+    result = []
+    for name, value, rows in named:
+        if value is None:
+            result.append(None)
+            continue
+        if is_torch(value):
+            check_tensor(name, value, tracked_ok=True)
+            if value.device.type != "cpu":
+                raise SparseTIRTypeError(f"{name} is on {value.device}; sparsetir.ops runs on the CPU")
+            value = value.contiguous()
+        else:
+            if not isinstance(value, np.ndarray):
+                raise SparseTIRTypeError(f"{name} must be a numpy array or torch tensor, got "
+                                         f"{type(value).__name__}")
+            value = np.ascontiguousarray(value)
+        dtype = str(value.dtype).replace("torch.", "")
+        if dtype not in ("float32", "float64"):
+            raise SparseTIRTypeError(f"{name} must be float32 or float64, got {dtype}")
+        dtypes.add(dtype)
+        if value.ndim < 1 or value.shape[0] != rows:
+            raise SparseTIRValueError(f"{name} must have {rows} rows (shape ({rows}, ...)), got "
+                                      f"shape {tuple(value.shape)}")
+        result.append(value)
+    if len(dtypes) > 1:
+        raise SparseTIRTypeError(f"{' and '.join(n for n, _, _ in given)} have different dtypes "
+                                 f"({', '.join(sorted(dtypes))}); pass one dtype, nothing is "
+                                 "cast")
+    return result
+
+
+def _tracked(*values) -> bool:
+    """Whether autograd must record the call."""
+    import torch  # pylint: disable=import-outside-toplevel
+    return torch.is_grad_enabled() and any(
+        value is not None and value.requires_grad for value in values)
+
+
+def _run(forward, function, matrix, *args):
+    """``function.apply`` when autograd tracks a torch operand, else ``forward`` alone."""
+    values = [arg for arg in args if arg is not None and not isinstance(arg, str)]
+    if values and is_torch(values[0]):
+        if _tracked(*values):
+            return function.apply(matrix, *args)
+        import torch  # pylint: disable=import-outside-toplevel
+        with torch.no_grad():
+            return forward(matrix, *args)
+    return forward(matrix, *args)
+
+
+def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data):
+    """``out[v] = reduce_op over the in-edges e = (u, v) of op(lhs_data[u], rhs_data[e])``
+    (DGL's ``gspmm``; see the module docstring).
+
+    ``op``: ``add``, ``sub``, ``mul``, ``div``, ``copy_lhs`` (``rhs_data`` unused),
+    ``copy_rhs`` (``lhs_data`` unused); ``reduce_op``: ``sum``, ``max``, ``min``, ``mean``.
+    ``lhs_data``: (num_src, *F) node data of the sources; ``rhs_data``: (nnz, *F) edge data.
+    Returns (num_dst, *F broadcast); a destination with no in-edge gets 0.
+    """
+    _choice("op", op, GSPMM_OPS)
+    _choice("reduce_op", reduce_op, REDUCERS)
+    matrix = as_sparse_matrix(M, "M")
+    lhs, rhs = _operands([
+        ("lhs_data", None if op == "copy_rhs" else _required("lhs_data", lhs_data, op),
+         matrix.shape[1]),
+        ("rhs_data", None if op == "copy_lhs" else _required("rhs_data", rhs_data, op),
+         matrix.nnz)])
+    if lhs is not None and rhs is not None:
+        broadcast_shape(tuple(lhs.shape[1:]), tuple(rhs.shape[1:]))
+    from .autograd import GSpMM  # pylint: disable=import-outside-toplevel
+    return _run(lambda m, o, r, x, e: gspmm_values(m, o, r, x, e)[0], GSpMM, matrix, op,
+                reduce_op, lhs, rhs)
+
+
+def _required(name: str, value, op: str):
+    if value is None:
+        raise SparseTIRValueError(f"op {op!r} reads {name}, got None")
+    return value
+
+
+def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: str = "v"):
+    """``out[e] = op(lhs_data[lhs_target(e)], rhs_data[rhs_target(e)])`` for every edge
+    ``e = (u, v)`` (DGL's ``gsddmm``; see the module docstring).
+
+    ``op``: ``add``, ``sub``, ``mul``, ``div``, ``dot`` (over the last dimension, kept as size
+    1), ``copy_lhs``, ``copy_rhs``; targets: ``u`` (source data, num_src rows), ``v``
+    (destination data, num_dst rows), ``e`` (edge data, nnz rows). Returns (nnz, *F).
+    """
+    _choice("op", op, GSDDMM_OPS)
+    _choice("lhs_target", lhs_target, TARGETS)
+    _choice("rhs_target", rhs_target, TARGETS)
+    matrix = as_sparse_matrix(M, "M")
+    rows = {"u": matrix.shape[1], "v": matrix.shape[0], "e": matrix.nnz}
+    lhs, rhs = _operands([
+        ("lhs_data", None if op == "copy_rhs" else _required("lhs_data", lhs_data, op),
+         rows[lhs_target]),
+        ("rhs_data", None if op == "copy_lhs" else _required("rhs_data", rhs_data, op),
+         rows[rhs_target])])
+    if op == "dot":
+        if lhs.ndim < 2 or rhs.ndim < 2 or lhs.shape[-1] != rhs.shape[-1]:
+            raise SparseTIRValueError(
+                "op 'dot' sums the last feature dimension, which lhs_data and rhs_data must "
+                f"both have with one length: got shapes {tuple(lhs.shape)} and "
+                f"{tuple(rhs.shape)}")
+        broadcast_shape(tuple(lhs.shape[1:-1]), tuple(rhs.shape[1:-1]))
+    elif lhs is not None and rhs is not None:
+        broadcast_shape(tuple(lhs.shape[1:]), tuple(rhs.shape[1:]))
+    from .autograd import GSDDMM  # pylint: disable=import-outside-toplevel
+    return _run(gsddmm_values, GSDDMM, matrix, op, lhs, rhs, lhs_target, rhs_target)
+
+
+def edge_softmax(M, logits):
+    """The softmax of ``logits`` (nnz, *F) over each destination's in-edges (DGL's
+    ``edge_softmax`` with ``norm_by="dst"``): ``exp(logits[e]) / sum over the in-edges of e's
+    destination``, computed stably.
+
+    Example
+    -------
+    >>> import numpy as np, scipy.sparse
+    >>> from sparsetir.ops import SparseMatrix, edge_softmax
+    >>> M = SparseMatrix(scipy.sparse.csr_matrix(np.float32([[1, 1], [0, 1]])))
+    >>> edge_softmax(M, np.float32([[0.0], [0.0], [5.0]])).ravel().tolist()
+    [0.5, 0.5, 1.0]
+    """
+    matrix = as_sparse_matrix(M, "M")
+    (values,) = _operands([("logits", logits, matrix.nnz)])
+    from .autograd import EdgeSoftmax, edge_softmax_values  # pylint: disable=import-outside-toplevel
+    return _run(edge_softmax_values, EdgeSoftmax, matrix, values)
+
+
+def segment_reduce(seglen, value, reducer: str = "sum"):
+    """Reduce consecutive segments of ``value``'s rows: segment ``i`` is the next
+    ``seglen[i]`` rows (DGL's ``segment_reduce``); an empty segment gives 0.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> segment_reduce(np.array([2, 0, 1]), np.float32([[1], [2], [7]]), "max").ravel().tolist()
+    [2.0, 0.0, 7.0]
+    """
+    _choice("reducer", reducer, REDUCERS)
+    lengths = np.asarray(seglen.detach().cpu().numpy() if is_torch(seglen) else seglen)
+    if lengths.ndim != 1 or lengths.dtype.kind not in "iu":
+        raise SparseTIRTypeError(f"seglen must be a 1-D integer array, got {lengths.dtype} of "
+                                 f"shape {lengths.shape}")
+    if (lengths < 0).any():
+        raise SparseTIRValueError(f"seglen has a negative length ({lengths.min()})")
+    rows = getattr(value, "shape", (None,))[0]
+    if int(lengths.sum()) != rows:
+        raise SparseTIRValueError(f"seglen sums to {int(lengths.sum())}, but value has {rows} "
+                                  "rows")
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    segments = SparseMatrix.from_csr(indptr, np.arange(rows), np.ones(rows, np.float32),
+                                     (lengths.size, rows))
+    return gspmm(segments, "copy_lhs", reducer, value, None)

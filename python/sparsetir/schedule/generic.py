@@ -1,0 +1,62 @@
+"""CPU schedules of the generalised operators (``ops.generic_kernels``).
+
+Both walk row tiles in parallel, as the ``spmm``/``sddmm`` schedules do (``operators``).
+``gspmm``: the feature loops are fused into one, and when a register tile divides it
+(``operators.spmm_lanes``) each tile of the output row is reduced in vector registers while
+the row's in-edges are walked, whatever the reduction (sum, max, min). ``gsddmm``: the fused
+feature loop is vectorised by register tiles; a ``dot`` sums its last dimension in a register.
+
+Example
+-------
+>>> # schedule_gspmm_cpu(lower_sparse_iter(gspmm_kernel(...)))
+"""
+
+from __future__ import annotations
+
+import tvm
+
+from .operators import accumulate_in_registers, spmm_lanes
+
+
+def _fused_features(sch, loops: list):
+    """The feature loops as one loop (None when there are none)."""
+    if not loops:
+        return None
+    return sch.fuse(*loops) if len(loops) > 1 else loops[0]
+
+
+def schedule_gspmm_cpu(mod: tvm.IRModule, block: str = "gspmm") -> tvm.IRModule:
+    """Row tiles in parallel; the in-edge loop reduces register tiles of the fused feature
+    loop when a tile divides it (``block``: the kernel's name, ``gspmm`` or ``gspmm_arg``)."""
+    sch = tvm.s_tir.Schedule(mod)
+    (tiles,) = sch.get_loops(sch.get_sblock(f"{block}0"))
+    update = sch.get_sblock(f"{block}2")
+    edges, *features = sch.get_loops(update)
+    sch.parallel(tiles)
+    fused = _fused_features(sch, features)
+    if fused is None or block != "gspmm":
+        return sch.mod
+    extent = int(sch.get(fused).extent)
+    lanes = spmm_lanes(extent)
+    if lanes > 1:
+        accumulate_in_registers(sch, update, [edges], fused, lanes)
+    return sch.mod
+
+
+def schedule_gsddmm_cpu(mod: tvm.IRModule, dot: bool) -> tvm.IRModule:
+    """Row tiles in parallel; the fused feature loop vectorised by register tiles; a dot's
+    sum starts from a zero moved out of its loop, so it stays in a register."""
+    sch = tvm.s_tir.Schedule(mod)
+    (tiles,) = sch.get_loops(sch.get_sblock("gsddmm0"))
+    update = sch.get_sblock("gsddmm2")
+    loops = sch.get_loops(update)[1:]
+    sch.parallel(tiles)
+    if dot:
+        sch.decompose_reduction(update, loops[-1])
+        return sch.mod
+    fused = _fused_features(sch, loops)
+    if fused is not None:
+        lanes = spmm_lanes(int(sch.get(fused).extent))
+        if lanes > 1:
+            sch.vectorize(sch.split(fused, [None, lanes])[1])
+    return sch.mod

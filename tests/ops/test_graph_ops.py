@@ -1,0 +1,252 @@
+"""DGL's operator set (``gspmm``, ``gsddmm``, ``edge_softmax``, ``segment_reduce``, the short
+aliases) against a dense torch recomputation: values and every gradient (source, destination
+and edge data), in the style of DGL's ``tests/python/common/ops/test_ops.py``. The graph has
+empty rows (destinations without in-edges) and an empty column; operands broadcast as DGL's
+do; ``gradcheck`` runs in float64 on each backward pass."""
+
+import numpy as np
+import pytest
+import scipy.sparse
+import torch
+
+import sparsetir.ops as ops
+from sparsetir.errors import SparseTIRTypeError, SparseTIRValueError
+
+M_ROWS, N_COLS = 12, 9
+
+
+@pytest.fixture(scope="module")
+def graph():
+    rng = np.random.default_rng(7)
+    dense = (rng.random((M_ROWS, N_COLS)) < 0.3).astype(np.float64)
+    dense[[2, 7]] = 0                       # destinations with no in-edge
+    dense[:, 4] = 0                         # a source with no out-edge
+    matrix = ops.SparseMatrix(scipy.sparse.csr_matrix(dense))
+    rows = np.repeat(np.arange(M_ROWS), np.diff(matrix.indptr))
+    return matrix, torch.from_numpy(rows), torch.from_numpy(matrix.indices.astype(np.int64))
+
+
+def _message(op, lhs, rhs):
+    return {"add": lambda: lhs + rhs, "sub": lambda: lhs - rhs, "mul": lambda: lhs * rhs,
+            "div": lambda: lhs / rhs, "dot": lambda: (lhs * rhs).sum(-1, keepdim=True),
+            "copy_lhs": lambda: lhs, "copy_rhs": lambda: rhs}[op]()
+
+
+def _aligned(edge, ndim):
+    """Feature dimensions broadcast from the left (the operators' rule)."""
+    return edge.reshape((edge.shape[0],) + (1,) * (ndim - edge.dim()) + tuple(edge.shape[1:]))
+
+
+def dense_gspmm(graph, op, reduce_op, x, e):
+    matrix, rows, cols = graph
+    width = max(x.dim() if x is not None else 0, e.dim() if e is not None else 0)
+    lhs = None if x is None else _aligned(x, width)[cols]
+    rhs = None if e is None else _aligned(e, width)
+    msg = _message(op, lhs, rhs)
+    out = []
+    for v in range(M_ROWS):
+        mine = msg[rows == v]
+        if not len(mine):
+            out.append(torch.zeros(msg.shape[1:], dtype=msg.dtype))
+            continue
+        out.append({"sum": lambda: mine.sum(0), "mean": lambda: mine.mean(0),
+                    "max": lambda: mine.max(0).values, "min": lambda: mine.min(0).values}
+                   [reduce_op]())
+    return torch.stack(out)
+
+
+def _grads(out, inputs, seed):
+    upstream = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(seed))
+    wanted = [x for x in inputs if x is not None and x.requires_grad]
+    return torch.autograd.grad(out, wanted, upstream)
+
+
+SHAPES = {"same": ((4,), (4,)), "multi-head": ((2, 3), (2, 1)), "scalar edge": ((5,), ())}
+
+
+@pytest.mark.parametrize("op, shapes", [
+    (op, shapes) for op in ["add", "sub", "mul", "div", "copy_lhs", "copy_rhs"]
+    for shapes in SHAPES if shapes != "scalar edge" or op in ("mul", "copy_rhs")])
+@pytest.mark.parametrize("reduce_op", ["sum", "max", "min", "mean"])
+def test_gspmm_values_and_gradients(graph, op, reduce_op, shapes):
+    matrix = graph[0]
+    x_shape, e_shape = SHAPES[shapes]
+    generator = torch.Generator().manual_seed(1)
+    x = torch.rand((N_COLS,) + x_shape, generator=generator, dtype=torch.float64) \
+        .requires_grad_()
+    e = (torch.rand((matrix.nnz,) + e_shape, generator=generator, dtype=torch.float64) + 0.5) \
+        .requires_grad_()
+    x_used = None if op == "copy_rhs" else x
+    e_used = None if op == "copy_lhs" else e
+    out = ops.gspmm(matrix, op, reduce_op, x_used, e_used)
+    expected = dense_gspmm(graph, op, reduce_op, x_used, e_used)
+    torch.testing.assert_close(out, expected)
+    for got, want in zip(_grads(out, [x_used, e_used], 3), _grads(expected, [x_used, e_used], 3)):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "dot", "copy_lhs", "copy_rhs"])
+@pytest.mark.parametrize("targets", ["uv", "vu", "ue", "ev", "uu"])
+def test_gsddmm_values_and_gradients(graph, op, targets):
+    matrix, rows, cols = graph
+    generator = torch.Generator().manual_seed(2)
+    count = {"u": N_COLS, "v": M_ROWS, "e": matrix.nnz}
+    index = {"u": cols, "v": rows, "e": torch.arange(matrix.nnz)}
+    lhs = (torch.rand((count[targets[0]], 2, 3), generator=generator, dtype=torch.float64)
+           + 0.5).requires_grad_()
+    rhs_shape = (2, 3) if op == "dot" else (2, 1)     # broadcast where dot allows it
+    rhs = (torch.rand((count[targets[1]],) + rhs_shape, generator=generator,
+                      dtype=torch.float64) + 0.5).requires_grad_()
+    out = ops.gsddmm(matrix, op, lhs, rhs, targets[0], targets[1])
+    expected = _message(op, lhs[index[targets[0]]], rhs[index[targets[1]]])
+    torch.testing.assert_close(out, expected)
+    used = [None if op == "copy_rhs" else lhs, None if op == "copy_lhs" else rhs]
+    for got, want in zip(_grads(out, used, 4), _grads(expected, used, 4)):
+        torch.testing.assert_close(got, want)
+
+
+def test_edge_softmax_values_and_gradient(graph):
+    matrix, rows, _ = graph
+    logits = torch.randn((matrix.nnz, 3), dtype=torch.float64).mul(30).requires_grad_()
+    scores = ops.edge_softmax(matrix, logits)
+    expected = torch.zeros_like(logits)
+    for v in range(M_ROWS):
+        mine = (rows == v).nonzero()[:, 0]
+        expected = expected.index_put((mine,), torch.softmax(logits[mine], 0))
+    torch.testing.assert_close(scores, expected)
+    torch.testing.assert_close(_grads(scores, [logits], 5), _grads(expected, [logits], 5))
+
+
+@pytest.mark.parametrize("check", [
+    lambda M, x, e: ops.gspmm(M, "mul", "sum", x, e),
+    lambda M, x, e: ops.gspmm(M, "div", "max", x, e),
+    lambda M, x, e: ops.gspmm(M, "sub", "mean", x, e),
+    lambda M, x, e: ops.gsddmm(M, "mul", x, e, "u", "e"),
+    lambda M, x, e: ops.edge_softmax(M, e),
+], ids=["u_mul_e_sum", "u_div_e_max", "u_sub_e_mean", "u_mul_e", "edge_softmax"])
+def test_gradcheck_float64(graph, check):
+    matrix = graph[0]
+    generator = torch.Generator().manual_seed(6)
+    x = torch.rand((N_COLS, 3), generator=generator, dtype=torch.float64).requires_grad_()
+    e = (torch.rand((matrix.nnz, 1), generator=generator, dtype=torch.float64) + 0.5) \
+        .requires_grad_()
+    assert torch.autograd.gradcheck(lambda a, b: check(matrix, a, b), (x, e))
+
+
+def test_gsddmm_dot_gradcheck_float64(graph):
+    matrix = graph[0]
+    x = torch.rand((N_COLS, 4), dtype=torch.float64, requires_grad=True)
+    y = torch.rand((M_ROWS, 4), dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: ops.u_dot_v(matrix, a, b), (x, y))
+
+
+def test_a_second_derivative_raises(graph):
+    matrix = graph[0]
+    x = torch.rand((N_COLS, 2), dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(ops.copy_u_sum(matrix, x).pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="not have been differentiable|once_differentiable"):
+        grad.sum().backward()
+
+
+@pytest.mark.parametrize("reduce_op", ["sum", "max", "min", "mean"])
+def test_empty_rows_give_zero_for_every_reducer(graph, reduce_op):
+    matrix = graph[0]
+    out = ops.gspmm(matrix, "copy_lhs", reduce_op, -np.ones((N_COLS, 2)), None)
+    np.testing.assert_array_equal(out[[2, 7]], 0)
+    degrees = matrix.in_degrees()[:, None]
+    expected = -degrees if reduce_op == "sum" else -np.ones_like(degrees)
+    np.testing.assert_array_equal(out[degrees[:, 0] > 0], np.broadcast_to(
+        expected, out.shape)[degrees[:, 0] > 0])
+
+
+def test_float32_and_numpy_in_numpy_out(graph):
+    matrix = ops.SparseMatrix(graph[0].to_scipy().astype(np.float32))
+    x = np.random.default_rng(0).random((N_COLS, 8), dtype=np.float32)
+    out = ops.u_mul_e_sum(matrix, x, matrix.data)
+    assert isinstance(out, np.ndarray) and out.dtype == np.float32
+    np.testing.assert_allclose(out, matrix.to_scipy() @ x, rtol=1e-5)
+
+
+def test_aliases_are_dgl_names(graph):
+    matrix, rows, cols = graph
+    x = torch.rand((N_COLS, 3), dtype=torch.float64)
+    y = torch.rand((M_ROWS, 3), dtype=torch.float64)
+    torch.testing.assert_close(ops.u_add_v(matrix, x, y), x[cols] + y[rows])
+    torch.testing.assert_close(ops.copy_u_max(matrix, x), dense_gspmm(graph, "copy_lhs", "max",
+                                                                      x, None))
+    torch.testing.assert_close(ops.e_div_v(matrix, x[cols], y), x[cols] / y[rows])
+
+
+def test_matches_dgl(graph):
+    dgl = pytest.importorskip("dgl")
+    matrix, rows, cols = graph
+    g = dgl.graph((cols, rows), num_nodes=max(M_ROWS, N_COLS))
+    x = torch.rand((max(M_ROWS, N_COLS), 2, 4), dtype=torch.float64)
+    e = torch.rand((matrix.nnz, 2, 1), dtype=torch.float64)
+    ours = ops.u_mul_e_max(matrix, x[:N_COLS], e)
+    theirs = dgl.ops.u_mul_e_max(g, x, e)[:M_ROWS]
+    # dgl.ops leaves -inf at destinations without in-edges; its update_all, like us, gives 0
+    torch.testing.assert_close(ours, theirs.masked_fill(theirs.isinf(), 0))
+    torch.testing.assert_close(ops.edge_softmax(matrix, e), dgl.ops.edge_softmax(g, e))
+
+
+def test_segment_reduce_matches_a_loop():
+    value = torch.rand((7, 3), dtype=torch.float64, requires_grad=True)
+    seglen = torch.tensor([3, 0, 4])
+    out = ops.segment_reduce(seglen, value, "max")
+    expected = torch.stack([value[:3].max(0).values, torch.zeros(3, dtype=torch.float64),
+                            value[3:].max(0).values])
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(_grads(out, [value], 8), _grads(expected, [value], 8))
+
+
+def test_edge_values_of_from_csr_get_their_gradient(graph):
+    base = graph[0]
+    values = torch.rand(base.nnz, dtype=torch.float64, requires_grad=True)
+    matrix = ops.SparseMatrix.from_csr(base.indptr, base.indices, values, base.shape)
+    x = torch.rand((N_COLS, 3), dtype=torch.float64)
+    ops.spmm(matrix, x).sum().backward()
+    rows = graph[1]
+    torch.testing.assert_close(values.grad, x[graph[2]].sum(1))
+    with torch.no_grad():
+        values.mul_(2)                      # an optimizer step: seen by the next call
+    dense = torch.zeros(base.shape, dtype=torch.float64).index_put((rows, graph[2]), values)
+    torch.testing.assert_close(ops.spmm(matrix, x), dense.detach() @ x)
+
+
+def test_from_csr_refuses_unsorted_or_duplicate_columns():
+    with pytest.raises(SparseTIRValueError, match="indices of row 0 are not sorted"):
+        ops.SparseMatrix.from_csr([0, 2], [1, 0], np.ones(2), (1, 2))
+    with pytest.raises(SparseTIRValueError, match="indices of row 1 are a duplicate"):
+        ops.SparseMatrix.from_csr([0, 1, 3], [0, 1, 1], np.ones(3), (2, 2))
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda M, x: ops.gspmm(M, "pow", "sum", x, None), SparseTIRValueError, "op must be one of"),
+    (lambda M, x: ops.gspmm(M, "copy_lhs", "prod", x, None), SparseTIRValueError,
+     "reduce_op must be one of"),
+    (lambda M, x: ops.gsddmm(M, "add", x, x, "u", "w"), SparseTIRValueError,
+     "rhs_target must be one of"),
+    (lambda M, x: ops.gspmm(M, "copy_lhs", "sum", x[:3], None), SparseTIRValueError,
+     r"lhs_data must have 9 rows"),
+    (lambda M, x: ops.gspmm(M, "mul", "sum", x, torch.ones(M.nnz, 3, dtype=torch.float64)),
+     SparseTIRValueError,
+     "do not broadcast"),
+    (lambda M, x: ops.gspmm(M, "mul", "sum", x, torch.ones(M.nnz, 2)), SparseTIRTypeError,
+     "different dtypes"),
+    (lambda M, x: ops.gspmm(M, "mul", "sum", x, None), SparseTIRValueError, "reads rhs_data"),
+    (lambda M, x: ops.gsddmm(M, "dot", x, torch.ones(M_ROWS, 3, dtype=torch.float64)),
+     SparseTIRValueError, "sums the last feature dimension"),
+    (lambda M, x: ops.gspmm(M, "copy_lhs", "sum", x.numpy(), torch.ones(1)), None, None),
+    (lambda M, x: ops.gsddmm(M, "add", x.numpy(), torch.ones(M_ROWS, 2, dtype=torch.float64)),
+     SparseTIRTypeError, "must all be numpy arrays or all torch tensors"),
+    (lambda M, x: ops.gspmm(M, "copy_lhs", "sum", x.int(), None), SparseTIRTypeError,
+     "float32 or float64, got int32"),
+])
+def test_bad_input_names_the_argument(graph, call, error, message):
+    x = torch.rand((N_COLS, 2), dtype=torch.float64)
+    if error is None:                     # an operand op does not read is not checked
+        call(graph[0], x)
+        return
+    with pytest.raises(error, match=message):
+        call(graph[0], x)
