@@ -124,7 +124,9 @@ def _backward_sum(matrix, op, lhs, rhs, grad, needs):
         else:
             d_lhs = gspmm_values(transpose, "copy_lhs", "sum", grad, None)[0]
     if needs[1] and op != "copy_lhs":
-        if op in ("mul", "div"):
+        if op == "mul" and _summed_suffix(lhs, rhs, grad) is not None:
+            d_rhs = _edge_dot(matrix, lhs, grad, _summed_suffix(lhs, rhs, grad))
+        elif op in ("mul", "div"):
             d_rhs = gsddmm_values(matrix, "mul", lhs, grad, "u", "v")
             if op == "div":
                 d_rhs = -d_rhs / aligned(rhs * rhs, d_rhs.dim())
@@ -133,6 +135,29 @@ def _backward_sum(matrix, op, lhs, rhs, grad, needs):
             if op == "sub":
                 d_rhs = -d_rhs
     return d_lhs, d_rhs
+
+
+def _summed_suffix(lhs, rhs, grad):
+    """``k`` when the edge operand is broadcast over exactly the feature dimensions after the
+    first ``k`` (an edge weight per head: ``(nnz, H, 1)`` against ``(n, H, F)``, or a scalar
+    per edge) and the node operand over none: its gradient is then a dot product over those
+    dimensions, not a product summed afterwards. None otherwise."""
+    out = tuple(grad.shape[1:])
+    if tuple(lhs.shape[1:]) != out:
+        return None
+    edge = tuple(aligned(rhs, grad.dim()).shape[1:])
+    k = len(out)
+    while k and edge[k - 1] == 1 and out[k - 1] != 1:
+        k -= 1
+    return k if k < len(out) and edge[:k] == out[:k] else None
+
+
+def _edge_dot(matrix, lhs, grad, k: int):
+    """``sum over the feature dimensions after the first k of lhs[u] * grad[v]`` per edge."""
+    lead = tuple(grad.shape[1:1 + k])
+    dots = gsddmm_values(matrix, "dot", lhs.reshape((lhs.shape[0],) + lead + (-1,)),
+                         grad.reshape((grad.shape[0],) + lead + (-1,)), "u", "v")
+    return dots.reshape((matrix.nnz,) + lead + (1,) * (grad.dim() - 1 - k))
 
 
 def _backward_through_edges(matrix, op, lhs, rhs, message_grad, needs):
