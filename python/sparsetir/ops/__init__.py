@@ -1,15 +1,27 @@
-"""Sparse operators users call like torch's: ``spmm`` and ``sddmm`` over a CSR matrix.
+"""Sparse operators users call like torch's and DGL's, over a CSR matrix.
 
-Every kernel is produced by the compiler (``kernels`` written once in Stage I, scheduled in
-``schedules``), compiled once per machine (``cache``: in memory and on disk under
-``cache_dir()``; ``clear_cache()`` forgets them and removes the cache's own entries, nothing
-else; where the disk cache cannot be used safely a ``CacheWarning`` says why). A matrix is validated once: wrap it in
-``SparseMatrix`` and pass that; a plain scipy matrix or torch sparse tensor is wrapped (and so
-validated) on every call. numpy in gives numpy out, torch in gives torch out; ``out=`` writes
-into the caller's array. Values are float32 (a float64 matrix is refused by name, not cast);
-``sddmm`` gives its values in the caller's nonzero order (``SparseMatrix.source_order``).
-There is no autograd yet: a torch tensor that requires grad is refused while grad mode is on,
-as are ``torch.func`` tensors and sparse tensors given as dense operands.
+``spmm`` and ``sddmm``, and DGL's generalised operator set (``graph_ops``): ``gspmm``,
+``gsddmm``, ``edge_softmax``, ``segment_reduce``, the typed products ``gather_mm`` and
+``segment_mm``, and DGL's short names (``copy_u_sum``, ``u_mul_e_sum``, ``u_dot_v``,
+``u_add_v``, ``copy_u_mean``, ``copy_u_max``, ...). One convention, DGL's: a matrix's rows are
+destinations ``v``, its columns sources ``u``, its stored nonzeros the edges, in CSR order. So
+``spmm(M, X)`` is ``u_mul_e_sum(M, X, M.values)`` and ``sddmm(M, X, Y)`` (``X[row] .
+Y[col]``) is ``u_dot_v(M, Y, X)``.
+
+Every kernel is produced by the compiler (``kernels`` and ``generic_kernels`` written once in
+Stage I, scheduled in ``schedule``), compiled once per machine (``cache``: in memory and on
+disk under ``cache_dir()``; ``clear_cache()`` forgets them and removes the cache's own entries,
+nothing else; where the disk cache cannot be used safely a ``CacheWarning`` says why). A
+matrix is validated once: wrap it in ``SparseMatrix`` and pass that; a plain scipy matrix or
+torch sparse tensor is wrapped (and so validated) on every call. numpy in gives numpy out,
+torch in gives torch out; ``out=`` writes into the caller's array. Values are float32 or
+float64 (one dtype per call: nothing is cast). ``sddmm`` gives its values in the caller's
+nonzero order (``SparseMatrix.source_order``).
+
+Torch tensors carry autograd: every backward pass is made of compiled kernels too
+(``autograd``), and edge values that require grad come in through
+``SparseMatrix.from_csr(indptr, indices, values, shape)``. A second derivative raises, as do
+``torch.func`` transforms (``grad``, ``vmap``) and sparse tensors given as dense operands.
 
 Example
 -------

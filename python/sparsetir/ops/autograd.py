@@ -181,6 +181,16 @@ def _backward_through_edges(matrix, op, lhs, rhs, message_grad, needs):
     return d_lhs, d_rhs
 
 
+def _node_product(matrix, grad, other, target: str):
+    """``sum over the edges e of each node t (a ``target``) of grad[e] * other[the other end
+    of e]``: one ``gspmm`` over M (t = v) or its transpose (t = u), with no per-edge product
+    stored."""
+    if target == "v":
+        return gspmm_values(matrix, "mul", "sum", other, grad)[0]
+    return gspmm_values(matrix.transposed()[0], "mul", "sum", other,
+                        _permuted(matrix, grad).contiguous())[0]
+
+
 class GSDDMM(torch.autograd.Function):
     """``gsddmm`` with its backward pass (see the module docstring)."""
 
@@ -200,21 +210,28 @@ class GSDDMM(torch.autograd.Function):
         grad = grad.contiguous()
         grads = [None, None]
         if ctx.needs_input_grad[2] and op != "copy_rhs":
-            if op in ("mul", "dot", "div"):
-                edge = gsddmm_values(matrix, "div" if op == "div" else "mul", grad, rhs, "e",
-                                     rhs_target)
+            if op in ("mul", "dot") and {lhs_target, rhs_target} == {"u", "v"}:
+                grads[0] = _node_product(matrix, grad, rhs, lhs_target)
             else:
-                edge = grad
-            grads[0] = unbroadcast(_to_nodes(matrix, edge, lhs_target), ctx.shapes[0])
+                if op in ("mul", "dot", "div"):
+                    edge = gsddmm_values(matrix, "div" if op == "div" else "mul", grad, rhs,
+                                         "e", rhs_target)
+                else:
+                    edge = grad
+                grads[0] = _to_nodes(matrix, edge, lhs_target)
+            grads[0] = unbroadcast(grads[0], ctx.shapes[0])
         if ctx.needs_input_grad[3] and op != "copy_lhs":
-            if op in ("mul", "dot"):
-                edge = gsddmm_values(matrix, "mul", grad, lhs, "e", lhs_target)
-            elif op == "div":
-                edge = -gsddmm_values(matrix, "div", grad, rhs, "e", rhs_target) * out
+            if op in ("mul", "dot") and {lhs_target, rhs_target} == {"u", "v"}:
+                grads[1] = _node_product(matrix, grad, lhs, rhs_target)
             else:
-                edge = -grad if op == "sub" else grad
-            grads[1] = unbroadcast(_to_nodes(matrix, edge.contiguous(), rhs_target),
-                                   ctx.shapes[1])
+                if op in ("mul", "dot"):
+                    edge = gsddmm_values(matrix, "mul", grad, lhs, "e", lhs_target)
+                elif op == "div":
+                    edge = -gsddmm_values(matrix, "div", grad, rhs, "e", rhs_target) * out
+                else:
+                    edge = -grad if op == "sub" else grad
+                grads[1] = _to_nodes(matrix, edge.contiguous(), rhs_target)
+            grads[1] = unbroadcast(grads[1], ctx.shapes[1])
         return None, None, grads[0], grads[1], None, None
 
 
