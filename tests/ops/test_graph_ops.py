@@ -250,3 +250,23 @@ def test_bad_input_names_the_argument(graph, call, error, message):
         return
     with pytest.raises(error, match=message):
         call(graph[0], x)
+
+
+def test_out_into_a_tensor_of_a_graph_is_recorded(graph):
+    matrix = ops.SparseMatrix(graph[0].to_scipy().astype(np.float32))
+    base = torch.rand(M_ROWS, 3, requires_grad=True)
+    out = base * 2                             # part of a graph: its old history is replaced
+    x = torch.rand(N_COLS, 3, requires_grad=True)
+    assert ops.spmm(matrix, x, out=out) is out
+    out.sum().backward()
+    torch.testing.assert_close(base.grad, torch.zeros_like(base))
+    dense = torch.from_numpy(matrix.to_scipy().toarray())
+    torch.testing.assert_close(x.grad, dense.T @ torch.ones(M_ROWS, 3))
+
+
+def test_torch_func_transforms_are_refused_by_name(graph):
+    x = torch.rand(N_COLS, 3, dtype=torch.float64)
+    with pytest.raises(SparseTIRTypeError, match="lhs_data is a tensor of a torch.func"):
+        torch.func.grad(lambda t: ops.copy_u_sum(graph[0], t).sum())(x)
+    with pytest.raises(SparseTIRTypeError, match="lhs_data is a tensor of a torch.func"):
+        torch.vmap(lambda t: ops.copy_u_sum(graph[0], t))(x[None].expand(2, -1, -1))
