@@ -45,6 +45,8 @@ from .aliases import ALIASES
 from .graph_ops import edge_softmax, gsddmm, gspmm, segment_reduce
 from .matrix import SparseMatrix
 from .operators import sddmm, spmm
+from .typed import gather_mm, segment_mm
 
 __all__ = ["CacheWarning", "SparseMatrix", "cache_dir", "clear_cache", "edge_softmax",
-           "gsddmm", "gspmm", "sddmm", "segment_reduce", "spmm"] + sorted(ALIASES)
+           "gather_mm", "gsddmm", "gspmm", "sddmm", "segment_mm", "segment_reduce",
+           "spmm"] + sorted(ALIASES)
