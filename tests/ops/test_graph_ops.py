@@ -270,3 +270,18 @@ def test_torch_func_transforms_are_refused_by_name(graph):
         torch.func.grad(lambda t: ops.copy_u_sum(graph[0], t).sum())(x)
     with pytest.raises(SparseTIRTypeError, match="lhs_data is a tensor of a torch.func"):
         torch.vmap(lambda t: ops.copy_u_sum(graph[0], t))(x[None].expand(2, -1, -1))
+
+
+def test_parallel_edges_are_refused_by_the_graph_operators_and_counted_by_spmm():
+    rows, cols = np.array([0, 0, 1]), np.array([1, 1, 0])
+    A = scipy.sparse.coo_matrix((np.ones(3), (rows, cols)), shape=(2, 2))
+    M = ops.SparseMatrix(A)
+    x = torch.tensor([[1.0], [10.0]], dtype=torch.float64, requires_grad=True)
+    with pytest.raises(SparseTIRValueError, match="M holds parallel edges"):
+        ops.copy_u_sum(M, x)
+    with pytest.raises(SparseTIRValueError, match="M holds parallel edges"):
+        ops.edge_softmax(M, torch.ones(M.nnz, 1, dtype=torch.float64))
+    out = ops.spmm(M, x, weighted=False)
+    torch.testing.assert_close(out, torch.tensor([[20.0], [1.0]], dtype=torch.float64))
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, torch.tensor([[1.0], [2.0]], dtype=torch.float64))

@@ -117,9 +117,27 @@ def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data):
     ``lhs_data``: (num_src, *F) node data of the sources; ``rhs_data``: (nnz, *F) edge data.
     Returns (num_dst, *F broadcast); a destination with no in-edge gets 0.
     """
+    return gspmm_entries(as_graph(M), op, reduce_op, lhs_data, rhs_data)
+
+
+def as_graph(M) -> SparseMatrix:
+    """``M`` as a ``SparseMatrix`` whose stored entries are its edges: one that summed
+    parallel edges into one entry is refused (its edge data would have fewer rows than the
+    caller's edges, and a ``max`` or ``mean`` would count them once)."""
+    matrix = as_sparse_matrix(M, "M")
+    if matrix.multiplicity is not None:
+        raise SparseTIRValueError(
+            f"M holds parallel edges summed into one entry ({int(matrix.multiplicity.max())} "
+            "in one); the graph operators take one edge per stored entry: pass a matrix "
+            "without duplicate entries")
+    return matrix
+
+
+def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data):
+    """``gspmm`` over ``matrix``'s stored entries, which may sum parallel edges (``spmm``'s
+    weights then count them)."""
     _choice("op", op, GSPMM_OPS)
     _choice("reduce_op", reduce_op, REDUCERS)
-    matrix = as_sparse_matrix(M, "M")
     lhs, rhs = _operands([
         ("lhs_data", None if op == "copy_rhs" else _required("lhs_data", lhs_data, op),
          matrix.shape[1]),
@@ -146,10 +164,16 @@ def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
     1), ``copy_lhs``, ``copy_rhs``; targets: ``u`` (source data, num_src rows), ``v``
     (destination data, num_dst rows), ``e`` (edge data, nnz rows). Returns (nnz, *F).
     """
+    return gsddmm_entries(as_graph(M), op, lhs_data, rhs_data, lhs_target, rhs_target)
+
+
+def gsddmm_entries(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target: str = "u",
+                   rhs_target: str = "v"):
+    """``gsddmm`` over ``matrix``'s stored entries, which may sum parallel edges (``sddmm``
+    gives each of them its entry's value)."""
     _choice("op", op, GSDDMM_OPS)
     _choice("lhs_target", lhs_target, TARGETS)
     _choice("rhs_target", rhs_target, TARGETS)
-    matrix = as_sparse_matrix(M, "M")
     rows = {"u": matrix.shape[1], "v": matrix.shape[0], "e": matrix.nnz}
     lhs, rhs = _operands([
         ("lhs_data", None if op == "copy_rhs" else _required("lhs_data", lhs_data, op),
@@ -182,7 +206,7 @@ def edge_softmax(M, logits):
     >>> edge_softmax(M, np.float32([[0.0], [0.0], [5.0]])).ravel().tolist()
     [0.5, 0.5, 1.0]
     """
-    matrix = as_sparse_matrix(M, "M")
+    matrix = as_graph(M)
     (values,) = _operands([("logits", logits, matrix.nnz)])
     from .autograd import EdgeSoftmax, edge_softmax_values  # pylint: disable=import-outside-toplevel
     return _run(edge_softmax_values, EdgeSoftmax, matrix, values)

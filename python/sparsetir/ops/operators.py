@@ -232,26 +232,26 @@ def _graph_matrix(A, X):
 
 def _spmm_graph(A, X, out, weighted: bool):
     """``spmm`` through ``graph_ops.gspmm`` (autograd, float64)."""
-    from .graph_ops import gspmm  # pylint: disable=import-outside-toplevel
+    from .graph_ops import gspmm_entries  # pylint: disable=import-outside-toplevel
     _check_torch_operands(X=X, out=out)
     matrix, values = _graph_matrix(A, X)
     if weighted:
-        result = gspmm(matrix, "mul", "sum", X, values)
+        result = gspmm_entries(matrix, "mul", "sum", X, values)
     elif matrix.multiplicity is not None:     # parallel edges: each counts, as in copy_u_sum
-        result = gspmm(matrix, "mul", "sum", X, _like(X, matrix.multiplicity.astype(
+        result = gspmm_entries(matrix, "mul", "sum", X, _like(X, matrix.multiplicity.astype(
             matrix.dtype)))
     else:
-        result = gspmm(matrix, "copy_lhs", "sum", X, None)
+        result = gspmm_entries(matrix, "copy_lhs", "sum", X, None)
     return _written(result, out)
 
 
 def _sddmm_graph(A, X, Y, out):
     """``sddmm`` through ``graph_ops.gsddmm`` (autograd, float64), in A's nonzero order."""
-    from .graph_ops import gsddmm  # pylint: disable=import-outside-toplevel
+    from .graph_ops import gsddmm_entries  # pylint: disable=import-outside-toplevel
     _check_torch_operands(X=X, Y=Y, out=out)
     matrix, _ = _graph_matrix(A, X)
     vector = getattr(X, "ndim", 2) == 1
-    result = gsddmm(matrix, "dot", Y.reshape(-1, 1) if vector else Y,
+    result = gsddmm_entries(matrix, "dot", Y.reshape(-1, 1) if vector else Y,
                     X.reshape(-1, 1) if vector else X, "u", "v").reshape(-1)
     order = None if isinstance(A, SparseMatrix) else matrix.source_order
     if order is not None:

@@ -1,0 +1,125 @@
+"""``SAGEConv``: GraphSAGE (Hamilton et al.), with DGL's arguments and parameter names.
+
+``h_v = fc_self(x_v) + fc_neigh(agg over in-edges (u, v) of x_u)``, the aggregator being
+``"mean"`` (the mean of the sources), ``"pool"`` (the element-wise max of
+``relu(fc_pool(x_u))``) or ``"gcn"`` (``(x_v + sum of x_u) / (in-degree + 1)``, with no
+``fc_self`` and a separate ``bias``). A destination with no in-edge aggregates to 0.
+``edge_weight`` multiplies each edge's message. DGL's ``"lstm"`` aggregator is not offered.
+
+Example
+-------
+>>> import scipy.sparse, torch
+>>> from sparsetir.ops import SparseMatrix
+>>> from sparsetir.nn import SAGEConv
+>>> M = SparseMatrix(scipy.sparse.random(6, 6, density=0.4, format="csr", dtype="float32"))
+>>> sage = SAGEConv(4, 2, "mean")
+>>> sage(M, torch.randn(6, 4)).shape
+torch.Size([6, 2])
+>>> sorted(name for name, _ in sage.named_parameters())
+['fc_neigh.weight', 'fc_self.bias', 'fc_self.weight']
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional
+
+from .. import ops
+from ..errors import SparseTIRValueError
+from .graph_inputs import check_matrix, edge_column, node_features
+
+_AGGREGATORS = ("mean", "gcn", "pool")
+
+
+class SAGEConv(nn.Module):
+    """GraphSAGE convolution (see the module docstring).
+
+    Parameters
+    ----------
+    in_feats : int or (int, int)
+        Source and destination feature sizes (one int: both).
+    out_feats : int
+    aggregator_type : {"mean", "gcn", "pool"}
+    feat_drop : float
+        Dropout on the input features.
+    bias : bool
+    norm, activation : callable or None
+        Applied to the output, activation first.
+    """
+
+    def __init__(self, in_feats, out_feats, aggregator_type, feat_drop=0.0, bias=True,
+                 norm=None, activation=None):
+        super().__init__()
+        if aggregator_type not in _AGGREGATORS:
+            hint = (" (DGL's LSTM aggregator is not offered by sparsetir.nn)"
+                    if aggregator_type == "lstm" else "")
+            raise SparseTIRValueError(f"aggregator_type must be one of {_AGGREGATORS}, got "
+                                      f"{aggregator_type!r}{hint}")
+        self._in_src_feats, self._in_dst_feats = (
+            in_feats if isinstance(in_feats, tuple) else (in_feats, in_feats))
+        self._out_feats = out_feats
+        self._aggre_type = aggregator_type
+        self.norm, self.activation = norm, activation
+        self.feat_drop = nn.Dropout(feat_drop)
+        if aggregator_type == "pool":
+            self.fc_pool = nn.Linear(self._in_src_feats, self._in_src_feats)
+        self.fc_neigh = nn.Linear(self._in_src_feats, out_feats, bias=False)
+        if aggregator_type != "gcn":
+            self.fc_self = nn.Linear(self._in_dst_feats, out_feats, bias=bias)
+        else:
+            self.bias = nn.Parameter(torch.zeros(out_feats)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Glorot-uniform weights with the gain of ReLU (``nn.Linear``'s own biases kept)."""
+        gain = nn.init.calculate_gain("relu")
+        for name in ("fc_pool", "fc_self", "fc_neigh"):
+            if hasattr(self, name):
+                nn.init.xavier_uniform_(getattr(self, name).weight, gain=gain)
+
+    def forward(self, M, feat, edge_weight=None):
+        """``(num_dst, out_feats)`` from ``feat`` of shape ``(num_src, in_feats)`` (or the pair
+        ``(feat_src, feat_dst)``); ``edge_weight`` of shape ``(nnz,)`` in ``M``'s CSR order."""
+        M = check_matrix(M)
+        feat_src, feat_dst = node_features(M, feat, self.feat_drop)
+        reduce_op = {"mean": "mean", "gcn": "sum", "pool": "max"}[self._aggre_type]
+
+        def aggregate(h):
+            if edge_weight is None:
+                return ops.gspmm(M, "copy_lhs", reduce_op, h, None)
+            return ops.gspmm(M, "mul", reduce_op, h,
+                             edge_column("edge_weight", edge_weight, M, h.dim()))
+
+        transform_first = self._in_src_feats > self._out_feats   # aggregate the narrower side
+        if self._aggre_type == "pool":
+            h_neigh = self.fc_neigh(aggregate(functional.relu(self.fc_pool(feat_src))))
+        elif self._aggre_type == "mean":
+            h_neigh = (aggregate(self.fc_neigh(feat_src)) if transform_first
+                       else self.fc_neigh(aggregate(feat_src)))
+        else:
+            h_neigh = self._gcn_neighbourhood(M, feat, feat_src, feat_dst, aggregate,
+                                              transform_first)
+        if self._aggre_type == "gcn":
+            rst = h_neigh if self.bias is None else h_neigh + self.bias
+        else:
+            rst = self.fc_self(feat_dst) + h_neigh
+        if self.activation is not None:
+            rst = self.activation(rst)
+        return rst if self.norm is None else self.norm(rst)
+
+    def _gcn_neighbourhood(self, M, feat, feat_src, feat_dst, aggregate, transform_first):
+        """``(x_v + sum of x_u) / (in-degree + 1)``, through ``fc_neigh``."""
+        if isinstance(feat, tuple) and feat[0].shape[1:] != feat[1].shape[1:]:
+            raise SparseTIRValueError(
+                f"the gcn aggregator adds source and destination features, so feat[0] "
+                f"{tuple(feat[0].shape)} and feat[1] {tuple(feat[1].shape)} need the same "
+                "feature shape")
+        h_src = self.fc_neigh(feat_src) if transform_first else feat_src
+        if isinstance(feat, tuple):
+            h_dst = self.fc_neigh(feat_dst) if transform_first else feat_dst
+        else:
+            h_dst = h_src[:M.shape[0]]
+        degrees = torch.from_numpy(M.in_degrees()).to(feat_dst).unsqueeze(-1)
+        h_neigh = (aggregate(h_src) + h_dst) / (degrees + 1)
+        return h_neigh if transform_first else self.fc_neigh(h_neigh)
