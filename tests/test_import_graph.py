@@ -112,7 +112,7 @@ def test_no_eval_in_the_package():
 
 
 ROOMS = ["errors", "ir", "script", "format", "stage1", "lower", "schedule", "transform",
-         "backend", "runtime", "driver", "data", "ops"]
+         "backend", "runtime", "driver", "data", "ops", "nn"]
 """The package's rooms in the order data flows through them (I -> II -> III -> binary -> call);
 ``format`` (run-time conversion and the index rules) is a leaf the runtime shares."""
 
