@@ -18,6 +18,11 @@ torch in gives torch out; ``out=`` writes into the caller's array. Values are fl
 float64 (one dtype per call: nothing is cast). ``sddmm`` gives its values in the caller's
 nonzero order (``SparseMatrix.source_order``).
 
+Importing ``sparsetir.ops`` makes the kernels loaded from then on run their parallel loops on
+the process's OpenMP threads, the ones torch uses, rather than on TVM's own pool
+(``runtime.threads.cooperate_with_torch``: two pools of spinning threads on the same cores
+slowed training several times under load); setting one of TVM's pool variables keeps TVM's.
+
 Torch tensors carry autograd: every backward pass is made of compiled kernels too
 (``autograd``), and edge values that require grad come in through
 ``SparseMatrix.from_csr(indptr, indices, values, shape)``. A second derivative raises, as do
@@ -39,6 +44,7 @@ True
 from __future__ import annotations
 
 from ..backend.cache_folder import CacheWarning
+from ..runtime.threads import cooperate_with_torch
 from ..driver.cache import cache_dir, clear_cache
 from .aliases import *  # noqa: F401,F403  (DGL's short names: copy_u_sum, u_dot_v, ...)
 from .aliases import ALIASES
@@ -46,6 +52,8 @@ from .graph_ops import edge_softmax, gsddmm, gspmm, segment_reduce
 from .matrix import SparseMatrix
 from .operators import sddmm, spmm
 from .typed import gather_mm, segment_mm
+
+cooperate_with_torch()      # kernels share torch's OpenMP threads (runtime/threads.py)
 
 __all__ = ["CacheWarning", "SparseMatrix", "cache_dir", "clear_cache", "edge_softmax",
            "gather_mm", "gsddmm", "gspmm", "sddmm", "segment_mm", "segment_reduce",

@@ -1,0 +1,134 @@
+"""One pool of threads in a process that trains with torch: sparsetir's kernels run their
+parallel loops on the OpenMP threads torch's operators use, not on a second pool.
+
+Why: a compiled kernel runs a parallel loop on TVM's thread pool, torch runs its operators on
+its OpenMP (libgomp) pool, and both keep their threads spinning after each piece of work so
+that the next one starts at once (TVM: 300000 ``sched_yield`` calls; libgomp: a busy loop of
+the same count, unless ``OMP_WAIT_POLICY=PASSIVE``). A training step alternates between the
+two many times, so each pool's threads keep spinning while the other pool works: on 2 cores a
+GCN epoch on Cora has three busy threads for two cores, and under a background load five, and
+an epoch went from about 2 ms to 15 ms while DGL, whose kernels are OpenMP loops on torch's
+pool, stayed at 3.5 ms (``benchmarks/thread_pools.py``). With one pool the two take turns on
+the same threads, as DGL's do.
+
+:func:`cooperate_with_torch` (``sparsetir.ops`` calls it before loading their first kernel;
+later calls return at once) sets that up:
+
+* It builds ``src/openmp_launch/openmp_launch.c`` (gcc ``-fopenmp``, cached like the other
+  helpers), whose launcher runs a kernel's parallel loop as one OpenMP parallel region, and
+  registers it with tvm-ffi (``TVMFFIEnvModRegisterContextSymbol``) as the parallel launch and
+  barrier of every TVM module loaded in this process from then on; libgomp is the one torch
+  loaded (``tvm_ffi`` imports torch), so the threads are torch's. Modules loaded before keep
+  TVM's pool; ``sparsetir.ops`` calls this before loading any.
+* A launch uses :func:`thread_count` threads (``TVM_NUM_THREADS``, as TVM's pool did), read
+  when this runs.
+* Nothing of torch's is changed: its thread count, ``OMP_*`` variables and wait policy stay as
+  they are (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``, ``OMP_PROC_BIND`` you set now apply to the
+  kernels too). In a child made by ``fork``, the thread that forked runs parallel loops on
+  itself alone (its copy of the OpenMP pool has no threads), like ``runtime.fork`` does for
+  TVM's pool.
+* Your settings win: when the environment sets any of TVM's own pool settings
+  (``TVM_BIND_THREADS``, ``TVM_THREAD_POOL_SPIN_COUNT``, ``TVM_EXCLUDE_WORKER0``), you chose
+  TVM's pool and it is kept as you configured it. Where the launcher cannot be built (no gcc,
+  no OpenMP) TVM's pool is kept too.
+
+Example
+-------
+>>> from sparsetir.runtime.threads import cooperate_with_torch
+>>> cooperate_with_torch()
+Cooperation(pool='openmp', threads=2, reason='kernels run on the OpenMP threads torch uses')
+>>> cooperate_with_torch() is cooperate_with_torch()      # decided once per process
+True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from functools import lru_cache
+from typing import NamedTuple
+
+import tvm_ffi.libinfo
+
+from ..backend.native import build_shared
+
+# TVM's pool reads these; one set in the environment means the user configured TVM's pool
+TVM_POOL_SETTINGS = ("TVM_BIND_THREADS", "TVM_THREAD_POOL_SPIN_COUNT", "TVM_EXCLUDE_WORKER0")
+
+
+class Cooperation(NamedTuple):
+    """What :func:`cooperate_with_torch` decided: ``pool`` is ``"openmp"`` (kernels run on the
+    process's OpenMP threads) or ``"tvm"`` (TVM's own pool, for ``reason``); ``threads``, the
+    threads a parallel loop uses."""
+    pool: str
+    threads: int
+    reason: str
+
+
+_decided: Cooperation | None = None
+_lock = threading.Lock()
+_launcher = None             # the loaded library: kept alive while modules point into it
+
+
+def thread_count() -> int:
+    """The threads a kernel's parallel loop uses: ``TVM_NUM_THREADS`` when it is a positive
+    number (``sparsetir`` sets it to the usable cores unless you set it), else the cores this
+    process may use."""
+    return _count(os.environ.get("TVM_NUM_THREADS", ""))
+
+
+@lru_cache(maxsize=None)
+def _count(value: str) -> int:
+    if value.isascii() and value.isdigit() and int(value) > 0:
+        return int(value)
+    return len(os.sched_getaffinity(0))
+
+
+def cooperate_with_torch() -> Cooperation:
+    """Run kernels' parallel loops on the process's OpenMP threads from now on, unless the
+    environment configures TVM's pool (then nothing changes). Decided once per process; the
+    decision is returned. Cheap after the first call."""
+    global _decided
+    if _decided is None:
+        with _lock:
+            if _decided is None:
+                _decided = _decide()
+    return _decided
+
+
+def _decide() -> Cooperation:
+    threads = thread_count()
+    chosen = [name for name in TVM_POOL_SETTINGS if name in os.environ]
+    if chosen:
+        return Cooperation("tvm", threads, f"{', '.join(chosen)} set: TVM's pool as configured")
+    try:
+        _install_openmp_launcher(threads)
+    except (RuntimeError, OSError, AttributeError) as err:
+        return Cooperation("tvm", threads, f"the OpenMP launcher is unavailable: {err}")
+    return Cooperation("openmp", threads, "kernels run on the OpenMP threads torch uses")
+
+
+def _install_openmp_launcher(threads: int) -> None:
+    """Build and load ``openmp_launch.c`` and make it the parallel launch and barrier of TVM
+    modules loaded from now on."""
+    global _launcher
+    library = ctypes.CDLL(str(build_shared("openmp_launch.c", ["-fopenmp"])))
+    ffi = ctypes.CDLL(tvm_ffi.libinfo.find_libtvm_ffi())
+
+    def address(lib, symbol: str) -> int:
+        return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
+
+    library.sparsetir_openmp_setup.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int]
+    library.sparsetir_openmp_setup.restype = None
+    library.sparsetir_openmp_setup(address(ffi, "TVMFFIErrorMoveFromRaised"),
+                                   address(ffi, "TVMFFIErrorSetRaised"),
+                                   address(ffi, "TVMFFIObjectDecRef"), threads)
+    register = ffi.TVMFFIEnvModRegisterContextSymbol
+    register.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+    register.restype = ctypes.c_int
+    for context_symbol, ours in (("__TVMBackendParallelLaunch", "sparsetir_openmp_launch"),
+                                 ("__TVMBackendParallelBarrier", "sparsetir_openmp_barrier")):
+        if register(context_symbol.encode(), address(library, ours)) != 0:
+            raise RuntimeError(f"tvm-ffi refused to register {context_symbol}")
+    _launcher = library

@@ -1,0 +1,95 @@
+/*
+ * sparsetir_openmp_launch: TVM's parallel-launch entry point run on OpenMP threads (see
+ * sparsetir/runtime/threads.py).
+ *
+ * A compiled TVM kernel runs a parallel loop by calling the function its module's
+ * __TVMBackendParallelLaunch points to, with a lambda that does the share of task `task_id`
+ * out of `penv->num_task`; TVM's runtime points it at its own thread pool. threads.py points
+ * it here instead (TVMFFIEnvModRegisterContextSymbol), so the lambda runs as one OpenMP
+ * parallel region: on the OpenMP runtime the process already has (torch's libgomp), whose
+ * threads are the ones torch's operators use, so kernels and torch never keep two pools of
+ * busy threads on the same cores. __TVMBackendParallelBarrier becomes an OpenMP barrier.
+ *
+ * A launch uses `num_task` threads when the kernel asks for a number, else the count given to
+ * sparsetir_openmp_setup; it runs the whole loop on the calling thread (one task) inside an
+ * OpenMP parallel region, and on the thread that called fork() in the child, whose copy of
+ * the OpenMP pool has no threads behind it. An error a task raises (the lambda returns
+ * nonzero with the error in its thread's tvm-ffi slot) is moved to the calling thread's slot,
+ * the first one when several fail, and the launch returns -1, as TVM's pool does.
+ */
+#include <omp.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  void *sync_handle;
+  int32_t num_task;
+} TVMParallelGroupEnv; /* tvm/runtime/c_backend_api.h */
+
+typedef int (*parallel_lambda)(int task_id, TVMParallelGroupEnv *penv, void *cdata);
+typedef void (*move_error_fn)(void **error);
+typedef void (*set_error_fn)(void *error);
+typedef int (*dec_ref_fn)(void *object);
+
+static move_error_fn ffi_move_error; /* TVMFFIErrorMoveFromRaised */
+static set_error_fn ffi_set_error;   /* TVMFFIErrorSetRaised (takes a reference of its own) */
+static dec_ref_fn ffi_dec_ref;       /* TVMFFIObjectDecRef */
+static int team_size = 1;
+static __thread int forked_here;     /* this thread called fork() and is the child's thread */
+
+static void after_fork_in_child(void) { forked_here = 1; }
+
+/* Set the tvm-ffi error functions and the threads a launch uses when the kernel does not say. */
+void sparsetir_openmp_setup(void *move_error, void *set_error, void *dec_ref, int threads) {
+  ffi_move_error = (move_error_fn)move_error;
+  ffi_set_error = (set_error_fn)set_error;
+  ffi_dec_ref = (dec_ref_fn)dec_ref;
+  team_size = threads > 0 ? threads : 1;
+  static int armed;
+  if (!armed) {
+    armed = 1;
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+  }
+}
+
+int sparsetir_openmp_launch(parallel_lambda lambda, void *cdata, int num_task) {
+  int wanted = num_task > 0 ? num_task : team_size;
+  if (wanted <= 1 || forked_here || omp_in_parallel()) {
+    TVMParallelGroupEnv env = {NULL, 1};
+    return lambda(0, &env, cdata);
+  }
+  void *first_error = NULL;
+  int failed = 0;
+#pragma omp parallel num_threads(wanted)
+  {
+    TVMParallelGroupEnv env = {NULL, omp_get_num_threads()};
+    if (lambda(omp_get_thread_num(), &env, cdata) != 0) {
+      void *error = NULL;
+      ffi_move_error(&error);
+#pragma omp critical(sparsetir_openmp_launch_error)
+      {
+        failed = 1;
+        if (first_error == NULL) {
+          first_error = error;
+        } else if (error != NULL) {
+          ffi_dec_ref(error);
+        }
+      }
+    }
+  }
+  if (!failed) return 0;
+  if (first_error != NULL) {
+    ffi_set_error(first_error);
+    ffi_dec_ref(first_error);
+  }
+  return -1;
+}
+
+int sparsetir_openmp_barrier(int task_id, TVMParallelGroupEnv *penv) {
+  (void)task_id;
+  if (penv->num_task > 1) { /* a launch run on one thread has no team to wait for */
+#pragma omp barrier
+  }
+  return 0;
+}

@@ -1,0 +1,268 @@
+"""``sparsetir.runtime.threads``: kernels' parallel loops on torch's OpenMP threads.
+
+What the module does to a process (a launcher registered with tvm-ffi, decided once) is checked
+in fresh processes: this file run as a script (``python test_threads.py CHECK``) does one check
+and prints its findings as JSON; a hang fails the test after a timeout instead of stopping the
+run. Whether a kernel ran on torch's pool is seen in the threads the process has: TVM's pool
+starts threads of its own at a kernel's first parallel loop, OpenMP's team is the one torch's
+operator already started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+from sparsetir.runtime import threads
+
+HERE = Path(__file__).resolve()
+TIMEOUT_S = 180
+
+
+def run_check(check: str, *arguments: str, **env: str) -> dict:
+    """Run ``check`` (a function below) with ``arguments`` in a fresh process, with ``env``
+    added to the environment (TVM's pool settings removed unless given); its findings."""
+    base = {k: v for k, v in os.environ.items() if k not in threads.TVM_POOL_SETTINGS}
+    with subprocess.Popen([sys.executable, str(HERE), check, *arguments], env={**base, **env},
+                          text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise AssertionError(f"check {check} hung") from None
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- checks run in a fresh process
+
+def _matrix(m=300, n=200, seed=0):
+    """A float32 CSR matrix with every fifth row empty, columns sorted within rows (the
+    nonzero order of a ``SparseMatrix``)."""
+    rng = np.random.default_rng(seed)
+    A = scipy.sparse.random(m, n, density=0.05, format="csr", dtype=np.float32, random_state=rng)
+    A = (scipy.sparse.diags((np.arange(m) % 5 != 0).astype(np.float32)) @ A).tocsr()
+    A.eliminate_zeros()
+    A.sort_indices()
+    return A
+
+
+def _thread_ids() -> set:
+    return set(os.listdir("/proc/self/task"))
+
+
+def check_pool(torch_first: str = "1") -> dict:
+    """Import in the order asked, run a torch operator on 2 threads (its OpenMP team starts),
+    then the first kernels; which pool was chosen, how many threads the kernels started, and
+    their largest error against scipy (outputs start as NaN)."""
+    if torch_first == "1":
+        import torch
+        import sparsetir.ops
+    else:
+        import sparsetir.ops
+        import torch
+    from sparsetir.runtime.threads import cooperate_with_torch
+
+    torch.set_num_threads(2)
+    torch.ones(1 << 22).mul_(2)                       # large enough to run on torch's team
+    decision = cooperate_with_torch()
+    before = _thread_ids()
+    A = _matrix()
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((A.shape[1], 24)).astype(np.float32)
+    Y = rng.standard_normal((A.shape[0], 24)).astype(np.float32)
+    M = sparsetir.ops.SparseMatrix(A)
+    out = np.full((A.shape[0], 24), np.nan, np.float32)
+    sparsetir.ops.spmm(M, X, out=out)
+    values = np.full(A.nnz, np.nan, np.float32)
+    sparsetir.ops.sddmm(M, Y, X, out=values)
+    started = len(_thread_ids() - before)
+    coo = A.tocoo()
+    expected_values = np.einsum("ij,ij->i", Y[coo.row], X[coo.col])
+    torch_out = sparsetir.ops.spmm(M, torch.from_numpy(X))
+    return {"pool": decision.pool, "reason": decision.reason, "threads": decision.threads,
+            "again_same": cooperate_with_torch() is decision, "started": started,
+            "spmm_error": float(np.abs(out - A @ X).max()),
+            "sddmm_error": float(np.abs(values - expected_values).max()),
+            "torch_error": float(np.abs(torch_out.numpy() - A @ X).max())}
+
+
+def check_concurrent_callers() -> dict:
+    """Kernels called from three Python threads at once (the call releases the GIL: each
+    caller's parallel loop is an OpenMP region of its own); the largest error of any call."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import sparsetir.ops
+    from sparsetir.runtime.threads import cooperate_with_torch
+
+    decision = cooperate_with_torch()
+    A = _matrix(2000, 1500)
+    M = sparsetir.ops.SparseMatrix(A)
+    inputs = [np.random.default_rng(seed).standard_normal((1500, 16)).astype(np.float32)
+              for seed in range(3)]
+
+    def worst(X):
+        out = np.full((2000, 16), np.nan, np.float32)
+        error = 0.0
+        for _ in range(40):
+            out.fill(np.nan)
+            sparsetir.ops.spmm(M, X, out=out)
+            error = max(error, float(np.abs(out - A @ X).max()))
+        return error
+    with ThreadPoolExecutor(3) as callers:
+        errors = list(callers.map(worst, inputs))
+    return {"pool": decision.pool, "error": max(errors)}
+
+
+def check_task_error() -> dict:
+    """A kernel compiled after the launcher is registered, whose parallel loop fails in the
+    task of the second thread: the error's message reaches Python; valid input computes."""
+    import tvm
+    from tvm.script import tirx as T
+
+    from sparsetir.runtime.threads import cooperate_with_torch
+
+    decision = cooperate_with_torch()
+
+    @T.prim_func
+    def double(a: T.handle):
+        T.func_attr({"global_symbol": "double"})
+        A = T.match_buffer(a, (64,), "float32")
+        for i in T.parallel(64):
+            assert A[i] >= T.float32(0), "negative entry"
+            A[i] = A[i] * T.float32(2)
+
+    kernel = tvm.compile(double, "llvm")["double"]
+    x = np.arange(64, dtype=np.float32)
+    good = tvm.runtime.tensor(x)
+    kernel(good)
+    x[50] = -1                                        # in the second half: the second task
+    try:
+        kernel(tvm.runtime.tensor(x))
+        raised = None
+    except Exception as err:                          # noqa: BLE001  (reported, then checked)
+        raised = [type(err).__name__, str(err)]
+    return {"pool": decision.pool, "doubled": bool(np.array_equal(good.numpy(),
+                                                                  np.arange(64) * 2.0)),
+            "raised": raised}
+
+
+def check_fork() -> dict:
+    """``fork_workers.py``'s children (multiprocessing, DataLoader, a bare ``os.fork`` and a
+    thread it starts) with the launcher registered before the parent's first kernel."""
+    import contextlib
+    import io
+
+    import fork_workers
+    from sparsetir.runtime.threads import cooperate_with_torch
+
+    decision = cooperate_with_torch()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        fork_workers.main()
+    return {"pool": decision.pool, "printed": printed.getvalue().strip()}
+
+
+# ---------------------------------------------------------------------------------- the tests
+
+@pytest.mark.parametrize("torch_first", ["1", "0"], ids=["torch-first", "sparsetir-first"])
+def test_kernels_run_on_torchs_openmp_threads(torch_first):
+    found = run_check("check_pool", torch_first, TVM_NUM_THREADS="2")
+    assert found["pool"] == "openmp", found["reason"]
+    assert found["threads"] == 2
+    assert found["again_same"]
+    assert found["started"] == 0          # TVM's pool would have started a thread of its own
+    assert found["spmm_error"] < 1e-4
+    assert found["sddmm_error"] < 1e-4
+    assert found["torch_error"] < 1e-4
+
+
+@pytest.mark.parametrize("setting", threads.TVM_POOL_SETTINGS)
+def test_explicit_tvm_pool_settings_keep_tvms_pool(setting):
+    found = run_check("check_pool", TVM_NUM_THREADS="2", **{setting: "1"})
+    assert found["pool"] == "tvm"
+    assert setting in found["reason"]
+    assert found["started"] >= 1          # TVM's worker thread: the check above can fail
+    assert found["spmm_error"] < 1e-4
+    assert found["sddmm_error"] < 1e-4
+
+
+def test_more_threads_than_cores_still_correct():
+    found = run_check("check_pool", TVM_NUM_THREADS="5")
+    assert found["pool"] == "openmp" and found["threads"] == 5
+    assert found["spmm_error"] < 1e-4 and found["sddmm_error"] < 1e-4
+
+
+def test_concurrent_callers_get_right_numbers():
+    found = run_check("check_concurrent_callers", TVM_NUM_THREADS="2")
+    assert found["pool"] == "openmp"
+    assert found["error"] < 1e-4
+
+
+def test_error_in_a_task_reaches_python():
+    found = run_check("check_task_error", TVM_NUM_THREADS="2")
+    assert found["pool"] == "openmp"
+    assert found["doubled"]
+    assert found["raised"] is not None and found["raised"][0] == "RuntimeError"
+    assert "negative entry" in found["raised"][1]
+
+
+def test_forked_children_run_kernels():
+    found = run_check("check_fork", TVM_NUM_THREADS="2")
+    assert found["pool"] == "openmp"
+    assert found["printed"] == "OK 11"
+
+
+def test_explicit_setting_decides_without_building(monkeypatch):
+    monkeypatch.setenv("TVM_THREAD_POOL_SPIN_COUNT", "0")
+    monkeypatch.setattr(threads, "_install_openmp_launcher",
+                        lambda count: pytest.fail("built the launcher despite the setting"))
+    decision = threads._decide()
+    assert decision.pool == "tvm" and "TVM_THREAD_POOL_SPIN_COUNT" in decision.reason
+
+
+def test_decided_once_across_threads(monkeypatch):
+    calls = []
+    monkeypatch.setattr(threads, "_decided", None)
+    monkeypatch.setattr(threads, "_decide",
+                        lambda: calls.append(1) or threads.Cooperation("tvm", 1, "test"))
+    results = []
+    workers = [threading.Thread(target=lambda: results.append(threads.cooperate_with_torch()))
+               for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert len(calls) == 1 and len({id(result) for result in results}) == 1
+
+
+@pytest.mark.parametrize("value", ["2", "7"])
+def test_thread_count_is_tvm_num_threads(monkeypatch, value):
+    monkeypatch.setenv("TVM_NUM_THREADS", value)
+    assert threads.thread_count() == int(value)
+
+
+@pytest.mark.parametrize("value", [None, "", "0", "-2", " 3", "3x", "abc", "\u0663"])
+def test_thread_count_is_the_usable_cores_without_a_positive_number(monkeypatch, value):
+    if value is None:
+        monkeypatch.delenv("TVM_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("TVM_NUM_THREADS", value)
+    assert threads.thread_count() == len(os.sched_getaffinity(0))
+
+
+if __name__ == "__main__":
+    name, *arguments = sys.argv[1:]
+    print(json.dumps(globals()[name](*arguments)))
