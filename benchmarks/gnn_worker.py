@@ -1,0 +1,163 @@
+"""One contender training one model on one graph, in a process of its own (``gnn.py`` starts
+one per case and condition).
+
+Steps: build the task (``gnn_data``), the framework's graph (timed: ``setup_ms``), the network
+with the canonical initial weights (``gnn_models``) and Adam (lr 0.01); then, with the peak
+resident set reset to the current one (``/proc/self/clear_refs``), ``--warmup`` epochs and
+``--epochs`` timed epochs, each one ``zero_grad``, forward, cross-entropy over every node,
+backward and an optimizer step, timed whole with ``perf_counter``; the peak memory is the
+process's peak resident set during those epochs minus its resident set just before them.
+The losses of all those epochs are reported (the harness compares them across contenders).
+Then ``--profile-epochs`` more epochs under ``torch.profiler`` give the share of an epoch spent
+in sparse operators (``gnn_profile``). Last, the check: the same network trained from the same
+weights in float64 for ``--check-epochs`` epochs; its losses are what the harness compares
+across contenders (float32 rounding differences grow too fast in training to compare float32
+losses at 1e-4 after more than a few epochs: see ``docs/gnn-benchmark.md``). One line
+``RESULT {json}`` on stdout.
+
+Threads: ``torch.set_num_threads(--threads)``; ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and
+``TVM_NUM_THREADS`` come from the harness.
+
+Example
+-------
+``python benchmarks/gnn_worker.py --contender dgl --model gcn --graph cora --threads 2 --cache DIR``
+(``DIR`` holding ``gnn-cora.npz`` from ``gnn_data.prepare``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import gnn_data
+import gnn_frameworks
+import gnn_models
+import gnn_profile
+
+PREFIX = "RESULT "
+LEARNING_RATE = 0.01
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+def reset_peak_memory() -> int:
+    """Reset this process's peak resident set to the current one; the current one in KiB."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _status_kib("VmRSS")
+
+
+def peak_memory() -> int:
+    """This process's peak resident set in KiB since the last ``reset_peak_memory``."""
+    return _status_kib("VmHWM")
+
+
+class Training:
+    """``spec`` on ``task`` with ``framework`` in ``dtype``: ``epoch()`` trains one epoch and
+    returns its loss."""
+
+    def __init__(self, spec, framework, task, dtype=torch.float32, seed: int = 0):
+        start = time.perf_counter()
+        self.inputs = framework.inputs(task, dtype)
+        self.setup_s = time.perf_counter() - start
+        width = task.features.shape[1]
+        self.net = gnn_models.Net(spec, framework, width, task.num_classes)
+        framework.load(self.net, gnn_models.canonical_weights(spec, width, task.num_classes,
+                                                              seed))
+        self.net.to(dtype)
+        self.features = torch.from_numpy(task.features).to(dtype)
+        self.labels = torch.from_numpy(task.labels)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=LEARNING_RATE)
+
+    def logits(self):
+        return self.net(self.inputs, self.features)
+
+    def epoch(self) -> float:
+        self.optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(self.logits(), self.labels)
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+
+def train(args) -> dict:
+    """Everything the worker measures, as the fields of its result."""
+    framework = gnn_frameworks.load_framework(args.contender)
+    spec = gnn_models.MODELS[args.model]
+    task = gnn_data.make_task(args.graph, gnn_data.load(args.graph, args.cache), spec.self_loops)
+    run = Training(spec, framework, task)
+    gc.collect()
+    baseline_kib = reset_peak_memory()
+    seconds, losses = [], []
+    for _ in range(args.warmup + args.epochs):
+        start = time.perf_counter()
+        losses.append(run.epoch())
+        seconds.append(time.perf_counter() - start)
+    peak_kib = peak_memory()
+    ms = 1e3 * np.array(seconds[args.warmup:])
+    fields = {"status": "ok", "nodes": task.num_nodes, "edges": int(task.adjacency.nnz),
+              "setup_ms": 1e3 * run.setup_s, "first_epoch_ms": 1e3 * seconds[0],
+              "epoch_ms": float(np.median(ms)), "p25_ms": float(np.percentile(ms, 25)),
+              "p75_ms": float(np.percentile(ms, 75)), "epochs": len(losses),
+              "final_loss": losses[-1], "losses": losses,
+              "peak_mib": (peak_kib - baseline_kib) / 1024, "baseline_mib": baseline_kib / 1024}
+    if args.profile_epochs:
+        framework.mark_sparse_calls(run.net)
+        sparse_s, total_s = gnn_profile.sparse_seconds(
+            run.epoch, framework.sparse_operator_names(), args.profile_epochs)
+        share = sparse_s / total_s
+        fields.update(sparse_share=share, sparse_ms=share * fields["epoch_ms"],
+                      profiled_epoch_ms=1e3 * total_s / args.profile_epochs,
+                      profiled_sparse_ms=1e3 * sparse_s / args.profile_epochs)
+    if args.check_epochs:
+        check = Training(spec, framework, task, torch.float64)
+        fields["check_losses"] = [check.epoch() for _ in range(args.check_epochs)]
+    return fields
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--contender", required=True, choices=gnn_frameworks.NAMES)
+    parser.add_argument("--model", required=True, choices=list(gnn_models.MODELS))
+    parser.add_argument("--graph", required=True, choices=gnn_data.labels())
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=20, help="timed epochs")
+    parser.add_argument("--profile-epochs", type=int, default=2)
+    parser.add_argument("--check-epochs", type=int, default=10,
+                        help="epochs of the float64 run whose losses are compared (0: none)")
+    parser.add_argument("--condition", default="idle", help="a label copied to the result")
+    parser.add_argument("--cache", type=Path, required=True,
+                        help="the harness's folder of prepared graphs")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    try:
+        fields = train(args)
+    except ImportError as exc:
+        fields = {"status": "n/a", "note": f"not installed ({exc})".splitlines()[0]}
+    except Exception:  # the case's error, reported in its row
+        fields = {"status": "error", "note": traceback.format_exc(limit=2).strip().splitlines()[-1]}
+    print(PREFIX + json.dumps({"contender": args.contender, "model": args.model,
+                               "graph": args.graph, "condition": args.condition, **fields}),
+          flush=True)
+
+
+if __name__ == "__main__":
+    main()
