@@ -56,7 +56,8 @@ def check_losses(records: list) -> list:
             if worst > LOSS_RTOL or len(r["check_losses"]) != len(ref):
                 k = next((i for i, (v, w) in enumerate(zip(r["check_losses"], ref))
                           if abs(v - w) > LOSS_RTOL * abs(w)), len(ref) - 1)
-                note = (f"NOT THE SAME MODEL: float64 loss at epoch {k + 1} is "
+                when = "of the initial weights" if k == 0 else f"after {k} updates"
+                note = (f"NOT THE SAME MODEL: float64 loss at epoch {k + 1} ({when}) is "
                         f"{r['check_losses'][k]:.8g}, DGL's {ref[k]:.8g} (relative difference "
                         f"above {LOSS_RTOL:g} from there; at most {worst:.2g})")
             verdict[key + (r["contender"],)] = (worst, note)

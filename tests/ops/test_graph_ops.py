@@ -285,3 +285,20 @@ def test_parallel_edges_are_refused_by_the_graph_operators_and_counted_by_spmm()
     torch.testing.assert_close(out, torch.tensor([[20.0], [1.0]], dtype=torch.float64))
     out.sum().backward()
     torch.testing.assert_close(x.grad, torch.tensor([[1.0], [2.0]], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("feat", [12, 24, 40])
+@pytest.mark.parametrize("edge_broadcast", [True, False])
+def test_per_head_broadcast_where_a_register_tile_would_cross_heads(graph, feat, edge_broadcast):
+    """(n, H, F) against (nnz, H, 1) and the reverse, with F that 8 divides and H * F that a
+    wider tile divides: a tile across two heads once read one head's value for both."""
+    matrix = graph[0]
+    generator = torch.Generator().manual_seed(feat)
+    x_shape, e_shape = ((2, feat), (2, 1)) if edge_broadcast else ((2, 1), (2, feat))
+    x = torch.rand((N_COLS,) + x_shape, generator=generator, dtype=torch.float64)
+    e = torch.rand((matrix.nnz,) + e_shape, generator=generator, dtype=torch.float64)
+    for reduce_op in ("sum", "max"):
+        torch.testing.assert_close(ops.gspmm(matrix, "mul", reduce_op, x, e),
+                                   dense_gspmm(graph, "mul", reduce_op, x, e))
+    torch.testing.assert_close(ops.gsddmm(matrix, "mul", x, e, "u", "e"),
+                               x[graph[2]] * e)

@@ -25,6 +25,14 @@ def _fused_features(sch, loops: list):
     return sch.fuse(*loops) if len(loops) > 1 else loops[0]
 
 
+def _tile_lanes(sch, loops: list) -> int:
+    """The register tile of the fused feature loops: one that divides the innermost block,
+    so a tile never crosses into the next index of an outer block (an operand broadcast over
+    the inner block reads one value per outer index; TVM's vectoriser gets a tile that
+    crosses wrong: ``(n, H, F)`` against ``(nnz, H, 1)`` with F = 12 gave wrong sums)."""
+    return spmm_lanes(int(sch.get(loops[-1]).extent)) if loops else 1
+
+
 def schedule_gspmm_cpu(mod: tvm.IRModule, block: str = "gspmm") -> tvm.IRModule:
     """Row tiles in parallel; the in-edge loop reduces register tiles of the fused feature
     loop when a tile divides it (``block``: the kernel's name, ``gspmm`` or ``gspmm_arg``)."""
@@ -33,11 +41,10 @@ def schedule_gspmm_cpu(mod: tvm.IRModule, block: str = "gspmm") -> tvm.IRModule:
     update = sch.get_sblock(f"{block}2")
     edges, *features = sch.get_loops(update)
     sch.parallel(tiles)
+    lanes = _tile_lanes(sch, features)
     fused = _fused_features(sch, features)
     if fused is None or block != "gspmm":
         return sch.mod
-    extent = int(sch.get(fused).extent)
-    lanes = spmm_lanes(extent)
     if lanes > 1:
         accumulate_in_registers(sch, update, [edges], fused, lanes)
     return sch.mod
@@ -54,9 +61,9 @@ def schedule_gsddmm_cpu(mod: tvm.IRModule, dot: bool) -> tvm.IRModule:
     if dot:
         sch.decompose_reduction(update, loops[-1])
         return sch.mod
+    lanes = _tile_lanes(sch, loops)
     fused = _fused_features(sch, loops)
     if fused is not None:
-        lanes = spmm_lanes(int(sch.get(fused).extent))
         if lanes > 1:
             sch.vectorize(sch.split(fused, [None, lanes])[1])
     return sch.mod
