@@ -26,12 +26,14 @@ rounds of the median epoch (the mean epoch, which counts stalls, beside it); ``v
 median over rounds of the ratio to DGL's run of the same round; ``busy`` is the process's CPU
 time over wall time while idle: how many threads it kept running on average, spinning ones
 included. The machine's CPU pressure (Linux PSI) before the rounds is printed: above a few
-percent, other processes were competing for the cores and the idle column is not idle.
+percent, other processes were competing for the cores and the idle column is not idle
+(``--wait-quiet`` starts each round only once they have stopped).
 
 Example
 -------
 ``.venv/bin/python benchmarks/thread_pools.py`` (about two minutes on 2 idle cores);
 ``.venv/bin/python benchmarks/thread_pools.py --cases ours dgl --load 2 --rounds 3``;
+on a shared machine: ``... thread_pools.py --rounds 15 --wait-quiet 10``;
 one case alone: ``.venv/bin/python benchmarks/thread_pools.py --worker ours``.
 """
 
@@ -200,6 +202,17 @@ def _cpu_pressure():
         return None
 
 
+def _wait_for_quiet(percent: float) -> None:
+    """Return once the CPU pressure is at most ``percent`` (at once where PSI is unavailable)."""
+    pressure = _cpu_pressure()
+    if pressure is not None and pressure > percent:
+        print(f"waiting for the CPU pressure ({pressure:.0f}%) to drop to {percent:g}%",
+              file=sys.stderr, flush=True)
+    while pressure is not None and pressure > percent:
+        time.sleep(1)
+        pressure = _cpu_pressure()
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
@@ -208,6 +221,9 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--load", type=int, default=len(os.sched_getaffinity(0)),
                         help="busy processes for the loaded runs (default: one per core)")
+    parser.add_argument("--wait-quiet", type=float, metavar="PERCENT",
+                        help="before each round, wait until the CPU pressure (PSI avg10) is at "
+                             "most PERCENT: on a shared machine, rounds run when others are idle")
     parser.add_argument("--env", nargs="*", metavar="KEY=VALUE",
                         help="extra environment for every case (e.g. OMP_WAIT_POLICY=PASSIVE)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -219,6 +235,8 @@ def main(argv=None) -> None:
     results, pressures = {}, []
     for r in range(args.rounds):
         order = args.cases[r % len(args.cases):] + args.cases[:r % len(args.cases)]
+        if args.wait_quiet is not None:
+            _wait_for_quiet(args.wait_quiet)
         pressures.append(_cpu_pressure())
         for load in (0, args.load):
             for name in order:

@@ -25,7 +25,8 @@ import torch
 from torch import nn
 
 from .. import ops
-from .graph_inputs import check_matrix, edge_column, node_features, refuse_zero_in_degree
+from .graph_inputs import (check_matrix, edge_column, leading_rows, node_features,
+                           refuse_zero_in_degree)
 
 
 class GATConv(nn.Module):
@@ -114,7 +115,7 @@ class GATConv(nn.Module):
             z_dst = fc_dst(h_dst).view(*h_dst.shape[:-1], *heads)
         else:
             z_src = self.fc(h_src).view(*h_src.shape[:-1], *heads)
-            z_dst = z_src[:M.shape[0]]
+            z_dst = leading_rows(z_src, M.shape[0])
         left = (z_src * self.attn_l).sum(dim=-1, keepdim=True)
         right = (z_dst * self.attn_r).sum(dim=-1, keepdim=True)
         logits = self.leaky_relu(ops.u_add_v(M, left, right))

@@ -70,7 +70,19 @@ def node_features(M: SparseMatrix, feat, transform=None) -> tuple:
             f"M has more destinations ({num_dst}) than sources ({num_src}), so feat cannot hold "
             "both: pass the pair (feat_src, feat_dst)")
     src = transform(feat)
-    return src, (src if num_dst == num_src else src[:num_dst])
+    return src, leading_rows(src, num_dst)
+
+
+def leading_rows(x, count: int):
+    """``x[:count]``, or ``x`` itself where it has exactly ``count`` rows: a square graph's
+    destinations are all of its sources, and the slice would add a copy to the backward pass.
+
+    >>> import torch
+    >>> x = torch.ones(3, 2)
+    >>> leading_rows(x, 3) is x, tuple(leading_rows(x, 2).shape)
+    (True, (2, 2))
+    """
+    return x if x.shape[0] == count else x[:count]
 
 
 def refuse_zero_in_degree(M: SparseMatrix, layer: str) -> None:

@@ -31,7 +31,7 @@ from torch import nn
 from .. import ops
 from ..errors import SparseTIRValueError
 from .edge_groups import edge_groups
-from .graph_inputs import check_matrix, check_rows
+from .graph_inputs import check_matrix, check_rows, leading_rows
 from .linear import TypedLinear
 
 
@@ -92,7 +92,7 @@ class RelGraphConv(nn.Module):
         if self.bias:
             h = h + self.h_bias
         if self.self_loop:
-            h = h + feat[:num_dst] @ self.loop_weight
+            h = h + leading_rows(feat, num_dst) @ self.loop_weight
         if self.activation:
             h = self.activation(h)
         return self.dropout(h)

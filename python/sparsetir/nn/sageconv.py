@@ -27,7 +27,7 @@ from torch.nn import functional
 
 from .. import ops
 from ..errors import SparseTIRValueError
-from .graph_inputs import check_matrix, edge_column, node_features
+from .graph_inputs import check_matrix, edge_column, leading_rows, node_features
 
 _AGGREGATORS = ("mean", "gcn", "pool")
 
@@ -119,7 +119,7 @@ class SAGEConv(nn.Module):
         if isinstance(feat, tuple):
             h_dst = self.fc_neigh(feat_dst) if transform_first else feat_dst
         else:
-            h_dst = h_src[:M.shape[0]]
+            h_dst = leading_rows(h_src, M.shape[0])
         degrees = torch.from_numpy(M.in_degrees()).to(feat_dst).unsqueeze(-1)
         h_neigh = (aggregate(h_src) + h_dst) / (degrees + 1)
         return h_neigh if transform_first else self.fc_neigh(h_neigh)
