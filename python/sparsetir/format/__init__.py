@@ -17,8 +17,11 @@ from .checks import FormatTypeError, check_csr
 from .condense import condense
 from .ell import EllBucket, csr_to_ell
 from .ell3d import csf_to_ell3d
+from .encoding import Encoding, EncodingError, LevelType, Slice
 from .hyb import column_part_hyb, row_tiles
 from .pad import csr_pad
+from .storage import SparseTensor
 
 __all__ = ["EllBucket", "FormatTypeError", "check_csr", "column_part_hyb", "condense",
-           "csf_to_ell3d", "csr_pad", "csr_to_bsr", "csr_to_ell", "row_tiles"]
+           "csf_to_ell3d", "csr_pad", "csr_to_bsr", "csr_to_ell", "row_tiles",
+           "Encoding", "EncodingError", "LevelType", "Slice", "SparseTensor"]

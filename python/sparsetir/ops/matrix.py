@@ -35,7 +35,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 import scipy.sparse
 
-from ..format import check_csr
+from ..format import SparseTensor, check_csr
 from ..format.checks import index_array
 from ..runtime.arguments import sealed
 from .arrays import check_autograd
@@ -47,10 +47,13 @@ class SparseMatrix:
 
     Parameters
     ----------
-    matrix : scipy.sparse matrix or array, or torch sparse tensor (CSR or COO), float32 or
-        float64
+    matrix : scipy.sparse matrix or array, torch sparse tensor (CSR or COO), or 2-D
+        ``sparsetir.format.SparseTensor`` (any encoding: CSR, CSC, DCSR, DCSC, COO, BSR/BSC,
+        2:4 ...), float32 or float64
         Any scipy sparse format is converted to CSR; a torch COO tensor is read as stored
-        (uncoalesced entries of one position are summed, and counted in ``multiplicity``).
+        (uncoalesced entries of one position are summed, and counted in ``multiplicity``); a
+        ``SparseTensor``'s entries are ``t.to_coo()``'s (its stored values, the explicit zeros of
+        stored blocks included).
     name : str
         What errors call the matrix (``sparsetir.ops`` passes ``"A"``).
 
@@ -69,8 +72,9 @@ class SparseMatrix:
         The caller's nonzeros mapped to this matrix's: ``source_order[p]`` is the position in
         ``indices`` and ``data`` of the caller's ``p``-th nonzero (duplicates, summed, share
         one). The caller's order is that of ``indices`` for CSR (scipy or torch), of
-        ``A.tocoo()`` for another scipy format, and of ``A._indices()`` (as stored) for a torch COO
-        tensor. None when it is this matrix's order already.
+        ``A.tocoo()`` for another scipy format, of ``A._indices()`` (as stored) for a torch COO
+        tensor, and of ``t.values`` (``t.to_coo()``) for a ``SparseTensor``. None when it is this
+        matrix's order already.
     multiplicity : numpy.ndarray (float32, read-only) or None
         How many of the caller's nonzeros each entry sums (a multigraph's parallel edges:
         ``spmm(weighted=False)`` counts each, as DGL's ``copy_u_sum`` does). None when every
@@ -347,6 +351,13 @@ def _entries(matrix, name: str) -> tuple:
                                       matrix.format == "csr")
         coo = matrix.tocoo()
         return shape, _coordinates(name, coo.row, coo.col, coo.data, shape)
+    if isinstance(matrix, SparseTensor):
+        if len(matrix.dim_shape) != 2:
+            raise SparseTIRTypeError(f"a sparse matrix has 2 dimensions, got a SparseTensor of "
+                                     f"shape {matrix.dim_shape}")
+        _check_values(name, matrix.dtype, False)
+        (rows, cols), values = matrix.to_coo()
+        return matrix.dim_shape, _coordinates(name, rows, cols, values, matrix.dim_shape)
     layout = getattr(matrix, "layout", None)
     if layout is not None and "sparse" in str(layout):
         import torch  # pylint: disable=import-outside-toplevel
@@ -368,8 +379,9 @@ def _entries(matrix, name: str) -> tuple:
             raise SparseTIRTypeError(f"a torch sparse tensor must be CSR or COO, got {cpu.layout}")
         return shape, _compressed(name, cpu.crow_indices().numpy(), cpu.col_indices().numpy(),
                                   cpu.values().numpy(), shape, True)
-    raise SparseTIRTypeError("sparsetir.ops takes a scipy sparse matrix, a torch sparse CSR/COO tensor "
-                    f"or a SparseMatrix, got {type(matrix).__name__}")
+    raise SparseTIRTypeError("sparsetir.ops takes a scipy sparse matrix, a torch sparse CSR/COO "
+                             "tensor, a SparseTensor or a SparseMatrix, got "
+                             f"{type(matrix).__name__}")
 
 
 def _sorted_csr(shape: tuple, entries: _Entries) -> tuple:

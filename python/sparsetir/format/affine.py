@@ -1,0 +1,113 @@
+"""The affine expressions of an MLIR dimension-to-level map: a tiny tree, printed and evaluated.
+
+An ``Affine`` is a constant, a dimension ``d<k>``, a symbol ``s<k>``, or ``a + b``, ``a * b``,
+``a floordiv b``, ``a mod b`` of two of them. Dimensions and symbols are held by position, so
+two maps that differ only in their names are equal (``==`` and ``hash`` compare the tree).
+Printing uses MLIR's canonical names and puts parentheses only where the left-to-right reading
+of ``+`` below ``*``/``floordiv``/``mod`` needs them.
+
+Example
+-------
+>>> import numpy as np
+>>> block = Affine.binary("floordiv", Affine.dim(1), Affine.const(4))
+>>> str(block), block.evaluate([np.arange(2), np.arange(9, 11)], ()).tolist()
+('d1 floordiv 4', [2, 2])
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+_PRECEDENCE = {"add": 1, "mul": 2, "floordiv": 2, "mod": 2}
+_SPELLING = {"add": "+", "mul": "*", "floordiv": "floordiv", "mod": "mod"}
+
+
+class Affine(NamedTuple):
+    """One node: ``op`` is ``"const"`` / ``"dim"`` / ``"sym"`` (``value`` the number or the
+    position) or a binary ``"add"``, ``"mul"``, ``"floordiv"``, ``"mod"`` of ``lhs`` and
+    ``rhs``."""
+    op: str
+    value: int = 0
+    lhs: Optional["Affine"] = None
+    rhs: Optional["Affine"] = None
+
+    @staticmethod
+    def const(value: int) -> "Affine":
+        """The constant ``value``."""
+        return Affine("const", int(value))
+
+    @staticmethod
+    def dim(position: int) -> "Affine":
+        """Dimension ``d<position>``."""
+        return Affine("dim", int(position))
+
+    @staticmethod
+    def sym(position: int) -> "Affine":
+        """Symbol ``s<position>``."""
+        return Affine("sym", int(position))
+
+    @staticmethod
+    def binary(op: str, lhs: "Affine", rhs: "Affine") -> "Affine":
+        """``lhs op rhs``."""
+        return Affine(op, 0, lhs, rhs)
+
+    def dims(self) -> set:
+        """The positions of the dimensions the expression reads."""
+        if self.op == "dim":
+            return {self.value}
+        if self.lhs is None:
+            return set()
+        return self.lhs.dims() | self.rhs.dims()
+
+    def has_symbol(self) -> bool:
+        """Whether a symbol occurs in the expression."""
+        if self.op == "sym":
+            return True
+        return self.lhs is not None and (self.lhs.has_symbol() or self.rhs.has_symbol())
+
+    def evaluate(self, dims, syms) -> np.ndarray:
+        """The expression's value at dimension values ``dims`` (int64 arrays or ints, by
+        position) and symbol values ``syms``."""
+        if self.op == "const":
+            return np.int64(self.value)
+        if self.op == "dim":
+            return np.asarray(dims[self.value], np.int64)
+        if self.op == "sym":
+            return np.int64(syms[self.value])
+        lhs, rhs = self.lhs.evaluate(dims, syms), self.rhs.evaluate(dims, syms)
+        if self.op == "add":
+            return lhs + rhs
+        if self.op == "mul":
+            return lhs * rhs
+        return lhs // rhs if self.op == "floordiv" else lhs % rhs
+
+    def text(self, dim_names, sym_names) -> str:
+        """The expression in MLIR's syntax with the given names."""
+        if self.op == "const":
+            return str(self.value)
+        if self.op in ("dim", "sym"):
+            return (dim_names if self.op == "dim" else sym_names)[self.value]
+        level = _PRECEDENCE[self.op]
+
+        def side(node: "Affine", right: bool) -> str:
+            inner = node.text(dim_names, sym_names)
+            node_level = _PRECEDENCE.get(node.op, 3)
+            return f"({inner})" if node_level < level or (right and node_level == level) \
+                else inner
+        return f"{side(self.lhs, False)} {_SPELLING[self.op]} {side(self.rhs, True)}"
+
+    def __str__(self) -> str:
+        return self.text(_Names("d"), _Names("s"))
+
+
+class _Names:
+    """``prefix<k>`` for any position ``k`` (MLIR's canonical names ``d0``, ``s0`` ...)."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+
+    def __getitem__(self, position: int) -> str:
+        return f"{self.prefix}{position}"
+

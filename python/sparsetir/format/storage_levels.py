@@ -1,0 +1,195 @@
+"""MLIR's storage scheme, level by level: building the arrays from entries, and reading them back.
+
+``assemble`` turns entries (their level coordinates, sorted and unique, and values) into the
+``positions``/``coordinates`` of every level and the ``values`` array; ``traverse`` walks stored
+arrays from the root and gives every stored value's level coordinates, checking the arrays on
+the way. Both are vectorised numpy: a level is one pass over its entries.
+
+What each level stores, for ``P`` parent positions:
+
+- ``dense`` (size ``s``): nothing; its positions are ``parent * s + coordinate`` (``P * s``);
+- ``compressed``: ``positions`` (``P + 1``, a parent's children are ``positions[p]:positions[p+1]``)
+  and ``coordinates`` (one per child); ``loose_compressed``: ``positions`` as ``(lo, hi)`` pairs
+  (``2 * P``);
+- ``compressed(nonunique)`` followed by ``singleton`` levels: one child per entry of the region
+  (COO), the singletons storing one coordinate per parent position;
+- ``structured[n, m]``: exactly ``n`` coordinates per parent (``P * n``), sorted; a group with
+  fewer nonzeros is padded with the smallest unused coordinates (value 0); zeros never claim a
+  slot.
+
+Example
+-------
+>>> import numpy as np
+>>> from sparsetir.format import Encoding
+>>> lvl = np.array([[0, 0, 3, 3, 3], [0, 2, 2, 3, 5]])
+>>> pos, crd, val = assemble(Encoding.named("CSR"), (4, 8), lvl, np.arange(1., 6.))
+>>> pos[1].tolist(), crd[1].tolist(), val.tolist()
+([0, 2, 2, 2, 5], [0, 2, 2, 3, 5], [1.0, 2.0, 3.0, 4.0, 5.0])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import SparseTIRValueError
+
+
+def coo_region_end(types, level: int) -> int:
+    """The last level of the COO region starting at nonunique ``level`` (the singletons that
+    follow it, through the first unique one)."""
+    end = level
+    while end + 1 < len(types) and types[end + 1].kind == "singleton":
+        end += 1
+        if types[end].unique:
+            break
+    return end
+
+
+def assemble(enc, lvl_shape, lvl_coords: np.ndarray, values: np.ndarray) -> tuple:
+    """``(positions, coordinates, values)`` (lists per level, None where a level stores none)
+    of entries at ``lvl_coords`` (int64 ``(lvl_rank, N)``, sorted lexicographically, unique)
+    with ``values``; arrays in int64 (the widths are applied by the caller)."""
+    types = enc.level_types
+    positions, coordinates = [None] * len(types), [None] * len(types)
+    pos, parents = np.zeros(lvl_coords.shape[1], np.int64), 1
+    level = 0
+    while level < len(types):
+        kind, crd = types[level], lvl_coords[level]
+        if kind.kind == "dense":
+            pos, parents = pos * lvl_shape[level] + crd, parents * lvl_shape[level]
+            level += 1
+            continue
+        if kind.kind == "structured":
+            pos, parents, coordinates[level] = _structured(kind, pos, parents, crd)
+            level += 1
+            continue
+        end = level if kind.unique else coo_region_end(types, level)
+        new = np.ones(pos.size, bool)
+        if pos.size:
+            new[1:] = pos[1:] != pos[:-1]
+            for row in lvl_coords[level:end + 1]:
+                new[1:] |= row[1:] != row[:-1]
+        children = np.cumsum(new) - 1
+        counts = np.bincount(pos[new], minlength=parents)
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        positions[level] = np.stack([bounds[:-1], bounds[1:]], 1).ravel() \
+            if kind.kind == "loose_compressed" else bounds
+        for inner in range(level, end + 1):
+            coordinates[inner] = lvl_coords[inner][new]
+        pos, parents = children, int(bounds[-1])
+        level = end + 1
+    stored = np.zeros(parents, values.dtype)
+    stored[pos] = values
+    return positions, coordinates, stored
+
+
+def _structured(kind, pos, parents: int, crd) -> tuple:
+    """``(positions, parents, coordinates)`` of a ``structured[n, m]`` level."""
+    counts = np.bincount(pos, minlength=parents)
+    if counts.size and counts.max() > kind.n:
+        group = int(np.argmax(counts > kind.n))
+        raise SparseTIRValueError(
+            f"{kind} stores at most {kind.n} nonzeros in each group of {kind.m}; group {group} "
+            f"(in level order) has {counts[group]}")
+    used = np.zeros((parents, kind.m), bool)
+    used[pos, crd] = True
+    free_rank = np.cumsum(~used, axis=1)
+    chosen = used | (~used & (free_rank <= (kind.n - counts)[:, None]))
+    slot = np.cumsum(chosen, axis=1) - 1
+    return pos * kind.n + slot[pos, crd], parents * kind.n, np.nonzero(chosen)[1]
+
+
+def traverse(enc, lvl_shape, positions, coordinates, values_size: int, name: str) -> tuple:
+    """``(lvl_coords, slots)``: the level coordinates (int64 ``(lvl_rank, K)``) of every value
+    reachable from the root, and the index in ``values`` of each, in the order of the walk.
+    The arrays are checked on the way (a ``SparseTIRValueError`` naming ``name``'s level)."""
+    types = enc.level_types
+    slots, coords = np.zeros(1, np.int64), []
+    for level, kind in enumerate(types):
+        where = f"{name} level {level} ({kind})"
+        size = lvl_shape[level]
+        if kind.kind == "dense":
+            parent = np.repeat(np.arange(slots.size), size)
+            crd = np.tile(np.arange(size, dtype=np.int64), slots.size)
+            slots = slots[parent] * size + crd
+        else:
+            crd_array = coordinates[level]
+            if kind.kind == "singleton":
+                parent = np.arange(slots.size)
+                _need(slots, crd_array.size, where, "coordinates")
+            elif kind.kind == "structured":
+                parent = np.repeat(np.arange(slots.size), kind.n)
+                slots = (slots[:, None] * kind.n + np.arange(kind.n)).ravel()
+                _need(slots, crd_array.size, where, "coordinates")
+                _sorted_groups(crd_array[slots].reshape(-1, kind.n) if kind.n else None, where)
+            else:
+                parent, slots = _children(kind, positions[level], slots, crd_array.size, where)
+            crd = np.asarray(crd_array, np.int64)[slots]
+            bad = np.flatnonzero((crd < 0) | (crd >= size))
+            if bad.size:
+                raise SparseTIRValueError(f"{where}: coordinate {crd[bad[0]]} is out of range "
+                                          f"[0, {size})")
+            _ordered(kind, parent, crd, where)
+        coords = [column[parent] for column in coords] + [crd]
+    _need(slots, values_size, f"{name} values", "values")
+    if not types:
+        return np.zeros((0, 1), np.int64), slots
+    return np.stack(coords), slots
+
+
+def _need(slots, size: int, where: str, what: str) -> None:
+    """Every slot the walk reached exists in an array of ``size``."""
+    if slots.size and slots.max() >= size:
+        raise SparseTIRValueError(f"{where}: the positions reach slot {slots.max()} of "
+                                  f"{what}, which has {size}")
+
+
+def _children(kind, positions, slots, crd_size: int, where: str) -> tuple:
+    """``(parent, child slots)`` of a (loose) compressed level under parent ``slots``."""
+    pos = np.asarray(positions, np.int64)
+    loose = kind.kind == "loose_compressed"
+    if loose:
+        lo_hi = pos.reshape(-1, 2) if pos.size % 2 == 0 else None
+        if lo_hi is None:
+            raise SparseTIRValueError(f"{where}: positions hold (lo, hi) pairs, got "
+                                      f"{pos.size} values")
+        _need(slots, lo_hi.shape[0], where, "positions (pairs)")
+        lo, hi = lo_hi[slots, 0], lo_hi[slots, 1]
+    else:
+        _need(slots + 1, pos.size, where, "positions")
+        if pos.size and pos[0] != 0:
+            raise SparseTIRValueError(f"{where}: positions[0] is {pos[0]}, expected 0")
+        lo, hi = pos[slots], pos[slots + 1]
+    if (hi < lo).any():
+        first = int(np.flatnonzero(hi < lo)[0])
+        raise SparseTIRValueError(f"{where}: positions fall at parent {slots[first]} "
+                                  f"({lo[first]} then {hi[first]})")
+    if hi.size and (lo.min() < 0 or hi.max() > crd_size):
+        raise SparseTIRValueError(f"{where}: positions reach {hi.max()}, beyond the "
+                                  f"{crd_size} coordinates")
+    counts = hi - lo
+    parent = np.repeat(np.arange(slots.size), counts)
+    starts = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return parent, starts + np.arange(parent.size)
+
+
+def _ordered(kind, parent, crd, where: str) -> None:
+    """An ordered level's coordinates rise within each parent (strictly when unique)."""
+    if not kind.ordered or crd.size < 2:
+        return
+    same = parent[1:] == parent[:-1]
+    falls = same & ((crd[1:] <= crd[:-1]) if kind.unique else (crd[1:] < crd[:-1]))
+    if falls.any():
+        at = int(np.flatnonzero(falls)[0])
+        what = "repeat" if crd[at] == crd[at + 1] else "fall"
+        raise SparseTIRValueError(f"{where}: coordinates {what} ({crd[at]} then "
+                                  f"{crd[at + 1]}) under one parent; the level is ordered"
+                                  f"{' and unique' if kind.unique else ''}")
+
+
+def _sorted_groups(groups, where: str) -> None:
+    """A structured level's groups hold distinct rising coordinates."""
+    if groups is not None and groups.shape[1] > 1 and (np.diff(groups, axis=1) <= 0).any():
+        group = int(np.flatnonzero((np.diff(groups, axis=1) <= 0).any(axis=1))[0])
+        raise SparseTIRValueError(f"{where}: group {group} has coordinates "
+                                  f"{groups[group].tolist()}, expected distinct and rising")
