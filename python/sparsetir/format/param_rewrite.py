@@ -1,0 +1,81 @@
+"""One Stage II rewrite shared by the storage passes: buffer parameters re-declared.
+
+``apply_tiled_layout`` (a dense array in a tiled layout) and ``apply_index_widths`` (index
+arrays in narrower integers) both replace some buffer parameters of ``"main"`` by new buffers
+and rewrite every load, store and block region of the old ones; this module walks the function
+once for them, so each pass states only how an access changes.
+
+Example
+-------
+>>> # func = replace_params(func, {X: X_flat},
+>>> #                       load=lambda ld, new: tirx.BufferLoad(new, [offset(ld.indices)]),
+>>> #                       region=lambda rg, new: tirx.BufferRegion(new, [whole]))
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import s_tir, tirx
+
+from ..errors import SparseTIRValueError
+from ..ir.attrs import param_names
+from ..ir.utils import structural_map
+
+
+def find_param(func: tirx.PrimFunc, name: str, error=SparseTIRValueError):
+    """The buffer parameter called ``name`` in Stage II (``"X"``) or, through the lowering's
+    record of names, in the Stage I kernel (``"x"``); ``error`` (a class) when there is none."""
+    stage1 = param_names(func)
+    buffers = [p for p in func.params if tirx.is_buffer_var(p)]
+    for buf in buffers:
+        if name in (buf.name, stage1.get(buf.name)):
+            return buf
+    names = sorted({b.name for b in buffers} | {stage1.get(b.name, b.name) for b in buffers})
+    raise error(f"{name!r} is not a buffer parameter of the kernel, which has "
+                f"{', '.join(names)}")
+
+
+def replace_params(func: tirx.PrimFunc, new: dict, load, store=None, region=None):
+    """``func`` with each buffer parameter ``old`` of ``new`` replaced by ``new[old]``.
+
+    ``load(old_load, new_buffer)`` gives the expression a load becomes; ``store(old_store,
+    new_buffer)`` the statement a store becomes (None: a store is left to ``load`` of its value
+    only, which suits read-only arrays) and ``region(old_region, new_buffer)`` a block's read or
+    write region (None: the same ranges of the new buffer).
+    """
+    def on_load(old_load):
+        buffer = new.get(old_load.source)
+        return old_load if buffer is None else load(old_load, buffer)
+
+    def on_store(old_store):
+        buffer = new.get(old_store.buffer)
+        return old_store if buffer is None or store is None else store(old_store, buffer)
+
+    def on_region(old_region):
+        buffer = new.get(old_region.source)
+        if buffer is None:
+            return old_region
+        if region is None:
+            return tirx.BufferRegion(buffer, list(old_region.region))
+        return region(old_region, buffer)
+
+    def on_block(block):
+        return s_tir.SBlock(block.iter_vars, [on_region(r) for r in block.reads],
+                            [on_region(r) for r in block.writes], block.name_hint, block.body,
+                            block.init, block.alloc_buffers, block.match_buffers,
+                            block.annotations)
+
+    body = structural_map(func.body, [(tvm.ir.TensorLoad, on_load),
+                                      (tirx.BufferStore, on_store),
+                                      (s_tir.SBlock, on_block)], order="post")
+    return tirx.PrimFunc([new.get(p, p) for p in func.params], body, func.ret_type, func.attrs)
+
+
+def main_only(rewrite_main, name: str) -> tvm.transform.Pass:
+    """A module pass named ``name`` applying ``rewrite_main(func)`` to the function ``"main"``."""
+    def rewrite(mod, _ctx):
+        funcs = {gv: rewrite_main(f) if gv.name_hint == "main" else f
+                 for gv, f in mod.functions.items()}
+        return tvm.IRModule(funcs, attrs=mod.attrs)
+
+    return tvm.transform.module_pass(rewrite, opt_level=0, name=name)

@@ -1,0 +1,213 @@
+"""Kernels from MLIR encodings: ``declare``, ``encoded_spmm`` and ``apply_index_widths``.
+
+Every kernel is lowered, checked by TVM's schedule (defaults), built for LLVM and called on a
+``SparseTensor``'s own arrays (index dtypes from the encoding's widths, 8 and 16 bits
+included); ``Y`` starts as NaN and the matrix has empty rows and columns.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+import sparsetir
+from sparsetir.errors import ArgumentError, SparseTIRValueError
+from sparsetir.format import (Encoding, SparseTensor, TiledLayout, apply_index_widths,
+                              apply_tiled_layout, declare, encoded_spmm)
+from sparsetir.ops.kernels import spmm as hand_written_spmm   # the product's CSR SpMM
+
+M, N, FEAT = 9, 10, 5
+
+
+def two_of_four(dense):
+    """``dense`` with at most two nonzeros in each group of four columns (2:4 data)."""
+    out = dense.copy()
+    for row in out:
+        for start in range(0, N, 4):
+            group = row[start:start + 4]
+            group[np.flatnonzero(group)[2:]] = 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(26)
+    dense = ((rng.random((M, N)) < 0.35) * rng.standard_normal((M, N))).astype(np.float32)
+    dense[3] = 0                      # an empty row
+    dense[:, 6] = 0                   # an empty column
+    x = rng.standard_normal((N, FEAT)).astype(np.float32)
+    return dense, x
+
+
+def built(enc):
+    """The kernel of ``enc``, lowered with its widths and built (TVM's checks on)."""
+    kernel = encoded_spmm(enc, feat_size=FEAT)
+    mod = apply_index_widths(sparsetir.lower_sparse_iter(kernel.func), kernel.index_dtypes)
+    tvm.s_tir.Schedule(mod)                     # TVM's own checks, defaults
+    return kernel, mod, sparsetir.build(mod, "llvm")
+
+
+ENCODINGS = {
+    "CSR": Encoding.named("CSR"),
+    "CSR pos16 crd8": Encoding.named("CSR", pos_width=16, crd_width=8),
+    "CSR pos32": Encoding.parse("#sparse_tensor.encoding<{ map = (i, j) -> (i : dense, "
+                                "j : compressed), posWidth = 32, crdWidth = 32 }>"),
+    "CSC crd16": Encoding.named("CSC", crd_width=16),
+    "BSR 2x4": Encoding.named("BSR", block=(2, 4)),
+    "BSR 3x4 8-bit": Encoding.named("BSR", block=(3, 4), pos_width=8, crd_width=8),
+    "BSR 2x4 column-major blocks": Encoding.parse(
+        "#sparse_tensor.encoding<{ map = (i, j) -> (i floordiv 2 : dense, j floordiv 4 : "
+        "compressed, j mod 4 : dense, i mod 2 : dense) }>"),
+    "BSC 2x4": Encoding.named("BSC", block=(2, 4)),
+    "DCSR": Encoding.named("DCSR"),
+    "DCSR pos8 crd16": Encoding.named("DCSR", pos_width=8, crd_width=16),
+    "DCSC": Encoding.named("DCSC"),
+    "COO (AoS)": Encoding.named("COO"),
+    "COO (SoA) crd16": Encoding.named("COO_SOA", crd_width=16),
+    "2:4 crd8": Encoding.named("2:4", crd_width=8),
+    "2:4": Encoding.named("2:4"),
+    "dense": Encoding.named("dense"),
+}
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_spmm_from_encoding_equals_scipy(name, data):
+    enc = ENCODINGS[name]
+    dense, x = data
+    if enc.levels[-1].type.kind == "structured":
+        dense = two_of_four(dense)
+    tensor = SparseTensor.from_dense(dense, enc)
+    kernel, mod, compiled = built(enc)
+    y = np.full((M, FEAT), np.nan, np.float32)
+    args = kernel.arguments(tensor, x, y)
+    compiled(*args)
+    np.testing.assert_allclose(y, scipy.sparse.csr_matrix(dense) @ x, rtol=1e-5, atol=1e-5)
+    # the index arrays are the tensor's own, in the encoding's widths
+    params = {p.name: p for p in mod["main"].params if tirx.is_buffer_var(p)}
+    for level in range(enc.lvl_rank):
+        if tensor.coordinates(level) is not None and enc.levels[level].type.kind != "dense":
+            assert tensor.coordinates(level).dtype == enc.crd_dtype
+            assert any(a is tensor.coordinates(level) for a in args)
+    for param in params.values():
+        if "indices" in param.name:
+            assert str(param.dtype) == str(enc.crd_dtype)
+        if "indptr" in param.name:
+            assert str(param.dtype) == str(enc.pos_dtype)
+
+
+def test_csr_encoding_declares_the_hand_written_kernel():
+    enc = Encoding.named("CSR", pos_width=32, crd_width=32)
+    tvm.ir.assert_structural_equal(encoded_spmm(enc).func, hand_written_spmm)
+    assert declare(enc).index_dtypes == {}
+
+
+def test_float64_and_unspecialised_kernel(data):
+    dense, x = data
+    enc = Encoding.named("BSR", block=(2, 4), crd_width=16)
+    kernel = encoded_spmm(enc, dtype="float64")
+    mod = apply_index_widths(sparsetir.lower_sparse_iter(kernel.func), kernel.index_dtypes)
+    compiled = sparsetir.build(mod, "llvm")
+    tensor = SparseTensor.from_dense(dense.astype(np.float64), enc)
+    x64 = x.astype(np.float64)
+    y = np.full((M, FEAT), np.nan)
+    compiled(*kernel.arguments(tensor, x64, y))          # feat_size from x
+    np.testing.assert_allclose(y, dense.astype(np.float64) @ x64, rtol=1e-12, atol=1e-12)
+    with pytest.raises(SparseTIRValueError, match="takes feat_size from a 2-D x"):
+        kernel.arguments(tensor, x64.ravel(), y)
+
+
+def test_x_in_a_tiled_layout_under_an_int64_kernel(data):
+    dense, x = data
+    enc = Encoding.named("CSC")                                # native widths: int64 indices
+    layout = TiledLayout.parse("{0,1:T(4,2)(2,1)}")
+    kernel = encoded_spmm(enc, feat_size=FEAT)
+    mod = apply_tiled_layout(sparsetir.lower_sparse_iter(kernel.func), "x", layout)
+    y = np.full((M, FEAT), np.nan, np.float32)
+    sparsetir.build(mod, "llvm")(*kernel.arguments(SparseTensor.from_dense(dense, enc),
+                                                   layout.to_physical(x, fill=np.nan), y))
+    np.testing.assert_allclose(y, dense @ x, rtol=1e-5, atol=1e-5)
+
+
+def test_native_widths_compute_with_int64():
+    decl = declare(Encoding.named("CSR"))
+    assert decl.idtype == "int64" and decl.index_dtypes == {}
+    assert decl.lines[1] == 'J = T.sparse_variable(I, (n, nnz), (a_pos1, a_crd1), "int64")'
+
+
+def test_narrow_index_loads_are_widened():
+    kernel = encoded_spmm(Encoding.named("CSR", pos_width=16, crd_width=8), feat_size=4)
+    assert kernel.index_dtypes == {"a_pos1": "int16", "a_crd1": "int8"}
+    mod = apply_index_widths(sparsetir.lower_sparse_iter(kernel.func), kernel.index_dtypes)
+    params = {p.name: p for p in mod["main"].params if tirx.is_buffer_var(p)}
+    assert str(params["J_indptr"].dtype) == "int16" and str(params["J_indices"].dtype) == "int8"
+    loads = []
+    tvm_ffi.structural_walk(mod["main"].body, (tvm.ir.TensorLoad, loads.append), order="pre")
+    x_rows = [load.indices[0] for load in loads if load.source.name == "X"]
+    assert x_rows
+    for row in x_rows:                # X[T.Cast("int32", J_indices[...]), k]
+        assert isinstance(row, tirx.Cast) and str(row.ty.dtype) == "int32"
+        assert row.value.source.same_as(params["J_indices"])
+
+
+def test_bad_coordinates_in_8_bits_are_refused_at_the_call(data):
+    dense, x = data
+    enc = Encoding.named("CSR", pos_width=16, crd_width=8)
+    tensor = SparseTensor.from_dense(dense, enc)
+    kernel, _, compiled = built(enc)
+    args = kernel.arguments(tensor, x, np.zeros((M, FEAT), np.float32))
+    crd = args[4].copy()
+    crd[0] = N + 3
+    with pytest.raises(ArgumentError, match="out of range"):
+        compiled(*args[:4], crd, *args[5:])
+    with pytest.raises(ArgumentError, match="int32 does not match the kernel's int8"):
+        compiled(*args[:4], args[4].astype(np.int32), *args[5:])
+
+
+@pytest.mark.parametrize("text, words", [
+    ("#sparse_tensor.encoding<{ map = (i, j) -> (i : dense, j : loose_compressed) }>",
+     "level 1 (d1 : loose_compressed)"),
+    ("#sparse_tensor.encoding<{ map = (i, j) -> (i floordiv 2 : dense, i mod 2 : dense, "
+     "j : compressed) }>", "level 2 (d1 : compressed)"),
+    ("#sparse_tensor.encoding<{ map = (i : #sparse_tensor<slice(1, 4, 1)>, j : "
+     "#sparse_tensor<slice(0, 8, 1)>) -> (i : dense, j : compressed) }>", "slices and symbols"),
+    ("#sparse_tensor.encoding<{ map = [s0](i, j) -> (s0 * 3 * i : dense, i : dense, "
+     "j : compressed) }>", "slices and symbols"),
+])
+def test_encodings_without_stage_i_axes_are_refused_by_level(text, words):
+    with pytest.raises(SparseTIRValueError, match="convert") as err:
+        declare(Encoding.named(text))
+    assert words in str(err.value)
+
+
+def test_other_refusals(data):
+    with pytest.raises(SparseTIRValueError, match="2 dimensions"):
+        declare(Encoding.named("CSF", rank=3))
+    decl = declare(Encoding.named("CSR"))
+    other = SparseTensor.from_dense(data[0], Encoding.named("CSC"))
+    with pytest.raises(SparseTIRValueError, match="tensor must be a SparseTensor in"):
+        decl.arguments(other)
+    mod = sparsetir.lower_sparse_iter(encoded_spmm(Encoding.named("CSR", pos_width=32,
+                                                                  crd_width=32), 4).func)
+    with pytest.raises(SparseTIRValueError, match="would truncate"):
+        apply_index_widths(mod, {"a_crd1": "int64"})
+    with pytest.raises(SparseTIRValueError, match="'b_crd1' is not a buffer parameter"):
+        apply_index_widths(mod, {"b_crd1": "int8"})
+    with pytest.raises(SparseTIRValueError, match="must be one of int8"):
+        apply_index_widths(mod, {"a_crd1": "uint8"})
+
+
+def test_the_example_checks_every_format_against_scipy():
+    # examples/encodings.py, loaded under another name (``encodings`` is a standard module)
+    path = Path(__file__).resolve().parents[2] / "examples" / "encodings.py"
+    spec = importlib.util.spec_from_file_location("encodings_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    errors = example.run(rows=10, cols=13, feat=5)      # asserts against scipy itself
+    assert set(errors) == {(name, layout) for name in example.ENCODINGS
+                           for layout in ("row-major", example.X_LAYOUT)}
+    assert max(errors.values()) < 1e-4
