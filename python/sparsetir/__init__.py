@@ -44,11 +44,11 @@ from .lower import lower_sparse_iter  # noqa: E402
 from .stage1 import (  # noqa: E402
                         FormatRewriteRule,
                         Schedule,
-                        extract_preprocess,
                         format_decompose,
-                        remove_preprocess,
 )
 from .transform import lower_sparse_buffer  # noqa: E402
+from .transform.preprocess import extract_preprocess, remove_preprocess  # noqa: E402
+from .transform.specialize_buffer import specialize_buffer  # noqa: E402
 
 __all__ = ["ArgumentError", "AtomicBlockError", "BufferReferenceError", "FormatRewriteError",
            "FormatRewriteRule", "FormatTypeError", "HorizontalFusionError", "InitPlacementError",
@@ -56,4 +56,4 @@ __all__ = ["ArgumentError", "AtomicBlockError", "BufferReferenceError", "FormatR
            "SparseScheduleError", "SparseScriptError", "SparseTIRError", "SparseTIRTypeError",
            "SparseTIRValueError", "build",
            "extract_preprocess", "format", "format_decompose", "ir", "lower_sparse_buffer",
-           "lower_sparse_iter", "ops", "remove_preprocess", "script"]
+           "lower_sparse_iter", "ops", "remove_preprocess", "script", "specialize_buffer"]

@@ -9,7 +9,9 @@ and bad input raises ``ValueError`` naming the problem.
 import numpy as np
 import pytest
 import scipy.sparse
+import tvm
 
+from sparsetir.format import compat
 from sparsetir.format import (EllBucket, column_part_hyb, condense, csf_to_ell3d, csr_pad,
                               csr_to_ell, row_tiles)
 
@@ -405,3 +407,66 @@ def test_bad_row_tiles_are_refused():
         row_tiles([2, 1], 4, 2)
     with pytest.raises(ValueError, match="out of range"):
         row_tiles([0, 4], 4, 2)
+
+
+# ------------------------------------------------------------ SparseTIR's forms (compat)
+
+
+@pytest.mark.parametrize("name", ["37x53", "61x17", "no-nonzeros"])
+def test_compat_column_part_hyb_is_sparsetirs_form(name):
+    """``(row_indices, col_indices, mask)`` nested ``[part][bucket]``, int32 TVM tensors, padding
+    column 0; otherwise ``sparsetir.format.column_part_hyb``'s buckets."""
+    a = MATRICES[name]()
+    ip, ix = tvm.runtime.tensor(a.indptr), tvm.runtime.tensor(a.indices)
+    rows, cols, mask = compat.column_part_hyb(*a.shape, ip, ix, 3, BUCKETS)
+    native = column_part_hyb(*a.shape, a.indptr, a.indices, 3, BUCKETS)
+    assert [len(x) for x in (rows, cols, mask)] == [3, 3, 3]
+    for p in range(3):
+        for b, width in enumerate(BUCKETS):
+            r, c, m = (x[p][b].numpy() for x in (rows, cols, mask))
+            assert r.dtype == c.dtype == m.dtype == np.int32
+            assert c.shape == m.shape == (r.size, width)
+            bucket = native[p][b]
+            np.testing.assert_array_equal(r, bucket.row_indices)
+            np.testing.assert_array_equal(m, bucket.mask)
+            np.testing.assert_array_equal(c, np.where(bucket.mask, bucket.col_indices, 0))
+
+
+def test_compat_condense_pads_with_column_zero():
+    group_indptr, tile_indices, mask = compat.condense([0, 2, 3, 4], [1, 5, 5, 0], 2, 2)
+    assert group_indptr.numpy().tolist() == [0, 1, 2]
+    assert tile_indices.numpy().tolist() == [[1, 5], [0, 0]]
+    assert mask.numpy().dtype == np.int32 and mask.numpy().shape == (2, 2, 2)
+    _, tiles, _ = compat.condense([0, 1, 2], [4, 4], 2, 2)       # one column: slot 1 is padding
+    assert tiles.numpy().tolist() == [[4, 0]]
+    assert condense([0, 1, 2], [4, 4], 2, 2)[1].tolist() == [[4, 4]]
+
+
+def test_compat_csf_to_ell3d_takes_sparsetirs_order():
+    csf = random_csf(3, 11, 30, 0)
+    tensors = [tvm.runtime.tensor(np.asarray(x, np.int32)) for x in csf]
+    ip, ri, ci, m = compat.csf_to_ell3d(*tensors, [8, 4, 2, 1], [1, 2, 4, 8])
+    native = csf_to_ell3d(*csf, [1, 2, 4, 8], rows_per_block=[8, 4, 2, 1])
+    for b in range(4):
+        np.testing.assert_array_equal(ip[b].numpy(), native[0][b])
+        np.testing.assert_array_equal(ri[b].numpy(), native[1][b])
+        np.testing.assert_array_equal(m[b].numpy(), native[3][b])
+        np.testing.assert_array_equal(ci[b].numpy(), np.where(native[3][b], native[2][b], 0))
+        assert ci[b].numpy().dtype == m[b].numpy().dtype == np.int32
+
+
+def test_sparsetirs_positional_csf_to_ell3d_says_what_to_write():
+    csf = random_csf(2, 5, 9, 1)
+    with pytest.raises(TypeError, match=r"buckets=nnz_cols_bkt, rows_per_block=nnz_rows_bkt\)"
+                                        r" here, or sparsetir.format.compat.csf_to_ell3d"):
+        csf_to_ell3d(*csf, [8, 4, 2, 1], [1, 2, 4, 8])
+
+
+def test_tvm_tensors_are_read_as_arrays():
+    a = MATRICES["37x53"]()
+    got = csr_to_ell(tvm.runtime.tensor(a.indptr), tvm.runtime.tensor(a.indices),
+                     tvm.runtime.tensor(a.data), a.shape, BUCKETS)
+    want = csr_to_ell(a.indptr, a.indices, a.data, a.shape, BUCKETS)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.col_indices, w.col_indices)
+        np.testing.assert_array_equal(g.data, w.data)

@@ -35,7 +35,7 @@ CALLS = {
     ("condense", "group"): "condense(IP, IX, 2, v)",
     ("condense", "num_cols"): "condense(IP, IX, 2, 2, num_cols=v)",
     ("csf_to_ell3d", "buckets"): "csf_to_ell3d([0, 2], [0, 1], IP, IX, [v])",
-    ("csf_to_ell3d", "rows_per_block"): "csf_to_ell3d([0, 2], [0, 1], IP, IX, [2], v)",
+    ("csf_to_ell3d", "rows_per_block"): "csf_to_ell3d([0, 2], [0, 1], IP, IX, [2], rows_per_block=v)",
     ("row_tiles", "num_rows"): "row_tiles([0, 1], v, 1)",
     ("row_tiles", "tile_rows"): "row_tiles([0, 1], 2, v)",
 }

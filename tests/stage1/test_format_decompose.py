@@ -11,6 +11,8 @@ from kernel_zoo import CASES
 
 import sparsetir
 import sparsetir.stage1.bsr
+import tvm
+from sparsetir.script.parser import parse_text
 from sparsetir import FormatRewriteError, FormatRewriteRule
 
 FEAT = 8
@@ -75,6 +77,17 @@ def test_decomposed_structure():
         ["csrmm_init", "csrmm_bsr"]
     lowered = sparsetir.lower_sparse_iter(decomposed)     # Stage II passes TVM's checks
     assert "csrmm_bsr1" in lowered.script()
+
+
+def test_each_sub_iteration_binds_its_own_variables():
+    """Two rules: the kept variable ``k`` is bound afresh in each sub-iteration, so the
+    printed function parses back equal to it (one Var bound twice would not)."""
+    decomposed = sparsetir.format_decompose(CASES["csrmm"].func, [
+        sparsetir.stage1.bsr.bsr_rule("b4", 4), sparsetir.stage1.bsr.bsr_rule("b8", 8)])
+    ks = [it.sp_iter_vars[-1].var for it in decomposed.body if it.name.startswith("csrmm_b")]
+    assert len(ks) == 2 and not ks[0].same_as(ks[1])
+    parsed = parse_text(decomposed.script(), sparsetir.script.tir)
+    tvm.ir.assert_structural_equal(decomposed, parsed, True)
 
 
 @pytest.mark.parametrize("change,message", [

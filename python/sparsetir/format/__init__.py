@@ -6,7 +6,9 @@ vectorised numpy and checks its input first, all through the one check of ``chec
 integer index arrays in range, float values, integer sizes, ids that fit the output index
 type ``idtype`` (else ``idtype=np.int64``); a refusal is a ``ValueError`` naming the argument
 (``FormatTypeError``, also a ``TypeError``, for a value of the wrong kind). Padding slots hold
-the value 0.
+the value 0 and repeat a real column of their row (so every index is in range);
+``sparsetir.format.compat`` has SparseTIR's ``column_part_hyb``, ``condense`` and
+``csf_to_ell3d`` with SparseTIR's arguments and results (TVM tensors, padding column 0).
 
 Example
 -------
@@ -29,6 +31,6 @@ from .tiled_layout_access import apply_tiled_layout
 
 __all__ = ["EllBucket", "FormatTypeError", "check_csr", "column_part_hyb", "condense",
            "csf_to_ell3d", "csr_pad", "csr_to_bsr", "csr_to_ell", "row_tiles",
-           "Encoding", "EncodingError", "LevelType", "Slice", "SparseTensor",
            "TiledLayout", "TiledLayoutError", "apply_index_widths", "apply_tiled_layout",
-           "declare", "encoded_spmm"]
+           "declare", "encoded_spmm",
+           "Encoding", "EncodingError", "LevelType", "Slice", "SparseTensor"]

@@ -1,11 +1,12 @@
 """The one input check of every conversion routine in ``sparsetir.format``.
 
 Each routine reads its arguments through these functions, so all of them accept and refuse
-the same things: index arrays are 1-D arrays of integers (not bools, not floats, which would
-be truncated), non-negative and in range of the shape; value arrays are 1-D floating-point
-arrays with one value per index; sizes are integers (not bools, not ``2.5``); and every id a
-routine writes must fit its output index type ``idtype`` (``idtype=np.int64`` when it does
-not). Valid inputs of another integer type, or strided views, are converted, not refused.
+the same things (numpy arrays, lists, CPU torch or TVM tensors): index arrays are 1-D
+arrays of integers (not bools, not floats, which would be truncated), non-negative and in
+range of the shape; value arrays are 1-D floating-point arrays with one value per index;
+sizes are integers (not bools, not ``2.5``); and every id a routine writes must fit its
+output index type ``idtype`` (``idtype=np.int64`` when it does not). Valid inputs of
+another integer type, or strided views, are converted, not refused.
 
 No routine builds an array of ``MAX_ELEMENTS = 2**40`` elements or more (8 TiB as int64): the
 size an output would need is computed exactly, with Python ints, before anything is allocated,
@@ -110,10 +111,13 @@ def index_type(idtype) -> np.dtype:
 
 
 def _array(name: str, value) -> np.ndarray:
-    """``value`` as a numpy array; refusals name ``name``."""
+    """``value`` as a numpy array (a TVM tensor, read through DLPack, included); refusals
+    name ``name``."""
     try:
+        if hasattr(value, "__dlpack__") and not hasattr(value, "__array__"):
+            return np.from_dlpack(value)
         return np.asarray(value)
-    except Exception as err:  # noqa: BLE001  (ragged lists, tensors numpy cannot read...)
+    except Exception as err:  # noqa: BLE001  (ragged lists, GPU tensors numpy cannot read...)
         raise FormatTypeError(f"{name} cannot be read as an array: {err}") from None
 
 

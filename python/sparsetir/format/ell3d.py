@@ -7,7 +7,7 @@ import numpy as np
 from .checks import (FormatTypeError, as_index, check_csr, check_size, count, index_array,
                      index_type)
 from .ell import _ell_pieces, check_buckets
-from ..errors import SparseTIRValueError
+from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
 def _check_level(level: int, indptr, indices) -> tuple:
@@ -40,7 +40,7 @@ def _rows_per_block(rows_per_block, buckets: int) -> list:
 
 
 def csf_to_ell3d(csf_indptr_0, csf_indices_0, csf_indptr_1, csf_indices_1, buckets,
-                 rows_per_block=1, idtype=np.int32) -> tuple:
+                 *sparsetir_order, rows_per_block=1, idtype=np.int32) -> tuple:
     """``(indptr, row_indices, col_indices, mask)``, each a list with one array per bucket:
     a 3-D CSF tensor (relation -> rows -> columns) as blocks of bucketed ELL rows, as
     SparseTIR's ``csf_to_ell3d``.
@@ -63,6 +63,9 @@ def csf_to_ell3d(csf_indptr_0, csf_indices_0, csf_indptr_1, csf_indices_1, bucke
     * ``mask[b]`` (int8, ``(blocks, r, w)``): 1 on real entries, 0 on padding.
 
     Arrays of 2**40 elements or more are refused, naming the width and ``rows_per_block``.
+    ``rows_per_block`` and ``idtype`` are keywords: SparseTIR's positional call
+    ``csf_to_ell3d(..., nnz_rows_bkt, nnz_cols_bkt)`` (the two lists the other way round) is
+    refused with what to write, here or with ``sparsetir.format.compat.csf_to_ell3d``.
 
     Example
     -------
@@ -73,6 +76,13 @@ def csf_to_ell3d(csf_indptr_0, csf_indices_0, csf_indptr_1, csf_indices_1, bucke
     >>> ip[1].tolist(), ri[1].tolist(), ci[1].tolist(), m[1].tolist()
     ([0, 1, 1], [[2]], [[[0, 1]]], [[[1, 1]]])
     """
+    if sparsetir_order:
+        raise SparseTIRTypeError(
+            f"csf_to_ell3d takes rows_per_block by keyword, got {1 + len(sparsetir_order)} "
+            "bucket lists by position: SparseTIR's csf_to_ell3d(..., nnz_rows_bkt, "
+            "nnz_cols_bkt) is csf_to_ell3d(..., buckets=nnz_cols_bkt, "
+            "rows_per_block=nnz_rows_bkt) here, or sparsetir.format.compat.csf_to_ell3d with "
+            "SparseTIR's arguments and results")
     idtype = index_type(idtype)
     widths = check_buckets(buckets)
     block_rows = _rows_per_block(rows_per_block, widths.size)

@@ -384,7 +384,10 @@ def _rule_iteration(it: SparseIteration, fmt: _NewFormat) -> SparseIteration:
                              is_reduction=kind_of[a], fused=None)
                 for a in rule.axes_after_rewrite}
     first = next(n for n, v in enumerate(it.sp_iter_vars) if v in old_vars)
-    kept = [v for v in it.sp_iter_vars if v not in old_vars]
+    # the other variables are bound afresh: each sub-iteration defines its own
+    fresh = {v.var: tirx.Var(v.var.name, v.var.ty) for v in it.sp_iter_vars
+             if v not in old_vars}
+    kept = [replace(v, var=fresh[v.var]) for v in it.sp_iter_vars if v not in old_vars]
     sp_vars = kept[:first] + list(new_vars.values()) + kept[first:]
     clamped, inside = fmt.old_coordinates([new_vars[a].var for a in rule.axes_after_rewrite])
     inside += fmt.padding_mask({a: v.var for a, v in new_vars.items()})
@@ -392,6 +395,7 @@ def _rule_iteration(it: SparseIteration, fmt: _NewFormat) -> SparseIteration:
         [next(v for v in old_vars if v.base_axis.name == a) for a in rule.axes_before_rewrite],
         clamped)}
     var_map = {v.var: coord_of[v.base_axis.name] for v in old_vars}
+    var_map.update(fresh)
     rewritten = {fmt.func.get_buffer(n).view: fmt.buffers[n] for n in rule.buffers_to_rewrite}
     order = {a: new_vars[a].var for a in rule.axes_after_rewrite}
     body = [_rebound(s, var_map, rewritten, order, rule.name) for s in it.body]
