@@ -174,7 +174,42 @@ def test_lower_atomic_blocks_makes_accumulations_atomic_on_cuda():
                     T.cuda.atomic_add(T.address_of(y[rows[vi]]), a[vi])
 
     check(transform.LowerAtomicBlocks("cuda"), Scatter, Expected)
-    check(transform.LowerAtomicBlocks("llvm"), Scatter, Scatter)    # one thread: as written
+
+
+def test_lower_atomic_blocks_runs_an_atomic_nest_in_parallel_with_extern_adds_on_the_cpu():
+    @I.ir_module
+    class Expected:
+        @T.prim_func(s_tir=True)
+        def main(rows: T.Buffer((8,), "int32"), a: T.Buffer((8,), "float32"),
+                 y: T.Buffer((4,), "float32")):
+            for i in T.parallel(8):
+                with T.sblock("scatter"):
+                    vi = T.axis.spatial(8, i)
+                    T.reads(y[rows[vi]], rows[vi], a[vi])
+                    T.writes(y[rows[vi]])
+                    T.sblock_attr({"atomic": True})
+                    T.call_extern("int32", "sparsetir_atomic_add_float32",
+                                  T.address_of(y[rows[vi]]), a[vi])
+
+    check(transform.LowerAtomicBlocks("llvm"), Scatter, Expected)
+
+
+def test_lower_atomic_blocks_keeps_a_nest_serial_when_it_also_stores_plainly():
+    @I.ir_module
+    class Before:
+        @T.prim_func(s_tir=True)
+        def main(rows: T.Buffer((8,), "int32"), a: T.Buffer((8,), "float32"),
+                 y: T.Buffer((4,), "float32"), last: T.Buffer((1,), "float32")):
+            for i in range(8):
+                with T.sblock("scatter"):
+                    vi = T.axis.spatial(8, i)
+                    T.reads(y[rows[vi]], rows[vi], a[vi])
+                    T.writes(y[rows[vi]], last[0])
+                    T.sblock_attr({"atomic": True})
+                    y[rows[vi]] = y[rows[vi]] + a[vi]
+                    last[0] = a[vi]                      # the order of iterations matters
+
+    check(transform.LowerAtomicBlocks("llvm"), Before, Before)    # one thread: as written
 
 
 def test_lower_atomic_blocks_removes_an_init_that_keeps_the_output():
@@ -265,14 +300,14 @@ class PassNames:
         self.names.append(info.name)
 
 
-@pytest.mark.parametrize("kind, fuse", [("llvm", False), ("cuda", True)])
-def test_stage3_passes_run_in_order_by_name(kind, fuse):
+@pytest.mark.parametrize("kind", ["llvm", "cuda"])
+def test_stage3_passes_run_in_order_by_name(kind):
     names = PassNames()
     with tvm.transform.PassContext(instruments=[names]):
-        transform.stage3_passes(kind, horizontal_fuse=fuse)(Scatter)
+        transform.stage3_passes(kind)(Scatter)
     expected = ["sparsetir.CheckAtomicInits", "sparsetir.DecomposeConditionalInits",
-                "sparsetir.LowerSparseBuffer"] + (["sparsetir.HorizontalFuse"] if fuse else []) \
-        + ["sparsetir.LowerAtomicBlocks", "sparsetir.LowerDeviceChecks"]
+                "sparsetir.LowerSparseBuffer", "sparsetir.HorizontalFuse",   # asked or attribute
+                "sparsetir.LowerAtomicBlocks", "sparsetir.LowerDeviceChecks"]
     assert [n for n in names.names if n != "sparsetir.Stage2ToStage3"] == expected
 
 

@@ -3,8 +3,9 @@ gcc-built helper libraries and the on-disk cache folder they and the kernels are
 
 ``target`` (``make_target``, ``compile_module``, CUDA without a GPU), ``pipeline`` (the
 ``"sparsetir"`` TIR pipeline and every TVM 0.27 workaround it needs), the passes it runs
-(``index_loads``, ``prefetch``, ``vector_reductions``, ``parallel_checks``), ``native`` (gcc) and
-``cache_folder``.
+(``index_loads``, ``prefetch``, ``vector_reductions``, ``parallel_checks``,
+``uniform_conditions``), ``native`` (gcc), ``cpu_atomics`` (the CPU's atomic adds, a gcc-built
+helper) and ``cache_folder``.
 
 Example
 -------

@@ -6,9 +6,13 @@ buffer whose shape depends on a block variable (``cache_read`` of one row's valu
 bounds read another compacted buffer. ``ConvertBlocksToOpaque`` and ``CompactBufferAllocation``
 then leave the body referring to a copy of the buffer that is never allocated, and
 ``FlattenBuffer`` stops with "Buffer A_local is used before its definition". The ``sparsetir``
-pipeline runs TVM's block lowering, points every such reference back at the buffer that is
+pipeline runs TVM's block lowering (with SparseTIR's ``HorizontalFusion`` of a function marked
+``horizontal_fuse`` where SparseTIR ran it, once cross-thread reductions are lowered: see
+``transform.function_fusion``), points every such reference back at the buffer that is
 allocated under the same name, and then runs TVM's default pipeline (whose block passes have
-nothing left to do); ``report_parallel_checks`` makes a check that fails in a parallel loop
+nothing left to do); ``mark_uniform_conditions`` lets TVM put a ``__syncthreads`` inside an
+``if`` that all threads of a block take alike (a fused kernel's ``blockIdx`` ranges);
+``report_parallel_checks`` makes a check that fails in a parallel loop
 stop the call even on one thread (where TVM drops the error), ``vectorize_reductions``
 splits scalar dot products into vector lanes (CPU), ``prefetch_gathers`` prefetches gathered
 rows ahead in loops annotated for it, ``hoist_index_loads`` moves loop-invariant tests out
@@ -31,23 +35,26 @@ from tvm import s_tir, tirx
 from tvm.tirx import compilation_pipeline
 
 from ..ir.utils import retarget_buffers
+from ..transform.function_fusion import HorizontalFusion
 from .index_loads import hoist_index_loads
 from .parallel_checks import report_parallel_checks
 from .prefetch import prefetch_gathers
 from .stack_scratch import stack_scratch
+from .uniform_conditions import mark_uniform_conditions
 from .vector_reductions import vectorize_reductions
 from ..errors import BufferReferenceError
 
 PIPELINE_NAME = "sparsetir"
 
-# TVM's default s_tir pipeline up to the point where blocks are gone (same passes, same order)
+# TVM's default s_tir pipeline up to the point where blocks are gone (same passes, same order),
+# with SparseTIR's HorizontalFusion where SparseTIR ran it (a no-op without the attribute)
 _BLOCK_LOWERING = (
     "CanonicalizeLoop", "LowerCrossThreadReduction", "LowerInitBlock",
-    "PlanAndUpdateBufferAllocationLocation", "ConvertBlocksToOpaque", "LiftThreadBinding",
-    "ManifestSharedMemoryLocalStage", "CompactBufferAllocation", "LowerAutoCopy",
-    "UnifyThreadBinding", "LowerMatchBuffer", "StmtSimplify", "InjectPermutedLayout",
-    "AnnotateIrregularLoop", "InjectSoftwarePipeline", "TransformMmaBufferLayout",
-    "LowerOpaqueBlock",
+    "PlanAndUpdateBufferAllocationLocation", "ConvertBlocksToOpaque", HorizontalFusion,
+    "LiftThreadBinding", "ManifestSharedMemoryLocalStage", "CompactBufferAllocation",
+    "LowerAutoCopy", "UnifyThreadBinding", "LowerMatchBuffer", "StmtSimplify",
+    "InjectPermutedLayout", "AnnotateIrregularLoop", "InjectSoftwarePipeline",
+    "TransformMmaBufferLayout", "LowerOpaqueBlock",
 )
 
 
@@ -55,8 +62,13 @@ def lower_blocks(mod: tvm.IRModule) -> tvm.IRModule:
     """``mod`` with its blocks lowered to plain loops as the ``sparsetir`` pipeline lowers them
     (TVM's block passes, then ``repair_buffer_references``): what the later passes and the
     analyses of generated loops see."""
-    passes = [getattr(s_tir.transform, name)() for name in _BLOCK_LOWERING]
-    return tvm.transform.Sequential(passes + [repair_buffer_references])(mod)
+    return tvm.transform.Sequential(_block_passes() + [repair_buffer_references])(mod)
+
+
+def _block_passes() -> list:
+    """The passes of ``_BLOCK_LOWERING``: TVM's by name, ours as they are."""
+    return [getattr(s_tir.transform, step)() if isinstance(step, str) else step()
+            for step in _BLOCK_LOWERING]
 
 
 
@@ -92,9 +104,9 @@ def _sparsetir_pipeline(**kwargs):
     default, finalize_host, finalize_device = compilation_pipeline.get_tir_pipeline("s_tir",
                                                                                     **kwargs)
     blocks = tvm.transform.Sequential(
-        [getattr(s_tir.transform, name)() for name in _BLOCK_LOWERING]
-        + [repair_buffer_references, report_parallel_checks, vectorize_reductions,
-           prefetch_gathers, hoist_index_loads, stack_scratch])
+        _block_passes()
+        + [repair_buffer_references, mark_uniform_conditions, report_parallel_checks,
+           vectorize_reductions, prefetch_gathers, hoist_index_loads, stack_scratch])
 
     @tvm.transform.module_pass(opt_level=0, name="sparsetir.Pipeline")
     def pipeline(mod, ctx):

@@ -26,6 +26,7 @@ from tvm.base import _LOADED_LIBS
 from tvm.target.codegen import llvm_get_system_cpu
 from tvm_ffi.libinfo import load_lib_ctypes
 
+from .cpu_atomics import load_cpu_atomics, uses_cpu_atomics
 from .native import build_shared
 from .pipeline import PIPELINE_NAME
 from ..errors import SparseTIRValueError
@@ -120,6 +121,8 @@ def compile_module(mod: tvm.IRModule, target) -> tvm.runtime.Executable:
         bound = [name for name, func in funcs.items() if _binds_threads(func)]
         if bound:
             raise SparseTIRValueError(f"cannot compile {bound} for llvm: loops are bound to GPU threads")
+        if uses_cpu_atomics(mod):
+            load_cpu_atomics()             # the kernel calls them: their symbols must be loaded
         return tvm.compile(mod, target=tgt, tir_pipeline=PIPELINE_NAME)
     unbound = [name for name, func in funcs.items() if not _binds_threads(func)]
     if unbound:

@@ -35,6 +35,7 @@ import tvm
 import tvm_ffi
 
 from ..backend import cache_folder
+from ..backend.cpu_atomics import load_cpu_atomics, uses_cpu_atomics
 
 _MEMORY: dict = {}
 _FORMAT = "3"
@@ -132,6 +133,8 @@ def _load(entry: Path, tgt, kernel_of):
     # again replaces it or reports the real error.
     try:
         flat = tvm.ir.load_json(files["stage3.json"].read_text())
+        if uses_cpu_atomics(flat):
+            load_cpu_atomics()                   # symbols the stored library calls
         executable = tvm.runtime.Executable(tvm.runtime.load_module(str(files["kernel.so"])))
         checks = None
         if "checks.so" in files:

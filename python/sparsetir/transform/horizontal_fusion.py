@@ -2,8 +2,13 @@
 
 The sub-kernels of a format decomposition (one per ELL bucket, per column partition...) are
 separate top-level loop nests. A schedule marks the ones that may share a launch by annotating
-a block of each with ``"horizontal_fuse"`` (SparseTIR marked functions with that attribute);
-``horizontal_fuse`` merges runs of consecutive marked nests:
+a block of each with ``"horizontal_fuse"``; ``horizontal_fuse`` merges runs of consecutive
+marked nests. When no nest is marked, or the function carries SparseTIR's attribute
+``T.func_attr({"horizontal_fuse": 1})``, every nest is a candidate, and a module where nothing
+can be fused is refused with what each nest lacks (never a silent no-op). On CUDA the
+attribute asks for SparseTIR's whole-function fusion instead (``function_fusion``, with thread
+loops lifted and padded), which the compile pipeline runs once cross-thread reductions are
+lowered.
 
 * CPU: nests whose outermost loops are ``parallel`` with the same extent become one parallel
   loop whose body runs each nest's body in turn, so the thread pool starts once. This is safe
@@ -13,7 +18,9 @@ a block of each with ``"horizontal_fuse"`` (SparseTIR marked functions with that
   their extents; block ``b`` runs the nest whose range holds ``b`` (SparseTIR's
   ``horizontal_fuse``). Blocks of different nests run concurrently, so an output they share
   must be written with atomics (the ``"atomic"`` block annotation). The nests must use the same
-  ``threadIdx`` extents: a launch has one.
+  ``threadIdx`` extents: a launch has one. A ``__syncthreads`` a nest needs (shared-memory
+  caches) sits inside the ``if`` choosing the nest, which every thread of a block evaluates
+  alike (``backend.uniform_conditions`` tells TVM so).
 
 Fusion changes the order in which the nests' iterations run, so a run is refused
 (``HorizontalFusionError`` naming the buffers) when one nest reads or writes a buffer another
@@ -26,7 +33,8 @@ on CUDA they must also be atomic (stores in ``"atomic"`` blocks, or the identity
 the CPU, two iterations of one tile must not touch the same element, which the hyb tiles
 guarantee (the call checks their rows).
 
-``build(..., horizontal_fuse=True)`` applies it after scheduling and ``lower_sparse_buffer``.
+``build(..., horizontal_fuse=True)`` applies it after scheduling and ``lower_sparse_buffer``
+(so does ``build`` of a function with the attribute).
 
 Example
 -------
@@ -46,17 +54,39 @@ from ..ir.utils import is_identity_store, substitute
 from ..lower.loop_signature import top_level_nests
 
 
-def HorizontalFuse(target_kind: str = "llvm") -> tvm.transform.Pass:  # pylint: disable=invalid-name
-    """The pass ``sparsetir.HorizontalFuse`` (``horizontal_fuse`` for ``target_kind``)."""
-    return tvm.transform.module_pass(lambda mod, _ctx: horizontal_fuse(mod, target_kind),
-                                     opt_level=0, name="sparsetir.HorizontalFuse")
+def HorizontalFuse(target_kind: str = "llvm",  # pylint: disable=invalid-name
+                   requested: bool = True) -> tvm.transform.Pass:
+    """The pass ``sparsetir.HorizontalFuse``: ``horizontal_fuse`` for ``target_kind`` when
+    ``requested`` or when the function has the ``horizontal_fuse`` attribute."""
+    def run(mod, _ctx):
+        if requested or marked_for_fusion(mod["main"]):
+            return horizontal_fuse(mod, target_kind)
+        return mod
+
+    return tvm.transform.module_pass(run, opt_level=0, name="sparsetir.HorizontalFuse")
 
 
 def horizontal_fuse(mod: tvm.IRModule, target_kind: str = "llvm") -> tvm.IRModule:
-    """``mod`` with every run of fusable top-level nests merged (see the module docstring)."""
+    """``mod`` with every run of fusable top-level nests merged (see the module docstring).
+
+    The candidates are the nests marked ``"horizontal_fuse"``, or every nest when none is
+    marked or the function has the ``horizontal_fuse`` attribute; in those two cases a module
+    where nothing can be fused is refused, naming what each nest lacks. On CUDA a function
+    with the attribute is left to ``function_fusion.HorizontalFusion``, which ``build`` runs
+    later, once cross-thread reductions are lowered."""
     func = mod["main"]
+    whole_function = marked_for_fusion(func)
+    if whole_function:
+        if target_kind == "cuda":
+            return mod
+        func = func.without_attr(FUSE_ANNOTATION)
     nests = top_level_nests(func)
-    fusable = _is_block_x_loop if target_kind == "cuda" else _is_parallel_loop
+    every_nest = whole_function or not any(_marked(nest) for nest in nests)
+    eligible = _is_block_x_loop if target_kind == "cuda" else _is_parallel_loop
+
+    def fusable(stmt):
+        return eligible(stmt) and (every_nest or _marked(stmt))
+
     merge = _merge_by_ranges if target_kind == "cuda" else _merge_same_range
     out, run = [], []
     for nest in nests + [None]:
@@ -74,15 +104,46 @@ def horizontal_fuse(mod: tvm.IRModule, target_kind: str = "llvm") -> tvm.IRModul
         elif nest is not None:
             out.append(nest)
     if len(out) == len(nests):
+        if every_nest:
+            raise HorizontalFusionError(_nothing_to_fuse(nests, target_kind))
         return mod
+    return tvm.IRModule({"main": with_root_body(func, tirx.SeqStmt(out) if len(out) > 1
+                                                else out[0])})
+
+
+def with_root_body(func: tirx.PrimFunc, body) -> tirx.PrimFunc:
+    """``func`` with the body of its root block replaced by ``body`` (all else kept)."""
     realize = func.body
     root = realize.block
-    body = tirx.SeqStmt(out) if len(out) > 1 else out[0]
     new_root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body,
                             root.init, root.alloc_buffers, root.match_buffers, root.annotations)
-    new_func = func.with_body(s_tir.SBlockRealize(realize.iter_values, realize.predicate,
-                                                  new_root))
-    return tvm.IRModule({"main": new_func})
+    return func.with_body(s_tir.SBlockRealize(realize.iter_values, realize.predicate, new_root))
+
+
+def marked_for_fusion(func) -> bool:
+    """Whether ``func`` is a PrimFunc with a nonzero ``horizontal_fuse`` attribute
+    (SparseTIR's ``T.func_attr({"horizontal_fuse": 1})``)."""
+    if not isinstance(func, tirx.PrimFunc) or func.attrs is None:
+        return False
+    value = func.attrs.get(FUSE_ANNOTATION)
+    return value is not None and bool(int(value) if hasattr(value, "value") else value)
+
+
+def _nothing_to_fuse(nests: list, target_kind: str) -> str:
+    """Why no two of ``nests`` could share a launch, nest by nest."""
+    if target_kind == "cuda":
+        rule = "consecutive nests whose outermost loop is bound to blockIdx.x"
+        reasons = [f"{name}: outermost loop not bound to blockIdx.x"
+                   for nest, name in zip(nests, _nest_names(nests)) if not _is_block_x_loop(nest)]
+    else:
+        rule = "consecutive nests whose outermost loops are parallel with the same extent"
+        reasons = [f"{name}: outermost loop not parallel (sch.parallel it)"
+                   for nest, name in zip(nests, _nest_names(nests)) if not _is_parallel_loop(nest)]
+    detail = "; ".join(reasons) if reasons else (
+        "only one nest" if len(nests) == 1 else "their outermost loops differ in extent")
+    return (f"horizontal_fuse: nothing to fuse ({detail}). Fusion merges {rule}; mark the "
+            "nests to fuse with sch.annotate(block, \"horizontal_fuse\", True), or build "
+            "without horizontal_fuse")
 
 
 def check_independent(nests: list, target_kind: str = "llvm") -> None:
@@ -201,12 +262,12 @@ def _nest_names(nests: list) -> list:
 
 
 def _is_parallel_loop(stmt) -> bool:
-    return isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.PARALLEL and _marked(stmt)
+    return isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.PARALLEL
 
 
 def _is_block_x_loop(stmt) -> bool:
     return isinstance(stmt, tirx.For) and stmt.thread_binding is not None \
-        and stmt.thread_binding.thread_tag == "blockIdx.x" and _marked(stmt)
+        and stmt.thread_binding.thread_tag == "blockIdx.x"
 
 
 def _marked(stmt) -> bool:

@@ -7,8 +7,9 @@ Stage II module before compiling it:
 2. ``sparsetir.DecomposeConditionalInits``: every init runs, empty reductions included
    (``complete_inits``);
 3. ``sparsetir.LowerSparseBuffer``: flat buffers (``lower_sparse_buffer``);
-4. ``sparsetir.HorizontalFuse``, when asked: marked nests share one launch
-   (``horizontal_fusion``);
+4. ``sparsetir.HorizontalFuse``, when asked or when the function has SparseTIR's
+   ``horizontal_fuse`` attribute: nests share one launch (``horizontal_fusion``; on CUDA the
+   attribute's whole-function fusion runs later, in the compile pipeline: ``function_fusion``);
 5. ``sparsetir.LowerAtomicBlocks``: atomic adds on CUDA, identity inits removed (``atomic``);
 6. ``sparsetir.LowerDeviceChecks``: assertions become ``__trap()`` on CUDA (``device_checks``).
 
@@ -34,8 +35,7 @@ from .lower_sparse_buffer import LowerSparseBuffer
 def stage3_passes(target_kind: str, horizontal_fuse: bool = False) -> tvm.transform.Pass:
     """The Stage II -> Stage III passes for ``target_kind`` (``"llvm"`` or ``"cuda"``), as one
     pass named ``sparsetir.Stage2ToStage3``."""
-    passes = [CheckAtomicInits(), DecomposeConditionalInits(), LowerSparseBuffer()]
-    if horizontal_fuse:
-        passes.append(HorizontalFuse(target_kind))
-    passes += [LowerAtomicBlocks(target_kind), LowerDeviceChecks(target_kind)]
+    passes = [CheckAtomicInits(), DecomposeConditionalInits(), LowerSparseBuffer(),
+              HorizontalFuse(target_kind, requested=horizontal_fuse),
+              LowerAtomicBlocks(target_kind), LowerDeviceChecks(target_kind)]
     return tvm.transform.Sequential(passes, name="sparsetir.Stage2ToStage3")
