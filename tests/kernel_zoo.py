@@ -310,10 +310,13 @@ def rgcn_homo_forward(etype: T.handle, w: T.handle, x: T.handle, y: T.handle,
         Y[i, fo] = Y[i, fo] + W[E[i, j], fo, fi] * X[j, fi]
 
 
-# Deviation: T.float32(0) in T.init (a typed zero for the float32 output).
-# (relation, destination) is a spatial point, so its T.init resets Y[destination]: the inputs
-# put every destination in exactly one relation (see make_rgcn_hetero_forward_inputs), which
-# makes the result the plain sum over relations.
+# Deviation: T.float32(0) in T.init (a typed zero for the float32 output), and the init kept
+# once per (relation, destination) point (sparsetir.init_per_point): SparseTIR's RGCN benchmark
+# schedule (tests/schedule/test_sparsetir_schedules.py) sums each point in a local cache that it
+# writes back with a plain store. The inputs put every destination in exactly one relation (see
+# make_rgcn_hetero_forward_inputs), which makes that the plain sum over relations. As SparseTIR
+# wrote it (no annotation), a destination under several relations gets the sum over all of them
+# (lower.init_placement; tests/transform/test_init_placement.py).
 @T.prim_func
 def rgcn_hetero_forward(a: T.handle, w: T.handle, x: T.handle, y: T.handle,
                         indptr_i: T.handle, indices_i: T.handle, indptr_j: T.handle,
@@ -332,6 +335,7 @@ def rgcn_hetero_forward(a: T.handle, w: T.handle, x: T.handle, y: T.handle,
     X = T.match_sparse_buffer(x, (J_detach, F_in), "float32")
     Y = T.match_sparse_buffer(y, (I_detach, F_out), "float32")
     with T.sp_iter([F_out, R, I, J, F_in], "SSSRR", "rgcn_hetero_forward") as [fo, r, i, j, fi]:
+        T.sp_iter_attr({"sparsetir.init_per_point": True})
         with T.init():
             Y[i, fo] = T.float32(0)
         Y[i, fo] = Y[i, fo] + A[r, i, j] * W[r, fo, fi] * X[j, fi]

@@ -206,6 +206,36 @@ def test_iter_is_an_alias_of_sp_iter():
     tvm.ir.assert_structural_equal(from_source(text.replace("T.sp_iter(", "T.iter(")), features)
 
 
+def test_iter_attr_is_an_alias_of_sp_iter_attr():
+    text = features.script()
+    assert "T.sp_iter_attr({" in text and "T.iter_attr" not in text
+    tvm.ir.assert_structural_equal(
+        from_source(text.replace("T.sp_iter_attr(", "T.iter_attr(")), features)
+
+
+@T.prim_func
+def bodyless_description(a: T.handle, indptr: T.handle, indices: T.handle, m: T.int32,
+                         n: T.int32, nnz: T.int32) -> None:
+    I = T.dense_fixed(m)
+    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+    A = T.match_sparse_buffer(a, (I, J), "float32")
+    with T.sp_iter([I, J], "SS", "describe") as [i, j]:
+        T.iter_attr({"role": "description"})
+        T.evaluate(0)
+    T.evaluate(0)
+
+
+def test_bodyless_description_parses_prints_and_round_trips():
+    """SparseTIR's format descriptions: T.evaluate(0) as an iteration's whole body (kept,
+    printed) and as the function's last statement (an empty body, dropped)."""
+    it = _iteration(bodyless_description, "describe")
+    assert len(it.body) == 1 and isinstance(it.body[0], tirx.Evaluate)
+    assert dict(it.annotations) == {"role": "description"}
+    assert len(bodyless_description.body) == 1
+    assert "        T.evaluate(0)\n" in bodyless_description.script()
+    _assert_round_trip(bodyless_description)
+
+
 def test_sp_iter_attr_annotations_survive():
     it = _iteration(from_source(features.script()), "row_max")
     assert dict(it.annotations) == {"sparse.hint": 3, "note": "first"}

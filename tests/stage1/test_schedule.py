@@ -142,3 +142,52 @@ def test_annotate_keeps_what_tvm_holds_and_builds():
     block = stage2.get(stage2.get_sblock("csrmm0"))
     assert int(block.annotations["n"]) == 3 and float(block.annotations["x"]) == 1.5
     sparsetir.build(sch.func.specialize({"feat_size": 4}), "llvm")
+
+
+@pytest.mark.parametrize("mask", ["all", "none", 0, 15, np.int64(3)])
+def test_debug_mask_of_sparsetir_is_accepted(mask):
+    sch = Schedule(CASES["csrmm"].func, debug_mask=mask)
+    assert sch.func.same_as(CASES["csrmm"].func)
+
+
+@pytest.mark.parametrize("mask", ["some", -1, True, 1.5, None])
+def test_unknown_debug_mask_is_refused_by_name(mask):
+    with pytest.raises(ValueError, match=r"debug_mask must be one of 'none', 'all' or a "
+                                         r"non-negative int, got"):
+        Schedule(CASES["csrmm"].func, debug_mask=mask)
+
+
+def test_handle_follows_the_iteration_through_primitives():
+    """SparseTIR's random variable: get_sparse_iteration's handle stays valid after annotate,
+    sparse_reorder and sparse_fuse; sch.get gives the iteration as it is now, and the handle
+    reads its attributes from there (so callers that used the iteration itself still work)."""
+    func = CASES["sddmm"].func
+    sch = Schedule(func)
+    rv = sch.get_sparse_iteration("sddmm")
+    assert sch.get(rv).same_as(func.body[0]) and rv.name == "sddmm"
+    sch.annotate(rv, "guard", True)
+    assert sch.get(rv).annotations["guard"] and rv.annotations["guard"]
+    sch.sparse_reorder(rv, ["i", "j", "k"])
+    i, j, _ = sch.get_sp_iters(rv)
+    sch.sparse_fuse(rv, [i, j])
+    now = sch.get(rv)
+    assert now.same_as(sch.func.body[0]) and not now.same_as(func.body[0])
+    assert now.sp_iter_vars[0].fused is not None and rv.kinds == "SSR"
+    assert rv.annotations["guard"]
+    assert repr(rv) == "SparseIterationRV('sddmm')"
+
+
+def test_a_handle_or_iteration_is_found_by_name():
+    """As before handles existed: an iteration (or a handle) names the iteration of this
+    schedule with its name, whichever schedule it came from."""
+    func = CASES["csrmm"].func
+    sch = Schedule(func)
+    sch.annotate(Schedule(func).get_sparse_iteration("csrmm"), "k", 1)
+    sch.annotate(func.body[0], "k2", 2)
+    assert dict(sch.get("csrmm").annotations) == {"k": 1, "k2": 2}
+
+
+def test_get_of_something_else_is_refused():
+    with pytest.raises(SparseScheduleError, match="expected a sparse iteration, its handle or "
+                                                  "its name, got 3"):
+        Schedule(CASES["csrmm"].func).get(3)

@@ -58,6 +58,11 @@ STAGE2_SHAPES_KEY = "sparsetir.stage2_shapes"
 PARALLEL_ANNOTATION = "sparsetir.rows_owned"
 """The block's outermost loop writes disjoint outputs (safe to parallelise)."""
 
+INIT_PER_POINT_ANNOTATION = "sparsetir.init_per_point"
+"""On a Stage I iteration: its spatial points never share an output element (row tiles), so its
+``T.init`` stays native, once per point, even where a spatial variable does not index the
+output (``lower.init_placement``). Not copied to the lowered block."""
+
 PREPROCESS_ANNOTATION = "preprocess"
 """The block (or Stage I iteration) depends only on the sparse structure (indptr, indices)."""
 

@@ -3,7 +3,8 @@
 ``plan`` decides loops and blocks, ``access`` rewrites coordinate accesses into positions,
 ``layout`` gives each sparse buffer its Stage II shape, ``emit`` writes the TensorIR,
 ``coordinate_checks`` proves or checks every index, ``first_slots`` zeroes padding slots,
-``regions`` and ``loop_signature`` record what later stages need.
+``init_placement`` decides where each ``T.init`` runs, ``regions`` and ``loop_signature``
+record what later stages need.
 
 Example
 -------

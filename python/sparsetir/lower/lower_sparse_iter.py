@@ -19,6 +19,10 @@ reduction block that TVM's checked primitives (``parallel``, ``vectorize``, ``rf
 variables are at their start, which never happens when a reduction loop is empty (an empty row,
 a zero feature size); ``lower_sparse_buffer`` therefore decomposes every reduction whose loops
 may be empty (``decompose_conditional_inits``), so the init runs once for every spatial point.
+Where a native init would run more than once for an output element (a spatial variable that
+does not index the output) or cannot be placed (a spatial loop below a reduction block), the
+init becomes a nest of its own, ``<iteration>_init``, before the iteration, which then adds
+into the output (``init_placement``; ``sparsetir.init_per_point`` keeps the native init).
 
 What later steps need stays on the function (``ir.attrs``): each parameter's Stage I name and
 the loops lowering made (attributes), and the index checks and declared value domains the call
@@ -47,6 +51,7 @@ from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration
 from ..ir.attrs import (
     FIRST_SLOTS_ANNOTATION,
+    INIT_PER_POINT_ANNOTATION,
     LOWERED_LOOPS_ATTR,
     PARALLEL_ANNOTATION,
     PARAM_NAMES_ATTR,
@@ -61,6 +66,7 @@ from .coordinate_checks import CoordinateChecker, assertion
 from .emit import Emitter
 from ..errors import LoweringError, SparseTIRTypeError
 from .first_slots import zero_repeated_slots
+from .init_placement import split_init
 from .layout import stage2_shape
 from .loop_signature import loop_signature
 from .plan import BlockIterPlan, BlockPlan, LoopPlan, hoist_searches
@@ -203,12 +209,15 @@ class _Lowering:
     def _plan_iteration(self, it: SparseIteration, outer_env: dict, enclosing) -> list:
         """The plan of ``it``; ``enclosing`` is the block whose body holds it (None: root)."""
         groups = _partition(self._units(it, outer_env))
+        zero, it = split_init(it, self.views, nested=enclosing is not None,
+                              late=_late_spatial(groups))
+        items = [] if zero is None else self._plan_iteration(zero, outer_env, enclosing)
         init_group = None
         if it.init is not None:
             _check_init(it, groups)
             init_group = next((g for g, group in enumerate(groups)
                                if any(u.is_reduction for u in group)), len(groups) - 1)
-        return self._plan_groups(it, groups, 0, outer_env, init_group, enclosing)
+        return items + self._plan_groups(it, groups, 0, outer_env, init_group, enclosing)
 
     def _units(self, it: SparseIteration, outer_env: dict) -> list:
         """Group the variables into loops and find what each loop's extent depends on (a
@@ -254,7 +263,7 @@ class _Lowering:
         block = BlockPlan(f"{it.name}{g}")
         if g == 0 and it.annotations:
             block.annotations = {k: v for k, v in it.annotations.items()
-                                 if k != FIRST_SLOTS_ANNOTATION}
+                                 if k not in (FIRST_SLOTS_ANNOTATION, INIT_PER_POINT_ANNOTATION)}
         if g == 0 and not env and _rows_owned(it, groups[0][0]):
             block.annotations[PARALLEL_ANNOTATION] = 1
         loops = []
@@ -446,12 +455,9 @@ def _partition(units: list) -> list:
 
 
 def _check_init(it: SparseIteration, groups: list) -> None:
-    """Refuse a T.init that TVM's reduction semantics cannot express.
-
-    The init lives in the block of the first reduction loop and runs there once per spatial
-    point, before that point's reduction; so it may not read a reduction variable, and no
-    spatial loop may be nested under a reduction loop (its range would depend on it).
-    """
+    """Refuse a native T.init that reads a reduction variable: it runs in the block of the
+    first reduction loop, once per spatial point, before that point's reduction
+    (``init_placement.split_init`` has moved every other init that cannot run there)."""
     reduction_vars = {w.var for group in groups for u in group if u.is_reduction
                       for w in u.sp_vars}
     for stmt in it.init:
@@ -459,13 +465,13 @@ def _check_init(it: SparseIteration, groups: list) -> None:
         if used:
             raise LoweringError(f"sparse iteration {it.name}: T.init uses the reduction "
                                 f"variable {used[0]}")
+
+
+def _late_spatial(groups: list) -> list:
+    """Names of the spatial loops in a block below the first block with a reduction loop."""
     first_r = next((g for g, group in enumerate(groups)
                     if any(u.is_reduction for u in group)), len(groups))
-    late = [u.name for group in groups[first_r + 1:] for u in group if not u.is_reduction]
-    if late:
-        raise LoweringError(f"sparse iteration {it.name}: the spatial variable {late[0]} is "
-                            "iterated under a reduction whose range it depends on; a T.init "
-                            "cannot run once per output element there")
+    return [u.name for group in groups[first_r + 1:] for u in group if not u.is_reduction]
 
 
 def _vars_in(node) -> list:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from ..ir.attrs import INIT_PER_POINT_ANNOTATION
 from ..script import from_source
 
 GSPMM_OPS = ("add", "sub", "mul", "div", "copy_lhs", "copy_rhs")
@@ -37,6 +38,9 @@ def main({params}, tile_ptr: T.handle, rows: T.handle, indptr: T.handle, indices
     I_detach = T.dense_fixed(m)
     J_detach = T.dense_fixed(n)
 '''
+
+# the init stays once per (tile, row): row tiles share no row (lower.init_placement)
+_TILES_SHARE_NO_ROW = f'        T.sp_iter_attr({{"{INIT_PER_POINT_ANNOTATION}": True}})\n'
 
 _OPERATORS = {"add": "{} + {}", "sub": "{} - {}", "mul": "{} * {}", "div": "{} / {}",
               "copy_lhs": "{0}", "copy_rhs": "{1}"}
@@ -97,11 +101,12 @@ def gspmm_source(op: str, reduce_op: str, dtype: str, sizes: tuple, lhs_full: tu
         arg_decl, arg = _buffer("ARG", "arg", "v", every, "int32")
         text += eid_decl + arg_decl
         text += _iteration(["O", "I", "J"] + features, iters, "SSR" + "S" * len(sizes),
-                           "gspmm_arg")
+                           "gspmm_arg") + _TILES_SHARE_NO_ROW
         return text + (f"        with T.init():\n            {arg} = nnz\n"
                        f"        {arg} = T.min({arg}, T.if_then_else({message} == {out}, "
                        f"{eid}, nnz))\n")
-    text += _iteration(["O", "I", "J"] + features, iters, "SSR" + "S" * len(sizes), "gspmm")
+    text += _iteration(["O", "I", "J"] + features, iters, "SSR" + "S" * len(sizes), "gspmm") \
+        + _TILES_SHARE_NO_ROW
     init = _INIT[reduce_op].format(dtype=dtype)
     return text + (f"        with T.init():\n            {out} = {init}\n"
                    f"        {out} = {_COMBINE[reduce_op].format(acc=out, msg=message)}\n")

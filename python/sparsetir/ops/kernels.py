@@ -23,6 +23,7 @@ Example
 ['a', 'x', 'x']
 """
 
+from ..ir.attrs import INIT_PER_POINT_ANNOTATION
 from ..script import tir as T
 
 
@@ -58,6 +59,7 @@ def spmm_tiled(a: T.handle, x: T.handle, y: T.handle, tile_ptr: T.handle, rows: 
     X = T.match_sparse_buffer(x, (J_detach, K), "float32")
     Y = T.match_sparse_buffer(y, (I_detach, K), "float32")
     with T.sp_iter([O, I, J, K], "SSRS", "spmm") as [o, i, j, k]:
+        T.sp_iter_attr({INIT_PER_POINT_ANNOTATION: True})     # row tiles share no row
         with T.init():
             Y[i, k] = 0.0
         Y[i, k] = Y[i, k] + A[o, i, j] * X[j, k]
@@ -77,6 +79,7 @@ def spmm_unweighted_tiled(x: T.handle, y: T.handle, tile_ptr: T.handle, rows: T.
     X = T.match_sparse_buffer(x, (J_detach, K), "float32")
     Y = T.match_sparse_buffer(y, (I_detach, K), "float32")
     with T.sp_iter([O, I, J, K], "SSRS", "spmm") as [o, i, j, k]:
+        T.sp_iter_attr({INIT_PER_POINT_ANNOTATION: True})     # row tiles share no row
         with T.init():
             Y[i, k] = 0.0
         Y[i, k] = Y[i, k] + X[j, k]

@@ -41,7 +41,8 @@ from ..errors import SparseTIRTypeError
 
 globals().update({name: getattr(_tvm_tirx, name) for name in dir(_tvm_tirx)
                   if not name.startswith("_") and name not in {
-                      "prim_func", "init", "func_attr", "iter", "fuse", "attach", "evaluate"}})
+                      "prim_func", "init", "func_attr", "iter", "iter_attr", "fuse", "attach",
+                      "evaluate"}})
 
 
 def prim_func(func=None):
@@ -125,6 +126,9 @@ def init() -> InitDecl:
 def sp_iter_attr(attrs: dict) -> IterAttrDecl:
     """Annotate the enclosing sparse iteration."""
     return IterAttrDecl(attrs)
+
+
+iter_attr = sp_iter_attr
 
 
 def func_attr(attrs: dict) -> FuncAttrDecl:

@@ -6,7 +6,11 @@ result, which ``lower_sparse_iter``, ``build`` and ``format_decompose`` take. Ev
 checks its arguments first and raises ``SparseScheduleError`` naming what is wrong; a refused
 primitive leaves the function as it was.
 
-- ``get_sparse_iteration(name)``: the iteration of that name (nested ones included).
+- ``get_sparse_iteration(name)``: a handle to the iteration of that name (nested ones
+  included), SparseTIR's random variable: it stays valid across primitives, ``sch.get(rv)`` is
+  the iteration as it is now, and the handle reads the current iteration's attributes itself
+  (``rv.name``, ``rv.annotations``, ``rv.kinds``...).
+- ``get(rv)``: the current ``SparseIteration`` behind a handle.
 - ``get_sp_iters(it)``: its iteration variables, outermost first.
 - ``sparse_reorder(it, new_order)``: iterate the variables in another order (an axis's parent,
   when iterated here, must stay before it).
@@ -17,10 +21,11 @@ primitive leaves the function as it was.
 
 Example
 -------
->>> # sch = sparsetir.Schedule(sddmm)
+>>> # sch = sparsetir.Schedule(sddmm, debug_mask="all")   # debug_mask: SparseTIR's, accepted
 >>> # it = sch.get_sparse_iteration("sddmm")
 >>> # i, j, k = sch.get_sp_iters(it)
 >>> # sch.sparse_fuse(it, [i, j])
+>>> # sch.get(it).sp_iter_vars[0].fused is not None       # True: the handle follows the change
 >>> # kernel = sparsetir.build(sch.func, "llvm")
 """
 
@@ -34,9 +39,33 @@ from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration, SpIterVar
 from ..ir.node import replace
 from ..ir.visit import iterations, map_iterations
-from ..errors import SparseScheduleError, SparseTIRTypeError
+from ..errors import SparseScheduleError, SparseTIRTypeError, SparseTIRValueError
 
 
+class SparseIterationRV:
+    """A handle to the sparse iteration ``name`` of a ``Schedule`` (SparseTIR's
+    ``SparseIterationRV``): ``sch.get(rv)`` is the iteration as the primitives have left it,
+    and any other attribute is read from that iteration (``rv.annotations``, ``rv.kinds``).
+
+    >>> # rv = sch.get_sparse_iteration("csrmm"); sch.annotate(rv, "guard", True)
+    >>> # sch.get(rv).annotations["guard"]                    # True
+    """
+
+    def __init__(self, sch: "Schedule", name: str):
+        self._sch = sch
+        self.name = name
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        return getattr(self._sch.get(self), attr)
+
+    def __repr__(self) -> str:
+        return f"SparseIterationRV({self.name!r})"
+
+
+DEBUG_MASKS = ("none", "all")
+"""The named ``debug_mask`` values SparseTIR's ``Schedule`` takes (an int is its bit set)."""
 
 
 class Schedule:
@@ -46,12 +75,22 @@ class Schedule:
     ----------
     func : SparseFunction
         The function to schedule; it is not modified (``sch.func`` is the new one).
+    debug_mask : str or int
+        SparseTIR's verification switch: ``"none"``, ``"all"`` or a non-negative int of mask
+        bits. Accepted for compatibility; every primitive here checks its arguments and
+        validates the nodes it builds whatever the mask says.
     """
 
-    def __init__(self, func: SparseFunction):
+    def __init__(self, func: SparseFunction, *, debug_mask="none"):
         if not isinstance(func, SparseFunction):
             raise SparseTIRTypeError(f"sparsetir.Schedule takes a SparseFunction, got "
                             f"{type(func).__name__}")
+        if isinstance(debug_mask, bool) or not (
+                debug_mask in DEBUG_MASKS if isinstance(debug_mask, str)
+                else isinstance(debug_mask, (int, np.integer)) and debug_mask >= 0):
+            raise SparseTIRValueError(f"sparsetir.Schedule: debug_mask must be one of "
+                                      f"{', '.join(map(repr, DEBUG_MASKS))} or a non-negative "
+                                      f"int, got {debug_mask!r}")
         self._func = func
 
     @property
@@ -59,16 +98,17 @@ class Schedule:
         """The function with every primitive applied so far."""
         return self._func
 
-    def get_sparse_iteration(self, name: str) -> SparseIteration:
-        """The sparse iteration called ``name``."""
-        found = next((it for it in iterations(self._func.body) if it.name == name), None)
-        if found is None:
-            names = ", ".join(it.name for it in iterations(self._func.body)) or "none"
-            raise SparseScheduleError(f"no sparse iteration {name!r} (iterations: {names})")
-        return found
+    def get_sparse_iteration(self, name: str) -> SparseIterationRV:
+        """A handle to the sparse iteration called ``name``."""
+        return SparseIterationRV(self, self._lookup(name).name)
+
+    def get(self, rv) -> SparseIteration:
+        """The sparse iteration behind ``rv`` (a handle, an iteration or a name), as it is now."""
+        return self._current(rv)
 
     def get_sp_iters(self, it) -> list:
-        """The iteration variables of ``it`` (an iteration or its name), outermost first."""
+        """The iteration variables of ``it`` (a handle, an iteration or its name), outermost
+        first."""
         return list(self._current(it).sp_iter_vars)
 
     def sparse_reorder(self, it, new_order: list) -> None:
@@ -133,10 +173,19 @@ class Schedule:
 
     # -- helpers -------------------------------------------------------------------------------
     def _current(self, it) -> SparseIteration:
-        name = it if isinstance(it, str) else getattr(it, "name", None)
-        if name is None:
-            raise SparseScheduleError(f"expected a sparse iteration or its name, got {it!r}")
-        return self.get_sparse_iteration(name)
+        if isinstance(it, (SparseIterationRV, SparseIteration)):
+            return self._lookup(it.name)
+        if isinstance(it, str):
+            return self._lookup(it)
+        raise SparseScheduleError(f"expected a sparse iteration, its handle or its name, got "
+                                  f"{it!r}")
+
+    def _lookup(self, name: str) -> SparseIteration:
+        found = next((it for it in iterations(self._func.body) if it.name == name), None)
+        if found is None:
+            names = ", ".join(it.name for it in iterations(self._func.body)) or "none"
+            raise SparseScheduleError(f"no sparse iteration {name!r} (iterations: {names})")
+        return found
 
     @staticmethod
     def _position(it, var, primitive: str) -> int:
