@@ -8,13 +8,24 @@ canonical form (written here by hand), and parses back to an equal encoding; bad
 import numpy as np
 import pytest
 
-from sparsetir.errors import SparseTIRValueError
+from sparsetir.errors import SparseTIRTypeError, SparseTIRValueError
 from sparsetir.format import Encoding, EncodingError, LevelType, Slice
 
 W = "#sparse_tensor.encoding<{{ map = {} }}>"
 
 # (text as written, the canonical text MLIR prints for it)
 ROUND_TRIPS = [
+    # MLIR's own tests end the entries with a ',' (block.mlir's NV_24): refused before
+    ("#sparse_tensor.encoding<{\n  map = ( i, j ) ->\n  ( i : dense,\n    j floordiv 4 : dense,\n"
+     "    j mod 4 : structured[2, 4]\n  ),\n}>",
+     W.format("(d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4])")),
+    ("map = (i) -> (i : dense), posWidth = 8,",
+     "#sparse_tensor.encoding<{ map = (d0) -> (d0 : dense), posWidth = 8 }>"),
+    # MLIR's verifier allows these (refused before)
+    ("map = (d0) -> (d0 : compressed(nonunique))",
+     W.format("(d0) -> (d0 : compressed(nonunique))")),
+    ("map = (d0, d1) -> (d0 : compressed, d1 : singleton)",
+     W.format("(d0, d1) -> (d0 : compressed, d1 : singleton)")),
     ("#sparse_tensor.encoding<{ map = (d0) -> (d0 : compressed) }>",
      W.format("(d0) -> (d0 : compressed)")),
     ("#sparse_tensor.encoding<{\n  map = (d0, d1) -> (d0 : dense, d1 : compressed),\n"
@@ -57,8 +68,12 @@ ROUND_TRIPS = [
               "compressed, d0 mod 2 : dense, d1 mod 3 : dense, d2 mod 4 : dense)")),
     ("map = [s0](d0, d1) -> (d0 * (s0 * 4) : dense, d0 : dense, d1 : compressed)",
      W.format("[s0](d0, d1) -> (d0 * (s0 * 4) : dense, d0 : dense, d1 : compressed)")),
+    # MLIR builds products and sums in a canonical form (constant or symbolic operand on the
+    # right, constants folded) and prints that: 's0 * 3 * d0' was printed before
     ("[c](i, j) -> (c * 3 * i : dense, i : dense, j : compressed)",
-     W.format("[s0](d0, d1) -> (s0 * 3 * d0 : dense, d0 : dense, d1 : compressed)")),
+     W.format("[s0](d0, d1) -> (d0 * (s0 * 3) : dense, d0 : dense, d1 : compressed)")),
+    ("[c](i, j) -> (2 + i * 2 * 3 + c + 0 : dense, i : dense, j : compressed)",
+     W.format("[s0](d0, d1) -> (d0 * 6 + s0 + 2 : dense, d0 : dense, d1 : compressed)")),
     ("map = (d0 : #sparse_tensor<slice(1, 4, 1)>, d1 : #sparse_tensor<slice(1, 4, 2)>) -> "
      "(d0 : dense, d1 : compressed)",
      W.format("(d0 : #sparse_tensor<slice(1, 4, 1)>, d1 : #sparse_tensor<slice(1, 4, 2)>) -> "
@@ -207,9 +222,29 @@ ERRORS = [
     ("(i, j) -> (i : dense, j : compresed)", 27, "expected a level type (dense, compressed, "
      "loose_compressed, singleton, structured), got 'compresed'"),
     ("(i, j) -> (i : dense j : compressed)", 22, "expected ',' or ')', got 'j'"),
-    ("(i, j) -> (i : dense, j : singleton)", 27, "a singleton level must follow a nonunique level"),
-    ("(i, j) -> (i : compressed(nonunique), j : compressed)", 16,
-     "a nonunique level (compressed(nonunique)) must be followed by a singleton level"),
+    ("(i, j) -> (i : dense, j : singleton)", 27,
+     "a singleton level must follow a compressed or loose_compressed level, got dense"),
+    # the rules of MLIR's verifier (invalid_encoding.mlir) that were accepted before
+    ("(i, j, k) -> (i : compressed(nonunique), j : singleton, k : compressed)", 61,
+     "every level after a singleton level is a singleton, got compressed"),
+    ("(i, j, k) -> (i : compressed(nonunique), j : singleton(nonunique, soa), k : singleton)", 77,
+     "the singleton levels of a COO region are all soa or none is"),
+    ("(i, j, k) -> (i : dense, k floordiv 4 : compressed, j : dense, k mod 4 : structured[2, 4])",
+     41, "every level before a structured[2, 4] level is dense, got compressed"),
+    ("(i, j, k) -> (i floordiv 2 : dense, i mod 2 : dense, j : dense, k floordiv 4 : dense, "
+     "k mod 4 : structured[2, 4])", 37,
+     "a structured[2, 4] level blocks only its own dimension (k), got 'i mod 2'"),
+    ("(i) -> (i mod 4 : dense, i floordiv 4 : dense)", 9,
+     "'i mod 4' comes before its 'i floordiv 4' (expected the floordiv level first)"),
+    ("{a, b} (i = a, j = b) -> (i : dense, j : dense)", 27,
+     "expected level variable 'a' here, got 'i'"),
+    ("{a, b} (i = a, j = b) -> (a : dense, b : dense)", 29,
+     "expected '=' (the explicit form binds each level: 'a = ...'), got ':'"),
+    # bad input: constants beyond int64 and nesting deep enough to exhaust Python's stack
+    ("(i) -> (i floordiv 9223372036854775808 : dense, i mod 2 : dense)", 20,
+     "expected an integer below 2**63, got 9223372036854775808"),
+    ("(i) -> (" + "(" * 600 + "i" + ")" * 600 + " : dense)", 210,
+     "expected an expression of at most 200 tokens"),
     ("(i, j) -> (i : dense(nonunique), j : compressed)", 22, "dense levels cannot be nonunique"),
     ("(i, j) -> (i : compressed(soa), j : compressed)", 27, "compressed levels cannot be soa"),
     ("(i, j) -> (i : compressed(fast), j : compressed)", 27, "expected a level property"),
@@ -230,6 +265,13 @@ ERRORS = [
     ("{a, b} (i = a, j = b) -> (b = i : dense, a = j : dense)", 27,
      "expected level variable 'a' here, got 'b'"),
     ("posWidth = 8", 1, "expected a 'map = (...) -> (...)' entry"),
+    ("[s](i, j) -> (i * j * s : dense, i : dense, j : compressed)", 17,
+     "expected one side of '*' to be a constant or a symbol expression"),
+    ("[s](i, j) -> (s floordiv j : dense, i : dense, j : compressed)", 17,
+     "expected the right side of 'floordiv' to be a constant or a symbol expression"),
+    ("#sparse_tensor.encoding<{}>", 26, "expected 'map', 'posWidth' or 'crdWidth', got '}'"),
+    ("map = (i) -> (i : dense),, posWidth = 8", 26,
+     "expected 'map', 'posWidth' or 'crdWidth', got ','"),
 ]
 
 
@@ -258,3 +300,39 @@ def test_built_in_code_names_the_level():
         Encoding([(Affine.dim(0), LevelType("dense")), (Affine.dim(0), LevelType("dense"))], 1)
     with pytest.raises(EncodingError, match="crd_width must be one of"):
         Encoding([(Affine.dim(0), LevelType("dense"))], 1, crd_width=7)
+
+
+def test_built_in_code_refuses_bad_parts():
+    """Parts built in code are checked like text (they raised IndexError, AttributeError or
+    nothing at all before)."""
+    from sparsetir.format.affine import Affine           # pylint: disable=import-outside-toplevel
+    dense = LevelType("dense")
+    with pytest.raises(EncodingError, match="^level 0: dimension 3 is not declared"):
+        Encoding([(Affine.dim(3), dense)], 1)
+    with pytest.raises(SparseTIRTypeError, match=r"level 0: expected \(Affine, LevelType\), "
+                       r"got \(str, LevelType\)"):
+        Encoding([("d0", dense)], 1)
+    with pytest.raises(SparseTIRTypeError, match="dim_rank must be a non-negative int"):
+        Encoding([(Affine.dim(0), dense)], "1")
+    with pytest.raises(EncodingError, match="is 2\\*\\*63 or more"):
+        Encoding([(Affine.binary(op, Affine.dim(0), Affine.const(2**64)), dense)
+                  for op in ("floordiv", "mod")], 1)
+    with pytest.raises(EncodingError, match="expected a level type"):
+        LevelType("blocked")
+    with pytest.raises(EncodingError, match=r"0 < n <= m, got \[0, 4\]"):
+        LevelType("structured", n=0, m=4)
+    with pytest.raises(EncodingError, match="dense levels cannot be nonunique"):
+        LevelType("dense", unique=False)
+    with pytest.raises(EncodingError, match="compressed levels cannot be soa"):
+        LevelType("compressed", soa=True)
+
+
+def test_explicit_form_with_a_large_block():
+    """Checking the explicit form's definitions samples a few points per block size (it
+    allocated one per value up to three blocks before: 21.8 TiB here)."""
+    enc = Encoding.parse("{a, b} (i = a * 1000000000000 + b) -> (a = i floordiv 1000000000000 "
+                         ": dense, b = i mod 1000000000000 : dense)")
+    assert enc.block_shape == (1000000000000,)
+    with pytest.raises(EncodingError, match="at i = 0 it gives 1"):
+        Encoding.parse("{a, b} (i = a * 1000000000000 + b + 1) -> (a = i floordiv "
+                       "1000000000000 : dense, b = i mod 1000000000000 : dense)")

@@ -47,6 +47,16 @@ STORAGE = {
     "BSC": ("(i, j) -> (j floordiv 4 : dense, i floordiv 2 : compressed, i mod 2 : dense, "
             "j mod 4 : dense)", (2, 2, 2, 4), {1: [0, 2, 3]}, {1: [0, 1, 1]},
             BSR_VALUES),         # block column 0 holds blocks (0, 0), (1, 0); column 1 (1, 1)
+    "BSC-compressed": ("(i, j) -> (j floordiv 4 : compressed, i floordiv 2 : compressed, "
+                       "i mod 2 : dense, j mod 4 : dense)", (2, 2, 2, 4),
+                       {0: [0, 2], 1: [0, 2, 3]}, {0: [0, 1], 1: [0, 1, 1]}, BSR_VALUES),
+    "BSC-column-major": ("(i, j) -> (j floordiv 4 : compressed, i floordiv 2 : compressed, "
+                         "j mod 4 : dense, i mod 2 : dense)", (2, 2, 4, 2),
+                         {0: [0, 2], 1: [0, 2, 3]}, {0: [0, 1], 1: [0, 1, 1]},
+                         [1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 4,
+                          0, 0, 0, 5, 0, 0, 0, 0]),
+    "dense": ("dense", (4, 8), {}, {}, X.ravel().tolist()),
+    "dense-transposed": ("(i, j) -> (j : dense, i : dense)", (8, 4), {}, {}, X.T.ravel().tolist()),
     "COO-AoS": ("COO", (4, 8), {0: [0, 5]}, {0: [0, 0, 3, 3, 3], 1: [0, 2, 2, 3, 5]},
                 [1, 2, 3, 4, 5]),
     "COO-SoA": ("COO_SOA", (4, 8), {0: [0, 5]}, {0: [0, 0, 3, 3, 3], 1: [0, 2, 2, 3, 5]},
@@ -213,6 +223,16 @@ def test_slices():
     assert view.dim_shape == (4, 3) and np.array_equal(view.to_dense(), X[:, 2:5])
 
 
+@pytest.mark.parametrize("piece, reach", [("slice(1, 4, 1)", 4), ("slice(0, 3, 2)", 4),
+                                          ("slice(5, ?, 1)", 5)])
+def test_slice_past_the_tensor(piece, reach):
+    """A slice reaching past the underlying rows raises (it gave rows of zeros before)."""
+    enc = f"(i : #sparse_tensor<{piece}>, j) -> (i : dense, j : compressed)"
+    with pytest.raises(SparseTIRValueError, match=rf"does not fit in a dimension of size 4: it "
+                       rf"reaches index {reach}"):
+        SparseTensor.from_dense(X, enc)
+
+
 def test_three_dimensions():
     """CSF, 3-D COO, a permuted CSF and a 3-D block map, on a tensor with empty slices."""
     rng = np.random.default_rng(4)
@@ -251,12 +271,19 @@ def test_arrays_are_read_only():
 BAD_ARRAYS = [
     ([None, [0, 2, 1, 3]], [None, [0, 1, 2]], [1.0] * 3, "positions fall at parent 1"),
     ([None, [1, 2, 2, 3]], [None, [0, 1, 2]], [1.0] * 3, "positions[0] is 1, expected 0"),
-    ([None, [0, 2, 2, 4]], [None, [0, 1, 2]], [1.0] * 3, "beyond the 3 coordinates"),
-    ([None, [0, 2, 2]], [None, [0, 1]], [1.0] * 2, "the positions reach slot 3 of positions"),
+    ([None, [0, 2, 2, 4]], [None, [0, 1, 2]], [1.0] * 3,
+     "coordinates has 3 elements, expected 4 (positions[-1] of them)"),
+    ([None, [0, 2, 2]], [None, [0, 1]], [1.0] * 2,
+     "positions has 3 elements, expected 4 (one more than the parent positions)"),
+    # arrays longer than the levels give were accepted before (entries nothing reaches)
+    ([None, [0, 2, 2, 3, 3]], [None, [0, 1, 2]], [1.0] * 3, "positions has 5 elements, expected 4"),
+    ([None, [0, 2, 2, 2]], [None, [0, 1, 2]], [1.0] * 3, "coordinates has 3 elements, expected 2"),
+    ([None, [0, 2, 2, 3]], [None, [0, 1, 2]], [1.0] * 4,
+     "values has 4 elements, expected 3 (one per position of the last level)"),
     ([None, [0, 2, 2, 3]], [None, [0, 4, 2]], [1.0] * 3, "coordinate 4 is out of range [0, 4)"),
     ([None, [0, 2, 2, 3]], [None, [1, 0, 2]], [1.0] * 3, "coordinates fall (1 then 0)"),
     ([None, [0, 2, 2, 3]], [None, [1, 1, 2]], [1.0] * 3, "coordinates repeat (1 then 1)"),
-    ([None, [0, 2, 2, 3]], [None, [0, 1, 2]], [1.0] * 2, "reach slot 2 of values"),
+    ([None, [0, 2, 2, 3]], [None, [0, 1, 2]], [1.0] * 2, "values has 2 elements, expected 3"),
     ([[0, 1], [0, 2, 2, 3]], [None, [0, 1, 2]], [1.0] * 3, "a dense level stores no positions"),
     ([None, None], [None, [0, 1, 2]], [1.0] * 3, "a compressed level stores positions"),
     ([None], [None, [0]], [1.0], "positions needs one entry per level (2)"),
@@ -285,6 +312,37 @@ def test_refused_types():
         SparseTensor.from_dense(np.ones((2, 2, 2)), "CSF").to_scipy()
 
 
+def test_bad_arguments_raise_sparsetir_errors():
+    """Each of these raised a bare TypeError/ValueError/MemoryError from Python or numpy, or
+    was accepted, before."""
+    csr = SparseTensor.from_dense(X, "CSR")
+    with pytest.raises(SparseTIRTypeError, match="positions must be a list with one entry per "
+                       "level"):
+        SparseTensor.from_arrays("CSR", (1, 2), None, [None, [0]], [1.0])
+    with pytest.raises(SparseTIRTypeError, match=r"the shape must be integers, got \(2\.0, 3\)"):
+        SparseTensor.from_coo([[0], [1]], [1.0], (2.0, 3), "CSR")
+    with pytest.raises(SparseTIRValueError, match=r"the shape must be integers in \[0, 2\*\*63\)"):
+        SparseTensor.from_coo([[0], [1]], [1.0], (2**63, 3), "DCSR")
+    with pytest.raises(SparseTIRValueError, match=r"level 1 \(dense\) needs 1048576 x 1048576 "
+                       r"= 1099511627776 positions, more than 2\*\*36"):
+        SparseTensor.from_coo([[0], [1]], [1.0], (2**20, 2**20), "dense")
+    ell = "[s0](i, j) -> (i * (s0 * 4) : dense, i : dense, j : compressed)"
+    with pytest.raises(SparseTIRValueError, match=r"symbols must be integers in \[0, 2\*\*63\), "
+                       r"got \(-1,\)"):
+        SparseTensor.from_dense(X, ell, symbols=(-1,))
+    with pytest.raises(SparseTIRValueError, match="level must be in"):
+        csr.positions(True)
+    mine = np.float32([1, 2, 3])
+    t = SparseTensor.from_arrays("CSR", (2, 3), [None, [0, 2, 3]], [None, [0, 2, 1]], mine)
+    assert mine.flags.writeable and not np.shares_memory(mine, t.values)   # was locked, shared
+    assert not t.values.flags.writeable
+    swapped = SparseTensor.from_arrays("CSR", (2, 3), [None, [0, 2, 3]], [None, [0, 2, 1]],
+                                       mine.astype(">f4"))
+    assert swapped.dtype == np.float32 and swapped.values.tolist() == [1, 2, 3]
+    vector = SparseTensor.from_scipy(scipy.sparse.coo_array(X[3]), "sparse")   # 1-D scipy array
+    assert vector.coordinates(0).tolist() == [2, 3, 5] and vector.values.tolist() == [3, 4, 5]
+
+
 def test_blocks_past_the_shape():
     """A 2x3 block map on 4x8 stores whole blocks; the padding of the last block column
     (column 8) is not part of the tensor, and ``from_arrays`` refuses a nonzero there."""
@@ -309,6 +367,74 @@ def test_storage_text():
         "nse = 5", "dim = ( 4, 8 )", "lvl = ( 8, 4 )", "pos[0] : ( 0, 4 )",
         "crd[0] : ( 0, 2, 3, 5 )", "pos[1] : ( 0, 1, 3, 4, 5 )", "crd[1] : ( 0, 0, 3, 3, 3 )",
         "values : ( 1, 2, 3, 4, 5 )"])
+
+
+@pytest.mark.parametrize("name, crd_lines", [
+    # AoS: one buffer, (row, column) of each entry in turn, shown once as crd of level 0
+    ("COO", ["crd[0] : ( 0, 0, 0, 2, 3, 2, 3, 3, 3, 5 )"]),
+    ("COO_SOA", ["crd[0] : ( 0, 0, 3, 3, 3 )", "crd[1] : ( 0, 2, 2, 3, 5 )"]),
+])
+def test_storage_text_of_coo(name, crd_lines):
+    """MLIR's ``sparse_tensor.print`` shows an AoS COO's coordinates as its one interleaved
+    buffer (it printed each level's own array before), an SoA COO's as one array per level."""
+    assert SparseTensor.from_dense(X, name).storage_text() == "\n".join([
+        "nse = 5", "dim = ( 4, 8 )", "lvl = ( 4, 8 )", "pos[0] : ( 0, 5 )", *crd_lines,
+        "values : ( 1, 2, 3, 4, 5 )"])
+
+
+DS = np.array([[0, 0, 1, 2, 0, 3, 0, 4],        # MLIR's test matrix ds.mtx
+               [0, 5, 6, 0, 7, 0, 0, 8],
+               [9, 0, 10, 0, 11, 12, 0, 0]], np.float64)
+LOOSE = np.array([[1, 2, 3, 4], [5, 6, 7, 8], [0, 0, 5.5, 0], [9, 10, 11, 12],
+                  [13, 14, 15, 16]])
+
+
+@pytest.mark.parametrize("matrix, text, lines", [
+    (DS, "(i, j) -> (i : dense, j : loose_compressed)",
+     ["pos[1] : ( 0, 4, 4, 8, 8, 12 )", "crd[1] : ( 2, 3, 5, 7, 1, 2, 4, 7, 0, 2, 4, 5 )"]),
+    (DS, "map = (i, j) -> (i : dense, j floordiv 4 : dense, j mod 4 : block2_4), crdWidth = 8",
+     ["crd[2] : ( 2, 3, 1, 3, 1, 2, 0, 3, 0, 2, 0, 1 )"]),
+    (LOOSE, "(i, j) -> (i : dense, j : loose_compressed)",
+     ["pos[1] : ( 0, 4, 4, 8, 8, 9, 9, 13, 13, 17 )",
+      "crd[1] : ( 0, 1, 2, 3, 0, 1, 2, 3, 2, 0, 1, 2, 3, 0, 1, 2, 3 )"]),
+])
+def test_arrays_mlir_prints(matrix, text, lines):
+    """The arrays MLIR's integration tests print for these matrices (sparse_ds.mlir,
+    sparse_loose.mlir): loose (lo, hi) pairs side by side, 2:4 in-group offsets."""
+    shown = SparseTensor.from_dense(matrix, text).storage_text().split("\n")
+    values = matrix[matrix != 0]
+    assert shown[3:] == lines + [f"values : ( {', '.join(format(v, 'g') for v in values)} )"]
+
+
+def test_batched_coo_storage_text():
+    """MLIR's batched COO (``dense, loose_compressed(nonunique), singleton``): a (lo, hi) pair
+    per batch and the AoS buffer of (row, column) pairs, written by hand for [X, 2 X]."""
+    t = SparseTensor.from_dense(np.stack([X, 2 * X]), "(b, i, j) -> (b : dense, "
+                                "i : loose_compressed(nonunique), j : singleton)")
+    assert t.storage_text() == "\n".join([
+        "nse = 10", "dim = ( 2, 4, 8 )", "lvl = ( 2, 4, 8 )", "pos[1] : ( 0, 5, 5, 10 )",
+        "crd[1] : ( 0, 0, 0, 2, 3, 2, 3, 3, 3, 5, 0, 0, 0, 2, 3, 2, 3, 3, 3, 5 )",
+        "values : ( 1, 2, 3, 4, 5, 2, 4, 6, 8, 10 )"])
+
+
+def test_coo_regions_mlir_allows():
+    """MLIR's verifier allows a singleton after a unique compressed level (one entry per row)
+    and a nonunique level with no singleton after it; both were refused before."""
+    one_per_row = Encoding.parse("(i, j) -> (i : compressed, j : singleton)")
+    y = np.zeros((4, 8), np.float32)
+    y[0, 5], y[3, 1] = 1, 2
+    t = SparseTensor.from_dense(y, one_per_row)
+    assert t.positions(0).tolist() == [0, 2] and t.coordinates(0).tolist() == [0, 3]
+    assert t.coordinates(1).tolist() == [5, 1] and t.values.tolist() == [1, 2]
+    assert t.coordinates_buffer(0).tolist() == [0, 5, 3, 1]
+    assert np.array_equal(t.to_dense(), y)
+    with pytest.raises(SparseTIRValueError, match=r"level 0 \(compressed\) is unique, but the "
+                       r"entries at level coordinates \[0\] \(parent position 0\) repeat"):
+        SparseTensor.from_dense(X, one_per_row)                 # row 0 holds two entries
+    vector = SparseTensor.from_dense(X[3], "(i) -> (i : compressed(nonunique))")
+    assert vector.positions(0).tolist() == [0, 3] and vector.coordinates(0).tolist() == [2, 3, 5]
+    rows = SparseTensor.from_dense(X, "(i, j) -> (i : compressed(nonunique), j : compressed)")
+    assert rows.positions(1).tolist() == [0, 2, 5] and np.array_equal(rows.to_dense(), X)
 
 
 def test_unordered_and_loose_arrays():

@@ -50,22 +50,30 @@ class Affine(NamedTuple):
 
     @staticmethod
     def binary(op: str, lhs: "Affine", rhs: "Affine") -> "Affine":
-        """``lhs op rhs``."""
+        """``lhs op rhs``; a sum or product in MLIR's canonical form (as MLIR builds it:
+        constants folded, the constant or symbolic operand on the right, ``+ 0`` and ``* 1``
+        dropped), so that it prints as MLIR prints it."""
+        if op in ("add", "mul"):
+            return _canonical(op, lhs, rhs)
         return Affine(op, 0, lhs, rhs)
+
+    def is_symbolic(self) -> bool:
+        """Whether the expression reads no dimension (constants and symbols only)."""
+        return not self.dims()
 
     def dims(self) -> set:
         """The positions of the dimensions the expression reads."""
-        if self.op == "dim":
-            return {self.value}
+        return self.leaves("dim")
+
+    def leaves(self, op: str) -> set:
+        """The values of the leaves of kind ``op`` (``"dim"``, ``"sym"``, ``"const"``)."""
         if self.lhs is None:
-            return set()
-        return self.lhs.dims() | self.rhs.dims()
+            return {self.value} if self.op == op else set()
+        return self.lhs.leaves(op) | self.rhs.leaves(op)
 
     def has_symbol(self) -> bool:
         """Whether a symbol occurs in the expression."""
-        if self.op == "sym":
-            return True
-        return self.lhs is not None and (self.lhs.has_symbol() or self.rhs.has_symbol())
+        return bool(self.leaves("sym"))
 
     def evaluate(self, dims, syms) -> np.ndarray:
         """The expression's value at dimension values ``dims`` (int64 arrays or ints, by
@@ -100,6 +108,27 @@ class Affine(NamedTuple):
 
     def __str__(self) -> str:
         return self.text(_Names("d"), _Names("s"))
+
+
+def _canonical(op: str, lhs: Affine, rhs: Affine) -> Affine:
+    """``lhs op rhs`` (``op`` ``"add"`` or ``"mul"``) simplified by MLIR's rules for building
+    affine sums and products."""
+    fold = (lambda a, b: a + b) if op == "add" else (lambda a, b: a * b)
+    if lhs.op == "const" and rhs.op == "const":
+        return Affine.const(fold(lhs.value, rhs.value))
+    if (lhs.op == "const" or (lhs.is_symbolic() and not rhs.is_symbolic())) and \
+            (lhs.is_symbolic() or rhs.is_symbolic()):
+        return Affine.binary(op, rhs, lhs)
+    if rhs.op == "const":
+        if rhs.value == (0 if op == "add" else 1):
+            return lhs
+        if op == "mul" and rhs.value == 0:
+            return rhs
+    if lhs.op == op and lhs.rhs.op == "const":
+        if rhs.op == "const":           # (x + 2) + 3 -> x + 5, (x * 2) * 3 -> x * 6
+            return Affine.binary(op, lhs.lhs, Affine.const(fold(lhs.rhs.value, rhs.value)))
+        return Affine.binary(op, Affine.binary(op, lhs.lhs, rhs), lhs.rhs)   # constant last
+    return Affine(op, 0, lhs, rhs)
 
 
 class _Names:

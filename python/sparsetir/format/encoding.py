@@ -75,6 +75,7 @@ class Encoding:
                 raise EncodingError(f"{name} must be one of 0, 8, 16, 32, 64, got {width!r}")
         if not levels:
             raise EncodingError("an encoding has at least one level")
+        _check_parts(levels, dim_rank, sym_count)
         check_levels(dim_rank, sym_count, levels, _where, _dim_defs)
         if slices is not None:
             slices = tuple(slices)
@@ -226,15 +227,47 @@ class Encoding:
             raise SparseTIRValueError(f"the map reads {self.sym_count} symbol(s) "
                                       f"({', '.join(self.symbols)}): pass symbols=(...) with "
                                       "one value each")
-        return tuple(operator.index(value) for value in symbols)
+        return _naturals("symbols", symbols)
 
     def _shape(self, dim_shape) -> tuple:
         """``dim_shape`` as a tuple of ints, checked against the rank."""
-        shape = tuple(operator.index(size) for size in dim_shape)
-        if len(shape) != self.dim_rank or any(size < 0 for size in shape):
-            raise SparseTIRValueError(f"expected a shape of {self.dim_rank} non-negative sizes "
-                                      f"for {self.map_text}, got {tuple(dim_shape)}")
+        shape = _naturals("the shape", dim_shape)
+        if len(shape) != self.dim_rank:
+            raise SparseTIRValueError(f"expected a shape of {self.dim_rank} sizes for "
+                                      f"{self.map_text}, got {tuple(dim_shape)}")
         return shape
+
+
+def _naturals(what: str, values) -> tuple:
+    """``values`` as a tuple of ints in [0, 2**63), else a SparseTIR error naming ``what``."""
+    try:
+        ints = tuple(operator.index(value) for value in values)
+    except TypeError:
+        raise SparseTIRTypeError(f"{what} must be integers, got {values!r}") from None
+    if any(isinstance(value, (bool, np.bool_)) for value in values):
+        raise SparseTIRTypeError(f"{what} must be integers, got {values!r}")
+    if any(not 0 <= value < 2**63 for value in ints):
+        raise SparseTIRValueError(f"{what} must be integers in [0, 2**63), got {ints}")
+    return ints
+
+
+def _check_parts(levels, dim_rank, sym_count) -> None:
+    """The constructor's arguments have the right types, and the expressions read only the
+    declared dimensions and symbols (SparseTIR errors instead of Python's)."""
+    for what, count in (("dim_rank", dim_rank), ("sym_count", sym_count)):
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+            raise SparseTIRTypeError(f"{what} must be a non-negative int, got {count!r}")
+    for index, (expr, kind) in enumerate(levels):
+        if not isinstance(expr, Affine) or not isinstance(kind, LevelType):
+            raise SparseTIRTypeError(f"level {index}: expected (Affine, LevelType), got "
+                                     f"({type(expr).__name__}, {type(kind).__name__})")
+        for op, count, name in (("dim", dim_rank, "dimension"), ("sym", sym_count, "symbol")):
+            outside = [k for k in expr.leaves(op) if not 0 <= k < count]
+            if outside:
+                raise EncodingError(f"level {index}: {name} {outside[0]} is not declared "
+                                    f"(there are {count})")
+        if any(value > 2**63 - 1 for value in expr.leaves("const")):
+            raise EncodingError(f"level {index}: a constant of '{expr}' is 2**63 or more")
 
 
 def _rank(name: str, rank, key: str) -> int:

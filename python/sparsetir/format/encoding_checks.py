@@ -7,9 +7,11 @@ parsed from when ``where`` gives the offsets (else naming the level):
   affine expression is allowed only where a symbol occurs in it (MLIR's jagged-diagonal ELL);
 - each dimension is stored by exactly one ``d`` level or by one ``d floordiv c`` and one
   ``d mod c`` level (same ``c``);
-- a ``structured[n, m]`` level is the innermost one and reads ``d mod m``;
-- a ``singleton`` level follows a ``nonunique`` level, and a ``nonunique`` level is followed by
-  a ``singleton`` level (the two make a COO region);
+- a ``floordiv`` level comes before the ``mod`` level of its dimension;
+- a ``structured[n, m]`` level is the innermost one, every level before it is dense, and it reads
+  ``d mod m`` of the only blocked dimension;
+- the first ``singleton`` level follows a ``compressed`` or ``loose_compressed`` level, every
+  level after it is a singleton too (the COO region), and all of them are ``soa`` or none is;
 - in the explicit form, each dimension's definition inverts the level expressions.
 
 Example
@@ -70,6 +72,7 @@ def check_levels(dim_rank: int, sym_count: int, levels, where: Optional[Where] =
     map of ``dim_rank`` dimensions (see the module docstring)."""
     where = where or _Plain(dim_rank, sym_count)
     dim_names, sym_names = where.names()
+    _check_types(levels, where, dim_names, sym_names)
     uses = [dict() for _ in range(dim_rank)]
     for index, (expr, _) in enumerate(levels):
         op, dim, factor = classify(expr)
@@ -98,41 +101,72 @@ def check_levels(dim_rank: int, sym_count: int, levels, where: Optional[Where] =
                 index, factor = taken[op]
                 raise where.level(index, f"'{name} {op} {factor}' without its '{name} {other} "
                                   f"{factor}'")
+        if taken["mod"][0] < taken["floordiv"][0]:
+            raise where.level(taken["mod"][0], f"'{name} mod {taken['mod'][1]}' comes before "
+                              f"its '{name} floordiv {taken['floordiv'][1]}' (expected the "
+                              "floordiv level first)")
         if taken["floordiv"][1] != taken["mod"][1]:
             raise where.level(taken["mod"][0], f"'{name} mod {taken['mod'][1]}' does not match "
                               f"'{name} floordiv {taken['floordiv'][1]}' (expected the same "
                               "block size)")
-    _check_types(levels, where, dim_names, sym_names)
     if dim_defs is not None:
         _check_definitions(dim_rank, levels, dim_defs, where)
 
 
 def _check_types(levels, where, dim_names, sym_names) -> None:
     """The level-type rules of the module docstring."""
+    kinds = [kind for _, kind in levels]
     last = len(levels) - 1
-    for index, (expr, kind) in enumerate(levels):
+    for index, kind in enumerate(kinds):
         if kind.kind == "structured":
-            if index != last:
-                raise where.level(index, f"{kind} must be the innermost (last) level", True)
-            op, _, factor = classify(expr)
-            if op != "mod" or factor != kind.m:
-                raise where.level(index, f"expected 'd mod {kind.m}' for a {kind} level, got "
-                                  f"'{expr.text(dim_names, sym_names)}'")
-        if kind.kind == "singleton":
-            before = levels[index - 1][1] if index else None
-            if before is None or before.unique or before.kind == "dense":
-                raise where.level(index, "a singleton level must follow a nonunique level "
-                                  "(compressed(nonunique) or singleton(nonunique)), got "
-                                  f"{before if before is not None else 'none'}", True)
-        if not kind.unique and (index == last or levels[index + 1][1].kind != "singleton"):
-            raise where.level(index, f"a nonunique level ({kind}) must be followed by a "
-                              "singleton level", True)
+            _check_structured(levels, index, where, dim_names, sym_names)
+        if kind.kind != "singleton":
+            continue
+        before = kinds[index - 1] if index else None
+        if before is None or before.kind not in ("compressed", "loose_compressed"):
+            raise where.level(index, "a singleton level must follow a compressed or "
+                              f"loose_compressed level, got {before or 'none'}", True)
+        after = next((k for k in range(index + 1, last + 1)
+                      if kinds[k].kind != "singleton"), None)
+        if after is not None:
+            raise where.level(after, f"every level after a singleton level is a singleton, got "
+                              f"{kinds[after]}", True)
+        mixed = next((k for k in range(index + 1, last + 1) if kinds[k].soa != kind.soa), None)
+        if mixed is not None:
+            raise where.level(mixed, "the singleton levels of a COO region are all soa or none "
+                              f"is: level {index} is {kind}, level {mixed} is {kinds[mixed]}",
+                              True)
+        return
+
+
+def _check_structured(levels, index, where, dim_names, sym_names) -> None:
+    """A ``structured[n, m]`` level: innermost, dense levels before it, ``d mod m`` of the
+    only blocked dimension."""
+    expr, kind = levels[index]
+    if index != len(levels) - 1:
+        raise where.level(index, f"{kind} must be the innermost (last) level", True)
+    outer = next((k for k, (_, lt) in enumerate(levels[:index]) if lt.kind != "dense"), None)
+    if outer is not None:
+        raise where.level(outer, f"every level before a {kind} level is dense, got "
+                          f"{levels[outer][1]}", True)
+    op, dim, factor = classify(expr)
+    if op != "mod" or factor != kind.m:
+        raise where.level(index, f"expected 'd mod {kind.m}' for a {kind} level, got "
+                          f"'{expr.text(dim_names, sym_names)}'")
+    other = next((k for k, (e, _) in enumerate(levels) if classify(e)[0] == "mod"
+                  and classify(e)[1] != dim), None)
+    if other is not None:
+        shown = levels[other][0].text(dim_names, sym_names)
+        raise where.level(other, f"a {kind} level blocks only its own dimension "
+                          f"({dim_names[dim]}), got '{shown}'")
 
 
 def _check_definitions(dim_rank: int, levels, dim_defs, where) -> None:
     """Each explicit ``d = expr(levels)`` gives ``d`` back from the level values of ``d``."""
-    factor = max([classify(expr)[2] for expr, _ in levels] + [1])
-    samples = np.arange(3 * factor + 2, dtype=np.int64)
+    factors = {classify(expr)[2] for expr, _ in levels} | {1}
+    samples = np.unique(np.array([block * factor + offset for factor in factors
+                                  for block in range(3) for offset in (0, 1, factor - 1)
+                                  if 0 <= block * factor + offset < 2**62], np.int64))
     for dim, (definition, offset) in enumerate(dim_defs):
         point = [np.ones_like(samples) for _ in range(dim_rank)]
         point[dim] = samples

@@ -3,7 +3,8 @@
 The grammar read (a recursive descent over tokens that remember their offset, so that every
 error names the column and what was expected)::
 
-    encoding := [ "#sparse_tensor.encoding" "<" ] [ "{" ] entry ("," entry)* [ "}" ] [ ">" ] | map
+    encoding := [ "#sparse_tensor.encoding" "<" ] [ "{" ] entry ("," entry)* [","] [ "}" ] [ ">" ]
+              | map
     entry    := "map" "=" map | WIDTH_KEY "=" INT
     map      := [ "[" names "]" ] [ "{" names "}" ] "(" dim ("," dim)* ")" "->"
                 "(" lvl ("," lvl)* ")"
@@ -30,15 +31,17 @@ import re
 from typing import NamedTuple, Optional
 
 from .affine import Affine
-from .encoding_types import KINDS, EncodingError, LevelType, Slice
+from .encoding_types import KINDS, PROPERTIES, EncodingError, LevelType, Slice, \
+    allowed_properties
 
 _TOKEN = re.compile(r"\s+|//[^\n]*|(?P<tok>#[A-Za-z_][\w.]*|[A-Za-z_][\w$]*|\d+|->"
                     r"|[()\[\]{}<>,:=*+?-])")
 _WIDTH_KEYS = {"posWidth": "pos", "crdWidth": "crd", "pointerBitWidth": "pos",
                "indexBitWidth": "crd"}
 _WIDTHS = (0, 8, 16, 32, 64)
-_PROPERTIES = ("nonunique", "nonordered", "soa")
 _OLD_STRUCTURED = re.compile(r"block(\d+)_(\d+)")
+_INT64_MAX = 2**63 - 1
+_MAX_EXPR_TOKENS = 200      # one level expression: bounds the nesting (no deep recursion)
 
 
 class Token(NamedTuple):
@@ -96,6 +99,7 @@ class _Reader:
 
     def __init__(self, text: str):
         self.text, self.tokens, self.at = text, tokenize(text), 0
+        self.expr_start = 0
 
     def peek(self, ahead: int = 0) -> Optional[str]:
         index = self.at + ahead
@@ -133,6 +137,8 @@ class _Reader:
         token = self.peek()
         if token is None or not token.isdigit():
             raise self.fail(what)
+        if int(token) > _INT64_MAX:
+            raise _error(self.text, f"expected {what} below 2**63, got {token}", self.offset())
         self.at += 1
         return int(token)
 
@@ -155,8 +161,8 @@ def parse_encoding(text: str) -> ParsedEncoding:
     if wrapped:
         reader.take("<")
     entries, seen = {"widths": {"pos": 0, "crd": 0}}, set()
-    if not wrapped and reader.peek() in ("(", "[") or \
-            reader.peek() == "{" and reader.peek(2) != "=":   # a bare map
+    if not wrapped and (reader.peek() in ("(", "[") or
+                        reader.peek() == "{" and reader.peek(2) != "="):   # a bare map
         entries["map"] = _map(reader)
         if reader.peek() is not None:
             raise reader.fail("the end of the map")
@@ -181,7 +187,7 @@ def parse_encoding(text: str) -> ParsedEncoding:
                 raise _error(text, f"expected a width of {', '.join(map(str, _WIDTHS))}, got "
                              f"{width}", width_offset)
             entries["widths"][kind] = width
-        if not reader.accept(","):
+        if not reader.accept(",") or reader.peek() in (None, "}", ">"):   # MLIR: trailing ','
             break
     if braced:
         reader.take("}", "',' or '}'")
@@ -210,8 +216,9 @@ def _map(reader: _Reader) -> dict:
         slice_ = None
         if level_vars is not None:
             reader.take("=", "'=' (the explicit form defines each dimension)")
-            defs.append((_affine(reader, {name: ("dim", k) for k, (name, _) in
-                                          enumerate(level_vars)}, "a level variable"), offset))
+            defs.append((_expression(reader, {name: ("dim", k) for k, (name, _) in
+                                              enumerate(level_vars)}, "a level variable"),
+                         offset))
         elif reader.accept(":"):
             slice_ = _slice(reader)
         slices.append(slice_)
@@ -225,7 +232,7 @@ def _map(reader: _Reader) -> dict:
     _no_clash(reader.text, dims, symbols)
     levels = []
     while True:
-        if level_vars is not None and reader.peek(1) == "=":
+        if level_vars is not None:
             offset = reader.offset()
             name = reader.name("a level variable")
             if len(levels) >= len(level_vars) or name != level_vars[len(levels)][0]:
@@ -233,9 +240,9 @@ def _map(reader: _Reader) -> dict:
                     else "no more levels"
                 raise _error(reader.text, f"expected level variable {expected!r} here, got "
                              f"{name!r}", offset)
-            reader.take("=")
+            reader.take("=", f"'=' (the explicit form binds each level: '{name} = ...')")
         expr_offset = reader.offset()
-        expr = _affine(reader, scope, "a dimension or symbol")
+        expr = _expression(reader, scope, "a dimension or symbol")
         reader.take(":", "':' and a level type")
         type_offset = reader.offset()
         levels.append(ParsedLevel(expr, _level_type(reader), expr_offset, type_offset))
@@ -283,6 +290,12 @@ def _slice(reader: _Reader) -> Slice:
     return Slice(*values)
 
 
+def _expression(reader: _Reader, scope: dict, what: str) -> Affine:
+    """One affine expression of at most ``_MAX_EXPR_TOKENS`` tokens."""
+    reader.expr_start = reader.at
+    return _affine(reader, scope, what)
+
+
 def _affine(reader: _Reader, scope: dict, what: str) -> Affine:
     """``term ("+" term)*``."""
     expr = _term(reader, scope, what)
@@ -295,14 +308,22 @@ def _term(reader: _Reader, scope: dict, what: str) -> Affine:
     """``atom (("*" | "floordiv" | "mod") atom)*``."""
     expr = _atom(reader, scope, what)
     while reader.peek() in ("*", "floordiv", "mod"):
-        token = reader.take()
+        offset, token = reader.offset(), reader.take()
         op = "mul" if token == "*" else token
-        expr = Affine.binary(op, expr, _atom(reader, scope, what))
+        rhs = _atom(reader, scope, what)
+        if not rhs.is_symbolic() and (op != "mul" or not expr.is_symbolic()):
+            side = "one side of '*'" if op == "mul" else f"the right side of '{op}'"
+            raise _error(reader.text, f"expected {side} to be a constant or a symbol "
+                         "expression (MLIR's affine maps are linear in the dimensions)", offset)
+        expr = Affine.binary(op, expr, rhs)
     return expr
 
 
 def _atom(reader: _Reader, scope: dict, what: str) -> Affine:
     """An integer, a declared name, or a parenthesised expression."""
+    if reader.at - reader.expr_start > _MAX_EXPR_TOKENS:
+        raise _error(reader.text, f"expected an expression of at most {_MAX_EXPR_TOKENS} "
+                     "tokens, got a longer one", reader.offset())
     if reader.accept("("):
         expr = _affine(reader, scope, what)
         reader.take(")", "')'")
@@ -340,12 +361,10 @@ def _level_type(reader: _Reader) -> LevelType:
                      f"[{fields['n']}, {fields['m']}]", offset)
     if reader.accept("("):
         for word, word_offset in reader.names(")", "a level property (nonunique, nonordered, soa)"):
-            if word not in _PROPERTIES:
+            if word not in PROPERTIES:
                 raise _error(reader.text, "expected a level property (nonunique, nonordered, "
                              f"soa), got {word!r}", word_offset)
-            allowed = {"dense": (), "structured": (), "singleton": _PROPERTIES}.get(
-                name, ("nonunique", "nonordered"))
-            if word not in allowed:
+            if word not in allowed_properties(name):
                 raise _error(reader.text, f"{name} levels cannot be {word}", word_offset)
             fields[{"nonunique": "unique", "nonordered": "ordered"}.get(word, word)] = \
                 word == "soa"

@@ -22,6 +22,13 @@ from ..errors import SparseTIRValueError
 from .affine import Affine
 
 KINDS = ("dense", "compressed", "loose_compressed", "singleton", "structured")
+PROPERTIES = ("nonunique", "nonordered", "soa")
+
+
+def allowed_properties(kind: str) -> tuple:
+    """The properties MLIR allows on a level of ``kind`` (``soa`` only on singletons)."""
+    return {"dense": (), "structured": (), "singleton": PROPERTIES}.get(
+        kind, ("nonunique", "nonordered"))
 
 
 class EncodingError(SparseTIRValueError):
@@ -48,6 +55,17 @@ class LevelType:
     soa: bool = False
     n: int = 0
     m: int = 0
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise EncodingError(f"expected a level type ({', '.join(KINDS)}), got {self.kind!r}")
+        if self.kind == "structured" and not 0 < self.n <= self.m:
+            raise EncodingError(f"expected structured[n, m] with 0 < n <= m, got "
+                                f"[{self.n}, {self.m}]")
+        for word, on in (("nonunique", not self.unique), ("nonordered", not self.ordered),
+                         ("soa", self.soa)):
+            if on and word not in allowed_properties(self.kind):
+                raise EncodingError(f"{self.kind} levels cannot be {word}")
 
     @property
     def has_positions(self) -> bool:
@@ -82,10 +100,14 @@ class Slice(NamedTuple):
 
     def resolved(self, extent: int) -> tuple:
         """``(offset, size, stride)`` over a dimension of ``extent`` elements: a dynamic offset
-        is 0, a dynamic stride 1, a dynamic size reaches the end."""
+        is 0, a dynamic stride 1, a dynamic size reaches the end. A slice that does not fit in
+        the dimension raises."""
         offset = 0 if self.offset is None else self.offset
         stride = 1 if self.stride is None else self.stride
         size = -(-(extent - offset) // stride) if self.size is None else self.size
+        if offset > extent or (size > 0 and offset + (size - 1) * stride >= extent):
+            raise SparseTIRValueError(f"{self} does not fit in a dimension of size {extent}: "
+                                      f"it reaches index {offset + max(size - 1, 0) * stride}")
         return offset, max(size, 0), stride
 
 

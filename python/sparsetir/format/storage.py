@@ -128,7 +128,8 @@ class SparseTensor:
             raise SparseTIRTypeError(f"matrix must be a scipy sparse matrix, got "
                                      f"{type(matrix).__name__}")
         coo = matrix.tocoo()
-        return cls.from_coo(np.stack([coo.row, coo.col]), coo.data, coo.shape, encoding)
+        coords = getattr(coo, "coords", None) or (coo.row, coo.col)     # 1-D arrays: coords
+        return cls.from_coo(np.stack(coords), coo.data, coo.shape, encoding)
 
     @classmethod
     def from_arrays(cls, encoding, shape, positions, coordinates, values,
@@ -152,6 +153,10 @@ class SparseTensor:
         for what, given, width, wanted in (("positions", positions, "posWidth", "has_positions"),
                                            ("coordinates", coordinates, "crdWidth",
                                             "has_coordinates")):
+            if not isinstance(given, (list, tuple)):
+                raise SparseTIRTypeError(f"{what} must be a list with one entry per level "
+                                         f"(None where a level has none), got "
+                                         f"{type(given).__name__}")
             if len(given) != enc.lvl_rank:
                 raise SparseTIRValueError(f"{what} needs one entry per level ({enc.lvl_rank}), "
                                           f"got {len(given)}")
@@ -257,7 +262,8 @@ class SparseTensor:
     def storage_text(self) -> str:
         """The storage, laid out as MLIR's ``sparse_tensor.print`` lays it out: ``nse``, the
         dimension and level sizes, then ``pos[l]``/``crd[l]`` of each level that has them
-        (each level's own coordinates), and the values.
+        (for an AoS COO region, MLIR's one interleaved buffer as ``crd`` of its first level and
+        nothing for the others), and the values.
 
         Example
         -------
@@ -276,8 +282,10 @@ class SparseTensor:
         lines = [f"nse = {self.nse}", f"dim = {row(np.array(self.dim_shape))}",
                  f"lvl = {row(np.array(self.lvl_shape))}"]
         for level in range(self.encoding.lvl_rank):
-            for key, array in (("pos", self._positions[level]),
-                               ("crd", self._coordinates[level])):
+            region = self._aos_region(level)
+            crd = self._coordinates[level] if region is None else \
+                self.coordinates_buffer(level) if region[0] == level else None
+            for key, array in (("pos", self._positions[level]), ("crd", crd)):
                 if array is not None:
                     lines.append(f"{key}[{level}] : {row(array)}")
         lines.append(f"values : {row(self.values)}")
@@ -290,7 +298,8 @@ class SparseTensor:
     # ---- helpers ------------------------------------------------------------------------
 
     def _level(self, level: int) -> int:
-        if not isinstance(level, (int, np.integer)) or not 0 <= level < self.encoding.lvl_rank:
+        if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or \
+                not 0 <= level < self.encoding.lvl_rank:
             raise SparseTIRValueError(f"level must be in [0, {self.encoding.lvl_rank}), got "
                                       f"{level!r}")
         return int(level)
@@ -299,7 +308,7 @@ class SparseTensor:
         """The levels sharing level ``level``'s AoS buffer, or None when it has its own."""
         types = self.encoding.level_types
         for start, kind in enumerate(types):
-            if kind.has_positions and not kind.unique:
+            if kind.has_positions:
                 region = [l for l in range(start, coo_region_end(types, start) + 1)
                           if not types[l].soa]
                 if len(region) > 1 and level in region:
@@ -341,14 +350,15 @@ def _index_array(name: str, array, ndim: int) -> np.ndarray:
 
 
 def _values(values, size) -> np.ndarray:
-    """A 1-D numeric values array (of ``size`` elements unless None)."""
+    """A 1-D numeric values array (of ``size`` elements unless None): the tensor's own copy,
+    in the machine's byte order (the caller's array stays as it was, writable)."""
     values = np.asarray(values)
     if values.dtype.kind not in "iufc":
         raise SparseTIRTypeError(f"values must hold numbers, got dtype {values.dtype}")
     if values.ndim != 1 or (size is not None and values.size != size):
         want = "a 1-D array" if size is None else f"{size} values (one per coordinate)"
         raise SparseTIRValueError(f"values must be {want}, got shape {values.shape}")
-    return values
+    return values.astype(values.dtype.newbyteorder("="))
 
 
 def _fit(array, dtype: np.dtype, name: str, width: str):

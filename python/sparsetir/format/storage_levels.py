@@ -33,16 +33,26 @@ import numpy as np
 
 from ..errors import SparseTIRValueError
 
+MAX_POSITIONS = 2**36
+
 
 def coo_region_end(types, level: int) -> int:
-    """The last level of the COO region starting at nonunique ``level`` (the singletons that
-    follow it, through the first unique one)."""
+    """The last level of the COO region starting at (loose) compressed ``level``: the
+    singleton levels that follow it (all of them: a singleton is followed by singletons only)."""
     end = level
     while end + 1 < len(types) and types[end + 1].kind == "singleton":
         end += 1
-        if types[end].unique:
-            break
     return end
+
+
+def grow(parents: int, size: int, where: str) -> int:
+    """``parents * size`` positions, refused past ``MAX_POSITIONS`` (arrays that large cannot be
+    allocated, and their int64 positions would overflow)."""
+    total = parents * size
+    if total > MAX_POSITIONS:
+        raise SparseTIRValueError(f"{where} needs {parents} x {size} = {total} positions, more "
+                                  f"than 2**36: store a level this large as compressed, not dense")
+    return total
 
 
 def assemble(enc, lvl_shape, lvl_coords: np.ndarray, values: np.ndarray) -> tuple:
@@ -56,18 +66,21 @@ def assemble(enc, lvl_shape, lvl_coords: np.ndarray, values: np.ndarray) -> tupl
     while level < len(types):
         kind, crd = types[level], lvl_coords[level]
         if kind.kind == "dense":
-            pos, parents = pos * lvl_shape[level] + crd, parents * lvl_shape[level]
+            parents = grow(parents, lvl_shape[level], f"level {level} ({kind})")
+            pos = pos * lvl_shape[level] + crd
             level += 1
             continue
         if kind.kind == "structured":
             pos, parents, coordinates[level] = _structured(kind, pos, parents, crd)
             level += 1
             continue
-        end = level if kind.unique else coo_region_end(types, level)
+        end = coo_region_end(types, level)
         new = np.ones(pos.size, bool)
         if pos.size:
             new[1:] = pos[1:] != pos[:-1]
-            for row in lvl_coords[level:end + 1]:
+            for inner, row in enumerate(lvl_coords[level:end + 1], level):
+                if inner < end and types[inner].unique:
+                    _unique_in_region(types, inner, pos, lvl_coords[level:inner + 1], new)
                 new[1:] |= row[1:] != row[:-1]
         children = np.cumsum(new) - 1
         counts = np.bincount(pos[new], minlength=parents)
@@ -81,6 +94,20 @@ def assemble(enc, lvl_shape, lvl_coords: np.ndarray, values: np.ndarray) -> tupl
     stored = np.zeros(parents, values.dtype)
     stored[pos] = values
     return positions, coordinates, stored
+
+
+def _unique_in_region(types, level: int, pos, prefix, differs) -> None:
+    """In a COO region, unique ``level`` holds each coordinate once per parent: entries that
+    ``differ`` in nothing before it must differ in the ``prefix`` rows (through ``level``)."""
+    same = ~differs[1:]
+    for row in prefix:
+        same &= row[1:] == row[:-1]
+    if same.any():
+        at = int(np.flatnonzero(same)[0]) + 1
+        raise SparseTIRValueError(
+            f"level {level} ({types[level]}) is unique, but the entries at level coordinates "
+            f"{prefix[:, at].tolist()} (parent position {pos[at]}) repeat: each of its "
+            "positions has one singleton child; use a nonunique level")
 
 
 def _structured(kind, pos, parents: int, crd) -> tuple:
@@ -102,28 +129,35 @@ def _structured(kind, pos, parents: int, crd) -> tuple:
 def traverse(enc, lvl_shape, positions, coordinates, values_size: int, name: str) -> tuple:
     """``(lvl_coords, slots)``: the level coordinates (int64 ``(lvl_rank, K)``) of every value
     reachable from the root, and the index in ``values`` of each, in the order of the walk.
-    The arrays are checked on the way (a ``SparseTIRValueError`` naming ``name``'s level)."""
+    The arrays are checked on the way (a ``SparseTIRValueError`` naming ``name``'s level): each
+    has exactly the length its parent level gives (a ``loose_compressed`` level's coordinates
+    may hold unused room), positions rise, coordinates are in range and ordered."""
     types = enc.level_types
-    slots, coords = np.zeros(1, np.int64), []
+    slots, coords, space = np.zeros(1, np.int64), [], 1
     for level, kind in enumerate(types):
         where = f"{name} level {level} ({kind})"
         size = lvl_shape[level]
         if kind.kind == "dense":
+            space = grow(space, size, where)
             parent = np.repeat(np.arange(slots.size), size)
             crd = np.tile(np.arange(size, dtype=np.int64), slots.size)
             slots = slots[parent] * size + crd
         else:
             crd_array = coordinates[level]
             if kind.kind == "singleton":
+                _length(crd_array.size, space, where, "coordinates", "one per parent position")
                 parent = np.arange(slots.size)
-                _need(slots, crd_array.size, where, "coordinates")
             elif kind.kind == "structured":
+                space = grow(space, kind.n, where)
+                _length(crd_array.size, space, where, "coordinates",
+                        f"{kind.n} per parent position")
                 parent = np.repeat(np.arange(slots.size), kind.n)
                 slots = (slots[:, None] * kind.n + np.arange(kind.n)).ravel()
-                _need(slots, crd_array.size, where, "coordinates")
-                _sorted_groups(crd_array[slots].reshape(-1, kind.n) if kind.n else None, where)
+                _sorted_groups(crd_array[slots].reshape(-1, kind.n), where)
             else:
-                parent, slots = _children(kind, positions[level], slots, crd_array.size, where)
+                parent, slots = _children(kind, positions[level], slots, space, crd_array.size,
+                                          where)
+                space = crd_array.size
             crd = np.asarray(crd_array, np.int64)[slots]
             bad = np.flatnonzero((crd < 0) | (crd >= size))
             if bad.size:
@@ -131,42 +165,45 @@ def traverse(enc, lvl_shape, positions, coordinates, values_size: int, name: str
                                           f"[0, {size})")
             _ordered(kind, parent, crd, where)
         coords = [column[parent] for column in coords] + [crd]
-    _need(slots, values_size, f"{name} values", "values")
+    _length(values_size, space, f"{name} values", "values", "one per position of the last level")
     if not types:
         return np.zeros((0, 1), np.int64), slots
     return np.stack(coords), slots
 
 
-def _need(slots, size: int, where: str, what: str) -> None:
-    """Every slot the walk reached exists in an array of ``size``."""
-    if slots.size and slots.max() >= size:
-        raise SparseTIRValueError(f"{where}: the positions reach slot {slots.max()} of "
-                                  f"{what}, which has {size}")
+def _length(size: int, expected: int, where: str, what: str, rule: str) -> None:
+    """An array of ``size`` elements has exactly ``expected``."""
+    if size != expected:
+        raise SparseTIRValueError(f"{where}: {what} has {size} elements, expected {expected} "
+                                  f"({rule})")
 
 
-def _children(kind, positions, slots, crd_size: int, where: str) -> tuple:
-    """``(parent, child slots)`` of a (loose) compressed level under parent ``slots``."""
+def _children(kind, positions, slots, space: int, crd_size: int, where: str) -> tuple:
+    """``(parent, child slots)`` of a (loose) compressed level under parent ``slots`` (of
+    ``space`` parent positions)."""
     pos = np.asarray(positions, np.int64)
-    loose = kind.kind == "loose_compressed"
-    if loose:
-        lo_hi = pos.reshape(-1, 2) if pos.size % 2 == 0 else None
-        if lo_hi is None:
-            raise SparseTIRValueError(f"{where}: positions hold (lo, hi) pairs, got "
-                                      f"{pos.size} values")
-        _need(slots, lo_hi.shape[0], where, "positions (pairs)")
+    if kind.kind == "loose_compressed":
+        _length(pos.size, 2 * space, where, "positions", "a (lo, hi) pair per parent position")
+        lo_hi = pos.reshape(-1, 2)
         lo, hi = lo_hi[slots, 0], lo_hi[slots, 1]
     else:
-        _need(slots + 1, pos.size, where, "positions")
-        if pos.size and pos[0] != 0:
+        _length(pos.size, space + 1, where, "positions", "one more than the parent positions")
+        if pos[0] != 0:
             raise SparseTIRValueError(f"{where}: positions[0] is {pos[0]}, expected 0")
+        if (np.diff(pos) < 0).any():
+            at = int(np.flatnonzero(np.diff(pos) < 0)[0])
+            raise SparseTIRValueError(f"{where}: positions fall at parent {at} ({pos[at]} then "
+                                      f"{pos[at + 1]})")
+        _length(crd_size, int(pos[-1]), where, "coordinates", "positions[-1] of them")
         lo, hi = pos[slots], pos[slots + 1]
     if (hi < lo).any():
         first = int(np.flatnonzero(hi < lo)[0])
         raise SparseTIRValueError(f"{where}: positions fall at parent {slots[first]} "
                                   f"({lo[first]} then {hi[first]})")
     if hi.size and (lo.min() < 0 or hi.max() > crd_size):
-        raise SparseTIRValueError(f"{where}: positions reach {hi.max()}, beyond the "
-                                  f"{crd_size} coordinates")
+        reach = int(hi.max()) if hi.max() > crd_size else int(lo.min())
+        raise SparseTIRValueError(f"{where}: positions reach {reach}, outside the {crd_size} "
+                                  "coordinates")
     counts = hi - lo
     parent = np.repeat(np.arange(slots.size), counts)
     starts = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
