@@ -112,9 +112,11 @@ def test_no_eval_in_the_package():
 
 
 ROOMS = ["errors", "ir", "script", "format", "stage1", "lower", "schedule", "transform",
-         "backend", "runtime", "driver", "data", "ops", "nn"]
+         "backend", "runtime", "driver", "algebra", "data", "ops", "nn"]
 """The package's rooms in the order data flows through them (I -> II -> III -> binary -> call);
-``format`` (run-time conversion and the index rules) is a leaf the runtime shares."""
+``format`` (run-time conversion, encodings, tiled layouts and the index rules; it may use
+``script`` to write kernels) is a leaf the runtime shares; ``algebra`` (TACO index notation) sits
+on top of the compiler and under nothing."""
 
 
 def test_rooms_import_only_rooms_before_them():

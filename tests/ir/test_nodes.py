@@ -98,7 +98,7 @@ def test_nodes_cannot_be_changed_in_place(node):
 def test_every_node_class_is_registered():
     assert {cls.__name__ for cls in NODE_TYPES} == {
         "Axis", "FusedAxis", "AttachedAxis", "SparseBuffer", "BufferDomain", "SpIterVar",
-        "SparseIteration", "SparseFunction"}
+        "SparseIteration", "SparseFunction", "Merge", "CoiteratedAxis"}
 
 
 def test_the_package_builds_nodes_with_keywords_only():

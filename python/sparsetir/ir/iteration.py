@@ -23,6 +23,7 @@ from tvm import tirx
 from tvm_ffi.dataclasses import field
 
 from .axis import AttachedAxis, Axis, FusedAxis, check_fused_group
+from .coiteration import CoiteratedAxis
 from .node import node
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
@@ -50,9 +51,9 @@ class SpIterVar(tvm_ffi.Object):
 
     def __post_init__(self):
         """Refuse a variable over something that is not an axis, or outside its fused group."""
-        if not isinstance(self.axis, (Axis, AttachedAxis)):
+        if not isinstance(self.axis, (Axis, AttachedAxis, CoiteratedAxis)):
             raise SparseTIRTypeError(f"iteration variable {self.var.name}: {self.axis!r} is not an axis "
-                            "or T.attach")
+                            "or T.attach or T.coiterate")
         if self.fused is not None and (not isinstance(self.axis, Axis)
                                        or self.axis.name not in self.fused.names):
             raise SparseTIRValueError(f"iteration variable {self.var.name}: its axis "
@@ -62,7 +63,7 @@ class SpIterVar(tvm_ffi.Object):
     @property
     def base_axis(self) -> Axis:
         """The declared axis, looking through ``T.attach``."""
-        return self.axis.axis if isinstance(self.axis, AttachedAxis) else self.axis
+        return self.axis.axis if isinstance(self.axis, (AttachedAxis, CoiteratedAxis)) else self.axis
 
 
 @node("sparsetir.SparseIteration")

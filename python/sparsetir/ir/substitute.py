@@ -13,6 +13,7 @@ Example
 from __future__ import annotations
 
 from .axis import AttachedAxis, Axis, FusedAxis
+from .coiteration import CoiteratedAxis
 from .buffer import BufferDomain, SparseBuffer
 from .iteration import SparseIteration
 from .node import replace
@@ -64,6 +65,8 @@ class Substituter:
             return replace(axis, axis=self.axis(axis.axis), new_parent=self.axis(axis.new_parent))
         if isinstance(axis, FusedAxis):
             return replace(axis, group=[self.axis(a) for a in axis.group])
+        if isinstance(axis, CoiteratedAxis):
+            return replace(axis, axis=self.axis(axis.axis), merge=axis.merge.rebuilt(self.buffer))
         return self.axis(axis)
 
     def stmt(self, stmt):

@@ -62,6 +62,7 @@ from ..ir.attrs import (
 )
 from ..ir.utils import is_handle, is_identity_store
 from .access import AccessRewriter, IterInfo
+from .coiterate import has_coiteration, lower_coiteration
 from .coordinate_checks import CoordinateChecker, assertion
 from .emit import Emitter
 from ..errors import LoweringError, SparseTIRTypeError
@@ -93,6 +94,8 @@ def lower_sparse_iter(func: SparseFunction) -> tvm.IRModule:
     """Lower a Stage I function to an IRModule of schedulable TensorIR (function ``"main"``)."""
     if not isinstance(func, SparseFunction):
         raise SparseTIRTypeError(f"lower_sparse_iter expects a SparseFunction, got {type(func).__name__}")
+    if has_coiteration(func):        # T.coiterate: merge loops and assembled outputs
+        return lower_coiteration(func)
     return tvm.IRModule({"main": _Lowering(func).run()})
 
 

@@ -25,6 +25,7 @@ from tvm.script.parser.core.error import ParserError
 from tvm.script.parser.core.parser import Parser
 
 from ..ir.axis import AttachedAxis, Axis, FusedAxis
+from ..ir.coiteration import CoiteratedAxis
 from ..ir.buffer import BufferDomain, SparseBuffer
 from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration, SpIterVar
@@ -392,7 +393,7 @@ def _iteration_entries(self: Parser, node, decl: SpIterDecl) -> list:
     for axis in axes:
         if isinstance(axis, FusedAxis):
             entries.extend((member, axis) for member in axis.group)
-        elif isinstance(axis, (Axis, AttachedAxis)):
+        elif isinstance(axis, (Axis, AttachedAxis, CoiteratedAxis)):
             entries.append((axis, None))
         else:
             self.report_error(node, f"sparse iteration {decl.name}: {_describe(axis)} is not an "

@@ -20,6 +20,7 @@ import tvm
 from tvm import tirx
 
 from ..ir.axis import AttachedAxis, Axis
+from ..ir.coiteration import CoiteratedAxis
 from ..ir.buffer import BufferDomain, SparseBuffer
 from ..ir.function import SparseFunction, register_printer
 from ..ir.iteration import SparseIteration
@@ -94,6 +95,8 @@ def _iteration(it: SparseIteration) -> list:
     for v, *_ in it.loops:
         if v.fused is not None:
             axes.append(f"T.fuse({', '.join(v.fused.names)})")
+        elif isinstance(v.axis, CoiteratedAxis):
+            axes.append(v.axis.script())
         elif isinstance(v.axis, AttachedAxis):
             axes.append(f"T.attach({v.axis.axis.name}, {v.axis.new_parent.name})")
         else:

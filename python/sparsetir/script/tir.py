@@ -154,3 +154,6 @@ def _pair(value, where: str, form: str):
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise SparseTIRTypeError(f"T.{where}: expected {form}, got {value!r}")
     return value[0], value[1]
+
+
+from .coiteration import coiterate, intersect, union  # noqa: E402  (co-iteration, issue #27)

@@ -1,0 +1,259 @@
+"""From a statement in index notation and its operands' formats to a Stage I co-iteration.
+
+Each index variable is one coordinate axis (``I = T.dense_fixed(n_i)``); each operand's
+compressed level is a ``T.sparse_variable`` under the level before it (under ``R =
+T.dense_fixed(1)`` when the first level is compressed, read at index 0). The loop order is the
+output's level order followed by the summed variables in order of appearance. For every
+variable, the merge of the expression (TACO's rule: ``+``/``-`` is a union, ``*``/``/`` an
+intersection, a term without the variable makes a sum whole) becomes ``T.coiterate`` when it
+holds a compressed level; otherwise the variable walks its whole axis.
+
+Example
+-------
+>>> from sparsetir.algebra.notation import parse
+>>> from sparsetir.algebra.storage import level_format
+>>> stmt = parse("A(i,j) = B(i,j) * C(i,j)")
+>>> fmts = {n: level_format("CSR", 2, n) for n in "ABC"}
+>>> gen = generate(stmt, fmts, "float64")
+>>> [line.strip() for line in gen.text.splitlines() if "sp_iter" in line]
+['with T.sp_iter([I, T.coiterate(J, T.intersect(B, C))], "SS", "kernel") as [i, j]:']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .notation import Access, Binary, Const, Neg, NotationError, Statement
+
+DENSE = "dense"
+"""The merge of a variable some term of a sum does not depend on: every coordinate."""
+
+
+@dataclass
+class Generated:
+    """The Stage I text and what a call needs to pass arguments by name."""
+
+    text: str
+    loop_vars: tuple
+    tensors: dict        # name -> LevelFormat
+    names: dict          # name -> {"vals": param, "pos": [..], "crd": [..], "nnz": [..]}
+    merges: dict         # index variable -> merge tree (names) or DENSE
+
+
+def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel") -> Generated:
+    """The Stage I function text of ``stmt`` over operands in ``formats`` (name -> LevelFormat)."""
+    lhs = stmt.lhs
+    out_fmt = formats[lhs.name]
+    tensors = {lhs.name: out_fmt}
+    for access in stmt.accesses:
+        tensors.setdefault(access.name, formats[access.name])
+    accesses = {lhs.name: lhs, **{a.name: a for a in stmt.accesses}}
+    loop = loop_order(stmt, tensors, accesses)
+    if out_fmt.is_dense:             # a dense result is stored in loop order (and transposed)
+        out_fmt = replace(out_fmt, dims=tuple(sorted(range(len(lhs.indices)),
+                                                     key=lambda d: loop.index(lhs.indices[d]))))
+        tensors[lhs.name] = out_fmt
+    axis_names = {v: _axis_name(v, tensors) for v in loop}
+    merges = {v: _merge(stmt.rhs, v) for v in loop}
+    lines, params, names, sizes = [], [], {}, []
+    uses_root = False
+    decls = []
+    for tname, fmt in tensors.items():
+        low = tname.lower() if tname.lower() != tname else tname + "_"
+        entry = {"buffer": tname, "vals": f"{low}_vals", "pos": [], "crd": [], "nnz": []}
+        params.append(entry["vals"])
+        axes = []
+        parent = None
+        for l, kind in enumerate(fmt.kinds):
+            var = accesses[tname].indices[fmt.dims[l]]
+            if kind == "dense":
+                parent = axis_names[var]
+                axes.append(parent)
+                for key in ("pos", "crd", "nnz"):
+                    entry[key].append(None)
+                continue
+            if parent is None:
+                uses_root = True
+                parent = "R"
+                axes.append("R")
+            axis = f"{tname}{l}"
+            pos, crd, nnz = f"{low}{l}_pos", f"{low}{l}_crd", f"{low}{l}_nnz"
+            params += [pos, crd]
+            sizes.append(nnz)
+            entry["pos"].append(pos)
+            entry["crd"].append(crd)
+            entry["nnz"].append(nnz)
+            decls.append(f'{axis} = T.sparse_variable({parent}, (n_{var}, {nnz}), ({pos}, {crd}), '
+                         '"int32")')
+            parent = axis
+            axes.append(axis)
+        if not fmt.kinds:
+            uses_root = True
+            axes.append("R")
+        decls.append(f'{tname} = T.match_sparse_buffer({entry["vals"]}, ({", ".join(axes)},), '
+                     f'"{dtype}")')
+        names[tname] = entry
+    scalars = [f"n_{v}" for v in loop] + sizes
+    sig = ", ".join([f"{p}: T.handle" for p in params] + [f"{s}: T.int32" for s in scalars])
+    lines.append("@T.prim_func")
+    lines.append(f"def {name}({sig}):")
+    body = ['T.func_attr({"global_symbol": "main", "tir.noalias": True})']
+    if uses_root:
+        body.append("R = T.dense_fixed(1)")
+    body += [f"{axis_names[v]} = T.dense_fixed(n_{v})" for v in loop]
+    body += decls
+    iter_axes = []
+    for v in loop:
+        tree = merges[v]
+        sparse = tree not in (None, DENSE) and any(
+            _is_compressed_at(tensors[t], accesses[t], v) for t in _leaves(tree))
+        merge = _merge_text(("union", [tree]) if isinstance(tree, str) else tree)
+        iter_axes.append(f"T.coiterate({axis_names[v]}, {merge})" if sparse else axis_names[v])
+    kinds = "".join("S" if v in lhs.indices else "R" for v in loop)
+    body.append(f'with T.sp_iter([{", ".join(iter_axes)}], "{kinds}", "{name}") as '
+                f'[{", ".join(loop)}]:')
+    out_ref = _ref(lhs, out_fmt, tensors)
+    rhs = _expr_text(stmt.rhs, tensors, dtype)
+    if stmt.reduction_vars:
+        once, summed = _split_terms(stmt.rhs, set(stmt.reduction_vars))
+        first = " + ".join(_term_text(t, tensors, dtype) for t in once) or f"T.{dtype}(0)"
+        body.append("    with T.init():")
+        body.append(f"        {out_ref} = {first}")
+        body.append(f"    {out_ref} = {out_ref} + "
+                    f"{' + '.join(_term_text(t, tensors, dtype) for t in summed)}")
+    else:
+        body.append(f"    {out_ref} = {rhs}")
+    lines += ["    " + b for b in body]
+    return Generated("\n".join(lines) + "\n", loop, tensors, names, merges)
+
+
+def loop_order(stmt: Statement, tensors: dict, accesses: dict) -> tuple:
+    """The loop order: every sparse tensor's levels in order (its level order is a chain of
+    constraints), the output's variables first where free, then the summed ones in order of
+    appearance. ``NotationError`` when the sparse tensors' level orders contradict."""
+    lhs = stmt.lhs
+    out_fmt = tensors[lhs.name]
+    preferred = [lhs.indices[d] for d in out_fmt.dims] + list(stmt.reduction_vars)
+    for with_dense in (True, False):      # dense operands' orders where they fit, else not
+        order = _topological(preferred, [
+            [accesses[t].indices[d] for d in fmt.dims]
+            for t, fmt in tensors.items() if with_dense or not fmt.is_dense])
+        if order is not None:
+            return order
+    raise NotationError(f"column 1: the sparse operands' level orders contradict each other "
+                        f"in {stmt.text!r}; give one of them the other orientation")
+
+
+def _topological(preferred: list, chains: list):
+    before = {v: set() for v in preferred}
+    for chain in chains:
+        for outer, inner in zip(chain, chain[1:]):
+            before[inner].add(outer)
+    loop = []
+    while len(loop) < len(preferred):
+        ready = [v for v in preferred if v not in loop and before[v] <= set(loop)]
+        if not ready:
+            return None
+        loop.append(ready[0])
+    return tuple(loop)
+
+
+def _split_terms(expr, summed_vars: set, sign: int = 1):
+    """The additive terms of ``expr`` (with signs) that use no summed variable, and the rest."""
+    if isinstance(expr, Binary) and expr.op in "+-":
+        once_a, sum_a = _split_terms(expr.a, summed_vars, sign)
+        once_b, sum_b = _split_terms(expr.b, summed_vars, sign if expr.op == "+" else -sign)
+        return once_a + once_b, sum_a + sum_b
+    if isinstance(expr, Neg):
+        return _split_terms(expr.operand, summed_vars, -sign)
+    uses = any(v in summed_vars for a in _accesses_of(expr) for v in a.indices)
+    return ([], [(sign, expr)]) if uses else ([(sign, expr)], [])
+
+
+def _accesses_of(expr):
+    if isinstance(expr, Access):
+        return [expr]
+    if isinstance(expr, Neg):
+        return _accesses_of(expr.operand)
+    if isinstance(expr, Binary):
+        return _accesses_of(expr.a) + _accesses_of(expr.b)
+    return []
+
+
+def _term_text(term, tensors, dtype) -> str:
+    sign, expr = term
+    text = _expr_text(expr, tensors, dtype)
+    return text if sign > 0 else f"(T.{dtype}(0) - {text})"
+
+
+def _axis_name(v: str, tensors: dict) -> str:
+    name = v.upper()
+    while name in tensors or name == "R":
+        name += "_"
+    return name
+
+
+def _is_compressed_at(fmt, access: Access, v: str) -> bool:
+    return any(access.indices[d] == v and k == "compressed" for k, d in zip(fmt.kinds, fmt.dims))
+
+
+def _ref(access: Access, fmt, tensors) -> str:
+    idx = [access.indices[d] for d in fmt.dims]
+    if not fmt.kinds or fmt.kinds[0] == "compressed":
+        idx = ["0"] + idx
+    return f"{access.name}[{', '.join(idx)}]"
+
+
+def _expr_text(expr, tensors, dtype) -> str:
+    if isinstance(expr, Access):
+        return _ref(expr, tensors[expr.name], tensors)
+    if isinstance(expr, Const):
+        return f"T.{dtype}({expr.value!r})"
+    if isinstance(expr, Neg):
+        return f"(T.{dtype}(0) - {_expr_text(expr.operand, tensors, dtype)})"
+    return (f"({_expr_text(expr.a, tensors, dtype)} {expr.op} "
+            f"{_expr_text(expr.b, tensors, dtype)})")
+
+
+def _merge(expr, v):
+    """TACO's merge of ``expr`` over index ``v``: a tensor name, ``(op, [kids])``, ``DENSE``
+    (every coordinate) or None (``expr`` does not depend on ``v``)."""
+    if isinstance(expr, Access):
+        return expr.name if v in expr.indices else None
+    if isinstance(expr, Const):
+        return None
+    if isinstance(expr, Neg):
+        return _merge(expr.operand, v)
+    a, b = _merge(expr.a, v), _merge(expr.b, v)
+    if expr.op in "+-":
+        if a is None and b is None:
+            return None
+        if a is None or b is None or DENSE in (a, b):
+            return DENSE
+        return _flat("union", a, b)
+    if expr.op == "/" and b is not None:
+        return DENSE if a in (None, DENSE) else _flat("intersect", a, b)
+    if a is None or a == DENSE:
+        return b
+    if b is None or b == DENSE:
+        return a
+    return _flat("intersect", a, b)
+
+
+def _flat(op, a, b):
+    kids = []
+    for x in (a, b):
+        kids += x[1] if isinstance(x, tuple) and x[0] == op else [x]
+    return (op, kids)
+
+
+def _leaves(tree) -> list:
+    if isinstance(tree, str):
+        return [tree]
+    return [n for k in tree[1] for n in _leaves(k)]
+
+
+def _merge_text(tree) -> str:
+    if isinstance(tree, str):
+        return tree
+    return f"T.{tree[0]}({', '.join(_merge_text(k) for k in tree[1])})"

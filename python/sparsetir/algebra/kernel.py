@@ -1,0 +1,198 @@
+"""``sparsetir.algebra.compile``: a kernel for a statement in TACO's index notation.
+
+The statement becomes a Stage I co-iteration (``generate``), lowered by ``lower_sparse_iter``
+into ``main`` (and ``count`` when the result's pattern is assembled), scheduled (the outer
+dense loop ``parallel``) and built. A call converts the operands to their declared formats,
+checks that the sizes agree, runs ``count``, allocates, runs ``main`` and returns the result: a
+``SparseTensor`` for a sparse result (every coordinate the merge visits is kept, explicit
+zeros included), a numpy array for a dense one, a 0-d array for a scalar.
+
+Example
+-------
+>>> import numpy as np, scipy.sparse as sp
+>>> k = compile("A(i,j) = B(i,j) + C(i,j)", formats={"A": "CSR", "B": "CSR", "C": "CSR"})
+>>> B = sp.random(4, 5, density=0.4, format="csr", random_state=0)
+>>> C = sp.random(4, 5, density=0.4, format="csr", random_state=1)
+>>> bool(np.allclose(k(B=B, C=C).to_scipy().toarray(), (B + C).toarray()))
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+
+from ..driver.build_module import build
+from ..errors import SparseTIRTypeError, SparseTIRValueError
+from ..ir.attrs import param_names
+from ..ir.function import SparseFunction
+from ..lower.lower_sparse_iter import lower_sparse_iter
+from ..runtime.threads import cooperate_with_torch
+from ..script import from_source
+from .generate import generate
+from .lattice import lattices_of
+from .notation import parse
+from .storage import Levels, level_format, to_levels, to_result
+
+KERNEL_NAME = "kernel"
+"""The generated function's and iteration's name (its blocks: ``kernel0``)."""
+
+
+def compile(statement: str, formats: dict = None, dtype: str = "float64"):  # pylint: disable=redefined-builtin
+    """Compile ``statement`` (e.g. ``"A(i,j) = B(i,j) + C(i,j)"``) with ``formats`` (tensor
+    name -> ``Encoding.named`` name, MLIR encoding text or ``Encoding``; others dense)."""
+    stmt = parse(statement)
+    formats = dict(formats or {})
+    ranks = {stmt.lhs.name: len(stmt.lhs.indices), **{a.name: len(a.indices) for a in stmt.accesses}}
+    for name in formats:
+        if name not in ranks:
+            raise SparseTIRValueError(f"formats names {name!r}, which {statement!r} does not use")
+    fmts = {name: level_format(formats.get(name), rank, name) for name, rank in ranks.items()}
+    if np.dtype(dtype).kind != "f":
+        raise SparseTIRTypeError(f"dtype must be a float type, got {dtype!r}")
+    return AlgebraKernel(stmt, fmts, str(np.dtype(dtype)))
+
+
+class AlgebraKernel:
+    """A compiled statement: ``.func`` (Stage I), ``.lattices``, ``rebuild(func)``, and a call
+    with the operands by name."""
+
+    def __init__(self, stmt, formats: dict, dtype: str):
+        self.statement = stmt
+        self.formats = formats
+        self.dtype = dtype
+        self.generated = generate(stmt, formats, dtype, KERNEL_NAME)
+        self.func = from_source(self.generated.text)
+        self.lattices = lattices_of(stmt, self.generated)
+        self._kernels = _build(self.func)
+
+    def rebuild(self, func) -> "AlgebraKernel":
+        """The kernel for ``func``: a rewritten Stage I function, or a Stage II module from
+        ``lower_sparse_iter(self.func)`` that you scheduled (built as it is)."""
+        if not isinstance(func, (SparseFunction, tvm.IRModule)):
+            raise SparseTIRTypeError("rebuild takes a SparseFunction or the IRModule of "
+                                     f"lower_sparse_iter, got {type(func).__name__}")
+        clone = object.__new__(AlgebraKernel)
+        clone.__dict__.update(self.__dict__)
+        if isinstance(func, SparseFunction):
+            clone.func = func
+        clone._kernels = _build(func)
+        return clone
+
+    def __call__(self, **operands):
+        stmt, gen = self.statement, self.generated
+        out_name = stmt.lhs.name
+        wanted = [n for n in gen.tensors if n != out_name]
+        for name in operands:
+            if name not in wanted:
+                raise SparseTIRValueError(f"unknown operand {name!r}; {stmt.text!r} reads "
+                                          f"{', '.join(wanted)}")
+        levels = {}
+        for name in wanted:
+            if name not in operands:
+                raise SparseTIRValueError(f"missing operand {name!r} of {stmt.text!r}")
+            rank = len(next(a for a in stmt.accesses if a.name == name).indices)
+            levels[name] = to_levels(operands[name], gen.tensors[name], self.dtype, name, rank)
+        sizes = _sizes(stmt, levels)
+        out_fmt = gen.tensors[out_name]
+        out_shape = tuple(sizes[v] for v in stmt.lhs.indices)
+        args = {f"n_{v}": sizes[v] for v in gen.loop_vars}
+        for name, lv in levels.items():
+            _bind(args, gen.names[name], lv)
+        names = gen.names[out_name]
+        if out_fmt.is_dense:
+            stored = np.empty([out_shape[d] for d in out_fmt.dims], self.dtype)
+            args[names["vals"]] = stored.reshape(-1)        # main writes every element
+            self._run("main", args)
+            return stored.transpose(np.argsort(out_fmt.dims))
+        out = _assemble(self, args, names, out_fmt, out_shape)
+        return to_result(out, out_fmt)
+
+    def _run(self, which: str, args: dict, validate: bool = True) -> None:
+        kernel, params = self._kernels[which]
+        kernel(*[args[p] for p in params], validate=validate)
+
+
+def _build(func) -> dict:
+    """The kernels (``main``, and ``count``) of a Stage I function or a Stage II module, each
+    with its parameters' Stage I names in call order."""
+    cooperate_with_torch()       # parallel loops on the process's OpenMP threads (as ops does)
+    mod = lower_sparse_iter(func) if isinstance(func, SparseFunction) else func
+    scheduled = isinstance(func, tvm.IRModule)
+    kernels = {}
+    for gv in mod.functions:
+        prim = mod[gv.name_hint]
+        single = tvm.IRModule({"main": prim.with_attr("global_symbol", "main")})
+        if not scheduled:
+            single = _default_schedule(single)
+        names = param_names(prim)
+        params = [names.get(p.name, p.name) for p in prim.params]
+        kernels[gv.name_hint] = (build(single, "llvm", schedule="none", cache=True), params)
+    return kernels
+
+
+def _default_schedule(mod: tvm.IRModule) -> tvm.IRModule:
+    """The outer loop of each top-level block parallel (each iteration owns its rows)."""
+    sch = tvm.s_tir.Schedule(mod)
+    loops = sch.get_loops(sch.get_sblock(f"{KERNEL_NAME}0"))
+    if loops:
+        sch.parallel(loops[0])
+    return sch.mod
+
+
+def _sizes(stmt, levels: dict) -> dict:
+    sizes = {}
+    for access in stmt.accesses:
+        shape = levels[access.name].shape
+        for dim, v in enumerate(access.indices):
+            if sizes.setdefault(v, shape[dim]) != shape[dim]:
+                raise SparseTIRValueError(
+                    f"column {access.column}: {access.name}'s dimension {dim} ({v}) has size "
+                    f"{shape[dim]}, but {v} has size {sizes[v]} elsewhere in {stmt.text!r}")
+    return sizes
+
+
+def _bind(args: dict, names: dict, lv: Levels) -> None:
+    args[names["vals"]] = lv.vals
+    for pos, crd, nnz, p, c in zip(names["pos"], names["crd"], names["nnz"], lv.pos, lv.crd):
+        if pos is not None:
+            args[pos], args[crd], args[nnz] = p, c, len(c)
+
+
+def _assemble(kernel: AlgebraKernel, args: dict, names: dict, fmt, shape) -> Levels:
+    """Count, allocate, fill: the result's arrays."""
+    compressed = [l for l, k in enumerate(fmt.kinds) if k == "compressed"]
+    for l in compressed:
+        args[names["nnz"][l]] = 0
+    if fmt.kinds[0] == "dense":                       # rows: count writes each row's count
+        rows = shape[fmt.dims[0]]
+        indptr = np.zeros(rows + 1, np.int32)
+        args[names["pos"][1]] = indptr
+        kernel._run("count", args)
+        total = np.cumsum(indptr, dtype=np.int64)
+        if total[-1] > np.iinfo(np.int32).max:
+            raise SparseTIRValueError(f"the result has {total[-1]} stored values, past the "
+                                      "int32 index range")
+        indptr[:] = total
+        nnz = [None, int(indptr[-1])]
+        pos = [None, indptr]
+    else:                                             # appended: count writes each level's total
+        counts = np.zeros(len(compressed), np.int32)
+        args[f"{names['buffer']}_counts"] = counts
+        kernel._run("count", args)
+        nnz = [int(c) for c in counts]
+        pos = []
+        parents = 1
+        for n in nnz:
+            pos.append(np.zeros(parents + 1, np.int32))
+            parents = n
+        for l, p in zip(compressed, pos):
+            args[names["pos"][l]] = p
+    crd = [None if n is None else np.zeros(n, np.int32) for n in nnz]
+    vals = np.empty(nnz[-1], kernel.dtype)                # main writes every slot
+    for l in compressed:
+        args[names["crd"][l]], args[names["nnz"][l]] = crd[l], nnz[l]
+    args[names["vals"]] = vals
+    kernel._run("main", args, validate=False)      # count checked the same index arrays
+    return Levels(shape, pos, crd, vals)
+

@@ -1,0 +1,245 @@
+"""TACO's index notation: ``A(i,j) = B(i,j) + C(i,j)`` parsed into a small expression tree.
+
+Grammar: ``access = expr`` where an expression is built from accesses ``B(i,j)`` (a name with
+no parentheses is a scalar), numbers, ``+ - * /``, unary ``-`` and parentheses. Errors are
+``NotationError`` (a ``SparseTIRValueError``) naming the column.
+
+Example
+-------
+>>> stmt = parse("a(i) = B(i,j) * c(j)")
+>>> stmt.lhs.indices, stmt.reduction_vars
+(('i',), ('j',))
+>>> str(stmt.rhs)
+'(B(i,j) * c(j))'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import SparseTIRValueError
+
+
+class NotationError(SparseTIRValueError):
+    """A statement in index notation that cannot be read or makes no sense."""
+
+
+@dataclass(frozen=True)
+class Access:
+    """``name(i, j)``: a tensor read (or, on the left, written) at index variables."""
+
+    name: str
+    indices: tuple
+    column: int
+    index_columns: tuple = ()
+
+    def __str__(self) -> str:
+        return f"{self.name}({','.join(self.indices)})"
+
+
+@dataclass(frozen=True)
+class Const:
+    """A number."""
+
+    value: float
+
+    def __str__(self) -> str:
+        return repr(self.value)
+
+
+@dataclass(frozen=True)
+class Neg:
+    """``-x``."""
+
+    operand: object
+
+    def __str__(self) -> str:
+        return f"(-{self.operand})"
+
+
+@dataclass(frozen=True)
+class Binary:
+    """``a op b`` with ``op`` in ``+ - * /``."""
+
+    op: str
+    a: object
+    b: object
+
+    def __str__(self) -> str:
+        return f"({self.a} {self.op} {self.b})"
+
+
+@dataclass(frozen=True)
+class Statement:
+    """``lhs = rhs``."""
+
+    lhs: Access
+    rhs: object
+    text: str
+
+    @property
+    def accesses(self) -> list:
+        """The reads of the right-hand side, left to right."""
+        return list(_accesses(self.rhs))
+
+    @property
+    def reduction_vars(self) -> tuple:
+        """Index variables of the right-hand side missing on the left (summed over), in order of
+        appearance."""
+        seen = []
+        for access in self.accesses:
+            for v in access.indices:
+                if v not in self.lhs.indices and v not in seen:
+                    seen.append(v)
+        return tuple(seen)
+
+
+_TOKEN = re.compile(r"\s*(?:(?P<num>\d+\.\d*|\.\d+|\d+(?:[eE][+-]?\d+)?)|(?P<name>[A-Za-z_]\w*)"
+                    r"|(?P<op>[-+*/=(),]))")
+
+
+def parse(text: str) -> Statement:
+    """Parse one statement; raises ``NotationError`` naming the column of the problem."""
+    if not isinstance(text, str):
+        raise NotationError(f"expected the statement as a string, got {type(text).__name__}")
+    tokens = _tokenize(text)
+    parser = _Parser(text, tokens)
+    lhs = parser.access()
+    parser.expect("=")
+    rhs = parser.expr()
+    if parser.peek() is not None:
+        parser.fail(f"unexpected {parser.peek()[1]!r}")
+    stmt = Statement(lhs, rhs, text)
+    _check(stmt)
+    return stmt
+
+
+def _tokenize(text: str) -> list:
+    tokens, pos = [], 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        match = _TOKEN.match(text, pos)
+        if not match:
+            col = pos + len(text[pos:]) - len(text[pos:].lstrip()) + 1
+            raise NotationError(f"column {col}: cannot read {text[col - 1]!r} in {text!r}")
+        kind = match.lastgroup
+        start = match.start(kind) + 1
+        tokens.append((kind, match.group(kind), start))
+        pos = match.end()
+    return tokens
+
+
+class _Parser:
+    def __init__(self, text: str, tokens: list):
+        self.text, self.tokens, self.pos = text, tokens, 0
+
+    def peek(self):
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def column(self) -> int:
+        tok = self.peek()
+        return tok[2] if tok else len(self.text) + 1
+
+    def fail(self, message: str):
+        raise NotationError(f"column {self.column()}: {message} in {self.text!r}")
+
+    def take(self):
+        tok = self.peek()
+        if tok is None:
+            self.fail("unexpected end of the statement")
+        self.pos += 1
+        return tok
+
+    def expect(self, op: str) -> None:
+        tok = self.peek()
+        if tok is None or tok[1] != op:
+            self.fail(f"expected {op!r}")
+        self.pos += 1
+
+    def access(self) -> Access:
+        tok = self.peek()
+        if tok is None or tok[0] != "name":
+            self.fail("expected a tensor name")
+        self.pos += 1
+        indices, columns = [], []
+        nxt = self.peek()
+        if nxt is not None and nxt[1] == "(":
+            self.pos += 1
+            if self.peek() is not None and self.peek()[1] == ")":
+                self.pos += 1
+                return Access(tok[1], (), tok[2])
+            while True:
+                idx = self.peek()
+                if idx is None or idx[0] != "name":
+                    self.fail("expected an index variable")
+                self.pos += 1
+                indices.append(idx[1])
+                columns.append(idx[2])
+                sep = self.take()
+                if sep[1] == ")":
+                    break
+                if sep[1] != ",":
+                    self.pos -= 1
+                    self.fail("expected ',' or ')'")
+        return Access(tok[1], tuple(indices), tok[2], tuple(columns))
+
+    def expr(self):
+        node = self.term()
+        while self.peek() is not None and self.peek()[1] in "+-":
+            op = self.take()[1]
+            node = Binary(op, node, self.term())
+        return node
+
+    def term(self):
+        node = self.unary()
+        while self.peek() is not None and self.peek()[1] in "*/":
+            op = self.take()[1]
+            node = Binary(op, node, self.unary())
+        return node
+
+    def unary(self):
+        tok = self.peek()
+        if tok is not None and tok[1] == "-":
+            self.pos += 1
+            return Neg(self.unary())
+        if tok is not None and tok[1] == "(":
+            self.pos += 1
+            node = self.expr()
+            self.expect(")")
+            return node
+        if tok is not None and tok[0] == "num":
+            self.pos += 1
+            return Const(float(tok[1]))
+        return self.access()
+
+
+def _accesses(expr):
+    if isinstance(expr, Access):
+        yield expr
+    elif isinstance(expr, Neg):
+        yield from _accesses(expr.operand)
+    elif isinstance(expr, Binary):
+        yield from _accesses(expr.a)
+        yield from _accesses(expr.b)
+
+
+def _check(stmt: Statement) -> None:
+    lhs = stmt.lhs
+    if len(set(lhs.indices)) != len(lhs.indices):
+        raise NotationError(f"column {lhs.column}: {lhs} repeats an index variable")
+    used = {v for a in stmt.accesses for v in a.indices}
+    for v, col in zip(lhs.indices, lhs.index_columns):
+        if v not in used:
+            raise NotationError(f"column {col}: index {v} of {lhs} does not appear on "
+                                f"the right-hand side of {stmt.text!r}")
+    ranks = {}
+    for access in [lhs] + stmt.accesses:
+        if len(set(access.indices)) != len(access.indices):
+            raise NotationError(f"column {access.column}: {access} repeats an index variable")
+        if ranks.setdefault(access.name, len(access.indices)) != len(access.indices):
+            raise NotationError(f"column {access.column}: {access.name} is used with "
+                                f"{ranks[access.name]} and {len(access.indices)} indices")
+    if lhs.name in {a.name for a in stmt.accesses}:
+        raise NotationError(f"column {lhs.column}: the result {lhs.name} is also read")

@@ -1,0 +1,267 @@
+"""Operands and results of algebra kernels: level formats and their arrays (vectorised numpy).
+
+A format is an ``Encoding`` (``Encoding.named`` names or MLIR text) read as a list of level
+kinds (``"dense"`` / ``"compressed"``) and the dimension each level holds. Kernels take, per
+compressed level, a position array (``pos``) and a coordinate array (``crd``), and the values in
+storage order; ``Levels`` holds them.
+
+Example
+-------
+>>> import numpy as np
+>>> fmt = level_format("CSR", 2, "B")
+>>> lv = from_dense(np.array([[0., 1.], [2., 0.]]), fmt, "float64")
+>>> lv.pos[1].tolist(), lv.crd[1].tolist(), lv.vals.tolist()
+([0, 1, 2], [1, 0], [1.0, 2.0])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse
+
+from ..errors import SparseTIRTypeError, SparseTIRValueError
+from ..format import Encoding, SparseTensor
+
+
+@dataclass(frozen=True)
+class LevelFormat:
+    """The levels of one operand: ``kinds[l]`` holds dimension ``dims[l]``."""
+
+    kinds: tuple
+    dims: tuple
+    encoding: object
+    result: object = None      # the declared encoding when the kernel stores another (COO)
+
+    @property
+    def is_dense(self) -> bool:
+        return all(k == "dense" for k in self.kinds)
+
+    @cached_property
+    def stored(self):
+        """The encoding of the arrays a kernel produces: 32-bit positions and coordinates."""
+        return self.encoding.with_widths(pos_width=32, crd_width=32)
+
+
+@dataclass
+class Levels:
+    """A tensor's storage: ``pos[l]``/``crd[l]`` (None for a dense level), values, dim shape."""
+
+    shape: tuple
+    pos: list
+    crd: list
+    vals: np.ndarray
+
+
+def level_format(spec, rank: int, name: str) -> LevelFormat:
+    """The ``LevelFormat`` of ``spec`` (a name of ``Encoding.named``, MLIR text or an
+    ``Encoding``; None: dense) for operand ``name`` of ``rank`` dimensions."""
+    if spec is None or (isinstance(spec, str) and spec.lower() == "dense"):
+        return LevelFormat(("dense",) * rank, tuple(range(rank)), None)
+    try:
+        if isinstance(spec, str) and spec.upper() in ("CSF", "SPARSE"):
+            enc = Encoding.named(spec, rank=rank)
+        else:
+            enc = Encoding.named(spec)
+    except (ValueError, TypeError) as err:
+        raise SparseTIRValueError(f"format of {name}: {err}") from None
+    if enc.dim_rank != rank or enc.lvl_rank != rank:
+        raise SparseTIRValueError(f"format of {name}: {spec!r} has {enc.dim_rank} dimensions "
+                                  f"and {enc.lvl_rank} levels, but {name} is used with {rank} "
+                                  "indices")
+    dims = enc.lvl_to_dim
+    if dims is not None and all(lt.kind == "dense" for lt in enc.level_types):
+        # dense data: a numpy array in the caller's layout, whatever the declared order
+        return LevelFormat(("dense",) * rank, tuple(range(rank)), None)
+    if dims is None or enc.is_block:
+        raise SparseTIRValueError(f"format of {name}: {spec!r} is not a permutation of the "
+                                  "dimensions; co-iteration takes dense and compressed levels")
+    types = enc.level_types
+    if len(types) > 1 and types[0].kind == "compressed" and \
+            all(lt.kind == "singleton" for lt in types[1:]):
+        # COO: computed over compressed levels (DCSR for a matrix), converted back in results
+        text = ", ".join(f"d{d} : compressed" for d in dims)
+        stored = Encoding.parse(f"map = ({', '.join(f'd{d}' for d in range(rank))}) -> ({text})")
+        return LevelFormat(("compressed",) * rank, tuple(dims), stored, enc)
+    kinds = []
+    for level in enc.levels:
+        lt = level.type
+        if lt.kind not in ("dense", "compressed") or not lt.unique or not lt.ordered:
+            raise SparseTIRValueError(f"format of {name}: level type {lt} is not supported "
+                                      "(dense or compressed, unique and ordered)")
+        kinds.append(lt.kind)
+    return LevelFormat(tuple(kinds), tuple(dims), enc)
+
+
+def to_levels(value, fmt: LevelFormat, dtype: str, name: str, rank: int) -> Levels:
+    """The storage of operand ``name`` (numpy array, scipy sparse matrix, SparseTensor) in
+    ``fmt``; values must already have ``dtype`` (no silent cast)."""
+    if scipy.sparse.issparse(value):
+        _check_dtype(value.dtype, dtype, name)
+        if rank != 2:
+            raise SparseTIRValueError(f"operand {name}: a scipy matrix is 2-D, but {name} has "
+                                      f"{rank} indices")
+        fast = _compressed_rows(value, fmt)
+        if fast is not None:
+            return fast
+        coo = value.tocoo()
+        coo.sum_duplicates()
+        coords = np.vstack([coo.row, coo.col]).astype(np.int64)
+        return from_coords(coords, coo.data, tuple(value.shape), fmt, dtype)
+    if isinstance(value, SparseTensor):
+        _check_dtype(np.dtype(value.dtype), dtype, name)
+        if len(value.dim_shape) != rank:
+            raise SparseTIRValueError(f"operand {name}: a {len(value.dim_shape)}-D tensor for "
+                                      f"{rank} indices")
+        same = _same_levels(value, fmt, name)
+        if same is not None:
+            return same
+        coords, vals = value.to_coo()
+        return from_coords(np.asarray(coords, np.int64), np.asarray(vals), tuple(value.dim_shape),
+                           fmt, dtype, canonical=False)
+    if isinstance(value, (np.ndarray, float, int, np.generic)):
+        array = np.asarray(value)
+        _check_dtype(array.dtype, dtype, name)
+        if array.ndim != rank:
+            raise SparseTIRValueError(f"operand {name}: a {array.ndim}-D array for {rank} indices")
+        return from_dense(array, fmt, dtype)
+    raise SparseTIRTypeError(f"operand {name}: expected a numpy array, a scipy sparse matrix or "
+                             f"a SparseTensor, got {type(value).__name__}")
+
+
+def from_dense(array: np.ndarray, fmt: LevelFormat, dtype: str) -> Levels:
+    """The storage of a dense array's nonzeros in ``fmt`` (the array itself when dense)."""
+    if fmt.is_dense:
+        return Levels(array.shape, [None] * array.ndim, [None] * array.ndim,
+                      np.ascontiguousarray(array.transpose(fmt.dims), dtype).reshape(-1))
+    coords = np.vstack(np.nonzero(array)).astype(np.int64) if array.ndim else \
+        np.zeros((0, 1), np.int64)
+    return from_coords(coords, array[tuple(coords)], array.shape, fmt, dtype)
+
+
+def from_coords(coords, vals, shape, fmt: LevelFormat, dtype: str,
+                canonical: bool = True) -> Levels:
+    """Build ``fmt``'s arrays from unique coordinates ``coords`` (dims x nnz)."""
+    shape = tuple(int(s) for s in shape)
+    if fmt.is_dense:
+        dense = np.zeros(shape, dtype)
+        dense[tuple(coords)] = vals
+        return from_dense(dense, fmt, dtype)
+    lvl = coords[list(fmt.dims)] if coords.size else np.zeros((len(fmt.dims), 0), np.int64)
+    order = np.lexsort(lvl[::-1]) if lvl.shape[1] else np.zeros(0, np.int64)
+    lvl, vals = lvl[:, order], np.asarray(vals)[order]
+    if not canonical and lvl.shape[1] > 1:
+        same = np.all(lvl[:, 1:] == lvl[:, :-1], axis=0)
+        if same.any():
+            keep = np.concatenate([[True], ~same])
+            vals = np.add.reduceat(vals, np.flatnonzero(keep))
+            lvl = lvl[:, keep]
+    nnz = lvl.shape[1]
+    pos, crd = [], []
+    parent = np.zeros(nnz, np.int64)        # position of each nonzero's prefix at the last level
+    parents = 1                             # number of positions of the last level
+    changed = np.zeros(nnz, bool)
+    for l, kind in enumerate(fmt.kinds):
+        size = shape[fmt.dims[l]]
+        if nnz:
+            changed = changed | np.concatenate([[True], lvl[l, 1:] != lvl[l, :-1]])
+        if kind == "dense":
+            parent = parent * size + lvl[l]
+            parents *= size
+            pos.append(None)
+            crd.append(None)
+            continue
+        prefix_new = changed.copy()
+        starts = np.flatnonzero(prefix_new)
+        counts = np.bincount(parent[starts], minlength=parents) if nnz else np.zeros(parents, int)
+        pos.append(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+        crd.append(lvl[l, starts].astype(np.int32))
+        parent = np.cumsum(prefix_new) - 1
+        parents = len(starts)
+    values = np.zeros(parents, dtype)          # a dense last level stores its zeros too
+    values[parent] = vals
+    return Levels(shape, pos, crd, values)
+
+
+def to_result(levels: Levels, fmt: LevelFormat):
+    """A sparse result as a ``SparseTensor`` whose encoding is ``fmt``'s with 32-bit positions
+    and coordinates (the kernels' index type). The arrays come from the kernel, sorted and
+    unique by construction, so they are kept as they are (``SparseTensor.from_arrays`` would
+    check them again, at twice the kernel's cost)."""
+    tensor = SparseTensor(fmt.stored, levels.shape, levels.pos, levels.crd, levels.vals, ())
+    return tensor if fmt.result is None else tensor.convert(fmt.result)
+
+
+def to_dense(levels: Levels, fmt: LevelFormat) -> np.ndarray:
+    """The dense array of ``levels`` (explicit zeros and all)."""
+    coords = level_coords(levels, fmt)
+    dense = np.zeros(levels.shape, levels.vals.dtype)
+    dims = [None] * len(fmt.dims)
+    for l, d in enumerate(fmt.dims):
+        dims[d] = coords[l]
+    if dims:
+        dense[tuple(dims)] = levels.vals
+    return dense
+
+
+def level_coords(levels: Levels, fmt: LevelFormat) -> list:
+    """Each stored value's coordinate per level (storage order)."""
+    coords = [np.zeros(1, np.int64)]
+    count = 1
+    out = []
+    for l, kind in enumerate(fmt.kinds):
+        size = levels.shape[fmt.dims[l]]
+        if kind == "dense":
+            out = [np.repeat(c, size) for c in out]
+            out.append(np.tile(np.arange(size), count))
+            count *= size
+        else:
+            lengths = np.diff(levels.pos[l])
+            out = [np.repeat(c, lengths) for c in out]
+            out.append(levels.crd[l].astype(np.int64))
+            count = len(levels.crd[l])
+    del coords
+    return out
+
+
+def _same_levels(tensor, fmt: LevelFormat, name: str):
+    """A SparseTensor's own arrays (as int32) when it is stored in ``fmt``'s levels, else None."""
+    enc = tensor.encoding
+    kinds = tuple(lt.kind if lt.unique and lt.ordered else None for lt in enc.level_types)
+    if kinds != fmt.kinds or enc.lvl_to_dim != fmt.dims or enc.slices is not None:
+        return None
+    pos, crd = [], []
+    for level, kind in enumerate(kinds):
+        if kind == "dense":
+            pos.append(None)
+            crd.append(None)
+            continue
+        p, c = tensor.positions(level), tensor.coordinates(level)
+        if (len(p) and p[-1] > np.iinfo(np.int32).max) or \
+                max(tensor.dim_shape, default=0) > np.iinfo(np.int32).max:
+            raise SparseTIRValueError(f"operand {name}: sizes past the int32 index range")
+        pos.append(p.astype(np.int32, copy=False))
+        crd.append(c.astype(np.int32, copy=False))
+    return Levels(tuple(tensor.dim_shape), pos, crd, np.ascontiguousarray(tensor.values))
+
+
+def _compressed_rows(value, fmt: LevelFormat):
+    """A canonical scipy CSR (CSC) matrix's own arrays for a CSR (CSC) format, else None."""
+    layout = {("dense", "compressed"): {(0, 1): "csr", (1, 0): "csc"}}.get(fmt.kinds, {})
+    want = layout.get(fmt.dims)
+    if want is None or value.format != want or not value.has_canonical_format:
+        return None
+    major = value.shape[fmt.dims[0]]
+    if len(value.indptr) != major + 1:
+        return None
+    return Levels(tuple(value.shape), [None, value.indptr.astype(np.int32, copy=False)],
+                  [None, value.indices.astype(np.int32, copy=False)],
+                  np.ascontiguousarray(value.data))
+
+
+def _check_dtype(got, want: str, name: str) -> None:
+    if np.dtype(got) != np.dtype(want):
+        raise SparseTIRTypeError(f"operand {name}: values are {np.dtype(got)}, the kernel "
+                                 f"computes in {want}; convert them first (nothing is cast)")
