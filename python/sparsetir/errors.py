@@ -20,6 +20,7 @@ Plain refusals of an argument's value or type are ``SparseTIRValueError`` /
 """
 
 import tvm_ffi
+from tvm.s_tir import ScheduleError as _TVMScheduleError
 
 
 class SparseTIRError(Exception):
@@ -32,8 +33,10 @@ class SparseScriptError(SparseTIRError, SyntaxError):
     """A sparse kernel that cannot be parsed; the message names the line and the problem."""
 
 
-class SparseScheduleError(SparseTIRError, ValueError):
-    """A Stage I schedule primitive refused its arguments; the message says why."""
+class SparseScheduleError(SparseTIRError, ValueError, _TVMScheduleError):
+    """A Stage I schedule primitive refused its arguments; the message says why. Also a
+    ``tvm.s_tir.ScheduleError``, what TVM's own primitives raise (SparseTIR's Stage I
+    primitives raised ``tvm.tir.ScheduleError``)."""
 
 
 # Stage I -> Stage II: lowering

@@ -15,7 +15,7 @@ against numpy/scipy (``numbers_stage1``: outputs start as NaN, inputs have empty
 
 Renames used: ``tir.Schedule`` -> ``sparsetir.Schedule``; ``func.body.block.body`` ->
 ``func.body[0]``; ``sch.mod["main"]`` -> ``sch.func``; ``tvm.tir.ScheduleError`` ->
-``sparsetir.SparseScheduleError``; ``from tvm.script import tir as T`` -> ``from
+``tvm.s_tir.ScheduleError``; ``from tvm.script import tir as T`` -> ``from
 sparsetir.script import tir as T``; SparseTIR's ``sparse_tir_scripts`` is ``scripts_stage1``.
 """
 # pylint: disable=invalid-name,missing-function-docstring
@@ -110,7 +110,7 @@ def test_reorder_fail_on_dependency():
     sch = sparsetir.Schedule(bsrmm, debug_mask="all")
     block = sch.get_sparse_iteration("bsrmm")
     i, bi, bj, f, j = sch.get_sp_iters(block)
-    with pytest.raises(sparsetir.SparseScheduleError):
+    with pytest.raises(tvm.s_tir.ScheduleError):
         sch.sparse_reorder(block, [bi, bj, j, i, f])
 
 
@@ -118,5 +118,5 @@ def test_reorder_fail_on_new_order_length():
     sch = sparsetir.Schedule(bsrmm, debug_mask="all")
     block = sch.get_sparse_iteration("bsrmm")
     i, bi, bj, f, j = sch.get_sp_iters(block)
-    with pytest.raises(sparsetir.SparseScheduleError):
+    with pytest.raises(tvm.s_tir.ScheduleError):
         sch.sparse_reorder(block, [bi, bj, i, j])
