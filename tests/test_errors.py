@@ -34,6 +34,8 @@ CASES = {
         A.indptr, A.indices.reshape(-1, 1), A.data, A.shape, 2)),
     "format: block size": (ValueError, lambda: csr_to_bsr(A.indptr, A.indices, A.data,
                                                           A.shape, 0)),
+    "format: encoding text": (ValueError, lambda: sparsetir.format.Encoding.parse(
+        "(i, j) -> (i : dense)")),
     "build: target": (ValueError, lambda: sparsetir.build(csrmm, "no-such-target")),
     "build: kernel": (TypeError, lambda: sparsetir.build(42, "llvm")),
     "kernel call": (ValueError, _bad_kernel_call),

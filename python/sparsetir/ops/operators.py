@@ -143,7 +143,8 @@ def sddmm(A, X, Y, out=None):
     (rows in order, columns sorted within a row); for a scipy matrix, that of ``A.indices``
     (CSR) or ``A.tocoo()`` (another format), one value per stored entry, duplicates included;
     for a torch sparse tensor, that of ``col_indices()`` (CSR) or of its stored entries (COO,
-    ``A._indices()``; the same as ``A.coalesce()`` for a coalesced tensor).
+    ``A._indices()``; the same as ``A.coalesce()`` for a coalesced tensor); for a
+    ``SparseTensor`` ``t``, that of ``t.values`` (``t.to_coo()``).
     ``SparseMatrix(A).source_order`` maps that order to the matrix's.
 
     ``X`` has shape (m, feat), ``Y`` (n, feat); returns ``out`` (filled) or a new array of X's
