@@ -14,35 +14,19 @@ numpy/scipy (``numbers_stage1``).
 
 Renames used: ``tvm.IRModule.from_expr(<Stage II script>)`` -> ``sparsetir.lower_sparse_iter(
 <Stage I kernel>)``; ``tvm.sparse.lower_sparse_buffer`` -> ``sparsetir.lower_sparse_buffer``;
-the expected ``sparse_tir_lowered_buffer_scripts`` -> the golden files.
+the expected ``sparse_tir_lowered_buffer_scripts`` -> the golden files; SparseTIR's
+``func_name_list`` -> ``names_stage1.LOWERED`` (its 19 kernels less the two above).
 """
 # pylint: disable=missing-function-docstring
 import tvm
 import tvm.testing
 import scripts_stage1 as sparse_tir_scripts
+from names_stage1 import LOWERED
 from numbers_stage1 import check_numbers
 from sparsetir import lower_sparse_buffer, lower_sparse_iter
 
 
-func_name_list = [
-    "csrmm",
-    "csrmm_dense_iter",
-    "segment_reduce",
-    "csr_reduce",
-    "bsrmm",
-    "ellmm",
-    "csr_element_wise",
-    "hyper_gnn",
-    "sddmm",
-    "fused_sddmm",
-    "square_sum",
-    "square_sum_two_K",
-    "fused_reduction_4d_2d",
-    "fused_reduction_4d_3d",
-    "rgcn_hetero_forward",
-    "sparse_softmax",
-    "csr2bsr",
-]
+func_name_list = LOWERED
 
 
 def test_sparse_tir_lower_buffer(golden):

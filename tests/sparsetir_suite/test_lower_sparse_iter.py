@@ -14,37 +14,21 @@ Each lowered kernel is also built and checked against numpy/scipy (``numbers_sta
 
 Renames used: ``tvm.IRModule.from_expr(func)`` + ``lower_sparse_iter(mod)`` ->
 ``sparsetir.lower_sparse_iter(func)``; the expected ``sparse_tir_lowered_iter_scripts`` -> the
-golden files; SparseTIR's ``sparse_tir_scripts`` is ``scripts_stage1``.
+golden files; SparseTIR's ``sparse_tir_scripts`` is ``scripts_stage1``; its ``func_name_list``
+-> ``names_stage1.LOWERED`` (its 19 kernels less the two above).
 """
 # pylint: disable=missing-function-docstring
 import pytest
 import tvm
 import tvm.testing
 import scripts_stage1 as sparse_tir_scripts
+from names_stage1 import LOWERED
 from numbers_stage1 import check_numbers
 from sparsetir import lower_sparse_iter
 from sparsetir.errors import LayoutError, LoweringError
 
 
-func_name_list = [
-    "csrmm",
-    "csrmm_dense_iter",
-    "segment_reduce",
-    "csr_reduce",
-    "bsrmm",
-    "ellmm",
-    "csr_element_wise",
-    "hyper_gnn",
-    "sddmm",
-    "fused_sddmm",
-    "square_sum",
-    "square_sum_two_K",
-    "fused_reduction_4d_2d",
-    "fused_reduction_4d_3d",
-    "rgcn_hetero_forward",
-    "sparse_softmax",
-    "csr2bsr",
-]
+func_name_list = LOWERED
 
 
 def test_sparse_tir_lower_iter(golden):
