@@ -5,9 +5,10 @@ Steps, as a user of sparsetir takes them:
    blocks and 8-bit coordinates, and 2:4 (two nonzeros in every group of four columns) with
    8-bit coordinates. ``SparseTensor.from_scipy`` stores the matrix as MLIR does.
 2. ``encoded_spmm(enc)`` writes the Stage I SpMM kernel over that format (one axis per level);
-   ``lower_sparse_iter`` lowers it, ``apply_index_widths`` keeps the index arrays in the
-   encoding's widths, ``build`` compiles it (default schedule). The kernel is called on the
-   tensor's own arrays (``kernel.arguments``) and checked against scipy.
+   its axes declare the index arrays in the encoding's widths (``indices_dtype="int8"``), so
+   ``lower_sparse_iter`` keeps them narrow and ``build`` compiles it (default schedule). The
+   kernel is called on the tensor's own arrays (``kernel.arguments``) and checked against
+   scipy.
 3. The same kernels read ``X`` stored in an XLA tiled layout (``{1,0:T(8,16)(2,1)}``: 8x16 tiles,
    row pairs packed together): ``apply_tiled_layout`` reads it through the layout's index map,
    ``X`` is passed as ``layout.to_physical(X)`` with NaN in the padding, and the result is
@@ -22,8 +23,8 @@ import numpy as np
 import scipy.sparse
 
 import sparsetir
-from sparsetir.format import (Encoding, SparseTensor, TiledLayout, apply_index_widths,
-                              apply_tiled_layout, encoded_spmm)
+from sparsetir.format import (Encoding, SparseTensor, TiledLayout, apply_tiled_layout,
+                              encoded_spmm)
 
 ENCODINGS = {
     "CSR": "#sparse_tensor.encoding<{ map = (i, j) -> (i : dense, j : compressed), "
@@ -52,7 +53,7 @@ def two_of_four(matrix: scipy.sparse.csr_matrix) -> scipy.sparse.csr_matrix:
 def spmm(enc: Encoding, layout: TiledLayout | None, feat: int):
     """The SpMM kernel over ``enc`` (``X`` stored in ``layout`` when given), built."""
     kernel = encoded_spmm(enc, feat_size=feat)
-    mod = apply_index_widths(sparsetir.lower_sparse_iter(kernel.func), kernel.index_dtypes)
+    mod = sparsetir.lower_sparse_iter(kernel.func)
     if layout is not None:
         mod = apply_tiled_layout(mod, "x", layout)
     return kernel, sparsetir.build(mod, "llvm")

@@ -1,4 +1,4 @@
-"""Kernels from MLIR encodings: ``declare``, ``encoded_spmm`` and ``apply_index_widths``.
+"""Kernels from MLIR encodings: ``declare`` and ``encoded_spmm``, index arrays in their widths.
 
 Every kernel is lowered, checked by TVM's schedule (defaults), built for LLVM and called on a
 ``SparseTensor``'s own arrays (index dtypes from the encoding's widths, 8 and 16 bits
@@ -17,8 +17,8 @@ from tvm import tirx
 
 import sparsetir
 from sparsetir.errors import ArgumentError, SparseTIRValueError
-from sparsetir.format import (Encoding, SparseTensor, TiledLayout, apply_index_widths,
-                              apply_tiled_layout, declare, encoded_spmm)
+from sparsetir.format import (Encoding, SparseTensor, TiledLayout, apply_tiled_layout, declare,
+                              encoded_spmm)
 from sparsetir.ops.kernels import spmm as hand_written_spmm   # the product's CSR SpMM
 
 M, N, FEAT = 9, 10, 5
@@ -45,9 +45,10 @@ def data():
 
 
 def built(enc):
-    """The kernel of ``enc``, lowered with its widths and built (TVM's checks on)."""
+    """The kernel of ``enc``, lowered (index arrays in its widths) and built (TVM's checks
+    on)."""
     kernel = encoded_spmm(enc, feat_size=FEAT)
-    mod = apply_index_widths(sparsetir.lower_sparse_iter(kernel.func), kernel.index_dtypes)
+    mod = sparsetir.lower_sparse_iter(kernel.func)
     tvm.s_tir.Schedule(mod)                     # TVM's own checks, defaults
     return kernel, mod, sparsetir.build(mod, "llvm")
 
@@ -103,15 +104,13 @@ def test_spmm_from_encoding_equals_scipy(name, data):
 def test_csr_encoding_declares_the_hand_written_kernel():
     enc = Encoding.named("CSR", pos_width=32, crd_width=32)
     tvm.ir.assert_structural_equal(encoded_spmm(enc).func, hand_written_spmm)
-    assert declare(enc).index_dtypes == {}
 
 
 def test_float64_and_unspecialised_kernel(data):
     dense, x = data
     enc = Encoding.named("BSR", block=(2, 4), crd_width=16)
     kernel = encoded_spmm(enc, dtype="float64")
-    mod = apply_index_widths(sparsetir.lower_sparse_iter(kernel.func), kernel.index_dtypes)
-    compiled = sparsetir.build(mod, "llvm")
+    compiled = sparsetir.build(sparsetir.lower_sparse_iter(kernel.func), "llvm")
     tensor = SparseTensor.from_dense(dense.astype(np.float64), enc)
     x64 = x.astype(np.float64)
     y = np.full((M, FEAT), np.nan)
@@ -135,14 +134,16 @@ def test_x_in_a_tiled_layout_under_an_int64_kernel(data):
 
 def test_native_widths_compute_with_int64():
     decl = declare(Encoding.named("CSR"))
-    assert decl.idtype == "int64" and decl.index_dtypes == {}
+    assert decl.idtype == "int64"
     assert decl.lines[1] == 'J = T.sparse_variable(I, (n, nnz), (a_pos1, a_crd1), "int64")'
 
 
 def test_narrow_index_loads_are_widened():
     kernel = encoded_spmm(Encoding.named("CSR", pos_width=16, crd_width=8), feat_size=4)
-    assert kernel.index_dtypes == {"a_pos1": "int16", "a_crd1": "int8"}
-    mod = apply_index_widths(sparsetir.lower_sparse_iter(kernel.func), kernel.index_dtypes)
+    assert kernel.declaration.lines[1] == (
+        'J = T.sparse_variable(I, (n, nnz), (a_pos1, a_crd1), "int32", indptr_dtype="int16", '
+        'indices_dtype="int8")')
+    mod = sparsetir.lower_sparse_iter(kernel.func)
     params = {p.name: p for p in mod["main"].params if tirx.is_buffer_var(p)}
     assert str(params["J_indptr"].dtype) == "int16" and str(params["J_indices"].dtype) == "int8"
     loads = []
@@ -168,6 +169,23 @@ def test_bad_coordinates_in_8_bits_are_refused_at_the_call(data):
         compiled(*args[:4], args[4].astype(np.int32), *args[5:])
 
 
+def test_8_bit_coordinates_of_200_columns_are_refused_at_the_call():
+    enc = Encoding.named("CSR", pos_width=16, crd_width=8)
+    kernel, _, compiled = built(enc)
+    wide = np.zeros((4, 200), np.float32)
+    wide[0, 5] = wide[2, 100] = 1.0                    # every coordinate fits 8 bits
+    tensor = SparseTensor.from_dense(wide, enc)
+    x = np.ones((200, FEAT), np.float32)
+    y = np.full((4, FEAT), np.nan, np.float32)
+    with pytest.raises(ArgumentError, match=r"axis J: its length \(n\) is more than the 128 "
+                                            "coordinates that int8 indices a_crd1 can hold"):
+        compiled(*kernel.arguments(tensor, x, y))
+    assert np.isnan(y).all()                           # nothing ran
+    narrow = SparseTensor.from_dense(wide[:, :128], enc)
+    compiled(*kernel.arguments(narrow, x[:128], y))     # 128 columns: all fit
+    np.testing.assert_allclose(y, wide[:, :128] @ x[:128])
+
+
 @pytest.mark.parametrize("text, words", [
     ("#sparse_tensor.encoding<{ map = (i, j) -> (i : dense, j : loose_compressed) }>",
      "level 1 (d1 : loose_compressed)"),
@@ -191,14 +209,6 @@ def test_other_refusals(data):
     other = SparseTensor.from_dense(data[0], Encoding.named("CSC"))
     with pytest.raises(SparseTIRValueError, match="tensor must be a SparseTensor in"):
         decl.arguments(other)
-    mod = sparsetir.lower_sparse_iter(encoded_spmm(Encoding.named("CSR", pos_width=32,
-                                                                  crd_width=32), 4).func)
-    with pytest.raises(SparseTIRValueError, match="would truncate"):
-        apply_index_widths(mod, {"a_crd1": "int64"})
-    with pytest.raises(SparseTIRValueError, match="'b_crd1' is not a buffer parameter"):
-        apply_index_widths(mod, {"b_crd1": "int8"})
-    with pytest.raises(SparseTIRValueError, match="must be one of int8"):
-        apply_index_widths(mod, {"a_crd1": "uint8"})
 
 
 def test_the_example_checks_every_format_against_scipy():

@@ -168,6 +168,18 @@ def test_axis_whose_parent_is_an_int():
         """, "the parent of axis K must be a declared axis, got int 4")
 
 
+def test_index_storage_wider_than_idtype():
+    expect_error("""
+        K = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32", indices_dtype="int64")  # <-- error
+        """, "axis K: indices_dtype int64 is not narrower than idtype int32")
+
+
+def test_index_storage_that_is_no_signed_integer():
+    expect_error("""
+        K = T.dense_variable(I, (n, nnz), indptr, "int32", indptr_dtype="uint8")  # <-- error
+        """, "axis K: indptr_dtype must be one of int8, int16, int32, int64, got 'uint8'")
+
+
 def test_axis_declared_twice():
     expect_error("""
         I = T.dense_fixed(n)  # <-- error

@@ -109,6 +109,8 @@ MUTATIONS = {
     "buffer dtype": ("rgcn_homo_forward", 'E = T.match_sparse_buffer(etype, (I, J), "int32")',
                      'E = T.match_sparse_buffer(etype, (I, J), "int64")'),
     "iteration name": ("csrmm", '"SRS", "csrmm")', '"SRS", "csrmm_v2")'),
+    "index storage": ("csrmm", '(indptr, indices), "int32")',
+                      '(indptr, indices), "int32", indices_dtype="int8")'),
 }
 
 
@@ -283,6 +285,18 @@ def test_unsorted_axes_survive():
     reparsed = from_source(text)
     assert not reparsed.get_axis("J").sorted and not reparsed.get_axis("K").sorted
     assert reparsed.get_axis("I").sorted
+
+
+def test_index_storage_types_survive():
+    text = features.script().replace('"int32", sorted=False)',
+                                     '"int32", sorted=False, indices_dtype="int16")', 1)
+    narrow = from_source(text)
+    _assert_round_trip(narrow)
+    assert narrow.get_axis("J").stored_dtype("indices") == "int16"
+    assert narrow.get_axis("J").stored_dtype("indptr") == "int32"
+    # the storage type of idtype itself is the default, printed as nothing
+    same = from_source(text.replace('indices_dtype="int16"', 'indices_dtype="int32"'))
+    tvm.ir.assert_structural_equal(same, features)
 
 
 def test_sorted_flag_takes_part_in_equality():

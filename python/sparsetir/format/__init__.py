@@ -23,7 +23,6 @@ from .ell import EllBucket, csr_to_ell
 from .ell3d import csf_to_ell3d
 from .encoding import Encoding, EncodingError, LevelType, Slice
 from .hyb import column_part_hyb, row_tiles
-from .index_widths import apply_index_widths
 from .pad import csr_pad
 from .storage import SparseTensor
 from .tiled_layout import TiledLayout, TiledLayoutError
@@ -31,6 +30,6 @@ from .tiled_layout_access import apply_tiled_layout
 
 __all__ = ["EllBucket", "FormatTypeError", "check_csr", "column_part_hyb", "condense",
            "csf_to_ell3d", "csr_pad", "csr_to_bsr", "csr_to_ell", "row_tiles",
-           "TiledLayout", "TiledLayoutError", "apply_index_widths", "apply_tiled_layout",
+           "TiledLayout", "TiledLayoutError", "apply_tiled_layout",
            "declare", "encoded_spmm",
            "Encoding", "EncodingError", "LevelType", "Slice", "SparseTensor"]

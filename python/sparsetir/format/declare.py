@@ -31,8 +31,9 @@ symbol maps have none either: ``declare`` refuses them, naming the level; conver
 (``SparseTensor.convert``) to one of the formats above.
 
 Axes compute with ``int64`` indices when an index array the format stores has a width of 64 or
-native (0), else with ``int32``; narrower positions and coordinates are kept in their width at
-Stage II by ``index_widths.apply_index_widths`` (``index_dtypes`` says which).
+native (0), else with ``int32``; narrower positions and coordinates are declared in their width
+(``indptr_dtype="int16"``, ``indices_dtype="int8"``: lowering reads them as such and widens each
+value, and the call refuses arrays of another dtype or too narrow for the matrix).
 
 Example
 -------
@@ -88,8 +89,7 @@ class EncodedDeclaration:
     level order; ``kinds``: ``"S"`` for the root and a level of dimension 0, ``"R"`` for
     dimension 1 (a matrix product's spatial and reduction levels);
     ``coordinates``: each dimension's coordinate as an expression of the variables;
-    ``access``: the buffer read at the variables; ``index_dtypes``: handle -> storage dtype
-    where it is narrower than ``idtype``.
+    ``access``: the buffer read at the variables.
     """
 
     encoding: Encoding
@@ -102,7 +102,6 @@ class EncodedDeclaration:
     kinds: str
     coordinates: tuple
     access: str
-    index_dtypes: dict
     levels: tuple
 
     def arguments(self, tensor) -> dict:
@@ -139,12 +138,7 @@ def declare(encoding, name: str = "A", dtype: str = "float32") -> EncodedDeclara
     buffer_axes = ", ".join(level.name for level in levels)
     lines.append(f'{name} = T.match_sparse_buffer({handle}, ({buffer_axes}), "{dtype}")')
     at = ", ".join(level.var for level in levels)
-    index_dtypes = {}
     for level in levels:
-        if level.pos is not None and str(enc.pos_dtype) != idtype:
-            index_dtypes[level.pos] = str(enc.pos_dtype)
-        if level.crd is not None and level.kind != "structured" and str(enc.crd_dtype) != idtype:
-            index_dtypes[level.crd] = str(enc.crd_dtype)
         if level.kind == "structured":
             lines.append(f'{name}_crd = T.match_sparse_buffer({level.crd}, ({buffer_axes}), '
                          f'"{enc.crd_dtype}")')
@@ -158,7 +152,7 @@ def declare(encoding, name: str = "A", dtype: str = "float32") -> EncodedDeclara
         kinds="".join("R" if level.dim == 1 else "S" for level in levels),
         coordinates=tuple(_coordinate(levels, d, f"{name}_crd[{at}]", idtype)
                           for d in range(2)),
-        access=f"{name}[{at}]", index_dtypes=index_dtypes, levels=tuple(levels))
+        access=f"{name}[{at}]", levels=tuple(levels))
 
 
 def _check_supported(enc: Encoding):
@@ -205,6 +199,8 @@ def _level_axes(enc: Encoding, handle: str, idtype: str) -> list:
         axes.append(LevelAxis("R", "r", None, "dense", f"R = T.dense_fixed({literal(1, idtype)}"
                                                        f"{suffix})"))
     compressed = [n for n, lv in enumerate(enc.levels) if lv.type.kind == "compressed"]
+    pos_width = _storage("indptr", enc.pos_dtype, idtype)
+    crd_width = _storage("indices", enc.crd_dtype, idtype)
     for number, level in enumerate(enc.levels):
         name = _DIM_NAMES[level.dim] + {"id": "", "floordiv": "O", "mod": "I"}[level.op]
         size = _level_size(level)
@@ -216,10 +212,11 @@ def _level_axes(enc: Encoding, handle: str, idtype: str) -> list:
             pos, crd = f"{handle}_pos{number}", f"{handle}_crd{number}"
             nnz = "nnz" if len(compressed) == 1 else f"nnz{number}"
             line = (f"{name} = T.sparse_variable({parent}, ({size}, {nnz}), ({pos}, {crd}), "
-                    f'"{idtype}"{flag})')
+                    f'"{idtype}"{flag}{pos_width}{crd_width})')
         elif kind == "singleton":
             crd = f"{handle}_crd{number}"
-            line = f'{name} = T.sparse_fixed({parent}, ({size}, 1), {crd}, "{idtype}"{flag})'
+            line = (f'{name} = T.sparse_fixed({parent}, ({size}, 1), {crd}, "{idtype}"{flag}'
+                    f"{crd_width})")
         elif kind == "structured":
             crd = f"{handle}_crd{number}"
             line = f"{name} = T.dense_fixed({level.type.n}{suffix})"
@@ -228,6 +225,12 @@ def _level_axes(enc: Encoding, handle: str, idtype: str) -> list:
         axes.append(LevelAxis(name, name.lower(), level.dim, kind, line, pos, crd, level.factor,
                               level.op))
     return axes
+
+
+def _storage(role: str, dtype, idtype: str) -> str:
+    """The keyword declaring an axis's ``role`` array stored in ``dtype`` (none for
+    ``idtype``)."""
+    return "" if str(dtype) == idtype else f', {role}_dtype="{dtype}"'
 
 
 def _level_size(level) -> str:

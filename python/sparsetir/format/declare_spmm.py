@@ -13,17 +13,16 @@ The kernel's parameters are ``a, x, y``, then the positions and coordinates of e
 (``a_pos1, a_crd1``; ``a_crd2`` for a structured level), then the sizes (``m, n``, the block
 counts ``mb, nb``, ``feat_size``, ``nnz``: for CSR, ``sparsetir.ops.kernels.spmm``'s order).
 :meth:`EncodedKernel.arguments` gives them from a ``SparseTensor`` in that order (``feat_size``
-from ``X``'s last dimension: specialise the kernel for a flat, tiled ``X``), and
-:attr:`EncodedKernel.index_dtypes` the storage dtypes of the narrower index arrays, for
-``apply_index_widths`` after lowering.
+from ``X``'s last dimension: specialise the kernel for a flat, tiled ``X``). Positions and
+coordinates narrower than the axes' index type are declared in their widths
+(``indices_dtype="int8"``), so the kernel takes the tensor's own arrays with no extra pass.
 
 Example
 -------
 >>> enc = Encoding.parse("#sparse_tensor.encoding<{ map = (i, j) -> (i : dense, j : "
 ...                      "compressed), crdWidth = 8 }>")
 >>> kernel = encoded_spmm(enc, feat_size=16)
->>> mod = apply_index_widths(sparsetir.lower_sparse_iter(kernel.func), kernel.index_dtypes)
->>> built = sparsetir.build(mod, "llvm")                                 # doctest: +SKIP
+>>> built = sparsetir.build(sparsetir.lower_sparse_iter(kernel.func), "llvm")  # doctest: +SKIP
 >>> built(*kernel.arguments(SparseTensor.from_scipy(A, enc), X, Y))     # Y = A @ X
 """
 
@@ -42,16 +41,11 @@ __all__ = ["EncodedKernel", "encoded_spmm"]
 
 @dataclasses.dataclass(frozen=True)
 class EncodedKernel:
-    """A Stage I kernel over an encoded operand: ``func``, the declaration it was written from,
-    and the storage dtypes ``index_dtypes`` (parameter -> dtype) to apply after lowering."""
+    """A Stage I kernel over an encoded operand: ``func`` and the declaration it was written
+    from."""
 
     func: object
     declaration: EncodedDeclaration
-
-    @property
-    def index_dtypes(self) -> dict:
-        """Parameter -> storage dtype of each index array narrower than the axes' ``idtype``."""
-        return dict(self.declaration.index_dtypes)
 
     def arguments(self, tensor, x, y) -> list:
         """The call's arguments in the kernel's parameter order: ``tensor``'s values, ``x``,

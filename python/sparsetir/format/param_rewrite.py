@@ -1,9 +1,9 @@
 """One Stage II rewrite shared by the storage passes: buffer parameters re-declared.
 
-``apply_tiled_layout`` (a dense array in a tiled layout) and ``apply_index_widths`` (index
-arrays in narrower integers) both replace some buffer parameters of ``"main"`` by new buffers
-and rewrite every load, store and block region of the old ones; this module walks the function
-once for them, so each pass states only how an access changes.
+``apply_tiled_layout`` (a dense array in a tiled layout) and lowering's ``index_storage``
+(index arrays stored in narrower integers than the axes compute with) both replace some buffer
+parameters by new buffers and rewrite every load, store and block region of the old ones; this
+module walks the function once for them, so each states only how an access changes.
 
 Example
 -------

@@ -22,6 +22,16 @@ Example
 >>> J = sparse_variable("J", I, n, nnz, indptr, indices)
 >>> J.is_sparse, J.is_variable, J.parent.name
 (True, True, 'I')
+
+Index arrays are *stored* in their own integer types, which may be narrower than the type
+the indices are *computed* with (``idtype``): an MLIR encoding with ``posWidth = 16,
+crdWidth = 8`` is an axis computing with ``int32`` over an ``int16`` indptr and ``int8``
+indices. Lowering reads such an array and widens each value to ``idtype``.
+
+>>> K = sparse_variable("K", I, n, nnz, indptr, indices, indptr_dtype="int16",
+...                     indices_dtype="int8")
+>>> K.idtype, K.indptr_dtype, K.indices_dtype
+('int32', 'int16', 'int8')
 """
 
 from __future__ import annotations
@@ -36,6 +46,8 @@ from .node import node
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 AXIS_KINDS = ("dense_fixed", "dense_variable", "sparse_fixed", "sparse_variable")
+INDEX_DTYPES = ("int8", "int16", "int32", "int64")
+"""The types an index array may be stored in (``Axis.indptr_dtype``, ``indices_dtype``)."""
 
 
 @node("sparsetir.Axis")
@@ -59,7 +71,10 @@ class Axis(tvm_ffi.Object):
     indptr, indices : tirx.Var or None
         Handle parameters holding the row pointer and the column indices.
     idtype : str
-        Integer type of ``indptr`` and ``indices``.
+        Integer type the indices are computed with (``int32`` or ``int64``).
+    indptr_dtype, indices_dtype : str or None
+        Integer types ``indptr`` and ``indices`` are stored in when narrower than ``idtype``
+        (``int8``, ``int16``, ``int32``); None: stored in ``idtype`` (see ``stored_dtype``).
     sorted : bool
         Indices are increasing within each row (binary search relies on it).
     """
@@ -74,6 +89,8 @@ class Axis(tvm_ffi.Object):
     indices: Optional[tirx.Var]
     idtype: str
     sorted: bool
+    indptr_dtype: Optional[str] = None
+    indices_dtype: Optional[str] = None
 
     def __post_init__(self):
         """Refuse an axis whose fields do not describe one of the four kinds."""
@@ -83,6 +100,21 @@ class Axis(tvm_ffi.Object):
         if self.idtype not in ("int32", "int64"):
             raise SparseTIRValueError(f"axis {self.name}: idtype must be int32 or int64, got "
                              f"{self.idtype!r}")
+        for role in ("indptr", "indices"):
+            stored = getattr(self, f"{role}_dtype")
+            if stored is None:
+                continue
+            problem = None
+            if getattr(self, role) is None:
+                problem = f"a {self.kind} axis has no {role} to store"
+            elif stored not in INDEX_DTYPES:
+                problem = f"must be one of {', '.join(INDEX_DTYPES)}, got {stored!r}"
+            elif INDEX_DTYPES.index(stored) >= INDEX_DTYPES.index(self.idtype):
+                problem = (f"{stored} is not narrower than idtype {self.idtype} (leave it None "
+                           f"for {self.idtype}; a wider type would truncate: declare the axis "
+                           f"with that idtype)")
+            if problem:
+                raise SparseTIRValueError(f"axis {self.name}: {role}_dtype {problem}")
         if (self.parent is None) != (self.kind == "dense_fixed"):
             raise SparseTIRValueError(f"axis {self.name}: a {self.kind} axis "
                              + ("needs a parent" if self.parent is None else "has no parent"))
@@ -91,6 +123,10 @@ class Axis(tvm_ffi.Object):
         for field_name, required in needed.items():
             if required and getattr(self, field_name) is None:
                 raise SparseTIRValueError(f"axis {self.name}: a {self.kind} axis needs {field_name}")
+
+    def stored_dtype(self, role: str) -> str:
+        """The integer type the ``role`` (``"indptr"`` or ``"indices"``) array is stored in."""
+        return getattr(self, f"{role}_dtype") or self.idtype
 
     @property
     def is_sparse(self) -> bool:
@@ -203,30 +239,40 @@ def dense_fixed(name: str, length, idtype: str = "int32") -> Axis:
                 nnz_cols=None, indptr=None, indices=None, idtype=idtype, sorted=True)
 
 
-def dense_variable(name: str, parent: Axis, length, nnz, indptr, idtype: str = "int32") -> Axis:
+def dense_variable(name: str, parent: Axis, length, nnz, indptr, idtype: str = "int32",
+                   indptr_dtype: Optional[str] = None) -> Axis:
     """A dense axis whose row ``r`` has ``indptr[r+1] - indptr[r]`` positions."""
     _check_parent(name, parent)
     return Axis(name=name, kind="dense_variable", parent=parent, length=_expr(length),
                 nnz=_expr(nnz), nnz_cols=None, indptr=indptr, indices=None, idtype=idtype,
-                sorted=True)
+                sorted=True, indptr_dtype=narrower(indptr_dtype, idtype))
 
 
 def sparse_fixed(name: str, parent: Axis, length, nnz_cols, indices, idtype: str = "int32",
-                 sorted: bool = True) -> Axis:  # pylint: disable=redefined-builtin
+                 sorted: bool = True,  # pylint: disable=redefined-builtin
+                 indices_dtype: Optional[str] = None) -> Axis:
     """A sparse axis with ``nnz_cols`` stored columns per row (ELL)."""
     _check_parent(name, parent)
     return Axis(name=name, kind="sparse_fixed", parent=parent, length=_expr(length), nnz=None,
                 nnz_cols=_expr(nnz_cols), indptr=None, indices=indices, idtype=idtype,
-                sorted=sorted)
+                sorted=sorted, indices_dtype=narrower(indices_dtype, idtype))
 
 
 def sparse_variable(name: str, parent: Axis, length, nnz, indptr, indices, idtype: str = "int32",
-                    sorted: bool = True) -> Axis:  # pylint: disable=redefined-builtin
+                    sorted: bool = True,  # pylint: disable=redefined-builtin
+                    indptr_dtype: Optional[str] = None,
+                    indices_dtype: Optional[str] = None) -> Axis:
     """A sparse axis in CSR form: row ``r`` holds ``indices[indptr[r]:indptr[r+1]]``."""
     _check_parent(name, parent)
     return Axis(name=name, kind="sparse_variable", parent=parent, length=_expr(length),
                 nnz=_expr(nnz), nnz_cols=None, indptr=indptr, indices=indices, idtype=idtype,
-                sorted=sorted)
+                sorted=sorted, indptr_dtype=narrower(indptr_dtype, idtype),
+                indices_dtype=narrower(indices_dtype, idtype))
+
+
+def narrower(stored: Optional[str], idtype: str) -> Optional[str]:
+    """An ``indptr_dtype`` / ``indices_dtype`` as an axis keeps it: None for ``idtype``."""
+    return None if stored == idtype else stored
 
 
 def _expr(value):

@@ -24,6 +24,10 @@ does not index the output) or cannot be placed (a spatial loop below a reduction
 init becomes a nest of its own, ``<iteration>_init``, before the iteration, which then adds
 into the output (``init_placement``; ``sparsetir.init_per_point`` keeps the native init).
 
+Index arrays an axis stores narrower than its ``idtype`` (``indices_dtype="int8"``) keep their
+type: every read is widened to ``idtype`` and the call checks that the array can hold the
+axis's coordinates and positions (``index_storage``).
+
 What later steps need stays on the function (``ir.attrs``): each parameter's Stage I name and
 the loops lowering made (attributes), and the index checks and declared value domains the call
 verifies (annotations of the root block, sizes as expressions over the parameters).
@@ -67,6 +71,7 @@ from .coordinate_checks import CoordinateChecker, assertion
 from .emit import Emitter
 from ..errors import LoweringError, SparseTIRTypeError
 from .first_slots import zero_repeated_slots
+from .index_storage import store_narrow_indices
 from .init_placement import split_init
 from .layout import stage2_shape
 from .loop_signature import loop_signature
@@ -95,8 +100,11 @@ def lower_sparse_iter(func: SparseFunction) -> tvm.IRModule:
     if not isinstance(func, SparseFunction):
         raise SparseTIRTypeError(f"lower_sparse_iter expects a SparseFunction, got {type(func).__name__}")
     if has_coiteration(func):        # T.coiterate: merge loops and assembled outputs
-        return lower_coiteration(func)
-    return tvm.IRModule({"main": _Lowering(func).run()})
+        mod = lower_coiteration(func)
+    else:
+        mod = tvm.IRModule({"main": _Lowering(func).run()})
+    return tvm.IRModule({gv: store_narrow_indices(f, func) for gv, f in mod.functions.items()},
+                        attrs=mod.attrs)
 
 
 class _Lowering:

@@ -25,6 +25,8 @@ class AxisDecl:
     indices: Any = None
     idtype: str = "int32"
     sorted: bool = True
+    indptr_dtype: Any = None        # None: stored in idtype
+    indices_dtype: Any = None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from tvm.script.parser.core.diagnostics import Source
 from tvm.script.parser.core.error import ParserError
 from tvm.script.parser.core.parser import Parser
 
-from ..ir.axis import AttachedAxis, Axis, FusedAxis
+from ..ir.axis import AttachedAxis, Axis, FusedAxis, narrower
 from ..ir.coiteration import CoiteratedAxis
 from ..ir.buffer import BufferDomain, SparseBuffer
 from ..ir.function import SparseFunction
@@ -247,7 +247,9 @@ def _declare_axis(self: Parser, target: doc.Name, decl: AxisDecl) -> Axis:
     axis = Axis(name=name, kind=decl.kind, parent=decl.parent,
                 length=_size(self, target, decl.length), nnz=_size(self, target, decl.nnz),
                 nnz_cols=_size(self, target, decl.nnz_cols), indptr=decl.indptr,
-                indices=decl.indices, idtype=decl.idtype, sorted=bool(decl.sorted))
+                indices=decl.indices, idtype=decl.idtype, sorted=bool(decl.sorted),
+                indptr_dtype=narrower(decl.indptr_dtype, decl.idtype),
+                indices_dtype=narrower(decl.indices_dtype, decl.idtype))
     state.axes.append(axis)
     return axis
 

@@ -54,19 +54,23 @@ def _param_type(param: tirx.Var) -> str:
 
 def _axis(axis: Axis) -> str:
     idtype = f'"{axis.idtype}"'
-    sorted_flag = "" if axis.sorted else ", sorted=False"
+    flags = "" if axis.sorted else ", sorted=False"
+    for role in ("indptr", "indices"):
+        stored = getattr(axis, f"{role}_dtype")
+        if stored is not None:
+            flags += f', {role}_dtype="{stored}"'
     if axis.kind == "dense_fixed":
         extra = "" if axis.idtype == "int32" else f", {idtype}"
         return f"T.dense_fixed({format_expr(axis.length)}{extra})"
     parent = axis.parent.name
     if axis.kind == "dense_variable":
         return (f"T.dense_variable({parent}, ({format_expr(axis.length)}, {format_expr(axis.nnz)}), "
-                f"{axis.indptr.name}, {idtype})")
+                f"{axis.indptr.name}, {idtype}{flags})")
     if axis.kind == "sparse_fixed":
         return (f"T.sparse_fixed({parent}, ({format_expr(axis.length)}, {format_expr(axis.nnz_cols)}), "
-                f"{axis.indices.name}, {idtype}{sorted_flag})")
+                f"{axis.indices.name}, {idtype}{flags})")
     return (f"T.sparse_variable({parent}, ({format_expr(axis.length)}, {format_expr(axis.nnz)}), "
-            f"({axis.indptr.name}, {axis.indices.name}), {idtype}{sorted_flag})")
+            f"({axis.indptr.name}, {axis.indices.name}), {idtype}{flags})")
 
 
 def _buffer(buf: SparseBuffer) -> str:

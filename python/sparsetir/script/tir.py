@@ -64,25 +64,35 @@ def dense_fixed(length, idtype: str = "int32") -> AxisDecl:
     return AxisDecl("dense_fixed", None, length, idtype=idtype)
 
 
-def dense_variable(parent, shape, indptr, idtype: str = "int32") -> AxisDecl:
-    """A dense axis whose rows have ``indptr[r+1]-indptr[r]`` positions; ``shape=(length, nnz)``."""
+def dense_variable(parent, shape, indptr, idtype: str = "int32",
+                   indptr_dtype: str | None = None) -> AxisDecl:
+    """A dense axis whose rows have ``indptr[r+1]-indptr[r]`` positions; ``shape=(length, nnz)``;
+    ``indptr_dtype``: the type ``indptr`` is stored in when narrower than ``idtype``."""
     length, nnz = _pair(shape, "dense_variable", "(length, nnz)")
-    return AxisDecl("dense_variable", parent, length, nnz=nnz, indptr=indptr, idtype=idtype)
+    return AxisDecl("dense_variable", parent, length, nnz=nnz, indptr=indptr, idtype=idtype,
+                    indptr_dtype=indptr_dtype)
 
 
-def sparse_fixed(parent, shape, indices, idtype: str = "int32", sorted: bool = True) -> AxisDecl:
-    """A sparse axis with ``nnz_cols`` stored columns per row; ``shape=(length, nnz_cols)``."""
+def sparse_fixed(parent, shape, indices, idtype: str = "int32", sorted: bool = True,
+                 indices_dtype: str | None = None) -> AxisDecl:
+    """A sparse axis with ``nnz_cols`` stored columns per row; ``shape=(length, nnz_cols)``;
+    ``indices_dtype``: the type ``indices`` is stored in when narrower than ``idtype``."""
     length, nnz_cols = _pair(shape, "sparse_fixed", "(length, nnz_cols)")
     return AxisDecl("sparse_fixed", parent, length, nnz_cols=nnz_cols, indices=indices,
-                    idtype=idtype, sorted=sorted)
+                    idtype=idtype, sorted=sorted, indices_dtype=indices_dtype)
 
 
-def sparse_variable(parent, shape, data, idtype: str = "int32", sorted: bool = True) -> AxisDecl:
-    """A CSR axis; ``shape=(length, nnz)``, ``data=(indptr, indices)``."""
+def sparse_variable(parent, shape, data, idtype: str = "int32", sorted: bool = True,
+                    indptr_dtype: str | None = None,
+                    indices_dtype: str | None = None) -> AxisDecl:
+    """A CSR axis; ``shape=(length, nnz)``, ``data=(indptr, indices)``; ``indptr_dtype`` /
+    ``indices_dtype``: the types the arrays are stored in when narrower than ``idtype``
+    (``T.sparse_variable(I, (n, nnz), (indptr, indices), indices_dtype="int8")``)."""
     length, nnz = _pair(shape, "sparse_variable", "(length, nnz)")
     indptr, indices = _pair(data, "sparse_variable", "(indptr, indices)")
     return AxisDecl("sparse_variable", parent, length, nnz=nnz, indptr=indptr, indices=indices,
-                    idtype=idtype, sorted=sorted)
+                    idtype=idtype, sorted=sorted, indptr_dtype=indptr_dtype,
+                    indices_dtype=indices_dtype)
 
 
 def match_sparse_buffer(param, axes, dtype: str = "float32", extra_storage=None,
