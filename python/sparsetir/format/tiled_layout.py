@@ -158,7 +158,10 @@ class TiledLayout:
                [ 1,  3,  5,  7,  9, 11, 13, 15]])
         """
         shape = self._shape(shape)
-        return self.linear_expr(_index(index, shape), shape)
+        entries = _index(index, shape)
+        if not all(isinstance(e, int) for e in entries):
+            self._check_physical(shape, _INT64_LIMIT, "int64 linear indices")
+        return self.linear_expr(entries, shape)
 
     def linear_expr(self, index, shape):
         """:meth:`linear_index` as an expression of ``index`` without checking it: works on
@@ -186,9 +189,10 @@ class TiledLayout:
         """``array`` laid out: a flat array of :meth:`physical_size` elements of its dtype,
         padding set to ``fill``. The array's dtype must be the layout's element type."""
         array = self._array(array)
+        positions = self._positions(array.shape)
         size = self.physical_size(array.shape)
         flat = np.full(size, fill, dtype=array.dtype)
-        flat[self._positions(array.shape).ravel()] = array.ravel()
+        flat[positions.ravel()] = array.ravel()
         return flat
 
     def from_physical(self, flat, shape=None) -> np.ndarray:
@@ -202,8 +206,16 @@ class TiledLayout:
         self._check_dtype(flat, "flat")
         return flat[self._positions(shape)]
 
+    def _check_physical(self, shape: tuple, limit: int, what: str) -> None:
+        """Refuse a physical array of ``limit`` elements or more (padding included)."""
+        size = self.physical_size(shape)
+        if size >= limit:
+            raise TiledLayoutError(f"{self} lays out {shape} in {size} physical elements "
+                                   f"(padding included), past {what} ({limit - 1} at most)")
+
     def _positions(self, shape: tuple) -> np.ndarray:
         """The linear index of every element of an array of bounds ``shape``."""
+        self._check_physical(shape, MAX_ELEMENTS, "what an array may hold")
         grid = np.indices(shape, dtype=np.int64, sparse=True)
         return np.broadcast_to(self.linear_expr(grid, shape), shape)
 
@@ -242,6 +254,10 @@ class TiledLayout:
         for tile in self.tiles:
             shape, index = _apply_tile(tile, shape, index)
         return shape, index
+
+
+_INT64_LIMIT = 2**63
+"""Linear indices of arrays of indices are int64: a physical array must have fewer elements."""
 
 
 def _apply_tile(tile: tuple, shape: tuple, index):

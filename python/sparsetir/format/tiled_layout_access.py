@@ -24,6 +24,8 @@ Example
 
 from __future__ import annotations
 
+import math
+
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
@@ -31,7 +33,7 @@ from tvm.script.ir_builder import tirx as Tb
 
 from ..errors import SparseTIRTypeError
 from .param_rewrite import find_param, main_only, replace_params
-from .tiled_layout import TiledLayout, TiledLayoutError
+from .tiled_layout import COMBINE, TiledLayout, TiledLayoutError
 
 __all__ = ["ApplyTiledLayout", "apply_tiled_layout"]
 
@@ -73,6 +75,11 @@ def _tiled_function(func: tirx.PrimFunc, param: str, layout: TiledLayout) -> tir
     old = find_param(func, param, TiledLayoutError)
     shape = list(old.shape)
     _check_fits(old, shape, layout, param)
+    constants = [t for tile in layout.tiles for t in tile if t != COMBINE] + \
+        [int(d) for d in shape if isinstance(d, tirx.IntImm)]
+    if math.prod(constants) >= 2**31:
+        # the constants alone multiply past int32: compute the positions in int64
+        shape = [tirx.Cast("int64", d) if str(d.ty.dtype) != "int64" else d for d in shape]
     analyzer = tvm.sym.Analyzer()
     size = analyzer.simplify(layout.physical_size_expr(shape))
     new = Tb.buffer([size], old.dtype, layout=None, buffer_name=old.name,

@@ -33,6 +33,7 @@ from ..ir.function import SparseFunction
 from ..stage1.format_decompose import extract_preprocess as stage1_extract
 from ..stage1.format_decompose import remove_preprocess as stage1_remove
 from .index_guards import guard_blocks
+from .search_tables import guard_table_reads, search_of
 
 
 def ExtractPreprocess() -> tvm.transform.Pass:  # pylint: disable=invalid-name
@@ -81,6 +82,13 @@ def _split(mod, keep_preprocess: bool, what: str) -> tvm.IRModule:
     kept = [nest for nest, m in zip(nests, marked) if m == keep_preprocess]
     if not keep_preprocess:
         kept = [guard_blocks(nest, tables, _table_message) for nest in kept]
+        searches = [search_of([n for n, m in zip(nests, marked) if m], table, list(func.params))
+                    for table in tables]
+        for search in filter(None, searches):
+            message = (f"the table {search.table.name} (an input since remove_preprocess) "
+                       "holds an entry that is not the search's result for its position; pass "
+                       "the table the extracted preprocess wrote")
+            kept = [guard_table_reads(nest, search, message) for nest in kept]
     if not kept:
         raise SparseTIRValueError(f"{what}: main has no " + (
             "nest annotated preprocess" if keep_preprocess else "nest besides its preprocess"))

@@ -47,6 +47,9 @@ def specialize_buffer(mod: tvm.IRModule, buf_name: str, idx_map) -> tvm.IRModule
     if not callable(idx_map):
         raise SparseTIRTypeError(f"idx_map must be a function of the coordinates of {buf_name}, "
                                  f"got {idx_map!r}")
+    if not any(gv.name_hint == "main" for gv in mod.functions):
+        raise SparseTIRValueError("specialize_buffer: the module has no function 'main' (give "
+                                  "it the module lower_sparse_iter returns)")
     func = mod["main"]
     buffers = {str(p.name): p for p in func.params if tirx.is_buffer_var(p)}
     if buf_name not in buffers:
@@ -59,7 +62,7 @@ def specialize_buffer(mod: tvm.IRModule, buf_name: str, idx_map) -> tvm.IRModule
     if any(stored):
         raise SparseTIRValueError(f"specialize_buffer: main writes {buf_name}; only a buffer "
                                   "the kernel reads can be replaced by a formula")
-    coordinates = _coordinates(func, buf, len(inspect.signature(idx_map).parameters))
+    coordinates = _coordinates(func, buf, _arity(idx_map))
 
     def formula(load):
         if not load.source.same_as(buf):
@@ -68,7 +71,7 @@ def specialize_buffer(mod: tvm.IRModule, buf_name: str, idx_map) -> tvm.IRModule
         if not isinstance(values, (tuple, list)) or len(values) != 1:
             raise SparseTIRValueError(f"specialize_buffer: idx_map must return one value "
                                       f"(a 1-tuple such as (i + j,)), got {values!r}")
-        return tvm.sym.Analyzer().simplify(tirx.const(0, buf.dtype) + values[0])
+        return tvm.sym.Analyzer().simplify(_value(values[0], buf))
 
     def on_block(block):
         analyzer = tvm.sym.Analyzer()
@@ -99,6 +102,36 @@ def specialize_buffer(mod: tvm.IRModule, buf_name: str, idx_map) -> tvm.IRModule
     out = dict(mod.functions)
     out[mod.get_global_var("main")] = func.with_body(body)
     return tvm.IRModule(out, attrs=mod.attrs)
+
+
+def _arity(idx_map) -> int:
+    """The number of coordinates ``idx_map`` takes."""
+    try:
+        return len(inspect.signature(idx_map).parameters)
+    except (TypeError, ValueError):
+        raise SparseTIRTypeError(f"idx_map must be a function whose parameters can be counted "
+                                 f"(a lambda or a def), got {idx_map!r}") from None
+
+
+def _value(value, buf):
+    """``value`` (a Python number or a TIR expression) as an expression of ``buf``'s dtype;
+    anything else, or another dtype, is refused (nothing is cast)."""
+    want = str(buf.dtype)
+    integral = want.startswith(("int", "uint"))
+    if isinstance(value, bool) or not isinstance(value, (int, float, tvm.ir.expr.Expr)):
+        raise SparseTIRTypeError(f"specialize_buffer: idx_map must give a {want} value for "
+                                 f"{buf.name}, got {value!r} ({type(value).__name__})")
+    if isinstance(value, (int, float)):
+        if integral and isinstance(value, float):
+            raise SparseTIRTypeError(f"specialize_buffer: idx_map gives the float {value!r} for "
+                                     f"{buf.name}, which holds {want}")
+        return tirx.const(value, want)
+    got = str(value.ty.dtype) if hasattr(value, "ty") else None
+    if got != want:
+        raise SparseTIRTypeError(f"specialize_buffer: idx_map gives {value} of dtype {got} for "
+                                 f"{buf.name}, which holds {want}; nothing is cast (write "
+                                 f"tvm.tirx.Cast(\"{want}\", ...) if the values fit)")
+    return value
 
 
 def _coordinates(func, buf, arity: int):

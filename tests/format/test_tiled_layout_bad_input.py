@@ -1,0 +1,48 @@
+"""``TiledLayout`` and ``apply_tiled_layout`` with padding so large that the physical array
+cannot exist or its positions leave int64 / int32: a ``TiledLayoutError`` or the call's
+``ArgumentError`` naming the sizes, never numpy's bare ``ValueError``, TVM's internal literal
+check, or linear indices that silently wrap around.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+import sparsetir
+from sparsetir.errors import ArgumentError
+from sparsetir.format import TiledLayout, TiledLayoutError, apply_tiled_layout
+from sparsetir.ops.kernels import spmm as csrmm
+
+HUGE = TiledLayout.parse("{1,0:T(1,4611686018427387904)}")     # 2**62 columns per tile
+
+
+def test_arrays_of_indices_past_int64_are_refused_not_wrapped():
+    rows, cols = np.indices((5, 1))
+    assert HUGE.linear_index((4, 0), (5, 1)) == 4 * 2**62       # Python ints stay exact
+    with pytest.raises(TiledLayoutError, match=r"in 23058430092136939520 physical elements"
+                                                r".*past int64 linear indices"):
+        HUGE.linear_index((rows, cols), (5, 1))
+
+
+def test_padding_past_any_array_is_refused_by_the_layout():
+    layout = TiledLayout.parse("{1,0:T(100000000000,100000000000)}")
+    assert layout.physical_size((1, 1)) == 10**22
+    with pytest.raises(TiledLayoutError, match=r"in 10000000000000000000000 physical elements"
+                                               r".*what an array may hold"):
+        layout.to_physical(np.zeros((1, 1)))
+    with pytest.raises(TiledLayoutError, match="physical elements"):
+        layout.from_physical(np.zeros(1), (1, 1))
+
+
+@pytest.mark.parametrize("text, size", [
+    ("{1,0:T(65536,65536)}", 2**32),          # the tile alone holds 2**32 elements
+    ("{1,0:T(3000000000,1)}", 6 * 10**9),
+])
+def test_a_kernel_with_int32_sizes_and_huge_tiles_counts_in_int64(text, size):
+    mod = sparsetir.lower_sparse_iter(csrmm.specialize({"feat_size": 2}))
+    kernel = sparsetir.build(apply_tiled_layout(mod, "x", TiledLayout.parse(text)), "llvm")
+    a = scipy.sparse.csr_matrix(np.array([[1, 0, 2, 0], [0, 0, 0, 0]], np.float32))
+    y = np.full((2, 2), np.nan, np.float32)
+    with pytest.raises(ArgumentError, match=f"argument 'x': has 8 elements.* = {size}"):
+        kernel(a.data, np.zeros(8, np.float32), y, a.indptr.astype(np.int32),
+               a.indices.astype(np.int32), 2, 4, a.nnz)
