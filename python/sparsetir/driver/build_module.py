@@ -132,6 +132,7 @@ def signature_of(func: tirx.PrimFunc) -> Signature:
     """
     names = attrs.param_names(func)
     shapes = attrs.stage2_shapes(func)
+    layouts = attrs.tiled_layouts(func)
     written = _stored_buffers(func)
     params = []
     for param in func.params:
@@ -145,7 +146,7 @@ def signature_of(func: tirx.PrimFunc) -> Signature:
             params.append(BufferParam(name, str(param.dtype), length,
                                       any(param.same_as(w) for w in written),
                                       declared if len(declared) > 1 else (), keeps_shape,
-                                      int(param.data_alignment)))
+                                      int(param.data_alignment), layouts.get(param.name, "")))
         else:
             params.append(ScalarParam(name, param))
     present = {p.name for p in params}

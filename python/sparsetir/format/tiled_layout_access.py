@@ -9,7 +9,10 @@ included) and reads and writes every element through the layout's index map
 positions of the array's elements are ever read or written, so whatever the padding holds
 never contributes. The block regions of the buffer cover all of it (its reads are
 data-dependent in a sparse kernel anyway); loops and blocks are left as they are, so the
-result is scheduled and built like any Stage II module, default schedule included.
+result is scheduled and built like any Stage II module, default schedule included. The
+function records the layout of each parameter it re-declared (``ir.attrs.tiled_layouts``),
+so the compiled kernel takes there only a 1-D array of the physical size
+(``layout.to_physical(x)``), never the logical array, even one with as many elements.
 
 Example
 -------
@@ -32,6 +35,7 @@ from tvm import s_tir, tirx
 from tvm.script.ir_builder import tirx as Tb
 
 from ..errors import SparseTIRTypeError
+from ..ir.attrs import TILED_LAYOUTS_ATTR, tiled_layouts
 from .param_rewrite import find_param, main_only, replace_params
 from .tiled_layout import COMBINE, TiledLayout, TiledLayoutError
 
@@ -103,7 +107,8 @@ def _tiled_function(func: tirx.PrimFunc, param: str, layout: TiledLayout) -> tir
     if old in tiles:
         raise TiledLayoutError(f"a block matches a tile of {param!r} (tensorize): a tiled "
                                "layout cannot be applied to it")
-    return replace_params(func, {old: new}, on_load, on_store, on_region)
+    tiled = replace_params(func, {old: new}, on_load, on_store, on_region)
+    return tiled.with_attr(TILED_LAYOUTS_ATTR, {**tiled_layouts(func), old.name: str(layout)})
 
 
 def _check_fits(buf, shape: list, layout: TiledLayout, param: str):

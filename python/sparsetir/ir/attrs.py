@@ -42,6 +42,10 @@ LOWERED_LOOPS_ATTR = "sparsetir.lowered_loops"
 """Block name -> the loops lowering put between it and its enclosing block
 (``lower.loop_signature``)."""
 
+TILED_LAYOUTS_ATTR = "sparsetir.tiled_layouts"
+"""Stage II buffer name -> layout text (``TiledLayout.parse`` reads it), for each parameter
+``format.apply_tiled_layout`` re-declared as a flat physical array."""
+
 # -- annotations of the root block: the metadata whose sizes are expressions -----------------
 
 INDEX_CHECKS_KEY = "sparsetir.index_checks"
@@ -135,8 +139,19 @@ def with_root_annotations(func: tirx.PrimFunc, annotations: dict) -> tirx.PrimFu
 
 def param_names(func: tirx.PrimFunc) -> dict:
     """Stage II parameter name -> Stage I name (empty for a function sparsetir did not lower)."""
+    return _text_map(func, PARAM_NAMES_ATTR)
+
+
+def tiled_layouts(func: tirx.PrimFunc) -> dict:
+    """Stage II buffer name -> layout text, for each parameter stored in a tiled layout."""
+    return _text_map(func, TILED_LAYOUTS_ATTR)
+
+
+def _text_map(func: tirx.PrimFunc, key: str) -> dict:
+    """The function attribute ``key`` (a map of names to text) as a dict of str; empty when
+    absent."""
     attrs = func.attrs
-    return {str(k): str(v) for k, v in (attrs.get(PARAM_NAMES_ATTR, {}) if attrs else {}).items()}
+    return {str(k): str(v) for k, v in (attrs.get(key, {}) if attrs else {}).items()}
 
 
 def index_checks(func: tirx.PrimFunc) -> list:

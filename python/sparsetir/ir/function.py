@@ -30,6 +30,7 @@ from .iteration import SparseIteration
 from .node import node
 from .substitute import Substituter
 from .utils import var_dtype
+from .visit import iterations
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 _PRINTER: list = []
@@ -73,8 +74,9 @@ class SparseFunction(tvm_ffi.Object):
     attrs: dict
 
     def __post_init__(self):
-        """Refuse names declared twice, axes and buffers over undeclared axes, and body items
-        that are not sparse iterations or buffer domains."""
+        """Refuse names declared twice (sparse iterations, nested ones included, too: schedules
+        and lowered block names refer to an iteration by its name), axes and buffers over
+        undeclared axes, and body items that are not sparse iterations or buffer domains."""
         where = f"function {self.name}"
         for a_kind, kind, items, cls in (("a", "parameter", self.params, tirx.Var),
                                          ("an", "axis", self.axes, Axis),
@@ -96,6 +98,7 @@ class SparseFunction(tvm_ffi.Object):
             if not isinstance(stmt, (SparseIteration, BufferDomain)):
                 raise SparseTIRTypeError(f"{where}: a body item must be a SparseIteration or a "
                                 f"BufferDomain, got {type(stmt).__name__}")
+        _refuse_repeated_iteration_names(where, self.body)
 
     def get_axis(self, name: str) -> Axis:
         """The axis called ``name``."""
@@ -144,6 +147,19 @@ class SparseFunction(tvm_ffi.Object):
 
     def __str__(self) -> str:
         return self.script()
+
+
+def _refuse_repeated_iteration_names(where: str, body: list) -> None:
+    """SparseTIRValueError naming an iteration name used twice and the two positions (in
+    program order, nested iterations counted) where it is used."""
+    first = {}
+    for position, it in enumerate(iterations(body), 1):
+        if it.name in first:
+            raise SparseTIRValueError(
+                f"{where}: sparse iteration {it.name} is declared twice (sparse iterations "
+                f"{first[it.name]} and {position} in program order); give each T.sp_iter its own "
+                "name: sparsetir.Schedule and the lowered blocks refer to an iteration by name")
+        first[it.name] = position
 
 
 def _named(items, name: str, missing: str):

@@ -104,8 +104,9 @@ class BufferConverter:
 
     Accepts numpy arrays, torch tensors and tvm tensors of exactly the parameter's dtype with
     exactly ``accept.length`` elements, flat or of the declared shape (of any shape when none
-    is declared), taken in C (row-major) order. Torch and tvm tensors must be on the kernel's
-    device; numpy arrays are host data and are copied to a CUDA device. Data that is not
+    is declared; only flat for a buffer stored in a tiled layout), taken in C (row-major)
+    order. Torch and tvm tensors must be on the kernel's device; numpy arrays are host data
+    and are copied to a CUDA device. Data that is not
     contiguous or not aligned as ``accept.alignment`` says is staged in a fresh tvm tensor;
     for written parameters the call also returns a function that copies the staged data back
     into the caller's array. Anything else raises ArgumentError naming the parameter.
@@ -181,6 +182,12 @@ class BufferConverter:
     def _check_shape(self, shape: tuple) -> None:
         if self.accept.shape_fits(shape):
             return
+        if self.param.layout:
+            raise self._error(f"has shape {tuple(int(d) for d in shape)}, but the kernel stores it "
+                              f"in the tiled layout {self.param.layout} and takes its flat "
+                              f"physical array of {self.accept.length} elements: pass "
+                              f"layout.to_physical(x) (layout = TiledLayout.parse("
+                              f"{self.param.layout!r}))")
         declared = ", ".join(str(d) for d in self.param.shape)
         values = ", ".join(str(d) for d in self.accept.dims)
         raise self._error(f"has shape {tuple(int(d) for d in shape)}, the kernel expects "

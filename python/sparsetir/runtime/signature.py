@@ -53,11 +53,18 @@ class BufferParam:
         dimensions), not flat: the call passes a view of that shape.
     alignment : int
         Byte alignment the compiled function assumes for the data (0: the kernel's default).
+    layout : str
+        The text of the ``TiledLayout`` whose flat physical array the buffer is
+        (``sparsetir.format.apply_tiled_layout``), empty otherwise. Such a buffer declares the
+        shape ``(length,)`` unless told another: it takes only a 1-D array, never an N-D array
+        that merely has as many elements (the logical array, whose elements sit elsewhere).
 
     Examples
     --------
     >>> BufferParam("indptr", "int32", m + 1, written=False)
     >>> BufferParam("b", "float32", n * 64, written=False, shape=(n, 64))
+    >>> BufferParam("x", "float32", 8, written=False, layout="{1,0:T(2,2)}").shape
+    (8,)
     """
 
     name: str
@@ -67,6 +74,11 @@ class BufferParam:
     shape: tuple = ()
     keeps_shape: bool = False
     alignment: int = 0
+    layout: str = ""
+
+    def __post_init__(self):
+        if self.layout and not self.shape:
+            object.__setattr__(self, "shape", (self.length,))
 
 
 @dataclass(frozen=True)

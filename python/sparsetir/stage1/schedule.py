@@ -7,7 +7,8 @@ checks its arguments first and raises ``SparseScheduleError`` naming what is wro
 primitive leaves the function as it was.
 
 - ``get_sparse_iteration(name)``: a handle to the iteration of that name (nested ones
-  included), SparseTIR's random variable: it stays valid across primitives, ``sch.get(rv)`` is
+  included; a ``SparseFunction`` refuses two iterations of one name), SparseTIR's random
+  variable: it stays valid across primitives, ``sch.get(rv)`` is
   the iteration as it is now, and the handle reads the current iteration's attributes itself
   (``rv.name``, ``rv.annotations``, ``rv.kinds``...).
 - ``get(rv)``: the current ``SparseIteration`` behind a handle.
