@@ -3,13 +3,17 @@
 Every result is checked against scipy (values compared densely: our results keep the explicit
 zeros the merge produces, scipy drops them) and timed beside scipy and, when it is installed
 (``make bench`` installs it), python-graphblas: median of repeats in this process, with
-``TVM_NUM_THREADS`` threads (on a shared machine compare ratios only).
+``TVM_NUM_THREADS`` threads (on a shared machine compare ratios only, and read the CPU pressure,
+``/proc/pressure/cpu``, printed at the end). Where other processes hold the cores, run with
+``OMP_WAIT_POLICY=PASSIVE``: with OpenMP's default spinning, a parallel launch at 2 threads
+waited about 8 ms for its second thread on a shared 2-core machine.
 
-    python examples/coiteration.py [graph ...]          # default: cora citeseer
+    TVM_NUM_THREADS=1 python examples/coiteration.py [graph ...]   # default: cora citeseer
 """
 
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -74,6 +78,9 @@ def main(graphs) -> None:
             other = f"{median_ms(lambda: graphblas(ga, gbb)):>14.3f}" if gb else f"{'n/a':>14}"
             print(f"{name:<10}{label:<8}{a.nnz:>8}{b.nnz:>8}{result.nse:>9}"
                   f"{ours:>10.3f}{theirs:>10.3f}{other}")
+    pressure = Path("/proc/pressure/cpu")
+    if pressure.exists():
+        print(f"# cpu pressure: {pressure.read_text().splitlines()[0]}", file=sys.stderr)
 
 
 if __name__ == "__main__":

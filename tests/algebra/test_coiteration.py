@@ -144,9 +144,9 @@ def test_stage1_round_trip_and_parallel_schedule(kernels):
     assert "T.coiterate(J, T.union(B, C))" in k.func.script()
     assert tvm_ffi.structural_equal(k.func, from_source(k.func.script()))
     mod = sparsetir.lower_sparse_iter(k.func)
-    assert sorted(gv.name_hint for gv in mod.functions) == ["count", "main"]
+    assert sorted(gv.name_hint for gv in mod.functions) == ["count", "main", "onepass"]
     sch = tvm.s_tir.Schedule(mod)            # TVM's checks on
-    for fn in ("main", "count"):
+    for fn in ("main", "count", "onepass"):
         sch.work_on(fn)
         loop = sch.get_loops(sch.get_sblock("kernel0"))[0]
         sch.parallel(loop)
@@ -229,7 +229,7 @@ def test_spgemm_parallel_chunks_and_lattice(spgemm):
 def test_more_refusals():
     with pytest.raises(SparseTIRValueError, match="column 17: cannot read '%'"):
         alg.compile("A(i,j) = B(i,j) % C(i,j)")
-    with pytest.raises(SparseTIRValueError, match="format of B: '2:4' has 2 dimensions and 3"):
+    with pytest.raises(SparseTIRValueError, match="format of B: '2:4' has structured levels"):
         alg.compile("A(i,j) = B(i,j) + C(i,j)", formats={"B": "2:4"})
     with pytest.raises(SparseTIRValueError, match="format of B: level type loose_compressed"):
         alg.compile("A(i,j) = B(i,j) + C(i,j)",
@@ -294,3 +294,22 @@ def test_3d_operands_dense_or_compressed_per_level(levels):
     np.testing.assert_allclose(_dense(mul(B=b, C=c)), b * c)
     add = alg.compile("A(i,j,k) = B(i,j,k) + C(i,j,k)", formats={"B": enc, "C": enc})
     np.testing.assert_allclose(add(B=b, C=c), b + c)
+
+
+@pytest.mark.parametrize("fb, fc", [("DCSR", "CSR"), ("DCSR", "DCSR"), ("COO", "CSR")])
+def test_csr_result_under_a_sum_over_a_sparse_outer_index(fb, fc):
+    """SpGEMM into CSR with B's rows compressed: each workspace row looks B's row up."""
+    k = alg.compile("A(i,j) = B(i,k) * C(k,j)", formats={"A": "CSR", "B": fb, "C": fc})
+    b, c = _mat(12, 9, 0.3, 20, empty_rows=(0, 4, 11)), _mat(9, 10, 0.3, 21, empty_rows=(3,))
+    result = k(B=b, C=c)
+    assert result.encoding.level_types[0].kind == "dense"
+    np.testing.assert_allclose(_dense(result), (b @ c).toarray())
+    pos = result.positions(1)
+    assert pos[1] == pos[0] and pos[5] == pos[4] and pos[12] == pos[11]    # B's empty rows
+    _check_canonical(result)
+    mod = sparsetir.lower_sparse_iter(k.func)
+    sch = tvm.s_tir.Schedule(mod)                   # TVM's checks on
+    for fn in ("main", "count"):
+        sch.work_on(fn)
+        sch.parallel(sch.get_loops(sch.get_sblock("kernel0"))[0])
+    np.testing.assert_allclose(_dense(k.rebuild(sch.mod)(B=b, C=c)), (b @ c).toarray())

@@ -21,7 +21,10 @@ Example
 
 from __future__ import annotations
 
+import keyword
 from dataclasses import dataclass, replace
+
+from ..lower.coiterate_onepass import CHUNKS_PARAM
 
 from .notation import Access, Binary, Const, Neg, NotationError, Statement
 
@@ -47,20 +50,25 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel") -
     tensors = {lhs.name: out_fmt}
     for access in stmt.accesses:
         tensors.setdefault(access.name, formats[access.name])
+    _check_divisors(stmt.rhs, tensors, stmt.text)
+    _check_index_names(stmt)
     accesses = {lhs.name: lhs, **{a.name: a for a in stmt.accesses}}
     loop = loop_order(stmt, tensors, accesses)
     if out_fmt.is_dense:             # a dense result is stored in loop order (and transposed)
         out_fmt = replace(out_fmt, dims=tuple(sorted(range(len(lhs.indices)),
                                                      key=lambda d: loop.index(lhs.indices[d]))))
         tensors[lhs.name] = out_fmt
-    axis_names = {v: _axis_name(v, tensors) for v in loop}
+    script = _ScriptNames(name, tensors, loop)
+    axis_names = script.axes
     merges = {v: _merge(stmt.rhs, v) for v in loop}
     lines, params, names, sizes = [], [], {}, []
     uses_root = False
     decls = []
     for tname, fmt in tensors.items():
-        low = tname.lower() if tname.lower() != tname else tname + "_"
-        entry = {"buffer": tname, "vals": f"{low}_vals", "pos": [], "crd": [], "nnz": []}
+        buf = script.buffers[tname]
+        low = buf.lower() if buf.lower() != buf else buf + "_"
+        entry = {"buffer": buf, "vals": script.fresh(f"{low}_vals"), "pos": [], "crd": [],
+                 "nnz": []}
         params.append(entry["vals"])
         axes = []
         parent = None
@@ -74,10 +82,10 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel") -
                 continue
             if parent is None:
                 uses_root = True
-                parent = "R"
-                axes.append("R")
-            axis = f"{tname}{l}"
-            pos, crd, nnz = f"{low}{l}_pos", f"{low}{l}_crd", f"{low}{l}_nnz"
+                parent = script.root
+                axes.append(parent)
+            axis = script.fresh(f"{buf}{l}")
+            pos, crd, nnz = (script.fresh(f"{low}{l}_{key}") for key in ("pos", "crd", "nnz"))
             params += [pos, crd]
             sizes.append(nnz)
             entry["pos"].append(pos)
@@ -89,8 +97,8 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel") -
             axes.append(axis)
         if not fmt.kinds:
             uses_root = True
-            axes.append("R")
-        decls.append(f'{tname} = T.match_sparse_buffer({entry["vals"]}, ({", ".join(axes)},), '
+            axes.append(script.root)
+        decls.append(f'{buf} = T.match_sparse_buffer({entry["vals"]}, ({", ".join(axes)},), '
                      f'"{dtype}")')
         names[tname] = entry
     scalars = [f"n_{v}" for v in loop] + sizes
@@ -99,7 +107,7 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel") -
     lines.append(f"def {name}({sig}):")
     body = ['T.func_attr({"global_symbol": "main", "tir.noalias": True})']
     if uses_root:
-        body.append("R = T.dense_fixed(1)")
+        body.append(f"{script.root} = T.dense_fixed(1)")
     body += [f"{axis_names[v]} = T.dense_fixed(n_{v})" for v in loop]
     body += decls
     iter_axes = []
@@ -107,20 +115,25 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel") -
         tree = merges[v]
         sparse = tree not in (None, DENSE) and any(
             _is_compressed_at(tensors[t], accesses[t], v) for t in _leaves(tree))
-        merge = _merge_text(("union", [tree]) if isinstance(tree, str) else tree)
-        iter_axes.append(f"T.coiterate({axis_names[v]}, {merge})" if sparse else axis_names[v])
+        if sparse:
+            merge = _merge_text(("union", [tree]) if isinstance(tree, str) else tree,
+                                script.buffers)
+            iter_axes.append(f"T.coiterate({axis_names[v]}, {merge})")
+        else:
+            iter_axes.append(axis_names[v])
     kinds = "".join("S" if v in lhs.indices else "R" for v in loop)
     body.append(f'with T.sp_iter([{", ".join(iter_axes)}], "{kinds}", "{name}") as '
-                f'[{", ".join(loop)}]:')
-    out_ref = _ref(lhs, out_fmt, tensors)
-    rhs = _expr_text(stmt.rhs, tensors, dtype)
+                f'[{", ".join(script.vars[v] for v in loop)}]:')
+    out_ref = _ref(lhs, out_fmt, script)
+    rhs = _expr_text(stmt.rhs, tensors, dtype, script)
     if stmt.reduction_vars:
         once, summed = _split_terms(stmt.rhs, set(stmt.reduction_vars))
-        first = " + ".join(_term_text(t, tensors, dtype) for t in once) or f"T.{dtype}(0)"
+        first = " + ".join(_term_text(t, tensors, dtype, script) for t in once) or \
+            f"T.{dtype}(0)"
         body.append("    with T.init():")
         body.append(f"        {out_ref} = {first}")
         body.append(f"    {out_ref} = {out_ref} + "
-                    f"{' + '.join(_term_text(t, tensors, dtype) for t in summed)}")
+                    f"{' + '.join(_term_text(t, tensors, dtype, script) for t in summed)}")
     else:
         body.append(f"    {out_ref} = {rhs}")
     lines += ["    " + b for b in body]
@@ -180,39 +193,84 @@ def _accesses_of(expr):
     return []
 
 
-def _term_text(term, tensors, dtype) -> str:
+def _term_text(term, tensors, dtype, script) -> str:
     sign, expr = term
-    text = _expr_text(expr, tensors, dtype)
+    text = _expr_text(expr, tensors, dtype, script)
     return text if sign > 0 else f"(T.{dtype}(0) - {text})"
 
 
-def _axis_name(v: str, tensors: dict) -> str:
-    name = v.upper()
-    while name in tensors or name == "R":
-        name += "_"
-    return name
+class _ScriptNames:
+    """Distinct Python names for everything the generated script declares, so that no tensor
+    or index name of the statement (``T``, ``R``, a keyword, an index named like a tensor)
+    shadows another: each is the wanted name, or it with ``_`` appended until it is free. The
+    size parameters ``n_<index>`` keep their names (a call passes them by these)."""
+
+    def __init__(self, func_name: str, tensors: dict, loop: tuple):
+        self.taken = {"T", func_name, CHUNKS_PARAM} | {f"n_{v}" for v in loop}
+        out = next(iter(tensors))
+        self.buffers = {out: self.fresh(out)}
+        self.taken |= {f"{self.buffers[out]}_{role}" for role in ("counts", "ends")}
+        self.buffers.update({t: self.fresh(t) for t in tensors if t != out})
+        self.root = self.fresh("R")
+        self.axes = {v: self.fresh(v.upper()) for v in loop}
+        self.vars = {v: self.fresh(v) for v in loop}
+
+    def fresh(self, want: str) -> str:
+        """``want``, or ``want`` with ``_`` appended until no other name is the same."""
+        while keyword.iskeyword(want) or want in self.taken:
+            want += "_"
+        self.taken.add(want)
+        return want
 
 
 def _is_compressed_at(fmt, access: Access, v: str) -> bool:
     return any(access.indices[d] == v and k == "compressed" for k, d in zip(fmt.kinds, fmt.dims))
 
 
-def _ref(access: Access, fmt, tensors) -> str:
-    idx = [access.indices[d] for d in fmt.dims]
+def _ref(access: Access, fmt, script: _ScriptNames) -> str:
+    idx = [script.vars[access.indices[d]] for d in fmt.dims]
     if not fmt.kinds or fmt.kinds[0] == "compressed":
         idx = ["0"] + idx
-    return f"{access.name}[{', '.join(idx)}]"
+    return f"{script.buffers[access.name]}[{', '.join(idx)}]"
 
 
-def _expr_text(expr, tensors, dtype) -> str:
+def _expr_text(expr, tensors, dtype, script: _ScriptNames) -> str:
     if isinstance(expr, Access):
-        return _ref(expr, tensors[expr.name], tensors)
+        return _ref(expr, tensors[expr.name], script)
     if isinstance(expr, Const):
         return f"T.{dtype}({expr.value!r})"
     if isinstance(expr, Neg):
-        return f"(T.{dtype}(0) - {_expr_text(expr.operand, tensors, dtype)})"
-    return (f"({_expr_text(expr.a, tensors, dtype)} {expr.op} "
-            f"{_expr_text(expr.b, tensors, dtype)})")
+        return f"(T.{dtype}(0) - {_expr_text(expr.operand, tensors, dtype, script)})"
+    return (f"({_expr_text(expr.a, tensors, dtype, script)} {expr.op} "
+            f"{_expr_text(expr.b, tensors, dtype, script)})")
+
+
+def _check_index_names(stmt: Statement) -> None:
+    """Refuse an index whose size parameter ``n_<index>`` is the one-pass kernel's chunk count
+    (the only generated name a statement's name cannot be moved away from)."""
+    for access in (stmt.lhs,) + stmt.accesses:
+        for v, column in zip(access.indices, access.index_columns):
+            if f"n_{v}" == CHUNKS_PARAM:
+                raise NotationError(f"column {column}: the index name {v!r} is reserved (its "
+                                    f"size parameter would be {CHUNKS_PARAM}, the one-pass "
+                                    f"kernel's chunk count); rename it in {stmt.text!r}")
+
+
+def _check_divisors(expr, tensors: dict, text: str) -> None:
+    """Refuse ``x / y`` where ``y`` reads a sparse operand: its unstored elements are zeros,
+    and dividing by them gives inf or nan everywhere the merge would skip."""
+    if isinstance(expr, Neg):
+        _check_divisors(expr.operand, tensors, text)
+    elif isinstance(expr, Binary):
+        _check_divisors(expr.a, tensors, text)
+        _check_divisors(expr.b, tensors, text)
+        for access in _accesses_of(expr.b) if expr.op == "/" else ():
+            if "compressed" in tensors[access.name].kinds:
+                raise NotationError(
+                    f"column {access.column}: {expr} divides by {access.name}, whose format is "
+                    f"sparse: its unstored elements are zeros and would give inf or nan; "
+                    f"division is by a dense operand only (leave {access.name} out of formats) "
+                    f"in {text!r}")
 
 
 def _merge(expr, v):
@@ -253,7 +311,7 @@ def _leaves(tree) -> list:
     return [n for k in tree[1] for n in _leaves(k)]
 
 
-def _merge_text(tree) -> str:
+def _merge_text(tree, buffers: dict) -> str:
     if isinstance(tree, str):
-        return tree
-    return f"T.{tree[0]}({', '.join(_merge_text(k) for k in tree[1])})"
+        return buffers[tree]
+    return f"T.{tree[0]}({', '.join(_merge_text(k, buffers) for k in tree[1])})"

@@ -1,9 +1,11 @@
 """``sparsetir.algebra.compile``: a kernel for a statement in TACO's index notation.
 
 The statement becomes a Stage I co-iteration (``generate``), lowered by ``lower_sparse_iter``
-into ``main`` (and ``count`` when the result's pattern is assembled), scheduled (the outer
-dense loop ``parallel``) and built. A call converts the operands to their declared formats,
-checks that the sizes agree, runs ``count``, allocates, runs ``main`` and returns the result: a
+into ``main`` (and ``count`` when the result's pattern is assembled, ``onepass`` for a CSR
+one), scheduled (the outer loop ``parallel``) and built. A call converts the operands to their
+declared formats, checks that the sizes agree, and runs ``onepass`` once (every operand CSR:
+room per chunk of rows bounded from the operands' row pointers, the chunks moved together after)
+or ``count``, allocates, and runs ``main``; it returns the result: a
 ``SparseTensor`` for a sparse result (every coordinate the merge visits is kept, explicit
 zeros included), a numpy array for a dense one, a 0-d array for a scalar.
 
@@ -27,12 +29,13 @@ from ..errors import SparseTIRTypeError, SparseTIRValueError
 from ..ir.attrs import param_names
 from ..ir.function import SparseFunction
 from ..lower.lower_sparse_iter import lower_sparse_iter
-from ..runtime.threads import cooperate_with_torch
+from ..lower.coiterate_onepass import CHUNKS_PARAM
+from ..runtime.threads import cooperate_with_torch, thread_count
 from ..script import from_source
 from .generate import generate
 from .lattice import lattices_of
 from .notation import parse
-from .storage import Levels, level_format, to_levels, to_result
+from .storage import Levels, compile_arguments, level_format, to_levels, to_result
 
 KERNEL_NAME = "kernel"
 """The generated function's and iteration's name (its blocks: ``kernel0``)."""
@@ -41,16 +44,14 @@ KERNEL_NAME = "kernel"
 def compile(statement: str, formats: dict = None, dtype: str = "float64"):  # pylint: disable=redefined-builtin
     """Compile ``statement`` (e.g. ``"A(i,j) = B(i,j) + C(i,j)"``) with ``formats`` (tensor
     name -> ``Encoding.named`` name, MLIR encoding text or ``Encoding``; others dense)."""
+    formats, dtype = compile_arguments(formats, dtype)
     stmt = parse(statement)
-    formats = dict(formats or {})
     ranks = {stmt.lhs.name: len(stmt.lhs.indices), **{a.name: len(a.indices) for a in stmt.accesses}}
     for name in formats:
         if name not in ranks:
             raise SparseTIRValueError(f"formats names {name!r}, which {statement!r} does not use")
     fmts = {name: level_format(formats.get(name), rank, name) for name, rank in ranks.items()}
-    if np.dtype(dtype).kind != "f":
-        raise SparseTIRTypeError(f"dtype must be a float type, got {dtype!r}")
-    return AlgebraKernel(stmt, fmts, str(np.dtype(dtype)))
+    return AlgebraKernel(stmt, fmts, dtype)
 
 
 class AlgebraKernel:
@@ -68,7 +69,8 @@ class AlgebraKernel:
 
     def rebuild(self, func) -> "AlgebraKernel":
         """The kernel for ``func``: a rewritten Stage I function, or a Stage II module from
-        ``lower_sparse_iter(self.func)`` that you scheduled (built as it is)."""
+        ``lower_sparse_iter(self.func)`` that you scheduled (built as it is; a call runs its
+        ``onepass`` where it has one and the operands allow, else ``count`` and ``main``)."""
         if not isinstance(func, (SparseFunction, tvm.IRModule)):
             raise SparseTIRTypeError("rebuild takes a SparseFunction or the IRModule of "
                                      f"lower_sparse_iter, got {type(func).__name__}")
@@ -105,7 +107,11 @@ class AlgebraKernel:
             args[names["vals"]] = stored.reshape(-1)        # main writes every element
             self._run("main", args)
             return stored.transpose(np.argsort(out_fmt.dims))
-        out = _assemble(self, args, names, out_fmt, out_shape)
+        bounds = _row_bounds(stmt, gen, levels, self._kernels)
+        if bounds is not None:
+            out = _assemble_once(self, args, names, out_shape, bounds)
+        else:
+            out = _assemble(self, args, names, out_fmt, out_shape)
         return to_result(out, out_fmt)
 
     def _run(self, which: str, args: dict, validate: bool = True) -> None:
@@ -196,3 +202,62 @@ def _assemble(kernel: AlgebraKernel, args: dict, names: dict, fmt, shape) -> Lev
     kernel._run("main", args, validate=False)      # count checked the same index arrays
     return Levels(shape, pos, crd, vals)
 
+
+
+def _row_bounds(stmt, gen, levels: dict, kernels: dict):
+    """For the one-pass kernel: a bound on the result's entries before each row (``rows + 1``
+    numbers, int64), or None (count, then fill). Every operand is CSR with its indices in loop
+    order; with two loop indices a row holds at most the sum of the operands' row lengths; for
+    ``X(i,k) * Y(k,j)`` (SpGEMM) at most the lengths of the rows of ``Y`` that row ``i`` of
+    ``X`` names."""
+    if "onepass" not in kernels:
+        return None
+    loop = tuple(gen.loop_vars)
+    for access in stmt.accesses:
+        fmt = gen.tensors[access.name]
+        order = tuple(access.indices[d] for d in fmt.dims)
+        if fmt.kinds != ("dense", "compressed") or \
+                [v for v in loop if v in order] != list(order):
+            return None
+    pos = {a.name: levels[a.name].pos[1].astype(np.int64) for a in stmt.accesses}
+    if len(loop) == 2:
+        bound = sum(pos.values())
+    else:
+        x, y = (stmt.accesses + (None, None))[:2]
+        i, k, j = loop
+        if len(stmt.accesses) != 2 or x.indices != (i, k) or y.indices != (k, j) or \
+                gen.merges.get(k) != ("intersect", [x.name, y.name]):
+            return None
+        lengths = np.diff(pos[y.name])[levels[x.name].crd[1]]
+        bound = np.concatenate([[0], np.cumsum(lengths)])[pos[x.name]]
+    return bound if bound[-1] <= np.iinfo(np.int32).max else None
+
+
+def _assemble_once(kernel: AlgebraKernel, args: dict, names: dict, shape, bounds) -> Levels:
+    """A CSR result in one pass: each chunk of rows (one per thread) appends into room for the
+    bound of its entries; the gaps between chunks are closed after."""
+    rows = len(bounds) - 1
+    total = int(bounds[-1])
+    chunks = max(1, min(thread_count(), rows))
+    per = -(-rows // chunks)
+    firsts = np.minimum(np.arange(chunks + 1) * per, rows)
+    starts = bounds[firsts]
+    indptr = np.empty(rows + 1, np.int32)
+    indptr[firsts[:-1]] = starts[:-1]
+    ends = np.empty(chunks, np.int32)
+    crd, vals = np.empty(total, np.int32), np.empty(total, kernel.dtype)
+    args.update({names["pos"][1]: indptr, names["crd"][1]: crd, names["nnz"][1]: total,
+                 names["vals"]: vals, CHUNKS_PARAM: chunks, f"{names['buffer']}_ends": ends})
+    kernel._run("onepass", args)
+    lengths = ends - starts[:-1]
+    finals = np.concatenate([[0], np.cumsum(lengths)])
+    for c in range(1, chunks):             # chunk c moves left to follow chunk c - 1
+        shift = starts[c] - finals[c]
+        if shift and lengths[c]:
+            crd[finals[c]:finals[c + 1]] = crd[starts[c]:ends[c]]
+            vals[finals[c]:finals[c + 1]] = vals[starts[c]:ends[c]]
+        indptr[firsts[c]:firsts[c + 1]] -= shift
+    nnz = int(finals[-1])
+    indptr[rows] = nnz
+    keep = (lambda a: a[:nnz].copy()) if 2 * nnz < total else (lambda a: a[:nnz])
+    return Levels(shape, [None, indptr], [None, keep(crd)], keep(vals))

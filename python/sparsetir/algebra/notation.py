@@ -1,8 +1,10 @@
 """TACO's index notation: ``A(i,j) = B(i,j) + C(i,j)`` parsed into a small expression tree.
 
 Grammar: ``access = expr`` where an expression is built from accesses ``B(i,j)`` (a name with
-no parentheses is a scalar), numbers, ``+ - * /``, unary ``-`` and parentheses. Errors are
-``NotationError`` (a ``SparseTIRValueError``) naming the column.
+no parentheses is a scalar), numbers, ``+ - * /``, unary ``-`` and parentheses. A statement
+needs an index variable; constants (and what they fold to) are finite, at most
+``LARGEST_CONSTANT`` in magnitude, and never a zero divisor or a zero factor of a tensor term.
+Errors are ``NotationError`` (a ``SparseTIRValueError``) naming the column.
 
 Example
 -------
@@ -17,8 +19,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..errors import SparseTIRValueError
+
+
+LARGEST_CONSTANT = 3.4028234663852886e38
+"""The largest constant (in magnitude) a statement may hold or fold to: TVMScript's parser
+refuses a larger literal even as ``T.float64``."""
 
 
 class NotationError(SparseTIRValueError):
@@ -40,9 +48,10 @@ class Access:
 
 @dataclass(frozen=True)
 class Const:
-    """A number."""
+    """A number (``column``: where it is written)."""
 
     value: float
+    column: int = 0
 
     def __str__(self) -> str:
         return repr(self.value)
@@ -60,11 +69,12 @@ class Neg:
 
 @dataclass(frozen=True)
 class Binary:
-    """``a op b`` with ``op`` in ``+ - * /``."""
+    """``a op b`` with ``op`` in ``+ - * /`` (``column``: the operator's)."""
 
     op: str
     a: object
     b: object
+    column: int = 0
 
     def __str__(self) -> str:
         return f"({self.a} {self.op} {self.b})"
@@ -78,10 +88,11 @@ class Statement:
     rhs: object
     text: str
 
-    @property
-    def accesses(self) -> list:
-        """The reads of the right-hand side, left to right."""
-        return list(_accesses(self.rhs))
+    @cached_property
+    def accesses(self) -> tuple:
+        """The reads of the right-hand side, left to right (worked out once: every call of a
+        kernel reads them)."""
+        return tuple(_accesses(self.rhs))
 
     @property
     def reduction_vars(self) -> tuple:
@@ -188,15 +199,15 @@ class _Parser:
     def expr(self):
         node = self.term()
         while self.peek() is not None and self.peek()[1] in "+-":
-            op = self.take()[1]
-            node = Binary(op, node, self.term())
+            op = self.take()
+            node = Binary(op[1], node, self.term(), op[2])
         return node
 
     def term(self):
         node = self.unary()
         while self.peek() is not None and self.peek()[1] in "*/":
-            op = self.take()[1]
-            node = Binary(op, node, self.unary())
+            op = self.take()
+            node = Binary(op[1], node, self.unary(), op[2])
         return node
 
     def unary(self):
@@ -211,7 +222,7 @@ class _Parser:
             return node
         if tok is not None and tok[0] == "num":
             self.pos += 1
-            return Const(float(tok[1]))
+            return Const(float(tok[1]), tok[2])
         return self.access()
 
 
@@ -227,6 +238,11 @@ def _accesses(expr):
 
 def _check(stmt: Statement) -> None:
     lhs = stmt.lhs
+    if not lhs.indices and not any(a.indices for a in stmt.accesses):
+        raise NotationError(f"column {lhs.column}: {stmt.text!r} has no index variable, so "
+                            "there is nothing to iterate; write at least one, e.g. "
+                            "'s = b(i) * c(i)'")
+    _check_constants(stmt.rhs, stmt.text)
     if len(set(lhs.indices)) != len(lhs.indices):
         raise NotationError(f"column {lhs.column}: {lhs} repeats an index variable")
     used = {v for a in stmt.accesses for v in a.indices}
@@ -235,7 +251,7 @@ def _check(stmt: Statement) -> None:
             raise NotationError(f"column {col}: index {v} of {lhs} does not appear on "
                                 f"the right-hand side of {stmt.text!r}")
     ranks = {}
-    for access in [lhs] + stmt.accesses:
+    for access in (lhs,) + stmt.accesses:
         if len(set(access.indices)) != len(access.indices):
             raise NotationError(f"column {access.column}: {access} repeats an index variable")
         if ranks.setdefault(access.name, len(access.indices)) != len(access.indices):
@@ -243,3 +259,38 @@ def _check(stmt: Statement) -> None:
                                 f"{ranks[access.name]} and {len(access.indices)} indices")
     if lhs.name in {a.name for a in stmt.accesses}:
         raise NotationError(f"column {lhs.column}: the result {lhs.name} is also read")
+
+
+def _check_constants(expr, text: str):
+    """Refuse what the sparse algebra cannot represent: a constant that is not a finite float64
+    (``1e400``; past ``LARGEST_CONSTANT``, TVMScript's largest literal, is refused too) or a
+    division by a constant zero (``/ 0``, ``/ 1e-400``), both of which would
+    make ``0 * c`` or ``0 / c`` something other than the 0 every unstored element stands for;
+    and a tensor term multiplied by a constant zero (``0 * B(i,j)``, ``1e-400 * B(i,j)``),
+    which TVM folds away with the operand's read. Returns the value of a constant ``expr``,
+    None when it reads a tensor."""
+    if isinstance(expr, Access):
+        return None
+    if isinstance(expr, Const):
+        value = expr.value
+        column = expr.column
+    elif isinstance(expr, Neg):
+        inner = _check_constants(expr.operand, text)
+        return None if inner is None else -inner
+    else:
+        a, b = _check_constants(expr.a, text), _check_constants(expr.b, text)
+        column = expr.column
+        if expr.op == "/" and b == 0:
+            raise NotationError(f"column {column}: {expr} divides by zero in {text!r}")
+        if expr.op == "*" and 0 in (a, b) and None in (a, b):
+            raise NotationError(f"column {column}: {expr} multiplies by the constant zero; "
+                                f"the term is 0 wherever it is defined, drop it from {text!r}")
+        if a is None or b is None:
+            return None
+        value = a + b if expr.op == "+" else a - b if expr.op == "-" else \
+            a * b if expr.op == "*" else a / b
+    if not abs(value) <= LARGEST_CONSTANT:
+        raise NotationError(f"column {column}: the constant {expr} is not finite or past "
+                            f"{LARGEST_CONSTANT:.8g}, the largest literal TVMScript reads, "
+                            f"in {text!r}")
+    return value

@@ -16,6 +16,7 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -55,6 +56,26 @@ class Levels:
     vals: np.ndarray
 
 
+def compile_arguments(formats, dtype) -> tuple:
+    """``compile``'s ``formats`` as a dict (tensor name -> format) and ``dtype`` as a numpy
+    float type name; ``SparseTIRTypeError`` naming the argument otherwise."""
+    if formats is None:
+        formats = {}
+    if not isinstance(formats, Mapping):
+        raise SparseTIRTypeError("formats must map tensor names to formats, e.g. "
+                                 f"{{'A': 'CSR'}}, got {type(formats).__name__}")
+    for key in formats:
+        if not isinstance(key, str):
+            raise SparseTIRTypeError(f"formats: the keys are tensor names (str), got {key!r}")
+    try:
+        kind = np.dtype(dtype).kind
+    except (TypeError, ValueError):
+        kind = None
+    if kind != "f":
+        raise SparseTIRTypeError(f"dtype must be a float type (e.g. 'float64'), got {dtype!r}")
+    return dict(formats), str(np.dtype(dtype))
+
+
 def level_format(spec, rank: int, name: str) -> LevelFormat:
     """The ``LevelFormat`` of ``spec`` (a name of ``Encoding.named``, MLIR text or an
     ``Encoding``; None: dense) for operand ``name`` of ``rank`` dimensions."""
@@ -67,6 +88,11 @@ def level_format(spec, rank: int, name: str) -> LevelFormat:
             enc = Encoding.named(spec)
     except (ValueError, TypeError) as err:
         raise SparseTIRValueError(f"format of {name}: {err}") from None
+    structured = [str(lt) for lt in enc.level_types if lt.kind == "structured"]
+    if structured:
+        raise SparseTIRValueError(f"format of {name}: {spec!r} has structured levels "
+                                  f"({', '.join(structured)}), which co-iteration does not walk "
+                                  "(dense and compressed levels only)")
     if enc.dim_rank != rank or enc.lvl_rank != rank:
         raise SparseTIRValueError(f"format of {name}: {spec!r} has {enc.dim_rank} dimensions "
                                   f"and {enc.lvl_rank} levels, but {name} is used with {rank} "

@@ -20,16 +20,20 @@ expressions are folded accordingly (``B*C`` with ``C`` absent is no term at all)
 The output is dense (its untouched part zeroed where the merge skips coordinates), *rows*
 (a CSR result under the outer ``for``: function ``count`` writes each row's count into
 ``indptr[i + 1]``; the caller sums them up and allocates; ``main`` fills each row from
-``indptr[i]``), or *appended* (every level compressed: ``count`` writes each level's total into
-``<output>_counts``; ``main`` appends in coordinate order, a coordinate of an outer level only
-when something was appended below it). Results keep every coordinate the merge visits, explicit
+``indptr[i]``; ``onepass`` merges once, appending chunks of rows into room the caller bounds:
+``coiterate_onepass``), *workspace* (a CSR result with a column under a sum, SpGEMM:
+``coiterate_workspace``; a sparse outer index is looked up per row), or *appended* (every level
+compressed: ``count`` writes each level's total into ``<output>_counts``; ``main`` appends in
+coordinate order, a coordinate of an outer level only when something was appended below it).
+Inside a point's loop at the innermost index, cases that leave no coordinate unstored store a
+``Select`` of their values (no branch to mispredict). Results keep every coordinate the merge visits, explicit
 zeros included (``B - B`` keeps ``B``'s pattern). Everything sits inside blocks with explicit
 read/write regions; the outer ``for``'s block is complete, so TVM's checked ``parallel`` takes it.
 
 Example
 -------
 >>> # mod = sparsetir.lower_sparse_iter(add)      # add: A[i, j] = B[i, j] + C[i, j], T.union(B, C)
->>> # sorted(gv.name_hint for gv in mod.functions)   -> ['count', 'main']
+>>> # sorted(gv.name_hint for gv in mod.functions)   -> ['count', 'main', 'onepass']
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from ..ir.coiteration import CoiteratedAxis
 from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration
 from .coiterate_emit import Emitter
+from .coiterate_onepass import has_onepass
 from .coiterate_plan import Plan, plan_coiteration
 from .coiterate_tir import INT
 
@@ -55,12 +60,15 @@ def has_coiteration(func: SparseFunction) -> bool:
 
 
 def lower_coiteration(func: SparseFunction) -> tvm.IRModule:
-    """Stage II of a co-iterating function: ``"main"``, and ``"count"`` when the output's
-    pattern is assembled."""
+    """Stage II of a co-iterating function: ``"main"``, ``"count"`` when the output's
+    pattern is assembled, and ``"onepass"`` for a CSR result merged once
+    (``coiterate_onepass``)."""
     plan = plan_coiteration(func)
     funcs = {"main": _emit(plan, "fill")}
     if plan.out_mode in ("rows", "append", "workspace"):
         funcs["count"] = _emit(plan, "count")
+    if has_onepass(plan):
+        funcs["onepass"] = _emit(plan, "onepass")
     return tvm.IRModule(funcs)
 
 
@@ -69,7 +77,7 @@ def _emit(plan: Plan, mode: str, slots: int = 1) -> tirx.PrimFunc:
     than ``slots`` entries (the emitter counts them as it goes)."""
     with IRBuilder() as builder:
         with Tb.prim_func(s_tir=True):
-            symbol = "main" if mode == "fill" else "count"
+            symbol = "main" if mode == "fill" else mode
             Tb.func_name(symbol)
             Tb.func_attr({"global_symbol": symbol, "tir.noalias": True})
             emitter = Emitter(plan, mode, slots)

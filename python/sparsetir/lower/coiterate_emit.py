@@ -22,7 +22,8 @@ from tvm.script.ir_builder import tirx as Tb
 from ..errors import LoweringError
 from ..ir.utils import is_handle
 from .coiterate_plan import Operand, Plan, level_at, positions, row_major
-from .coiterate_tir import INT, all_of, and_then, root_pos
+from .coiterate_tir import INT, all_of, and_then, any_of, root_pos
+from .coiterate_onepass import OnePassRows
 from .coiterate_workspace import WorkspaceRows
 from .merge_lattice import EMPTY, FULL, lattice_points, simplify, sub_points
 
@@ -30,8 +31,9 @@ SUM_MODES = ("dense", "rows", "append")
 """Output modes that sum into a local once every output variable is bound."""
 
 
-class Emitter(WorkspaceRows):
-    """Writes one function (``fill`` = ``main``, or ``count``) of a plan with the IR builder."""
+class Emitter(WorkspaceRows, OnePassRows):
+    """Writes one function (``fill`` = ``main``, ``count``, or ``onepass``) of a plan with the IR
+    builder."""
 
     def __init__(self, plan: Plan, mode: str, slots: int):
         self.plan = plan
@@ -43,6 +45,7 @@ class Emitter(WorkspaceRows):
         self.ptr = None
         self.acc = None
         self.counts = None
+        self.ends = None
 
     # parameters ---------------------------------------------------------------------------
     def declare_params(self) -> None:
@@ -86,6 +89,8 @@ class Emitter(WorkspaceRows):
             handle = Tb.arg(name, tirx.Var(name, "handle"))
             self.counts = IRBuilder.name(name, Tb.match_buffer(handle, (levels,), INT))
             self.stage1_names[name] = name
+        if self.mode == "onepass":
+            self.declare_chunks()
 
     def values(self, op: Operand):
         return self.handles[op.buf.handle]
@@ -102,6 +107,9 @@ class Emitter(WorkspaceRows):
         reads = [self.handles[p] for p in plan.func.params if p in self.handles]
         if plan.out_mode == "workspace":
             self.workspace_body(reads)
+            return
+        if self.mode == "onepass":
+            self.onepass_body(reads)
             return
         if plan.outer_for:
             length = plan.vars[0].base_axis.length
@@ -141,12 +149,15 @@ class Emitter(WorkspaceRows):
             elif plan.out_mode in ("rows", "workspace") and buf.name.endswith("_indptr"):
                 if self.mode == "count":
                     writes.append(buf[vi + 1:vi + 2] if vi is not None else whole)
+                elif self.mode == "onepass":   # rows' starts (and the chunk's, read first)
+                    writes.append(whole)
                 else:
                     reads.append(buf[vi:vi + 1] if vi is not None else whole)
             else:
                 writes.append(whole)
-        if self.counts is not None:
-            writes.append(self.counts[0:self.counts.shape[0]])
+        for extra in (self.counts, self.ends):
+            if extra is not None:
+                writes.append(extra[0:extra.shape[0]])
         Tb.reads(*reads)
         Tb.writes(*writes)
 
@@ -156,7 +167,8 @@ class Emitter(WorkspaceRows):
         n_levels = len(plan.vars) + 1
         self.ptr = IRBuilder.name("ptr", Tb.sblock_alloc_buffer((self.size,), INT,
                                                                 scope="local"))
-        self.acc = IRBuilder.name("acc", Tb.sblock_alloc_buffer((n_levels,), plan.out.buf.dtype,
+        size = n_levels + len(plan.operands)      # sums, then values (``select_case``)
+        self.acc = IRBuilder.name("acc", Tb.sblock_alloc_buffer((size,), plan.out.buf.dtype,
                                                                 scope="local"))
 
     def slot(self) -> int:
@@ -199,7 +211,7 @@ class Emitter(WorkspaceRows):
             else:
                 Tb.buffer_store(self.indptr(first.axis), self.get(self.counter[first.var]), [1])
 
-    def store(self, env, value, coords) -> None:
+    def store(self, env, value, coords, step=1) -> None:
         """The output action once every output variable is bound (and the sum is done)."""
         plan = self.plan
         out = plan.out
@@ -215,11 +227,11 @@ class Emitter(WorkspaceRows):
             return
         last = max(self.counter)
         slot = self.counter[last]
-        if self.mode == "fill":
+        if self.mode != "count":
             axis = self.out_compressed()[-1].axis
             Tb.buffer_store(self.indices(axis), coords[last], [self.get(slot)])
             Tb.buffer_store(self.values(out), value, [self.get(slot)])
-        self.set(slot, self.get(slot) + 1)
+        self.set(slot, self.get(slot) + step)
 
     # levels ------------------------------------------------------------------------------------
     def level(self, t: int, env: dict, present: set, coords=None, summing: bool = False) -> None:
@@ -268,8 +280,10 @@ class Emitter(WorkspaceRows):
         for name in sparse_ops:
             axis = at_t[name].axis
             pos = env[name]
-            bounds[name] = (self.indptr(axis)[pos], self.indptr(axis)[pos + 1])
-        if simplified == FULL:
+            end = self.slot()               # a local: the stores below leave it in a register
+            self.set(end, self.indptr(axis)[pos + 1])
+            bounds[name] = (self.indptr(axis)[pos], self.get(end))
+        if simplified == FULL or vi is not None:    # a given row: each operand looked up
             followers = sparse_ops
             if vi is not None:
                 self.emit_case(t, env, present, dense_ops, (), followers, bounds, vi, coords,
@@ -298,12 +312,22 @@ class Emitter(WorkspaceRows):
             cond = all_of([self.get(ptrs[x]) < bounds[x][1] for x in point])
             with Tb.While(cond):
                 crd = {x: self.indices(at_t[x].axis)[self.get(ptrs[x])] for x in point}
+                cases = sub_points(point, points)
+                if len(point) == 2 and self.stores_innermost(t, followers, dense_ops):
+                    self.ordered_cases(t, env, present, point, cases, crd, ptrs, coords)
+                    continue
                 coord = crd[point[0]]
                 for x in point[1:]:
                     coord = tirx.min(coord, crd[x])
                 self.set(c, coord)
-                self._cases(t, env, present, dense_ops, sub_points(point, points), crd,
-                            followers, bounds, ptrs, self.get(c), coords)
+                if self.selects_case(t, point, cases, followers, dense_ops):
+                    held = self.select_case(t, env, present, cases, crd, ptrs, self.get(c),
+                                            coords)
+                    for x in point:
+                        self.set(ptrs[x], self.get(ptrs[x]) + self.get(held[x]))
+                    continue
+                self._cases(t, env, present, dense_ops, cases, crd, followers, bounds, ptrs,
+                            self.get(c), coords)
                 if len(point) == 1:
                     self.set(ptrs[point[0]], self.get(ptrs[point[0]]) + 1)
                     continue
@@ -311,6 +335,75 @@ class Emitter(WorkspaceRows):
                     with Tb.If(crd[x] == self.get(c)):
                         with Tb.Then():
                             self.set(ptrs[x], self.get(ptrs[x]) + 1)
+
+    def stores_innermost(self, t, followers, dense_ops) -> bool:
+        """Whether a point's cases at variable ``t`` each store one value and nothing else:
+        the innermost variable, an output appended in order, nothing summed or looked up."""
+        plan = self.plan
+        return (t == len(plan.vars) - 1 and not plan.reduce
+                and plan.out_mode in ("rows", "append") and not followers and not dense_ops)
+
+    def selects_case(self, t, point, cases, followers, dense_ops) -> bool:
+        """Whether the cases of ``point`` (three operands or more) store a value picked without
+        a branch (``select_case``): ``stores_innermost``, and a case for every operand alone
+        (some case always holds), or ``onepass``, whose room for a chunk takes a write at every
+        step of the merge (each step moves some operand on), kept only where a case holds."""
+        return (len(point) > 2 and self.mode != "count"
+                and self.stores_innermost(t, followers, dense_ops)
+                and (self.mode == "onepass" or all((x,) in cases for x in point)))
+
+    def ordered_cases(self, t, env, present, point, cases, crd, ptrs, coords) -> None:
+        """Two operands ``x``, ``y``: ``x`` alone below ``y``'s coordinate, ``y`` alone below
+        ``x``'s, else both; each branch stores its case's value (where it is a case) and moves
+        its operands on. scipy's loop: on runs of one operand the branches are predicted."""
+        x, y = point
+        walked = {n for n in present if n in self.walked_at(t)}
+        dtype = self.plan.out.buf.dtype
+
+        def emit(case):
+            if case in cases:
+                case_env = {**env, **{n: self.get(ptrs[n]) for n in case}}
+                value = fold(self, self.plan.value, case_env, (present - walked) | set(case))
+                self.store(env, value if value is not None else tirx.const(0, dtype),
+                           {**coords, t: crd[case[0]]})
+            for n in case:
+                self.set(ptrs[n], self.get(ptrs[n]) + 1)
+
+        with Tb.If(crd[x] < crd[y]):
+            with Tb.Then():
+                emit((x,))
+            with Tb.Else():
+                with Tb.If(crd[y] < crd[x]):
+                    with Tb.Then():
+                        emit((y,))
+                    with Tb.Else():
+                        emit((x, y))
+
+    def select_case(self, t, env, present, cases, crd, ptrs, coord, coords) -> dict:
+        """Store the value of the first case whose operands all hold ``coord``, chosen by
+        ``Select`` over the operands' values read up front (every operand's position is in
+        bounds inside the loop): the cases' unpredictable branches become conditional moves.
+        Returns the slot per operand holding 1 where it holds ``coord`` (its pointer's step)."""
+        dtype = self.plan.out.buf.dtype
+        held, loaded = {}, {}
+        first = len(self.plan.vars) + 1
+        for n, x in enumerate(crd):   # flags used twice: the compiler keeps them branch-free
+            held[x] = self.slot()
+            self.set(held[x], tirx.Cast(INT, crd[x] == coord))
+            Tb.buffer_store(self.acc, self.values(self.plan.operands[x])[self.get(ptrs[x])],
+                            [first + n])
+            loaded[x] = self.acc[first + n]
+        walked = {n for n in present if n in self.walked_at(t)}
+        holds = {case: all_of([self.get(held[x]) != 0 for x in case]) for case in cases}
+        value = None
+        for case in reversed(cases):
+            folded = fold(self, self.plan.value, env, (present - walked) | set(case), loaded)
+            folded = folded if folded is not None else tirx.const(0, dtype)
+            value = folded if value is None else tirx.Select(holds[case], folded, value)
+        kept = None if all((x,) in cases for x in crd) else any_of(list(holds.values()))
+        self.store(env, value, {**coords, t: coord},
+                   1 if kept is None else tirx.Cast(INT, kept))
+        return held
 
     def _cases(self, t, env, present, dense_ops, cases, crd, followers, bounds, ptrs, coord,
                coords) -> None:
@@ -336,8 +429,7 @@ class Emitter(WorkspaceRows):
         each follower is looked up and the rest emitted with and without it."""
         plan = self.plan
         new_env = dict(env)
-        walked = [n for n, lv in ((n, level_at(plan.operands[n], t)) for n in present)
-                  if lv is not None and lv.kind == "compressed"]
+        walked = [n for n in present if n in self.walked_at(t)]
         new_present = {n for n in present if n not in walked} | set(case)
         for name in case:
             new_env[name] = self.get(ptrs[name])
@@ -357,6 +449,11 @@ class Emitter(WorkspaceRows):
                 self.zero_output(new_env[plan.out.buf.name], 1)
         self._followers(t, new_env, new_present, list(followers), bounds, coord, coords, ptrs,
                         search)
+
+    def walked_at(self, t) -> set:
+        """The operands with a compressed level at variable ``t`` (walked or looked up there)."""
+        return {n for n, op in self.plan.operands.items()
+                if (lv := level_at(op, t)) is not None and lv.kind == "compressed"}
 
     def _followers(self, t, env, present, followers, bounds, coord, coords, ptrs, search):
         if not followers:
@@ -388,8 +485,11 @@ class Emitter(WorkspaceRows):
         last_out = t == plan.n_out_vars - 1
         if plan.out_mode == "rows" and t == 0:      # a row of a CSR result: count or fill it
             axis = self.out_compressed()[0].axis
-            self.set(self.counter[1], tirx.const(0, INT) if self.mode == "count"
-                     else self.indptr(axis)[coord])
+            if self.mode == "onepass":               # appended after the chunk's last row
+                Tb.buffer_store(self.indptr(axis), self.get(self.counter[1]), [coord])
+            else:
+                self.set(self.counter[1], tirx.const(0, INT) if self.mode == "count"
+                         else self.indptr(axis)[coord])
             self.level(t + 1, env, present, coords)
             if self.mode == "count":
                 Tb.buffer_store(self.indptr(axis), self.get(self.counter[1]), [coord + 1])
@@ -443,21 +543,24 @@ class Emitter(WorkspaceRows):
 
 
 
-def fold(emitter: Emitter, expr, env, present):
-    """``expr`` with each load at its position, absent operands as 0 folded away (None: 0)."""
+def fold(emitter: Emitter, expr, env, present, loaded=None):
+    """``expr`` with each load at its position (or the value in ``loaded``, name -> value),
+    absent operands as 0 folded away (None: 0)."""
     if isinstance(expr, tvm.ir.TensorLoad):
         name = expr.source.name
         if name not in present:
             return None
+        if loaded and name in loaded:
+            return loaded[name]
         op = emitter.plan.operands[name]
         return emitter.values(op)[env[name]]
     if isinstance(expr, (tirx.FloatImm, tirx.IntImm)):
         return None if float(expr.value) == 0.0 else expr
     if isinstance(expr, tirx.Cast):
-        inner = fold(emitter, expr.value, env, present)
+        inner = fold(emitter, expr.value, env, present, loaded)
         return None if inner is None else tirx.Cast(expr.ty.dtype, inner)
-    a = fold(emitter, expr.a, env, present)
-    b = fold(emitter, expr.b, env, present)
+    a = fold(emitter, expr.a, env, present, loaded)
+    b = fold(emitter, expr.b, env, present, loaded)
     if isinstance(expr, tirx.Add):
         return b if a is None else a if b is None else a + b
     if isinstance(expr, tirx.Sub):

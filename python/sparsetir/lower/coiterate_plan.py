@@ -175,7 +175,7 @@ def plan_coiteration(func: SparseFunction) -> Plan:
         _full_at(trees[0], operands, 0)
     if "compressed" not in kinds:
         mode = "scatter" if scatter else "dense"
-    elif kinds == ["dense", "compressed"] and (outer_for or not scatter):
+    elif kinds == ["dense", "compressed"] and (outer_for or not scatter or out_vars[0] == 0):
         mode = "workspace" if scatter else "rows"
     elif all(k == "compressed" for k in kinds) and not scatter:
         mode = "append"

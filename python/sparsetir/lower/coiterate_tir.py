@@ -31,6 +31,13 @@ def all_of(conds):
 
 
 
+def any_of(conds):
+    out = conds[0]
+    for c in conds[1:]:
+        out = tirx.Or(out, c)
+    return out
+
+
 def and_then(cond, then):
     """``cond && then`` that evaluates ``then`` only when ``cond`` holds."""
     return tirx.if_then_else(cond, then, tirx.const(False, "bool"))

@@ -5,7 +5,9 @@ parallel loop; each chunk allocates a value array, a marker per column (the row 
 touched it) and the list of the row's columns. ``count`` counts each row's distinct columns into
 ``indptr[i + 1]``; ``main`` adds the products into the workspace, orders the row's columns
 (the columns each walk of the last output variable lists are sorted runs, merged pairwise;
-or a scan of the marker when the row holds many of them) and writes the row.
+or a scan of the marker when the row holds many of them) and writes the row. ``onepass`` does
+what ``main`` does over ``n_chunks`` chunks, appending the rows from the room the caller gave
+each chunk (``coiterate_onepass``): no count.
 
 Example
 -------
@@ -32,44 +34,47 @@ class WorkspaceRows:
     """The workspace parts of an emitter (``self.plan``, slots, ``level_cases``, buffers)."""
 
     def workspace_body(self, reads) -> None:
-        """Gustavson: rows in ``WORKSPACE_CHUNKS`` parallel chunks, each with a dense row
+        """Gustavson: rows in ``WORKSPACE_CHUNKS`` (``onepass``: ``n_chunks``) parallel chunks,
+        each with a dense row
         workspace (values, a marker per column, the list of columns touched, and for ``main``
         the sorted runs of that list and a second list to merge them into)."""
         plan = self.plan
         rows = plan.vars[0].base_axis.length
         width = plan.vars[max(lv.var for lv in plan.out.levels)].base_axis.length
-        chunk = (rows + WORKSPACE_CHUNKS - 1) // WORKSPACE_CHUNKS
-        with Tb.serial(0, WORKSPACE_CHUNKS) as c:
-            IRBuilder.name("chunk", c)
-            with Tb.sblock(f"{plan.name}0"):
-                vc = IRBuilder.name("vchunk", Tb.axis.spatial(WORKSPACE_CHUNKS, c))
-                self.regions(reads, None)
-                self.locals()
-                dtype = plan.out.buf.dtype
-                self.ws = IRBuilder.name("workspace", Tb.sblock_alloc_buffer((width,), dtype))
-                self.mark = IRBuilder.name("marker", Tb.sblock_alloc_buffer((width,), INT))
-                self.touched = IRBuilder.name("touched", Tb.sblock_alloc_buffer((width,), INT))
-                if self.mode == "fill":
-                    self.merged = IRBuilder.name("merged", Tb.sblock_alloc_buffer((width,), INT))
-                    self.runs = IRBuilder.name("runs", Tb.sblock_alloc_buffer((width + 1,), INT))
-                    self.n_runs = self.slot()
-                z = self.slot()
-                self.set(z, tirx.const(0, INT))
-                with Tb.While(self.get(z) < width):
-                    Tb.buffer_store(self.mark, tirx.const(-1, INT), [self.get(z)])
-                    self.set(z, self.get(z) + 1)
-                r = self.slot()
-                self.set(r, tirx.const(0, INT))
-                with Tb.While(tirx.And(self.get(r) < chunk, vc * chunk + self.get(r) < rows)):
-                    row = vc * chunk + self.get(r)
-                    self.ws_len = self.slot()
-                    self.set(self.ws_len, tirx.const(0, INT))
-                    if self.mode == "fill":
-                        self.set(self.n_runs, tirx.const(0, INT))
-                    self.row = row
-                    self.level_cases(0, self.root_env(), set(plan.operands), row)
-                    self.finish_workspace_row(row)
-                    self.set(r, self.get(r) + 1)
+        chunks = self.n_chunks if self.mode == "onepass" else WORKSPACE_CHUNKS
+        chunk = (rows + chunks - 1) // chunks
+        with self.chunk_block(reads, chunks) as vc:
+            if self.mode == "onepass":    # appended from the chunk's room (coiterate_onepass)
+                self.appended = self.slot()
+                self.set(self.appended,
+                         self.indptr(self.out_compressed()[0].axis)[tirx.min(vc * chunk, rows)])
+            dtype = plan.out.buf.dtype
+            self.ws = IRBuilder.name("workspace", Tb.sblock_alloc_buffer((width,), dtype))
+            self.mark = IRBuilder.name("marker", Tb.sblock_alloc_buffer((width,), INT))
+            self.touched = IRBuilder.name("touched", Tb.sblock_alloc_buffer((width,), INT))
+            if self.mode != "count":
+                self.merged = IRBuilder.name("merged", Tb.sblock_alloc_buffer((width,), INT))
+                self.runs = IRBuilder.name("runs", Tb.sblock_alloc_buffer((width + 1,), INT))
+                self.n_runs = self.slot()
+            z = self.slot()
+            self.set(z, tirx.const(0, INT))
+            with Tb.While(self.get(z) < width):
+                Tb.buffer_store(self.mark, tirx.const(-1, INT), [self.get(z)])
+                self.set(z, self.get(z) + 1)
+            r = self.slot()
+            self.set(r, tirx.const(0, INT))
+            with Tb.While(tirx.And(self.get(r) < chunk, vc * chunk + self.get(r) < rows)):
+                row = vc * chunk + self.get(r)
+                self.ws_len = self.slot()
+                self.set(self.ws_len, tirx.const(0, INT))
+                if self.mode != "count":
+                    self.set(self.n_runs, tirx.const(0, INT))
+                self.row = row
+                self.level_cases(0, self.root_env(), set(plan.operands), row)
+                self.finish_workspace_row(row)
+                self.set(r, self.get(r) + 1)
+            if self.mode == "onepass":
+                Tb.buffer_store(self.ends, self.get(self.appended), [vc])
 
     def finish_workspace_row(self, row) -> None:
         axis = self.out_compressed()[0].axis
@@ -77,6 +82,8 @@ class WorkspaceRows:
         if self.mode == "count":
             Tb.buffer_store(self.indptr(axis), count, [row + 1])
             return
+        if self.mode == "onepass":
+            Tb.buffer_store(self.indptr(axis), self.get(self.appended), [row])
         width = self.mark.shape[0]
         with Tb.If(count * DENSE_SCAN_RATIO > width):
             with Tb.Then():                 # many columns: read them off the marker in order
@@ -85,12 +92,15 @@ class WorkspaceRows:
                 self.merge_runs(count)
         q = self.slot()
         self.set(q, tirx.const(0, INT))
+        start = self.get(self.appended) if self.mode == "onepass" else self.indptr(axis)[row]
         with Tb.While(self.get(q) < count):
             col = self.touched[self.get(q)]
-            at = self.indptr(axis)[row] + self.get(q)
+            at = start + self.get(q)
             Tb.buffer_store(self.indices(axis), col, [at])
             Tb.buffer_store(self.values(self.plan.out), self.ws[col], [at])
             self.set(q, self.get(q) + 1)
+        if self.mode == "onepass":
+            self.set(self.appended, self.get(self.appended) + count)
 
     def scan_marker(self, row, width) -> None:
         """The row's columns in order: those whose marker holds the row."""
@@ -107,7 +117,7 @@ class WorkspaceRows:
     def start_run(self) -> None:
         """Entering the walk of the last output variable: the columns it lists next are sorted
         (a new run, unless the last run is still empty)."""
-        if self.mode != "fill":
+        if self.mode == "count":
             return
         n, runs, length = self.get(self.n_runs), self.runs, self.get(self.ws_len)
         with Tb.If(tirx.Or(n == 0, and_then(n > 0, runs[n - 1] < length))):
@@ -176,8 +186,8 @@ class WorkspaceRows:
                 Tb.buffer_store(self.mark, self.row, [col])
                 Tb.buffer_store(self.touched, col, [self.get(self.ws_len)])
                 self.set(self.ws_len, self.get(self.ws_len) + 1)
-                if self.mode == "fill":
+                if self.mode != "count":
                     Tb.buffer_store(self.ws, value, [col])
-            if self.mode == "fill":
+            if self.mode != "count":
                 with Tb.Else():
                     Tb.buffer_store(self.ws, self.ws[col] + value, [col])
