@@ -302,3 +302,25 @@ def test_per_head_broadcast_where_a_register_tile_would_cross_heads(graph, feat,
                                    dense_gspmm(graph, "mul", reduce_op, x, e))
     torch.testing.assert_close(ops.gsddmm(matrix, "mul", x, e, "u", "e"),
                                x[graph[2]] * e)
+
+
+@pytest.mark.parametrize("call, needs, saved", [
+    # (what the backward reads decides what stays alive until it runs, as in DGL)
+    (lambda M, x, y, e: ops.copy_u_sum(M, x), ("x",), (False, False)),
+    (lambda M, x, y, e: ops.copy_u_mean(M, x), ("x",), (False, False)),
+    (lambda M, x, y, e: ops.u_mul_e_sum(M, x, e), ("x",), (False, True)),
+    (lambda M, x, y, e: ops.u_mul_e_sum(M, x, e), ("e",), (True, False)),
+    (lambda M, x, y, e: ops.u_mul_e_sum(M, x, e), ("x", "e"), (True, True)),
+    (lambda M, x, y, e: ops.u_add_v(M, x, y), ("x", "y"), (False, False)),
+    (lambda M, x, y, e: ops.u_mul_v(M, x, y), ("x",), (False, True)),
+    (lambda M, x, y, e: ops.u_mul_v(M, x, y), ("x", "y"), (True, True)),
+])
+def test_the_forward_keeps_only_what_the_backward_reads(graph, call, needs, saved):
+    M = graph[0]
+    x = torch.rand(M.shape[1], 4, requires_grad="x" in needs)
+    y = torch.rand(M.shape[0], 4, requires_grad="y" in needs)
+    e = torch.rand(M.nnz, 4, requires_grad="e" in needs)
+    out = call(M, x, y, e)
+    assert tuple(t is not None for t in out.grad_fn.saved_tensors[:2]) == saved
+    out.sum().backward()                       # and the backward still runs
+    assert all(t.grad is not None for name, t in zip("xye", (x, y, e)) if name in needs)

@@ -66,6 +66,12 @@ class AlgebraKernel:
         self.func = from_source(self.generated.text)
         self.lattices = lattices_of(stmt, self.generated)
         self._kernels = _build(self.func)
+        out_name = stmt.lhs.name
+        if not formats[out_name].is_dense and "count" not in self._kernels:
+            raise SparseTIRValueError(
+                f"{stmt.text!r}: every coordinate of {out_name} is written (a term without one of "
+                f"its indices, or dense operands only), so a sparse format for {out_name} would "
+                f"store it whole: leave {out_name} out of formats (dense)")
 
     def rebuild(self, func) -> "AlgebraKernel":
         """The kernel for ``func``: a rewritten Stage I function, or a Stage II module from
@@ -79,6 +85,13 @@ class AlgebraKernel:
         if isinstance(func, SparseFunction):
             clone.func = func
         clone._kernels = _build(func)
+        missing = [name for name in self._kernels if name != "onepass"
+                   and name not in clone._kernels]
+        if missing:
+            raise SparseTIRValueError(
+                f"rebuild: the module has no {' or '.join(map(repr, missing))}; "
+                f"lower_sparse_iter(k.func) gives {', '.join(map(repr, self._kernels))}: "
+                "schedule them, do not remove them (only 'onepass' may be left out)")
         return clone
 
     def __call__(self, **operands):

@@ -90,7 +90,12 @@ class GSpMM(torch.autograd.Function):
         ctx.matrix, ctx.op, ctx.reduce_op, ctx.arg = matrix, op, reduce_op, arg
         ctx.lhs_shape = None if lhs is None else tuple(lhs.shape)
         ctx.rhs_shape = None if rhs is None else tuple(rhs.shape)
-        ctx.save_for_backward(lhs, rhs)
+        # keep only what the backward reads: a product's other operand (and a divisor)
+        needs_lhs, needs_rhs = ctx.needs_input_grad[3:5]
+        product = op in ("mul", "div")
+        ctx.save_for_backward(lhs if product and needs_rhs else None,
+                              rhs if product and (needs_lhs or op == "div" and needs_rhs)
+                              else None)
         return out
 
     @staticmethod
@@ -107,14 +112,17 @@ class GSpMM(torch.autograd.Function):
                 matrix, op, lhs, rhs, _edge_message_grad(matrix, reduce_op, grad, ctx.arg),
                 ctx.needs_input_grad[3:])
         else:
-            d_lhs, d_rhs = _backward_sum(matrix, op, lhs, rhs, grad, ctx.needs_input_grad[3:])
+            d_lhs, d_rhs = _backward_sum(matrix, op, lhs, rhs, ctx.rhs_shape, grad,
+                                         ctx.needs_input_grad[3:])
         return (None, None, None,
                 None if d_lhs is None else unbroadcast(d_lhs, ctx.lhs_shape),
                 None if d_rhs is None else unbroadcast(d_rhs, ctx.rhs_shape))
 
 
-def _backward_sum(matrix, op, lhs, rhs, grad, needs):
-    """Source and edge gradients of a summing ``gspmm`` given the output gradient."""
+def _backward_sum(matrix, op, lhs, rhs, rhs_shape, grad, needs):
+    """Source and edge gradients of a summing ``gspmm`` given the output gradient (``lhs`` and
+    ``rhs`` are None where the gradients asked for do not read them; ``rhs_shape`` is the edge
+    operand's shape)."""
     d_lhs = d_rhs = None
     if needs[0] and op != "copy_rhs":
         transpose = matrix.transposed()[0]
@@ -124,8 +132,9 @@ def _backward_sum(matrix, op, lhs, rhs, grad, needs):
         else:
             d_lhs = gspmm_values(transpose, "copy_lhs", "sum", grad, None)[0]
     if needs[1] and op != "copy_lhs":
-        if op == "mul" and _summed_suffix(lhs, rhs, grad) is not None:
-            d_rhs = _edge_dot(matrix, lhs, grad, _summed_suffix(lhs, rhs, grad))
+        suffix = _summed_suffix(lhs.shape, rhs_shape, grad) if op == "mul" else None
+        if suffix is not None:
+            d_rhs = _edge_dot(matrix, lhs, grad, suffix)
         elif op in ("mul", "div"):
             d_rhs = gsddmm_values(matrix, "mul", lhs, grad, "u", "v")
             if op == "div":
@@ -137,15 +146,15 @@ def _backward_sum(matrix, op, lhs, rhs, grad, needs):
     return d_lhs, d_rhs
 
 
-def _summed_suffix(lhs, rhs, grad):
+def _summed_suffix(lhs_shape, rhs_shape, grad):
     """``k`` when the edge operand is broadcast over exactly the feature dimensions after the
     first ``k`` (an edge weight per head: ``(nnz, H, 1)`` against ``(n, H, F)``, or a scalar
     per edge) and the node operand over none: its gradient is then a dot product over those
     dimensions, not a product summed afterwards. None otherwise."""
     out = tuple(grad.shape[1:])
-    if tuple(lhs.shape[1:]) != out:
+    if tuple(lhs_shape[1:]) != out:
         return None
-    edge = tuple(aligned(rhs, grad.dim()).shape[1:])
+    edge = (1,) * max(0, grad.dim() - len(rhs_shape)) + tuple(rhs_shape[1:])
     k = len(out)
     while k and edge[k - 1] == 1 and out[k - 1] != 1:
         k -= 1
@@ -199,7 +208,13 @@ class GSDDMM(torch.autograd.Function):
         out = gsddmm_values(matrix, op, lhs, rhs, lhs_target, rhs_target)
         ctx.matrix, ctx.op, ctx.targets = matrix, op, (lhs_target, rhs_target)
         ctx.shapes = tuple(None if x is None else tuple(x.shape) for x in (lhs, rhs))
-        ctx.save_for_backward(lhs, rhs, out if op == "div" else None)
+        # keep only what the backward reads: a product's other operand, a quotient's divisor
+        needs_lhs, needs_rhs = ctx.needs_input_grad[2:4]
+        ctx.save_for_backward(
+            lhs if op in ("mul", "dot") and needs_rhs else None,
+            rhs if op in ("mul", "dot", "div") and needs_lhs or op == "div" and needs_rhs
+            else None,
+            out if op == "div" and needs_rhs else None)
         return out
 
     @staticmethod
