@@ -144,3 +144,25 @@ def test_spgemm_onepass_for_any_chunk_count(monkeypatch, chunks):
     np.testing.assert_array_equal(two.positions(1), pos)
     np.testing.assert_array_equal(two.coordinates(1), crd)
     np.testing.assert_allclose(two.values, out.values)
+
+
+@pytest.mark.parametrize("chunks", [1, 2, 3])
+def test_room_is_bounded_by_the_merge_and_the_columns(monkeypatch, chunks):
+    """A row's room is what its merge can visit (an intersection: the shorter operand row) and
+    never more than the result's columns, so full rows fill it exactly (moved in place)."""
+    monkeypatch.setattr(kernel_module, "thread_count", lambda: chunks)
+    b = sp.csr_matrix(np.vstack([np.ones((2, 5)), np.zeros((1, 5)), np.arange(15).reshape(3, 5)]))
+    c = sp.csr_matrix(np.arange(1.0, 21.0).reshape(5, 4))
+    spgemm = alg.compile("A(i,j) = B(i,k) * C(k,j)", formats=CSR3)
+    rooms = []
+    assemble = kernel_module._assemble_once
+    monkeypatch.setattr(kernel_module, "_assemble_once", lambda kernel, args, names, shape, bounds:
+                        rooms.append(np.diff(bounds).tolist()) or
+                        assemble(kernel, args, names, shape, bounds))
+    out = spgemm(B=b, C=c)
+    np.testing.assert_allclose(out.to_scipy().toarray(), (b @ c).toarray())
+    product = alg.compile(STATEMENTS["mul"][0], formats=CSR3)
+    upper = sp.csr_matrix(np.triu(np.ones((6, 5))))
+    np.testing.assert_allclose(product(B=b, C=upper).to_scipy().toarray(),
+                               b.multiply(upper).toarray())
+    assert rooms == [[4, 4, 0, 4, 4, 4], [5, 4, 0, 2, 1, 0]]

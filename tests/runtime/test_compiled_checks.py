@@ -7,7 +7,7 @@ import pytest
 import tvm
 from tvm import tirx
 
-from sparsetir.runtime.compiled_checks import compile_checks
+from sparsetir.runtime.compiled_checks import PARALLEL_MIN, compile_checks
 from sparsetir.runtime import (ArgumentError, BufferParam, IndicesCheck, IndptrCheck,
                                ScalarParam, Signature, ValueDomainCheck)
 from sparsetir.runtime.validate import run_checks
@@ -85,3 +85,35 @@ def test_compiled_checks_agree_with_numpy(checks):
         assert _compiled_accepts(checks, case) == expected, case
         verdicts.append(expected)
     assert 50 < sum(verdicts) < 350          # both verdicts were exercised
+
+
+def _large_case(rng) -> dict:
+    """Arrays past ``PARALLEL_MIN``, whose checks run in parallel parts."""
+    m, n, w, r = PARALLEL_MIN // 4 + 3, 50, 5, 3
+    lengths = rng.integers(0, 12, size=m) * (rng.random(m) < 0.8)           # empty rows
+    indices = np.sort(rng.random((m, 12)).argsort(axis=1)[:, :12] % n, axis=1)
+    arrays = {"indptr": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32),
+              "indices": np.concatenate([row[:k] for row, k in zip(indices, lengths)])
+              .astype(np.int32),
+              "ell": np.sort(rng.permuted(np.tile(np.arange(n), (m, 1)), axis=1)[:, :w],
+                             axis=1).reshape(-1).astype(np.int32)}
+    arrays["etype"] = rng.integers(0, r, size=arrays["indices"].size).astype(np.int32)
+    return arrays | {"m": m, "n": n, "nnz": int(lengths.sum()), "w": w, "r": r}
+
+
+def test_compiled_checks_agree_with_numpy_in_parallel_parts(checks):
+    """One changed entry anywhere in a long array (every part of the parallel loop, the last
+    element included) is found as the numpy checks find it."""
+    rng = np.random.default_rng(11)
+    case = _large_case(rng)
+    assert case["nnz"] >= PARALLEL_MIN and _numpy_accepts(case) and _compiled_accepts(checks, case)
+    verdicts = []
+    for _ in range(24):
+        changed = _change_one(rng, case)
+        expected = _numpy_accepts(changed)
+        assert _compiled_accepts(checks, changed) == expected
+        verdicts.append(expected)
+    last = case["indices"].copy()
+    last[-1] = case["n"]
+    assert not _compiled_accepts(checks, case | {"indices": last})
+    assert verdicts.count(False) > 12

@@ -101,13 +101,39 @@ def checks_module(signature) -> tvm.IRModule:
     return tvm.IRModule({"main": builder.get()})
 
 
+PARALLEL_PARTS = 16
+"""Parts a long check loop is cut into, run on the kernels' threads (``runtime.threads``)."""
+PARALLEL_MIN = 1 << 16
+"""Loops this long or longer run in parallel parts (a parallel launch costs microseconds)."""
+
+
 def _count(violations, start, stop, condition, sign: int = 1) -> None:
-    """Add (``sign`` 1) or subtract (-1) the number of ``i`` in ``[start, stop)`` where
-    ``condition(i)`` holds to ``violations[0]``: one flat loop that LLVM vectorises (a loop
-    per row costs more than the check on short rows)."""
+    """Add (``sign`` 1) or subtract (-1) the sum over ``i`` in ``[start, stop)`` of
+    ``condition(i)`` (a bool, or a count of failures) to ``violations[0]``: flat loops that LLVM vectorises (a loop per
+    row costs more than the check on short rows); from ``PARALLEL_MIN`` elements on, in
+    ``PARALLEL_PARTS`` parts on the kernels' threads, each summing into its own slot."""
+    stop = tirx.max(start, stop)
+    with Tb.If(stop - start < PARALLEL_MIN):
+        with Tb.Then():
+            _count_range(violations, 0, start, stop, condition, sign)
+        with Tb.Else():
+            parts = Tb.alloc_buffer((PARALLEL_PARTS,), "int64")
+            step = tirx.floordiv(stop - start + PARALLEL_PARTS - 1, PARALLEL_PARTS)
+            with Tb.parallel(0, PARALLEL_PARTS) as part:
+                local = Tb.alloc_buffer((1,), "int64", scope="local")
+                Tb.buffer_store(local, tirx.const(0, "int64"), [0])
+                first = start + part * step
+                _count_range(local, 0, first, tirx.min(first + step, stop), condition, sign)
+                Tb.buffer_store(parts, local[0], [part])
+            with Tb.serial(0, PARALLEL_PARTS) as part:
+                Tb.buffer_store(violations, violations[0] + parts[part], [0])
+
+
+def _count_range(total, slot, start, stop, condition, sign: int) -> None:
+    """``total[slot] += sign * (sum of condition(i) for i in [start, stop))``."""
     with Tb.serial(start, tirx.max(start, stop)) as i:
         hit = tirx.Cast("int64", condition(i))
-        Tb.buffer_store(violations, violations[0] + hit if sign > 0 else violations[0] - hit, [0])
+        Tb.buffer_store(total, total[slot] + hit if sign > 0 else total[slot] - hit, [slot])
 
 
 def _flag(violations, failed) -> None:
@@ -135,16 +161,22 @@ def _emit(check, buffers: dict, violations) -> None:
 
 def _emit_indices(check: IndicesCheck, buffers: dict, violations) -> None:
     """In range everywhere; sorted: every descent ``indices[p-1] >= indices[p]`` sits at the
-    start of a row (descents minus distinct row starts holding one must be 0)."""
+    start of a row (descents minus distinct row starts holding one must be 0). One pass over
+    the array counts both (the loop is bound by memory bandwidth)."""
     indices = buffers[check.param]
     total = indices.shape[0]
-    _count(violations, 0, total,
-           lambda p: tirx.Or(indices[p] < 0, indices[p] >= check.bound))
+
+    def out_of_range(p):
+        return tirx.Or(indices[p] < 0, indices[p] >= check.bound)
+
     if not check.sorted:
+        _count(violations, 0, total, out_of_range)
         return
-    with Tb.If(tirx.all(violations[0] == 0, total > 1)):
+    with Tb.If(total > 0):
         with Tb.Then():
-            _count(violations, 1, total, lambda p: _descends(check, indices[p - 1], indices[p]))
+            _flag(violations, out_of_range(0))
+            _count(violations, 1, total, lambda p: tirx.Cast("int32", out_of_range(p))
+                   + tirx.Cast("int32", _descends(check, indices[p - 1], indices[p])))
             _subtract_row_starts(check, buffers, indices, total, violations)
 
 
