@@ -11,7 +11,9 @@ with the same thread count, once idle and once beside one busy process per usabl
 (``background_load.busy_processes``); contenders in a rotated order each round. Measured: ms
 per epoch (forward, backward, Adam step; the median of the timed epochs after warm-up), the part
 of it in sparse operators (``gnn_profile.py``), the peak memory of training (peak resident set
-minus the resident set before the first epoch) and the losses. The check: each contender's
+minus the resident set before the first epoch: ``rss``, and the same from a second, short run
+whose C heap hands every block of 128 KiB or more back when it is freed: ``live``, see
+``LIVE_MEMORY_ENV``) and the losses. The check: each contender's
 float64 losses from the same weights must agree with DGL's within 1e-4 relative
 (``gnn_report.check_losses``); a contender that fails it is an ERROR, not a time. sparsetir's
 kernels come from the user's kernel cache (``SPARSETIR_CACHE``, default ``~/.cache/sparsetir``),
@@ -56,8 +58,17 @@ FULL = {"models": list(gnn_models.MODELS), "graphs": gnn_data.labels(), "rounds"
 EPOCHS = {"warmup": 3, "epochs": 20, "profile_epochs": 2, "check_epochs": 10}
 LARGE = "synthetic-arxiv"
 LARGE_EPOCHS = {"warmup": 1, "epochs": 5, "profile_epochs": 1, "check_epochs": 3}
+MEMORY_EPOCHS = {"warmup": 3, "epochs": 3, "profile_epochs": 0, "check_epochs": 0}
 CONDITIONS = ("idle", "load")
 WORKER_TIMEOUT_S = 1800
+LIVE_MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
+"""The environment of the run that measures live memory. By default glibc raises its mmap
+threshold as large blocks are freed, so later blocks come from the heap and their pages stay
+resident after ``free``: the resident-set peak then measures how the heap fragmented more than
+what is alive (the same worker gave 75-106 MiB on GAT/pubmed from run to run). With a fixed
+threshold every block of 128 KiB or more is mapped on its own and unmapped when freed, so the
+peak is the peak of live data (the same case: 28-30 MiB), for every contender alike. Epochs are
+slower so (GAT/pubmed 34 -> 64 ms), so times come from the default run."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -106,9 +117,10 @@ def worker_env(threads: int) -> dict:
     return env
 
 
-def run_worker(case: dict, epochs: dict, settings: dict, cache: Path) -> dict:
-    """One worker's result for ``case`` (contender, model, graph, condition); an error record
-    when it crashed, printed nothing or ran past ``WORKER_TIMEOUT_S``."""
+def run_worker(case: dict, epochs: dict, settings: dict, cache: Path, env: dict = None) -> dict:
+    """One worker's result for ``case`` (contender, model, graph, condition), with ``env`` added
+    to its environment; an error record when it crashed, printed nothing or ran past
+    ``WORKER_TIMEOUT_S``."""
     cmd = [sys.executable, str(HERE / "gnn_worker.py"), "--cache", str(cache),
            "--threads", str(settings["threads"])]
     cmd += [f"--{k}={v}" for k, v in case.items()]
@@ -116,7 +128,8 @@ def run_worker(case: dict, epochs: dict, settings: dict, cache: Path) -> dict:
     stderr_path = cache / "{contender}-{model}-{graph}-{condition}.stderr".format(**case)
     with open(stderr_path, "w+") as stderr:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                env=worker_env(settings["threads"]), cwd=HERE)
+                                env={**worker_env(settings["threads"]), **(env or {})},
+                                cwd=HERE)
         timer = threading.Timer(WORKER_TIMEOUT_S, proc.kill)
         timer.start()
         result = None
@@ -131,9 +144,16 @@ def run_worker(case: dict, epochs: dict, settings: dict, cache: Path) -> dict:
 
 
 def measure(case: dict, epochs: dict, settings: dict, cache: Path) -> dict:
-    """``run_worker`` idle, or beside the background load; the float64 check runs idle only."""
+    """``run_worker`` idle, or beside the background load; the float64 check and the live
+    memory run (``LIVE_MEMORY_ENV``, its peak as ``live_peak_mib``) are idle only."""
     if case["condition"] == "idle":
-        return run_worker(case, epochs, settings, cache)
+        record = run_worker(case, epochs, settings, cache)
+        if record["status"] == "ok":
+            memory = dict(MEMORY_EPOCHS, warmup=min(MEMORY_EPOCHS["warmup"], epochs["warmup"]))
+            live = run_worker(dict(case, condition="memory"), memory, settings, cache,
+                              LIVE_MEMORY_ENV)
+            record["live_peak_mib"] = live.get("peak_mib", "")
+        return record
     with background_load.busy_processes(settings["load_processes"]):
         return run_worker(case, dict(epochs, check_epochs=0), settings, cache)
 
@@ -162,7 +182,8 @@ def progress_line(index: int, total: int, r: dict) -> str:
     if r["status"] != "ok":
         return f"{where}: {r['status']}: {r.get('note', '')}"
     sparse = f", sparse {r['sparse_ms']:.4g} ms" if "sparse_ms" in r else ""
-    return (f"{where}: {r['epoch_ms']:.4g} ms/epoch{sparse}, peak {r['peak_mib']:.1f} MiB, "
+    live = f"live {r['live_peak_mib']:.1f} MiB, " if r.get("live_peak_mib", "") != "" else ""
+    return (f"{where}: {r['epoch_ms']:.4g} ms/epoch{sparse}, {live}rss {r['peak_mib']:.1f} MiB, "
             f"loss {r['final_loss']:.6g}")
 
 

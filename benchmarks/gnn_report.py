@@ -6,8 +6,8 @@ workers' ``check_losses``) must agree with DGL's within ``LOSS_RTOL`` relative a
 a contender that does not is marked ``error`` on every row of that case, its times withheld.
 Derived columns: ``loss_vs_dgl`` (the relative difference of the float32 final loss from DGL's,
 for information: float32 rounding grows in training), ``check_vs_dgl`` (the float64 one that is
-checked), ``ours_over_this_*`` (ours' epoch time, sparse time and peak memory over this
-contender's: below 1, ours is faster or smaller) and ``load_slowdown`` (epoch time under load
+checked), ``ours_over_this_*`` (ours' epoch time, sparse time, live and resident-set peak memory over
+this contender's: below 1, ours is faster or smaller) and ``load_slowdown`` (epoch time under load
 over idle).
 
 Example
@@ -30,9 +30,9 @@ import gnn_models
 LOSS_RTOL = 1e-4
 REFERENCE = "dgl"
 COLUMNS = ("model", "graph", "nodes", "edges", "contender", "condition", "status", "epoch_ms",
-           "p25_ms", "p75_ms", "sparse_ms", "sparse_share", "peak_mib", "final_loss",
+           "p25_ms", "p75_ms", "sparse_ms", "sparse_share", "live_peak_mib", "peak_mib", "final_loss",
            "loss_vs_dgl", "check_vs_dgl", "ours_over_this_epoch", "ours_over_this_sparse",
-           "ours_over_this_peak", "load_slowdown", "epochs", "first_epoch_ms", "prewarm_ms",
+           "ours_over_this_live", "ours_over_this_peak", "load_slowdown", "epochs", "first_epoch_ms", "prewarm_ms",
            "setup_ms", "profiled_epoch_ms", "profiled_sparse_ms", "baseline_mib", "rounds",
            "round_ms", "note")
 
@@ -89,8 +89,8 @@ def finish(records: list) -> list:
                 row["loss_vs_dgl"] = _relative([r["final_loss"]], [dgl["final_loss"]])
             if mine and r["contender"] != "ours":
                 for column, field in (("epoch", "epoch_ms"), ("sparse", "sparse_ms"),
-                                      ("peak", "peak_mib")):
-                    if r.get(field) and mine.get(field) is not None:
+                                      ("live", "live_peak_mib"), ("peak", "peak_mib")):
+                    if r.get(field) and mine.get(field) not in (None, ""):
                         row[f"ours_over_this_{column}"] = mine[field] / r[field]
             idle = ok.get(case + (r["contender"], "idle"))
             if r["condition"] != "idle" and idle:
@@ -137,13 +137,14 @@ def _cell(row, field: str, fmt: str) -> str:
 
 
 def table(rows: list, machine: dict, settings: dict) -> str:
-    """Per model: each graph and contender idle (epoch ms, sparse ms and share, peak MiB, float32
+    """Per model: each graph and contender idle (epoch ms, sparse ms and share, live and
+    resident-set peak MiB, float32
     final loss, float64 check) and under load (epoch ms, slowdown); then ours' ratios."""
     names = [n for n in gnn_frameworks.NAMES if any(r["contender"] == n for r in rows)]
     by_key = {(r["model"], r["graph"], r["contender"], r["condition"]): r for r in rows}
     out = [header(machine, settings), ""]
     columns = (f"{'graph':16s}{'contender':>10s}{'epoch ms':>11s}{'sparse ms':>11s}"
-               f"{'share':>7s}{'peak MiB':>10s}{'f32 loss':>12s}{'f64 check':>10s}"
+               f"{'share':>7s}{'live MiB':>10s}{'rss MiB':>9s}{'f32 loss':>12s}{'f64 check':>10s}"
                f"{'load ms':>10s}{'slowdown':>9s}")
     for model in settings["models"]:
         out += [gnn_models.MODELS[model].title, columns]
@@ -159,7 +160,8 @@ def table(rows: list, machine: dict, settings: dict) -> str:
                 out.append(f"{graph:16s}{name:>10s}{_cell(idle, 'epoch_ms', '.4g'):>11s}"
                            f"{_cell(idle, 'sparse_ms', '.4g'):>11s}"
                            f"{_cell(idle, 'sparse_share', '.0%'):>7s}"
-                           f"{_cell(idle, 'peak_mib', '.1f'):>10s}"
+                           f"{_cell(idle, 'live_peak_mib', '.1f'):>10s}"
+                           f"{_cell(idle, 'peak_mib', '.1f'):>9s}"
                            f"{_cell(idle, 'final_loss', '.6g'):>12s}{check:>10s}"
                            f"{_cell(load, 'epoch_ms', '.4g'):>10s}"
                            f"{_cell(load, 'load_slowdown', '.2f'):>9s}")
@@ -172,21 +174,22 @@ def table(rows: list, machine: dict, settings: dict) -> str:
 
 
 def ratios(rows: list, settings: dict) -> str:
-    """Ours over DGL and over PyG (below 1: ours faster or smaller): epoch, sparse time and peak
-    memory idle, epoch under load; and each side's slowdown under load."""
+    """Ours over DGL and over PyG (below 1: ours faster or smaller): epoch, sparse time, live and
+    resident-set peak memory idle, epoch under load; and each side's slowdown under load."""
     by_key = {(r["model"], r["graph"], r["contender"], r["condition"]): r for r in rows}
     lines = ["ours / DGL and ours / PyG (below 1: ours is faster or smaller); slowdown = epoch "
              "under load / idle",
              f"{'model':6s}{'graph':16s}" + "".join(f"{h:>11s}" for h in (
-                 "epoch/dgl", "epoch/pyg", "sparse/dgl", "sparse/pyg", "peak/dgl", "peak/pyg",
-                 "load/dgl", "load/pyg", "slow ours", "slow dgl", "slow pyg"))]
+                 "epoch/dgl", "epoch/pyg", "sparse/dgl", "sparse/pyg", "live/dgl", "live/pyg",
+                 "rss/dgl", "rss/pyg", "load/dgl", "load/pyg", "slow ours", "slow dgl",
+                 "slow pyg"))]
     for model in settings["models"]:
         for graph in settings["graphs"]:
             def get(name, condition, field):
                 r = by_key.get((model, graph, name, condition))
                 return r[field] if r and r["status"] == "ok" else ""
-            cells = [get(n, "idle", f"ours_over_this_{f}") for f in ("epoch", "sparse", "peak")
-                     for n in ("dgl", "pyg")]
+            cells = [get(n, "idle", f"ours_over_this_{f}")
+                     for f in ("epoch", "sparse", "live", "peak") for n in ("dgl", "pyg")]
             cells += [get(n, "load", "ours_over_this_epoch") for n in ("dgl", "pyg")]
             cells += [get(n, "load", "load_slowdown") for n in ("ours", "dgl", "pyg")]
             if any(c != "" for c in cells):

@@ -124,14 +124,15 @@ def test_profiler_rule_counts_dgl_sparse_calls(tiny_graph):
     assert gnn_profile.sparse_seconds(run.epoch, set(), epochs=1)[0] == 0
 
 
-def _record(contender, condition="idle", epoch_ms=10.0, losses=(1.0, 0.9, 0.8)):
+def _record(contender, condition="idle", epoch_ms=10.0, losses=(1.0, 0.9, 0.8), live=4.0):
     return {"contender": contender, "model": "gcn", "graph": "cora", "condition": condition,
             "status": "ok", "epoch_ms": epoch_ms, "sparse_ms": epoch_ms / 2, "peak_mib": 8.0,
+            "live_peak_mib": live if condition == "idle" else "",
             "final_loss": 0.5, "check_losses": list(losses) if condition == "idle" else None}
 
 
 def test_loss_check_ratios_and_table():
-    records = [_record("dgl"), _record("ours", epoch_ms=5.0),
+    records = [_record("dgl"), _record("ours", epoch_ms=5.0, live=3.0),
                _record("pyg", losses=(1.0, 0.9, 0.8 * (1 + 3e-4))),
                _record("dgl", "load", 20.0), _record("ours", "load", 6.0)]
     rows = gnn_report.finish(gnn_report.check_losses(records))
@@ -142,6 +143,8 @@ def test_loss_check_ratios_and_table():
     assert by["pyg", "idle"]["epoch_ms"] == 10.0
     assert by["dgl", "idle"]["ours_over_this_epoch"] == pytest.approx(0.5)
     assert by["dgl", "load"]["ours_over_this_epoch"] == pytest.approx(0.3)
+    assert by["dgl", "idle"]["ours_over_this_live"] == pytest.approx(0.75)
+    assert by["dgl", "idle"]["ours_over_this_peak"] == pytest.approx(1.0)
     assert by["ours", "load"]["load_slowdown"] == pytest.approx(1.2)
     assert by["pyg", "idle"]["ours_over_this_epoch"] == ""   # an error gives no ratio
     settings = gnn.settings_of(gnn.parse_args(["--quick"]))
@@ -149,6 +152,23 @@ def test_loss_check_ratios_and_table():
             "memory": "1 kB"}
     text = gnn_report.table(rows, info, settings)
     assert "ERROR" in text and "NOT THE SAME MODEL" in text and "0.50" in text
+
+
+def test_idle_cases_measure_live_memory_in_a_second_run(monkeypatch, tmp_path):
+    """The idle run gives the times; a short run with a fixed mmap threshold, the live peak."""
+    calls = []
+
+    def fake_worker(case, epochs, settings, cache, env=None):
+        calls.append((case["condition"], epochs["epochs"], env))
+        return dict(case, status="ok", epoch_ms=1.0, peak_mib=50.0 if env is None else 20.0)
+
+    monkeypatch.setattr(gnn, "run_worker", fake_worker)
+    settings = gnn.settings_of(gnn.parse_args(["--quick"]))
+    case = {"contender": "ours", "model": "gcn", "graph": "cora", "condition": "idle"}
+    record = gnn.measure(case, gnn.EPOCHS, settings, tmp_path)
+    assert (record["peak_mib"], record["live_peak_mib"]) == (50.0, 20.0)
+    assert calls == [("idle", gnn.EPOCHS["epochs"], None),
+                     ("memory", gnn.MEMORY_EPOCHS["epochs"], gnn.LIVE_MEMORY_ENV)]
 
 
 def test_command_line():

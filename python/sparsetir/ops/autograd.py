@@ -279,4 +279,5 @@ class EdgeSoftmax(torch.autograd.Function):
         (scores,) = ctx.saved_tensors
         weighted = (grad * scores).contiguous()
         sums = gspmm_values(ctx.matrix, "copy_rhs", "sum", None, weighted)[0]
-        return None, weighted - gsddmm_values(ctx.matrix, "mul", scores, sums, "e", "v")
+        # in place: ``weighted`` is this backward's own tensor (one edge tensor less at peak)
+        return None, weighted.sub_(gsddmm_values(ctx.matrix, "mul", scores, sums, "e", "v"))
