@@ -12,8 +12,10 @@
  *
  * A launch uses `num_task` threads when the kernel asks for a number, else the count given to
  * sparsetir_openmp_setup; it runs the whole loop on the calling thread (one task) inside an
- * OpenMP parallel region, and on the thread that called fork() in the child, whose copy of
- * the OpenMP pool has no threads behind it. An error a task raises (the lambda returns
+ * OpenMP parallel region, on the thread that called fork() in the child, whose copy of
+ * the OpenMP pool has no threads behind it, and while the calling thread has asked for serial
+ * launches (sparsetir_openmp_serial: a call too small to gain from a team, as torch runs a
+ * range under its grain size). An error a task raises (the lambda returns
  * nonzero with the error in its thread's tvm-ffi slot) is moved to the calling thread's slot,
  * the first one when several fail, and the launch returns -1, as TVM's pool does.
  */
@@ -37,6 +39,7 @@ static set_error_fn ffi_set_error;   /* TVMFFIErrorSetRaised (takes a reference 
 static dec_ref_fn ffi_dec_ref;       /* TVMFFIObjectDecRef */
 static int team_size = 1;
 static __thread int forked_here;     /* this thread called fork() and is the child's thread */
+static __thread int serial_here;     /* this thread's launches run on itself */
 
 static void after_fork_in_child(void) { forked_here = 1; }
 
@@ -53,9 +56,12 @@ void sparsetir_openmp_setup(void *move_error, void *set_error, void *dec_ref, in
   }
 }
 
+/* Run the calling thread's next launches on itself (serial nonzero) or on a team (0). */
+void sparsetir_openmp_serial(int serial) { serial_here = serial; }
+
 int sparsetir_openmp_launch(parallel_lambda lambda, void *cdata, int num_task) {
   int wanted = num_task > 0 ? num_task : team_size;
-  if (wanted <= 1 || forked_here || omp_in_parallel()) {
+  if (wanted <= 1 || forked_here || serial_here || omp_in_parallel()) {
     TVMParallelGroupEnv env = {NULL, 1};
     return lambda(0, &env, cdata);
   }

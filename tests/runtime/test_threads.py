@@ -175,6 +175,40 @@ def check_fork() -> dict:
     return {"pool": decision.pool, "printed": printed.getvalue().strip()}
 
 
+def check_small_calls_run_serially() -> dict:
+    """A kernel whose parallel loop writes the id of the thread that ran each iteration, called
+    with arrays just under, at and over ``SERIAL_BYTES`` (plain and bound): how many threads
+    each call used."""
+    import torch
+    import tvm
+    from tvm.script import tirx as T
+
+    import sparsetir
+    from sparsetir.runtime.threads import SERIAL_BYTES, cooperate_with_torch
+
+    torch.set_num_threads(2)
+    torch.ones(1 << 22).mul_(2)
+    decision = cooperate_with_torch()
+
+    @T.prim_func
+    def threads_of(a: T.handle, n: T.int32):
+        T.func_attr({"global_symbol": "main", "tir.noalias": True})
+        A = T.match_buffer(a, (n,), "int64")
+        for i in T.parallel(n):
+            A[i] = T.Cast("int64", T.call_extern("uint64", "pthread_self"))
+
+    kernel = sparsetir.build(tvm.IRModule({"main": threads_of}), "llvm", schedule="none")
+    used = {}
+    for label, n in (("small", 64), ("under", SERIAL_BYTES // 8 - 1),
+                     ("at", SERIAL_BYTES // 8), ("small_again", 100)):
+        out = np.zeros(n, np.int64)
+        kernel(out, n)
+        bound_out = torch.zeros(n, dtype=torch.int64)
+        kernel.bind(n=n)(bound_out)
+        used[label] = [len(set(out.tolist())), len(set(bound_out.tolist()))]
+    return {"pool": decision.pool, "used": used}
+
+
 # ---------------------------------------------------------------------------------- the tests
 
 @pytest.mark.parametrize("torch_first", ["1", "0"], ids=["torch-first", "sparsetir-first"])
@@ -223,6 +257,13 @@ def test_forked_children_run_kernels():
     found = run_check("check_fork", TVM_NUM_THREADS="2")
     assert found["pool"] == "openmp"
     assert found["printed"] == "OK 11"
+
+
+def test_calls_under_serial_bytes_run_on_the_calling_thread():
+    found = run_check("check_small_calls_run_serially", TVM_NUM_THREADS="2")
+    assert found["pool"] == "openmp"
+    assert found["used"] == {"small": [1, 1], "under": [1, 1], "at": [2, 2],
+                             "small_again": [1, 1]}
 
 
 def test_explicit_setting_decides_without_building(monkeypatch):

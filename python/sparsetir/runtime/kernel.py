@@ -15,6 +15,7 @@ from .arguments import (BufferConverter, ScalarConverter, host_array, is_sealed,
 from ..errors import ArgumentError, SparseTIRValueError
 from .fast_path import FastPath
 from .signature import BufferParam, IndicesCheck, ScalarParam, Signature
+from .threads import SERIAL_BYTES, size_launches
 from .validate import run_checks
 
 
@@ -108,6 +109,7 @@ class Kernel:
         """
         self._entry_function()          # no device: say so before converting anything
         values, copy_backs = self._convert(args, validate)
+        size_launches(sum(map(_nbytes, args)))
         self._invoke(values, copy_backs, args)
 
     def bind(self, validate: bool = True, **fixed) -> "BoundKernel":
@@ -294,6 +296,24 @@ class Kernel:
                 torch.autograd.graph.increment_version(args[i])
 
 
+def _nbytes(value) -> int:
+    """The bytes of an array argument (a numpy array or a dense torch tensor), 0 for a scalar,
+    ``SERIAL_BYTES`` for anything else (counted as large: its launches keep their team). Never
+    raises: an argument the call will refuse is refused there, by name."""
+    if type(value) is np.ndarray:
+        return value.nbytes
+    if isinstance(value, (int, float, np.generic)):
+        return 0
+    torch = sys.modules.get("torch")
+    if torch is not None and type(value) is torch.Tensor:
+        try:
+            if value.layout == torch.strided:
+                return value.numel() * value.element_size()
+        except (RuntimeError, TypeError):
+            pass
+    return SERIAL_BYTES
+
+
 def _torch_as_numpy(args: tuple):
     """``args`` with every torch tensor replaced by the numpy array over its memory, or None
     when there is none or torch refuses one (see ``BoundKernel.call_fast``)."""
@@ -378,6 +398,7 @@ class BoundKernel:
         self.parameters = [params[i].name for i in self._free_positions]
         self._fast = self._fast_path()
         self._written_free = [k for k, c in enumerate(self._free) if c.accept.written]
+        self._fixed_bytes = sum(_nbytes(fixed[name]) for name in fixed)
 
     def protect(self, **arrays) -> "BoundKernel":
         """Refuse calls whose written arguments overlap ``arrays`` too: arrays the kernel does
@@ -429,6 +450,7 @@ class BoundKernel:
         torch refuses for tensors that require grad, carry a negative or conjugate bit, or
         are not on the CPU), else in Python (``fast_path.FastPath``); return False, with
         nothing run, for any other call."""
+        size_launches(self._fixed_bytes + sum(map(_nbytes, args)))
         native = self._fast.native
         if native is not None:
             if native(*args):

@@ -21,7 +21,15 @@ later calls return at once) sets that up:
   loaded (``tvm_ffi`` imports torch), so the threads are torch's. Modules loaded before keep
   TVM's pool; ``sparsetir.ops`` calls this before loading any.
 * A launch uses :func:`thread_count` threads (``TVM_NUM_THREADS``, as TVM's pool did), read
-  when this runs.
+  when this runs, except a call whose arrays hold fewer than ``SERIAL_BYTES`` bytes in all
+  (:func:`size_launches`, which the call wrappers of ``runtime.kernel`` use): it runs on the
+  calling thread, as torch runs a range under its grain size. Such a call takes tens of
+  microseconds, less than waking a team costs, and a parallel launch is a point where a call
+  waits for every thread of the team: on a loaded machine, for a descheduled one. On a 2-core
+  VM beside 2 busy processes, some runs of GCN training on Cora lose a time slice at every
+  parallel region of the epoch (whole runs at 184-256 ms per epoch instead of 7-13); its 4
+  kernel calls per epoch (0.2-0.4 MiB) running serially took such a run from 216 to 184 ms.
+  The rest are torch's own regions, which DGL's runs share: 4 of 20 of ours, 7 of 20 of DGL's.
 * Nothing of torch's is changed: its thread count, ``OMP_*`` variables and wait policy stay as
   they are (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``, ``OMP_PROC_BIND`` you set now apply to the
   kernels too). In a child made by ``fork``, the thread that forked runs parallel loops on
@@ -66,9 +74,14 @@ class Cooperation(NamedTuple):
     reason: str
 
 
+SERIAL_BYTES = 1 << 20
+"""A call whose arrays hold fewer bytes than this runs its parallel loops on the calling thread."""
+
 _decided: Cooperation | None = None
 _lock = threading.Lock()
 _launcher = None             # the loaded library: kept alive while modules point into it
+_set_serial = None           # its sparsetir_openmp_serial
+_serial = threading.local()  # per thread: whether its launches are serial now (the C flag's copy)
 
 
 def thread_count() -> int:
@@ -83,6 +96,21 @@ def _count(value: str) -> int:
     if value.isascii() and value.isdigit() and int(value) > 0:
         return int(value)
     return len(os.sched_getaffinity(0))
+
+
+def size_launches(nbytes: int) -> None:
+    """Let the calling thread's next kernel launches run on itself when the call's arrays hold
+    fewer than ``SERIAL_BYTES`` bytes (``nbytes``), on a team otherwise; nothing changes where
+    TVM's pool runs the kernels. Cheap when nothing changes.
+
+    Example
+    -------
+    >>> size_launches(4096)          # the next launches from this thread run on it alone
+    """
+    serial = nbytes < SERIAL_BYTES
+    if _set_serial is not None and getattr(_serial, "on", False) != serial:
+        _set_serial(serial)
+        _serial.on = serial
 
 
 def cooperate_with_torch() -> Cooperation:
@@ -112,7 +140,7 @@ def _decide() -> Cooperation:
 def _install_openmp_launcher(threads: int) -> None:
     """Build and load ``openmp_launch.c`` and make it the parallel launch and barrier of TVM
     modules loaded from now on."""
-    global _launcher
+    global _launcher, _set_serial
     library = ctypes.CDLL(str(build_shared("openmp_launch.c", ["-fopenmp"])))
     ffi = ctypes.CDLL(tvm_ffi.libinfo.find_libtvm_ffi())
 
@@ -131,4 +159,7 @@ def _install_openmp_launcher(threads: int) -> None:
                                  ("__TVMBackendParallelBarrier", "sparsetir_openmp_barrier")):
         if register(context_symbol.encode(), address(library, ours)) != 0:
             raise RuntimeError(f"tvm-ffi refused to register {context_symbol}")
+    library.sparsetir_openmp_serial.argtypes = [ctypes.c_int]
+    library.sparsetir_openmp_serial.restype = None
     _launcher = library
+    _set_serial = library.sparsetir_openmp_serial
