@@ -121,9 +121,10 @@ def test_edge_softmax_values_and_gradient(graph):
     lambda M, x, e: ops.gspmm(M, "mul", "sum", x, e),
     lambda M, x, e: ops.gspmm(M, "div", "max", x, e),
     lambda M, x, e: ops.gspmm(M, "sub", "mean", x, e),
+    lambda M, x, e: ops.copy_u_mean(M, x),
     lambda M, x, e: ops.gsddmm(M, "mul", x, e, "u", "e"),
     lambda M, x, e: ops.edge_softmax(M, e),
-], ids=["u_mul_e_sum", "u_div_e_max", "u_sub_e_mean", "u_mul_e", "edge_softmax"])
+], ids=["u_mul_e_sum", "u_div_e_max", "u_sub_e_mean", "copy_u_mean", "u_mul_e", "edge_softmax"])
 def test_gradcheck_float64(graph, check):
     matrix = graph[0]
     generator = torch.Generator().manual_seed(6)
@@ -324,3 +325,16 @@ def test_the_forward_keeps_only_what_the_backward_reads(graph, call, needs, save
     assert tuple(t is not None for t in out.grad_fn.saved_tensors[:2]) == saved
     out.sum().backward()                       # and the backward still runs
     assert all(t.grad is not None for name, t in zip("xye", (x, y, e)) if name in needs)
+
+
+def test_copy_u_mean_gradient_in_both_dtypes_on_one_matrix(graph):
+    """The mean's backward weights each edge by 1 / in-degree (kept per matrix and dtype)."""
+    matrix, rows, cols = graph
+    degrees = torch.bincount(rows, minlength=M_ROWS).clamp(min=1)
+    for dtype in (torch.float32, torch.float64, torch.float32):
+        x = torch.rand((N_COLS, 2, 3), dtype=dtype, requires_grad=True)
+        upstream = torch.rand((M_ROWS, 2, 3), dtype=dtype)
+        ops.copy_u_mean(matrix, x).backward(upstream)
+        expected = torch.zeros_like(x).index_add(0, cols, (upstream / degrees[:, None, None]
+                                                           .to(dtype))[rows])
+        torch.testing.assert_close(x.grad, expected)

@@ -6,7 +6,10 @@ Every backward is made of the same compiled kernels as the forward passes
 
 - ``gspmm``, sum (mean: the gradient divided by the in-degree first): the source gradient is a
   ``gspmm`` over the transpose (``dX = M^T dY`` for ``u_mul_e_sum``), the edge gradient a
-  ``gsddmm`` on M's pattern (``dE[e] = X[u] * dY[v]``);
+  ``gsddmm`` on M's pattern (``dE[e] = X[u] * dY[v]``); ``copy_u_mean``'s source gradient
+  takes the division as edge weights of the transpose (``1 / in-degree(v)`` on each edge,
+  made once per matrix) instead of a divided copy of the gradient: on Pubmed at 128 features
+  that copy cost 1 ms of a 1.4 ms backward;
 - ``gspmm``, max/min: the gradient goes to the edge each value came from (the arg positions
   the forward pass recorded), and from there as for sum;
 - ``gsddmm``: the gradient of each edge, sent to its target (``v``: a ``gspmm`` over M, ``u``:
@@ -104,6 +107,10 @@ class GSpMM(torch.autograd.Function):
         matrix, op, reduce_op = ctx.matrix, ctx.op, ctx.reduce_op
         lhs, rhs = ctx.saved_tensors
         grad = grad.contiguous()
+        if reduce_op == "mean" and op == "copy_lhs":
+            d_lhs = gspmm_values(matrix.transposed()[0], "mul", "sum", grad,
+                                 _mean_weights(matrix, grad))[0]
+            return None, None, None, unbroadcast(d_lhs, ctx.lhs_shape), None
         if reduce_op == "mean":
             degrees = torch.from_numpy(np.maximum(matrix.in_degrees(), 1)).to(grad.dtype)
             grad = grad / degrees.reshape((-1,) + (1,) * (grad.dim() - 1))
@@ -117,6 +124,18 @@ class GSpMM(torch.autograd.Function):
         return (None, None, None,
                 None if d_lhs is None else unbroadcast(d_lhs, ctx.lhs_shape),
                 None if d_rhs is None else unbroadcast(d_rhs, ctx.rhs_shape))
+
+
+def _mean_weights(matrix, grad):
+    """``1 / in-degree(v)`` for each edge ``e = (u, v)``, in the order of M's transpose, with
+    ``grad``'s dtype and a size-1 dimension per feature dimension of ``grad``."""
+    def make():
+        perm = np.asarray(matrix.transposed()[1])
+        destinations = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+        inverse = 1.0 / np.maximum(matrix.in_degrees(), 1)
+        return torch.from_numpy(inverse[destinations[perm]]).to(grad.dtype)
+    weights = matrix._derive(f"mean_weights_{grad.dtype}", make)  # pylint: disable=protected-access
+    return weights.reshape((-1,) + (1,) * (grad.dim() - 1))
 
 
 def _backward_sum(matrix, op, lhs, rhs, rhs_shape, grad, needs):
