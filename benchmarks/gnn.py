@@ -37,6 +37,7 @@ import importlib.metadata
 import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -55,7 +56,7 @@ from gnn_worker import PREFIX
 HERE = Path(__file__).resolve().parent
 QUICK = {"models": ["gcn"], "graphs": ["cora"], "rounds": 1}
 FULL = {"models": list(gnn_models.MODELS), "graphs": gnn_data.labels(), "rounds": 1}
-EPOCHS = {"warmup": 3, "epochs": 20, "profile_epochs": 2, "check_epochs": 10}
+EPOCHS = {"warmup": 3, "epochs": 20, "profile_epochs": 5, "check_epochs": 10}
 LARGE = "synthetic-arxiv"
 LARGE_EPOCHS = {"warmup": 1, "epochs": 5, "profile_epochs": 1, "check_epochs": 3}
 MEMORY_EPOCHS = {"warmup": 3, "epochs": 3, "profile_epochs": 0, "check_epochs": 0}
@@ -158,10 +159,14 @@ def measure(case: dict, epochs: dict, settings: dict, cache: Path) -> dict:
         return run_worker(case, dict(epochs, check_epochs=0), settings, cache)
 
 
+ROUND_MEDIANS = ("sparse_ms", "live_peak_mib")
+"""Fields given as the median over a case's rounds (the epoch time picks the round kept)."""
+
+
 def median_of_rounds(records: list) -> list:
     """One record per case: of its rounds, the one with the median epoch time (the lower middle
-    of an even count), with ``rounds`` and every round's time in ``round_ms``; a case that
-    failed in any round keeps its failure."""
+    of an even count), with ``rounds``, every round's time in ``round_ms``, and the median of
+    the rounds' ``ROUND_MEDIANS``; a case that failed in any round keeps its failure."""
     cases = {}
     for r in records:
         cases.setdefault((r["contender"], r["model"], r["graph"], r["condition"]), []).append(r)
@@ -173,6 +178,10 @@ def median_of_rounds(records: list) -> list:
             continue
         chosen = dict(sorted(rounds, key=lambda r: r["epoch_ms"])[(len(rounds) - 1) // 2])
         chosen.update(rounds=len(rounds), round_ms=[r["epoch_ms"] for r in rounds])
+        for field in ROUND_MEDIANS:
+            values = [r[field] for r in rounds if r.get(field, "") != ""]
+            if values:
+                chosen[field] = float(statistics.median(values))
         merged.append(chosen)
     return merged
 

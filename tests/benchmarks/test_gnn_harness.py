@@ -154,6 +154,17 @@ def test_loss_check_ratios_and_table():
     assert "ERROR" in text and "NOT THE SAME MODEL" in text and "0.50" in text
 
 
+def test_rounds_keep_the_median_epoch_round_and_median_sparse_time_and_memory():
+    rounds = [dict(_record("ours", epoch_ms=ms, live=live), sparse_ms=sparse)
+              for ms, sparse, live in ((12.0, 1.0, 4.0), (10.0, 3.0, 6.0), (11.0, 2.0, 9.0))]
+    rounds.append(dict(_record("ours", "load", 30.0)))
+    merged = {r["condition"]: r for r in gnn.median_of_rounds(rounds)}
+    idle = merged["idle"]
+    assert (idle["epoch_ms"], idle["rounds"], idle["round_ms"]) == (11.0, 3, [12.0, 10.0, 11.0])
+    assert (idle["sparse_ms"], idle["live_peak_mib"]) == (2.0, 6.0)
+    assert merged["load"]["live_peak_mib"] == "" and merged["load"]["sparse_ms"] == 15.0
+
+
 def test_idle_cases_measure_live_memory_in_a_second_run(monkeypatch, tmp_path):
     """The idle run gives the times; a short run with a fixed mmap threshold, the live peak."""
     calls = []

@@ -30,6 +30,10 @@ later calls return at once) sets that up:
   parallel region of the epoch (whole runs at 184-256 ms per epoch instead of 7-13); its 4
   kernel calls per epoch (0.2-0.4 MiB) running serially took such a run from 216 to 184 ms.
   The rest are torch's own regions, which DGL's runs share: 4 of 20 of ours, 7 of 20 of DGL's.
+  Such a run has both threads of the team on one core; with ``OMP_PROC_BIND=true`` in the
+  environment before torch is imported (OpenMP then keeps each thread of the team on a core of
+  its own) none of 15 runs of either stalled. Binding is the user's choice, not made here: two
+  processes that each bind would put their first threads on the same core.
 * Nothing of torch's is changed: its thread count, ``OMP_*`` variables and wait policy stay as
   they are (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``, ``OMP_PROC_BIND`` you set now apply to the
   kernels too). In a child made by ``fork``, the thread that forked runs parallel loops on
