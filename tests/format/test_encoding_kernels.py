@@ -1,4 +1,5 @@
-"""Kernels from MLIR encodings: ``declare`` and ``encoded_spmm``, index arrays in their widths.
+"""Kernels from MLIR encodings: ``declare``, ``encoded_spmm`` and ``encoded_sddmm``, index
+arrays in their widths.
 
 Every kernel is lowered, checked by TVM's schedule (defaults), built for LLVM and called on a
 ``SparseTensor``'s own arrays (index dtypes from the encoding's widths, 8 and 16 bits
@@ -18,7 +19,7 @@ from tvm import tirx
 import sparsetir
 from sparsetir.errors import ArgumentError, SparseTIRValueError
 from sparsetir.format import (Encoding, SparseTensor, TiledLayout, apply_tiled_layout, declare,
-                              encoded_spmm)
+                              encoded_sddmm, encoded_spmm)
 from sparsetir.ops.kernels import spmm as hand_written_spmm   # the product's CSR SpMM
 
 M, N, FEAT = 9, 10, 5
@@ -99,6 +100,43 @@ def test_spmm_from_encoding_equals_scipy(name, data):
             assert str(param.dtype) == str(enc.crd_dtype)
         if "indptr" in param.name:
             assert str(param.dtype) == str(enc.pos_dtype)
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_sddmm_from_encoding_at_every_stored_position(name, data):
+    """``out[p] = X[row(p)] . Y[col(p)]`` at every slot the tensor stores (explicit zeros and
+    block padding included; a slot outside the matrix gets 0), in the value order."""
+    enc = ENCODINGS[name]
+    dense = two_of_four(data[0]) if enc.levels[-1].type.kind == "structured" else data[0]
+    tensor = SparseTensor.from_dense(dense, enc)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((M, FEAT)).astype(np.float32)
+    y = rng.standard_normal((N, FEAT)).astype(np.float32)
+    kernel = encoded_sddmm(enc, feat_size=FEAT)
+    mod = sparsetir.lower_sparse_iter(kernel.func)
+    tvm.s_tir.Schedule(mod)                     # TVM's own checks, defaults
+    out = np.full(tensor.nse, np.nan, np.float32)
+    sparsetir.build(mod, "llvm")(*kernel.arguments(tensor, x, y, out=out))
+    rows, cols = enc.to_dims(tensor.lvl_coords())
+    inside = (rows < M) & (cols < N)
+    expected = np.where(inside, np.einsum("pk,pk->p", x[np.minimum(rows, M - 1)],
+                                          y[np.minimum(cols, N - 1)]), 0)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    if enc.lvl_rank == 2 and enc.levels[1].type.kind == "compressed" and name.startswith("CSR"):
+        pattern = scipy.sparse.csr_matrix(dense)
+        sampled = (x @ y.T)[pattern.nonzero()]          # scipy's order is CSR's
+        np.testing.assert_allclose(out, sampled, rtol=1e-5, atol=1e-5)
+
+
+def test_sddmm_arguments_need_out_and_spmm_refuses_it(data):
+    tensor = SparseTensor.from_dense(data[0], Encoding.named("CSR"))
+    x, y = np.zeros((M, FEAT), np.float32), np.zeros((N, FEAT), np.float32)
+    with pytest.raises(SparseTIRValueError, match="pass out="):
+        encoded_sddmm("CSR", feat_size=FEAT).arguments(tensor, x, y)
+    with pytest.raises(SparseTIRValueError, match="takes no out"):
+        encoded_spmm("CSR", feat_size=FEAT).arguments(tensor, y, x, out=np.zeros(tensor.nse))
+    with pytest.raises(SparseTIRValueError, match="float32 or float64"):
+        encoded_sddmm("CSR", dtype="int8")
 
 
 def test_csr_encoding_declares_the_hand_written_kernel():

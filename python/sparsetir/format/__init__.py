@@ -19,6 +19,7 @@ from .checks import FormatTypeError, check_csr
 from .condense import condense
 from .declare import declare
 from .declare_spmm import encoded_spmm
+from .declare_sddmm import encoded_sddmm
 from .ell import EllBucket, csr_to_ell
 from .ell3d import csf_to_ell3d
 from .encoding import Encoding, EncodingError, LevelType, Slice
@@ -31,5 +32,5 @@ from .tiled_layout_access import apply_tiled_layout
 __all__ = ["EllBucket", "FormatTypeError", "check_csr", "column_part_hyb", "condense",
            "csf_to_ell3d", "csr_pad", "csr_to_bsr", "csr_to_ell", "row_tiles",
            "TiledLayout", "TiledLayoutError", "apply_tiled_layout",
-           "declare", "encoded_spmm",
+           "declare", "encoded_spmm", "encoded_sddmm",
            "Encoding", "EncodingError", "LevelType", "Slice", "SparseTensor"]

@@ -46,12 +46,20 @@ class EncodedKernel:
 
     func: object
     declaration: EncodedDeclaration
+    writes_values: bool = False     # writes an array in the tensor's value order (SDDMM)
 
-    def arguments(self, tensor, x, y) -> list:
-        """The call's arguments in the kernel's parameter order: ``tensor``'s values, ``x``,
-        ``y``, ``tensor``'s index arrays, the sizes and (unless specialised) ``feat_size``,
-        ``x``'s last dimension."""
+    def arguments(self, tensor, x, y, out=None) -> list:
+        """The call's arguments in the kernel's parameter order: ``tensor``'s values (``out``
+        instead for a kernel that writes values, ``encoded_sddmm``), ``x``, ``y``,
+        ``tensor``'s index arrays, the sizes and (unless specialised) ``feat_size``, ``x``'s
+        last dimension."""
+        if (out is None) == self.writes_values:
+            raise SparseTIRValueError("this kernel writes values in the tensor's order: pass "
+                                      "out=" if self.writes_values else
+                                      "this kernel reads the tensor's values: it takes no out")
         values = {**self.declaration.arguments(tensor), "x": x, "y": y}
+        if out is not None:
+            values[self.declaration.handles[0]] = out
         if any(param.name == "feat_size" for param in self.func.params):
             if np.ndim(x) != 2:
                 raise SparseTIRValueError(f"x has shape {np.shape(x)}: a kernel that is not "
@@ -64,16 +72,22 @@ class EncodedKernel:
 def encoded_spmm(encoding, feat_size: int | None = None, dtype: str = "float32") -> EncodedKernel:
     """The SpMM kernel over ``A`` in ``encoding`` (an ``Encoding`` or what
     ``Encoding.named`` takes), specialised to ``feat_size`` features when given."""
-    if feat_size is not None and (isinstance(feat_size, bool) or not isinstance(feat_size, int)
-                                  or feat_size < 1):
-        raise SparseTIRTypeError(f"feat_size must be a positive int or None, got {feat_size!r}")
-    if dtype not in ("float32", "float64"):
-        raise SparseTIRValueError(f"dtype must be float32 or float64, got {dtype!r}")
+    check_kernel_options(feat_size, dtype)
     decl = declare(encoding, "A", dtype)
     func = from_source(_source(decl, dtype))
     if feat_size is not None:
         func = func.specialize({"feat_size": feat_size})
     return EncodedKernel(func, decl)
+
+
+def check_kernel_options(feat_size, dtype) -> None:
+    """Refuse a ``feat_size`` that is not a positive int (or None) and a dtype other than
+    float32 and float64, by name."""
+    if feat_size is not None and (isinstance(feat_size, bool) or not isinstance(feat_size, int)
+                                  or feat_size < 1):
+        raise SparseTIRTypeError(f"feat_size must be a positive int or None, got {feat_size!r}")
+    if dtype not in ("float32", "float64"):
+        raise SparseTIRValueError(f"dtype must be float32 or float64, got {dtype!r}")
 
 
 def _source(decl: EncodedDeclaration, dtype: str) -> str:
