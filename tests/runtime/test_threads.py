@@ -206,6 +206,11 @@ def check_small_calls_run_serially() -> dict:
         bound_out = torch.zeros(n, dtype=torch.int64)
         kernel.bind(n=n)(bound_out)
         used[label] = [len(set(out.tolist())), len(set(bound_out.tolist()))]
+    # timing runs as a call would: a large call timed after a small one keeps its team
+    big = np.zeros(SERIAL_BYTES // 8, np.int64)
+    kernel(np.zeros(8, np.int64), 8)
+    kernel.time(big, big.size, number=1, repeat=1)
+    used["timed"] = len(set(big.tolist()))
     return {"pool": decision.pool, "used": used}
 
 
@@ -263,7 +268,7 @@ def test_calls_under_serial_bytes_run_on_the_calling_thread():
     found = run_check("check_small_calls_run_serially", TVM_NUM_THREADS="2")
     assert found["pool"] == "openmp"
     assert found["used"] == {"small": [1, 1], "under": [1, 1], "at": [2, 2],
-                             "small_again": [1, 1]}
+                             "small_again": [1, 1], "timed": 2}
 
 
 def test_explicit_setting_decides_without_building(monkeypatch):

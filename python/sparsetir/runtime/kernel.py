@@ -108,8 +108,8 @@ class Kernel:
             If the kernel's device is not available.
         """
         self._entry_function()          # no device: say so before converting anything
+        size_launches(sum(map(_nbytes, args)))          # the index checks' loops too
         values, copy_backs = self._convert(args, validate)
-        size_launches(sum(map(_nbytes, args)))
         self._invoke(values, copy_backs, args)
 
     def bind(self, validate: bool = True, **fixed) -> "BoundKernel":
@@ -177,6 +177,7 @@ class Kernel:
         >>> print(f"{kernel.time(*args) * 1e6:.1f} us")
         """
         self._entry_function()
+        size_launches(sum(map(_nbytes, args)))            # timed as a call would run
         values, copy_backs = self._convert(args, validate=True)
         return self._time_values(values, copy_backs, number, repeat)
 
@@ -475,6 +476,7 @@ class BoundKernel:
     def time(self, *args, number: int = 20, repeat: int = 3) -> float:
         """Mean seconds per run of the compiled function alone, as ``Kernel.time``."""
         values, copy_backs, _ = self._convert(args)
+        size_launches(self._fixed_bytes + sum(map(_nbytes, args)))
         return self.kernel._time_values(values, copy_backs, number, repeat)
 
     def _convert(self, args: tuple) -> tuple[list, list, list]:
