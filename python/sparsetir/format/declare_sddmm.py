@@ -22,9 +22,8 @@ Example
 
 from __future__ import annotations
 
-from ..script import from_source
-from .declare import EncodedDeclaration, declare, literal
-from .declare_spmm import EncodedKernel, check_kernel_options
+from .declare import EncodedDeclaration, literal
+from .declare_spmm import EncodedKernel, encoded_kernel
 
 __all__ = ["encoded_sddmm"]
 
@@ -32,12 +31,7 @@ __all__ = ["encoded_sddmm"]
 def encoded_sddmm(encoding, feat_size: int | None = None, dtype: str = "float32") -> EncodedKernel:
     """The SDDMM kernel over the pattern of ``encoding`` (an ``Encoding`` or what
     ``Encoding.named`` takes), specialised to ``feat_size`` features when given."""
-    check_kernel_options(feat_size, dtype)
-    decl = declare(encoding, "C", dtype)
-    func = from_source(_source(decl, dtype))
-    if feat_size is not None:
-        func = func.specialize({"feat_size": feat_size})
-    return EncodedKernel(func, decl, writes_values=True)
+    return encoded_kernel(encoding, "C", _source, feat_size, dtype, writes_values=True)
 
 
 def _source(decl: EncodedDeclaration, dtype: str) -> str:

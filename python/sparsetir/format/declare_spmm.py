@@ -72,22 +72,24 @@ class EncodedKernel:
 def encoded_spmm(encoding, feat_size: int | None = None, dtype: str = "float32") -> EncodedKernel:
     """The SpMM kernel over ``A`` in ``encoding`` (an ``Encoding`` or what
     ``Encoding.named`` takes), specialised to ``feat_size`` features when given."""
-    check_kernel_options(feat_size, dtype)
-    decl = declare(encoding, "A", dtype)
-    func = from_source(_source(decl, dtype))
-    if feat_size is not None:
-        func = func.specialize({"feat_size": feat_size})
-    return EncodedKernel(func, decl)
+    return encoded_kernel(encoding, "A", _source, feat_size, dtype)
 
 
-def check_kernel_options(feat_size, dtype) -> None:
-    """Refuse a ``feat_size`` that is not a positive int (or None) and a dtype other than
-    float32 and float64, by name."""
+def encoded_kernel(encoding, buffer: str, source, feat_size, dtype,
+                   writes_values: bool = False) -> EncodedKernel:
+    """The kernel whose TVMScript ``source(declaration, dtype)`` writes over a buffer named
+    ``buffer`` stored in ``encoding``, parsed, and specialised to ``feat_size`` when given;
+    ``feat_size`` (a positive int or None) and ``dtype`` (float32, float64) checked by name."""
     if feat_size is not None and (isinstance(feat_size, bool) or not isinstance(feat_size, int)
                                   or feat_size < 1):
         raise SparseTIRTypeError(f"feat_size must be a positive int or None, got {feat_size!r}")
     if dtype not in ("float32", "float64"):
         raise SparseTIRValueError(f"dtype must be float32 or float64, got {dtype!r}")
+    decl = declare(encoding, buffer, dtype)
+    func = from_source(source(decl, dtype))
+    if feat_size is not None:
+        func = func.specialize({"feat_size": feat_size})
+    return EncodedKernel(func, decl, writes_values)
 
 
 def _source(decl: EncodedDeclaration, dtype: str) -> str:
