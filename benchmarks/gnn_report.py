@@ -6,9 +6,9 @@ workers' ``check_losses``) must agree with DGL's within ``LOSS_RTOL`` relative a
 a contender that does not is marked ``error`` on every row of that case, its times withheld.
 Derived columns: ``loss_vs_dgl`` (the relative difference of the float32 final loss from DGL's,
 for information: float32 rounding grows in training), ``check_vs_dgl`` (the float64 one that is
-checked), ``ours_over_this_*`` (ours' epoch time, sparse time, live and resident-set peak memory over
-this contender's: below 1, ours is faster or smaller) and ``load_slowdown`` (epoch time under load
-over idle).
+checked), ``ours_over_this_*`` (ours' epoch time, sparse time, live and resident-set peak
+memory over this contender's: below 1, ours is faster or smaller) and ``load_slowdown``
+(epoch time under load over idle).
 
 Example
 -------
@@ -30,11 +30,12 @@ import gnn_models
 LOSS_RTOL = 1e-4
 REFERENCE = "dgl"
 COLUMNS = ("model", "graph", "nodes", "edges", "contender", "condition", "status", "epoch_ms",
-           "p25_ms", "p75_ms", "sparse_ms", "sparse_share", "live_peak_mib", "peak_mib", "final_loss",
-           "loss_vs_dgl", "check_vs_dgl", "ours_over_this_epoch", "ours_over_this_sparse",
-           "ours_over_this_live", "ours_over_this_peak", "load_slowdown", "epochs", "first_epoch_ms", "prewarm_ms",
-           "setup_ms", "profiled_epoch_ms", "profiled_sparse_ms", "baseline_mib", "rounds",
-           "round_ms", "note")
+           "p25_ms", "p75_ms", "sparse_ms", "sparse_share", "live_peak_mib", "peak_mib",
+           "final_loss", "loss_vs_dgl", "check_vs_dgl", "ours_over_this_epoch",
+           "ours_over_this_sparse", "ours_over_this_live", "ours_over_this_peak",
+           "load_slowdown", "epochs", "first_epoch_ms", "prewarm_ms", "setup_ms",
+           "profiled_epoch_ms", "profiled_sparse_ms", "baseline_mib", "rounds", "round_ms",
+           "note")
 
 
 def _relative(values, reference) -> float:

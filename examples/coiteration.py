@@ -75,8 +75,8 @@ def main(graphs) -> None:
         a, b = operands(name)
         ga, gbb = (gb.io.from_scipy_sparse(a), gb.io.from_scipy_sparse(b)) if gb else (None, None)
         for label, (_, reference, graphblas) in OPS.items():
-            products = int(np.diff(b.indptr)[a.indices].sum())
-            if label == "A @ B" and products > MAX_PRODUCTS:
+            products = int(np.diff(b.indptr)[a.indices].sum()) if label == "A @ B" else 0
+            if products > MAX_PRODUCTS:
                 print(f"{name:<12}{label:<8}{a.nnz:>8}{b.nnz:>10}   skipped: {products:.1e} "
                       "products")
                 continue

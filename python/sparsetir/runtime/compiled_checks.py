@@ -109,9 +109,10 @@ PARALLEL_MIN = 1 << 16
 
 def _count(violations, start, stop, condition, sign: int = 1) -> None:
     """Add (``sign`` 1) or subtract (-1) the sum over ``i`` in ``[start, stop)`` of
-    ``condition(i)`` (a bool, or a count of failures) to ``violations[0]``: flat loops that LLVM vectorises (a loop per
-    row costs more than the check on short rows); from ``PARALLEL_MIN`` elements on, in
-    ``PARALLEL_PARTS`` parts on the kernels' threads, each summing into its own slot."""
+    ``condition(i)`` (a bool, or a count of failures) to ``violations[0]``: flat loops that
+    LLVM vectorises (a loop per row costs more than the check on short rows); from
+    ``PARALLEL_MIN`` elements on, in ``PARALLEL_PARTS`` parts on the kernels' threads, each
+    summing into its own slot."""
     stop = tirx.max(start, stop)
     with Tb.If(stop - start < PARALLEL_MIN):
         with Tb.Then():
