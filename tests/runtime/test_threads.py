@@ -214,6 +214,40 @@ def check_small_calls_run_serially() -> dict:
     return {"pool": decision.pool, "used": used}
 
 
+def check_spread_leaves_threads_unbound() -> dict:
+    """The team's threads all bound to one CPU (torch's operator runs on them there), then
+    spread; then freed again and spread: what each spread returned, and whether every thread
+    of the process kept the affinity it had before each spread."""
+    import torch
+
+    from sparsetir.runtime import threads as module
+
+    torch.set_num_threads(2)
+    torch.ones(1 << 22).mul_(2)
+    decision = module.cooperate_with_torch()
+    usable = os.sched_getaffinity(0)
+
+    def bind_all(cpus):
+        for task in _thread_ids():
+            os.sched_setaffinity(int(task), cpus)
+        torch.ones(1 << 22).mul_(2)                   # the team runs where it is allowed
+
+    def masks():
+        return {task: sorted(os.sched_getaffinity(int(task))) for task in _thread_ids()}
+
+    bind_all({min(usable)})
+    before_bound = masks()
+    moved_bound = module.spread_team()
+    after_bound = masks()
+    bind_all(usable)
+    before_free = masks()
+    moved_free = module.spread_team()
+    return {"pool": decision.pool, "cpus": len(usable), "moved_bound": moved_bound,
+            "kept_bound": after_bound == before_bound, "moved_free": moved_free,
+            "kept_free": masks() == before_free,
+            "spreads": module._spread is not None}
+
+
 # ---------------------------------------------------------------------------------- the tests
 
 @pytest.mark.parametrize("torch_first", ["1", "0"], ids=["torch-first", "sparsetir-first"])
@@ -269,6 +303,58 @@ def test_calls_under_serial_bytes_run_on_the_calling_thread():
     assert found["pool"] == "openmp"
     assert found["used"] == {"small": [1, 1], "under": [1, 1], "at": [2, 2],
                              "small_again": [1, 1], "timed": 2}
+
+
+def test_spreading_the_team_never_binds_it():
+    found = run_check("check_spread_leaves_threads_unbound", TVM_NUM_THREADS="2")
+    assert found["pool"] == "openmp" and found["spreads"]
+    assert found["moved_bound"] == 0 and found["kept_bound"]     # bound threads stay
+    assert 0 <= found["moved_free"] <= 1 and found["kept_free"]   # moved ones are not bound
+    if found["cpus"] < 2:
+        assert found["moved_free"] == 0
+
+
+@pytest.mark.parametrize("setting", ["OMP_PROC_BIND=true", "OMP_PROC_BIND=close",
+                                     "OMP_PLACES=cores", "GOMP_CPU_AFFINITY=0-1"])
+def test_threads_the_user_binds_are_never_spread(setting):
+    name, value = setting.split("=")
+    found = run_check("check_spread_leaves_threads_unbound", TVM_NUM_THREADS="2",
+                      **{name: value})
+    assert found["pool"] == "openmp" and not found["spreads"]
+    assert found["moved_bound"] == found["moved_free"] == 0
+
+
+# (thread i's CPU, the usable CPUs) -> the CPU thread i moves to, -1 for none
+SPREAD_PLANS = [
+    (([1, 1], [0, 1]), [-1, 0]),                 # the second thread leaves the first's CPU
+    (([0, 1], [0, 1]), [-1, -1]),                # already apart
+    (([0, 0, 0], [0, 1, 2, 3]), [-1, 1, 2]),     # each crowded one to a CPU of its own
+    (([0, 0], [0]), [-1, -1]),                   # nowhere to go
+    (([2, 2, 2], [2, 5]), [-1, 5, -1]),          # one free CPU for two crowded threads
+    (([3, 5, 3], [3, 5]), [-1, -1, -1]),         # every usable CPU has a thread already
+    (([-1, -1], [0, 1]), [-1, -1]),              # sched_getcpu failed: nothing is known
+]
+
+
+@pytest.mark.parametrize("team, expected", SPREAD_PLANS)
+def test_spread_plan(team, expected):
+    import ctypes
+
+    if threads.cooperate_with_torch().pool != "openmp":
+        pytest.skip("the OpenMP launcher is not in use in this process")
+    cpus, usable = team
+    ints = ctypes.c_int * len(cpus)
+    target = ints()
+    threads._launcher.sparsetir_openmp_plan_spread(
+        len(cpus), ints(*cpus), len(usable), (ctypes.c_int * len(usable))(*usable), target)
+    assert list(target) == expected
+
+
+def test_binding_settings_are_recognised():
+    assert not threads._binds_threads({})
+    assert not threads._binds_threads({"OMP_PROC_BIND": "false", "OMP_PLACES": " "})
+    assert threads._binds_threads({"OMP_PROC_BIND": "TRUE"})
+    assert threads._binds_threads({"GOMP_CPU_AFFINITY": "0 1"})
 
 
 def test_explicit_setting_decides_without_building(monkeypatch):

@@ -30,11 +30,20 @@ later calls return at once) sets that up:
   parallel region of the epoch (whole runs at 184-256 ms per epoch instead of 7-13); its 4
   kernel calls per epoch (0.2-0.4 MiB) running serially took such a run from 216 to 184 ms.
   The rest are torch's own regions, which DGL's runs share: 4 of 20 of ours, 7 of 20 of DGL's.
-  Such a run has both threads of the team on one core; with ``OMP_PROC_BIND=true`` in the
-  environment before torch is imported (OpenMP then keeps each thread of the team on a core of
-  its own) none of 15 runs of either stalled. Binding is the user's choice, not made here: two
-  processes that each bind would put their first threads on the same core.
-* Nothing of torch's is changed: its thread count, ``OMP_*`` variables and wait policy stay as
+* Such a run has both threads of the team on one core and both busy processes on the other:
+  two runnable threads a core, which the scheduler takes for balanced, so it stays so for the
+  whole run, and each thread of the team waits out the other's time slices at every barrier
+  (RGCN training on Citeseer: 500 ms an epoch instead of 80-140, in 3 of 8 runs). So a kernel
+  call first moves, at most every ``SPREAD_INTERVAL_S`` seconds, the threads of its caller's
+  team that share a CPU onto CPUs none of the team is on
+  (:func:`spread_team`), and does not bind them: a moved thread's affinity is narrowed to its new
+  CPU for the one system call that migrates it and set back at once, so the scheduler stays free
+  to move it. No run of 12 stalled. With ``OMP_PROC_BIND=true`` in the environment before torch
+  is imported, OpenMP keeps each thread on a core of its own (none of 15 runs stalled either),
+  and threads you bind (``OMP_PROC_BIND``, ``OMP_PLACES``, ``GOMP_CPU_AFFINITY``) are never
+  moved. Binding is the user's choice, not made here: two processes that each bind put their
+  first threads on the same core.
+* Nothing else of torch's is changed: its thread count, ``OMP_*`` variables and wait policy stay as
   they are (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``, ``OMP_PROC_BIND`` you set now apply to the
   kernels too). In a child made by ``fork``, the thread that forked runs parallel loops on
   itself alone (its copy of the OpenMP pool has no threads), like ``runtime.fork`` does for
@@ -58,6 +67,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -81,11 +91,19 @@ class Cooperation(NamedTuple):
 SERIAL_BYTES = 1 << 20
 """A call whose arrays hold fewer bytes than this runs its parallel loops on the calling thread."""
 
+SPREAD_INTERVAL_S = 0.1
+"""Kernel calls move the team's threads apart (:func:`spread_team`) at most this often."""
+
+# set by the user, these bind OpenMP's threads to CPUs: then the team is never moved
+BINDING_SETTINGS = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")
+
 _decided: Cooperation | None = None
 _lock = threading.Lock()
 _launcher = None             # the loaded library: kept alive while modules point into it
 _set_serial = None           # its sparsetir_openmp_serial
 _serial = threading.local()  # per thread: whether its launches are serial now (the C flag's copy)
+_spread = None               # its sparsetir_openmp_spread, unless the user binds threads
+_next_spread = 0.0           # time.monotonic() after which a call spreads the team again
 
 
 def thread_count() -> int:
@@ -111,10 +129,30 @@ def size_launches(nbytes: int) -> None:
     -------
     >>> size_launches(4096)          # the next launches from this thread run on it alone
     """
+    global _next_spread
     serial = nbytes < SERIAL_BYTES
     if _set_serial is not None and getattr(_serial, "on", False) != serial:
         _set_serial(serial)
         _serial.on = serial
+    if _spread is not None:
+        now = time.monotonic()
+        if now >= _next_spread:
+            _next_spread = now + SPREAD_INTERVAL_S
+            _spread()
+
+
+def spread_team() -> int:
+    """Move the threads of the calling thread's OpenMP team that share a CPU with another of
+    the team onto CPUs none of it is on, without binding them (the module's docstring says
+    why); returns how many moved. Kernel calls do this at most every ``SPREAD_INTERVAL_S``
+    seconds; 0 where TVM's pool runs the kernels or the environment binds threads.
+
+    Example
+    -------
+    >>> spread_team()                # on an idle machine the team is already apart
+    0
+    """
+    return _spread() if _spread is not None else 0
 
 
 def cooperate_with_torch() -> Cooperation:
@@ -144,7 +182,7 @@ def _decide() -> Cooperation:
 def _install_openmp_launcher(threads: int) -> None:
     """Build and load ``openmp_launch.c`` and make it the parallel launch and barrier of TVM
     modules loaded from now on."""
-    global _launcher, _set_serial
+    global _launcher, _set_serial, _spread
     library = ctypes.CDLL(str(build_shared("openmp_launch.c", ["-fopenmp"])))
     ffi = ctypes.CDLL(tvm_ffi.libinfo.find_libtvm_ffi())
 
@@ -165,5 +203,16 @@ def _install_openmp_launcher(threads: int) -> None:
             raise RuntimeError(f"tvm-ffi refused to register {context_symbol}")
     library.sparsetir_openmp_serial.argtypes = [ctypes.c_int]
     library.sparsetir_openmp_serial.restype = None
+    library.sparsetir_openmp_spread.argtypes = []
+    library.sparsetir_openmp_spread.restype = ctypes.c_int
     _launcher = library
     _set_serial = library.sparsetir_openmp_serial
+    if not _binds_threads(os.environ):
+        _spread = library.sparsetir_openmp_spread
+
+
+def _binds_threads(environ) -> bool:
+    """Whether ``environ`` binds OpenMP's threads to CPUs (``OMP_PROC_BIND=false`` does not)."""
+    bind = environ.get("OMP_PROC_BIND", "").strip().lower()
+    return (bind not in ("", "false")
+            or any(environ.get(name, "").strip() for name in BINDING_SETTINGS[1:]))
