@@ -45,9 +45,9 @@ later calls return at once) sets that up:
   processes that each bind put their first threads on the same core.
 * Nothing else of torch's is changed: its thread count, ``OMP_*`` variables and wait policy
   stay as they are (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``, ``OMP_PROC_BIND`` you set now
-  apply to the kernels too). In a child made by ``fork``, the thread that forked runs parallel loops on
-  itself alone (its copy of the OpenMP pool has no threads), like ``runtime.fork`` does for
-  TVM's pool.
+  apply to the kernels too). In a child made by ``fork``, the thread that forked runs parallel
+  loops on itself alone (its copy of the OpenMP pool has no threads), like ``runtime.fork``
+  does for TVM's pool.
 * Your settings win: when the environment sets any of TVM's own pool settings
   (``TVM_BIND_THREADS``, ``TVM_THREAD_POOL_SPIN_COUNT``, ``TVM_EXCLUDE_WORKER0``), you chose
   TVM's pool and it is kept as you configured it. Where the launcher cannot be built (no gcc,
