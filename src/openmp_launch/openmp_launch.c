@@ -103,8 +103,8 @@ int sparsetir_openmp_launch(parallel_lambda lambda, void *cdata, int num_task) {
  * left. Thread 0, the caller, never moves, nor does a thread whose CPU is unknown (-1). */
 void sparsetir_openmp_plan_spread(int size, const int *cpus, int n_allowed, const int *allowed,
                                   int *target) {
+  for (int i = 0; i < size; ++i) target[i] = -1;
   for (int i = 0; i < size; ++i) {
-    target[i] = -1;
     int crowded = 0;
     for (int j = 0; j < i && cpus[i] >= 0; ++j) crowded |= cpus[j] == cpus[i];
     for (int k = 0; crowded && target[i] < 0 && k < n_allowed; ++k) {

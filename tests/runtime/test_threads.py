@@ -214,6 +214,33 @@ def check_small_calls_run_serially() -> dict:
     return {"pool": decision.pool, "used": used}
 
 
+def check_small_calls_off_the_main_thread() -> dict:
+    """Small kernel calls from a second Python thread, over more than one spread interval:
+    the OS threads that appeared while it called (a team would bring its own)."""
+    import time
+
+    import sparsetir.ops
+    from sparsetir.runtime.threads import SPREAD_INTERVAL_S, cooperate_with_torch
+
+    decision = cooperate_with_torch()
+    A = _matrix()
+    M = sparsetir.ops.SparseMatrix(A)
+    X = np.ones((A.shape[1], 4), np.float32)
+    sparsetir.ops.spmm(M, X)                          # kernels loaded before counting
+    found = {}
+
+    def caller():
+        before = _thread_ids()
+        for _ in range(3):
+            sparsetir.ops.spmm(M, X)
+            time.sleep(SPREAD_INTERVAL_S * 1.2)
+        found["started"] = len(_thread_ids() - before)
+    worker = threading.Thread(target=caller)
+    worker.start()
+    worker.join()
+    return {"pool": decision.pool, **found}
+
+
 def check_spread_leaves_threads_unbound() -> dict:
     """The team's threads all bound to one CPU (torch's operator runs on them there), then
     spread; then freed again and spread: what each spread returned, and whether every thread
@@ -314,6 +341,11 @@ def test_spreading_the_team_never_binds_it():
         assert found["moved_free"] == 0
 
 
+def test_small_calls_off_the_main_thread_start_no_team():
+    found = run_check("check_small_calls_off_the_main_thread", TVM_NUM_THREADS="2")
+    assert found["pool"] == "openmp" and found["started"] == 0
+
+
 @pytest.mark.parametrize("setting", ["OMP_PROC_BIND=true", "OMP_PROC_BIND=close",
                                      "OMP_PLACES=cores", "GOMP_CPU_AFFINITY=0-1"])
 def test_threads_the_user_binds_are_never_spread(setting):
@@ -333,6 +365,7 @@ SPREAD_PLANS = [
     (([2, 2, 2], [2, 5]), [-1, 5, -1]),          # one free CPU for two crowded threads
     (([3, 5, 3], [3, 5]), [-1, -1, -1]),         # every usable CPU has a thread already
     (([-1, -1], [0, 1]), [-1, -1]),              # sched_getcpu failed: nothing is known
+    (([0, 0, 1], [0, 1, 2]), [-1, 2, -1]),       # a later thread's entry is no claim yet
 ]
 
 
@@ -344,7 +377,7 @@ def test_spread_plan(team, expected):
         pytest.skip("the OpenMP launcher is not in use in this process")
     cpus, usable = team
     ints = ctypes.c_int * len(cpus)
-    target = ints()
+    target = ints(*[usable[-1]] * len(cpus))     # what a previous plan may have left there
     threads._launcher.sparsetir_openmp_plan_spread(
         len(cpus), ints(*cpus), len(usable), (ctypes.c_int * len(usable))(*usable), target)
     assert list(target) == expected

@@ -94,6 +94,8 @@ SERIAL_BYTES = 1 << 20
 SPREAD_INTERVAL_S = 0.1
 """Kernel calls move the team's threads apart (:func:`spread_team`) at most this often."""
 
+_MAIN_THREAD = threading.main_thread()
+
 # set by the user, these bind OpenMP's threads to CPUs: then the team is never moved
 BINDING_SETTINGS = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")
 
@@ -101,9 +103,8 @@ _decided: Cooperation | None = None
 _lock = threading.Lock()
 _launcher = None             # the loaded library: kept alive while modules point into it
 _set_serial = None           # its sparsetir_openmp_serial
-_serial = threading.local()  # per thread: whether its launches are serial now (the C flag's copy)
+_this_thread = threading.local()  # .serial: the C flag's copy; .next_spread: see size_launches
 _spread = None               # its sparsetir_openmp_spread, unless the user binds threads
-_next_spread = 0.0           # time.monotonic() after which a call spreads the team again
 
 
 def thread_count() -> int:
@@ -125,19 +126,23 @@ def size_launches(nbytes: int) -> None:
     fewer than ``SERIAL_BYTES`` bytes (``nbytes``), on a team otherwise; nothing changes where
     TVM's pool runs the kernels. Cheap when nothing changes.
 
+    At most every ``SPREAD_INTERVAL_S`` seconds per thread, it first moves the thread's team
+    apart (:func:`spread_team`): on a call that runs on a team, or on any call from the main
+    thread, whose team is the one torch's operators use; a small call from another thread
+    starts no team.
+
     Example
     -------
     >>> size_launches(4096)          # the next launches from this thread run on it alone
     """
-    global _next_spread
     serial = nbytes < SERIAL_BYTES
-    if _set_serial is not None and getattr(_serial, "on", False) != serial:
+    if _set_serial is not None and getattr(_this_thread, "serial", False) != serial:
         _set_serial(serial)
-        _serial.on = serial
-    if _spread is not None:
+        _this_thread.serial = serial
+    if _spread is not None and (not serial or threading.current_thread() is _MAIN_THREAD):
         now = time.monotonic()
-        if now >= _next_spread:
-            _next_spread = now + SPREAD_INTERVAL_S
+        if now >= getattr(_this_thread, "next_spread", 0.0):
+            _this_thread.next_spread = now + SPREAD_INTERVAL_S
             _spread()
 
 
@@ -145,12 +150,15 @@ def spread_team() -> int:
     """Move the threads of the calling thread's OpenMP team that share a CPU with another of
     the team onto CPUs none of it is on, without binding them (the module's docstring says
     why); returns how many moved. Kernel calls do this at most every ``SPREAD_INTERVAL_S``
-    seconds; 0 where TVM's pool runs the kernels or the environment binds threads.
+    seconds (:func:`size_launches`); 0 where TVM's pool runs the kernels, the environment binds
+    threads, or in the thread that called ``fork``. On an idle machine it moves a thread too,
+    when the thread woke on its caller's CPU (as the scheduler often wakes one): it goes to an
+    idle CPU at once instead of when the scheduler next balances.
 
     Example
     -------
-    >>> spread_team()                # on an idle machine the team is already apart
-    0
+    >>> spread_team() in range(thread_count())
+    True
     """
     return _spread() if _spread is not None else 0
 
