@@ -8,7 +8,7 @@ layer forward and one ``(A + I)^T @ dY`` per layer backward, made by one of:
 * ``ours``: ``sparsetir.ops.spmm`` in an ``autograd.Function`` of this script, called on
   detached tensors (forward ``spmm(M, X)``, backward ``spmm(M^T, dY)``), after
   ``sparsetir.runtime.threads.cooperate_with_torch()``: the kernels' parallel loops run on
-  torch's OpenMP threads;
+  sparsetir's task pool (brief spinning, shares claimed one at a time);
 * ``ours-tvm-pool``: the same on TVM's own thread pool at its defaults, as before that
   function (TVM's pool settings given explicitly, which makes it keep TVM's pool);
 * ``ours-tvm-nospin``: TVM's pool told not to spin after its tasks and not to pin its threads
@@ -80,7 +80,8 @@ def _graph():
 
 def _sparse_product(name: str, A):
     """``propagate(H)``: ``A @ H`` with autograd, made by contender ``name``, and the pool its
-    parallel loops run on (``"openmp"``: torch's threads; ``"tvm"``: TVM's pool)."""
+    parallel loops run on (``"tasks"``: sparsetir's task pool; ``"openmp"``: torch's threads;
+    ``"tvm"``: TVM's pool)."""
     import numpy as np
     import torch
 

@@ -1,11 +1,10 @@
-"""``sparsetir.runtime.threads``: kernels' parallel loops on torch's OpenMP threads.
+"""``sparsetir.runtime.threads``: kernels' parallel loops on sparsetir's task pool.
 
 What the module does to a process (a launcher registered with tvm-ffi, decided once) is checked
 in fresh processes: this file run as a script (``python test_threads.py CHECK``) does one check
 and prints its findings as JSON; a hang fails the test after a timeout instead of stopping the
-run. Whether a kernel ran on torch's pool is seen in the threads the process has: TVM's pool
-starts threads of its own at a kernel's first parallel loop, OpenMP's team is the one torch's
-operator already started.
+run. Whether a kernel ran on the task pool is seen in the workers it says it started
+(``threads.pool_workers``) and in the threads the process has.
 """
 
 from __future__ import annotations
@@ -65,26 +64,28 @@ def _thread_ids() -> set:
 
 def check_pool(torch_first: str = "1") -> dict:
     """Import in the order asked, run a torch operator on 2 threads (its OpenMP team starts),
-    then the first kernels; which pool was chosen, how many threads the kernels started, and
-    their largest error against scipy (outputs start as NaN)."""
+    then the first kernels; which pool was chosen, how many threads the kernels started (and
+    how many the task pool says it started), and their largest error against scipy (outputs
+    start as NaN). The matrix is large enough for its calls to run on a team."""
     if torch_first == "1":
         import torch
         import sparsetir.ops
     else:
         import sparsetir.ops
         import torch
-    from sparsetir.runtime.threads import cooperate_with_torch
+    from sparsetir.runtime.threads import cooperate_with_torch, pool_workers
 
     torch.set_num_threads(2)
     torch.ones(1 << 22).mul_(2)                       # large enough to run on torch's team
     decision = cooperate_with_torch()
     before = _thread_ids()
-    A = _matrix()
+    A = _matrix(12000, 1000)
     rng = np.random.default_rng(1)
     X = rng.standard_normal((A.shape[1], 24)).astype(np.float32)
     Y = rng.standard_normal((A.shape[0], 24)).astype(np.float32)
     M = sparsetir.ops.SparseMatrix(A)
     out = np.full((A.shape[0], 24), np.nan, np.float32)
+    assert out.nbytes > threads.SERIAL_BYTES
     sparsetir.ops.spmm(M, X, out=out)
     values = np.full(A.nnz, np.nan, np.float32)
     sparsetir.ops.sddmm(M, Y, X, out=values)
@@ -94,6 +95,7 @@ def check_pool(torch_first: str = "1") -> dict:
     torch_out = sparsetir.ops.spmm(M, torch.from_numpy(X))
     return {"pool": decision.pool, "reason": decision.reason, "threads": decision.threads,
             "again_same": cooperate_with_torch() is decision, "started": started,
+            "workers": pool_workers(),
             "spmm_error": float(np.abs(out - A @ X).max()),
             "sddmm_error": float(np.abs(values - expected_values).max()),
             "torch_error": float(np.abs(torch_out.numpy() - A @ X).max())}
@@ -124,6 +126,41 @@ def check_concurrent_callers() -> dict:
     with ThreadPoolExecutor(3) as callers:
         errors = list(callers.map(worst, inputs))
     return {"pool": decision.pool, "error": max(errors)}
+
+
+def check_every_share_runs_once() -> dict:
+    """A kernel whose parallel loop adds 1 to each entry, launched many times from the main
+    thread and from two more threads at once: every entry must count every launch once (a
+    share run twice, or skipped, would show)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import tvm
+    from tvm.script import tirx as T
+
+    import sparsetir
+    from sparsetir.runtime.threads import SERIAL_BYTES, cooperate_with_torch
+
+    decision = cooperate_with_torch()
+
+    @T.prim_func
+    def count(a: T.handle, n: T.int32):
+        T.func_attr({"global_symbol": "main", "tir.noalias": True})
+        A = T.match_buffer(a, (n,), "int32")
+        for i in T.parallel(n):
+            A[i] = A[i] + 1
+
+    kernel = sparsetir.build(tvm.IRModule({"main": count}), "llvm", schedule="none")
+    n, launches = SERIAL_BYTES // 4 + 13, 300
+
+    def launch_many(_):
+        out = np.zeros(n, np.int32)
+        for _ in range(launches):
+            kernel(out, n)
+        return sorted(set(out.tolist()))
+    alone = launch_many(0)
+    with ThreadPoolExecutor(2) as callers:
+        together = list(callers.map(launch_many, range(2)))
+    return {"pool": decision.pool, "counts": [alone, *together]}
 
 
 def check_task_error() -> dict:
@@ -198,19 +235,30 @@ def check_small_calls_run_serially() -> dict:
             A[i] = T.Cast("int64", T.call_extern("uint64", "pthread_self"))
 
     kernel = sparsetir.build(tvm.IRModule({"main": threads_of}), "llvm", schedule="none")
+    def most_threads(call, out, tries=50):
+        """The most threads one of ``tries`` calls used (a worker that is still waking takes
+        no share of a call: the caller does them all)."""
+        most = 0
+        for _ in range(tries):
+            call()
+            most = max(most, len(set(out.tolist())))
+        return most
+
     used = {}
     for label, n in (("small", 64), ("under", SERIAL_BYTES // 8 - 1),
                      ("at", SERIAL_BYTES // 8), ("small_again", 100)):
         out = np.zeros(n, np.int64)
-        kernel(out, n)
         bound_out = torch.zeros(n, dtype=torch.int64)
-        kernel.bind(n=n)(bound_out)
-        used[label] = [len(set(out.tolist())), len(set(bound_out.tolist()))]
+        bound = kernel.bind(n=n)
+        used[label] = [most_threads(lambda: kernel(out, n), out),
+                       most_threads(lambda: bound(bound_out), bound_out)]
     # timing runs as a call would: a large call timed after a small one keeps its team
     big = np.zeros(SERIAL_BYTES // 8, np.int64)
-    kernel(np.zeros(8, np.int64), 8)
-    kernel.time(big, big.size, number=1, repeat=1)
-    used["timed"] = len(set(big.tolist()))
+
+    def timed():
+        kernel(np.zeros(8, np.int64), 8)
+        kernel.time(big, big.size, number=1, repeat=1)
+    used["timed"] = most_threads(timed, big)
     return {"pool": decision.pool, "used": used}
 
 
@@ -278,12 +326,12 @@ def check_spread_leaves_threads_unbound() -> dict:
 # ---------------------------------------------------------------------------------- the tests
 
 @pytest.mark.parametrize("torch_first", ["1", "0"], ids=["torch-first", "sparsetir-first"])
-def test_kernels_run_on_torchs_openmp_threads(torch_first):
+def test_kernels_run_on_the_task_pool(torch_first):
     found = run_check("check_pool", torch_first, TVM_NUM_THREADS="2")
-    assert found["pool"] == "openmp", found["reason"]
+    assert found["pool"] == "tasks", found["reason"]
     assert found["threads"] == 2
     assert found["again_same"]
-    assert found["started"] == 0          # TVM's pool would have started a thread of its own
+    assert found["workers"] == 1 and found["started"] == 1     # one worker, and nothing else
     assert found["spmm_error"] < 1e-4
     assert found["sddmm_error"] < 1e-4
     assert found["torch_error"] < 1e-4
@@ -294,26 +342,32 @@ def test_explicit_tvm_pool_settings_keep_tvms_pool(setting):
     found = run_check("check_pool", TVM_NUM_THREADS="2", **{setting: "1"})
     assert found["pool"] == "tvm"
     assert setting in found["reason"]
-    assert found["started"] >= 1          # TVM's worker thread: the check above can fail
+    assert found["started"] >= 1 and found["workers"] == 0    # TVM's worker thread
     assert found["spmm_error"] < 1e-4
     assert found["sddmm_error"] < 1e-4
 
 
 def test_more_threads_than_cores_still_correct():
     found = run_check("check_pool", TVM_NUM_THREADS="5")
-    assert found["pool"] == "openmp" and found["threads"] == 5
+    assert found["pool"] == "tasks" and found["threads"] == 5 and found["workers"] == 4
     assert found["spmm_error"] < 1e-4 and found["sddmm_error"] < 1e-4
 
 
 def test_concurrent_callers_get_right_numbers():
     found = run_check("check_concurrent_callers", TVM_NUM_THREADS="2")
-    assert found["pool"] == "openmp"
+    assert found["pool"] == "tasks"
     assert found["error"] < 1e-4
+
+
+def test_every_share_runs_exactly_once():
+    found = run_check("check_every_share_runs_once", TVM_NUM_THREADS="2")
+    assert found["pool"] == "tasks"
+    assert found["counts"] == [[300]] * 3
 
 
 def test_error_in_a_task_reaches_python():
     found = run_check("check_task_error", TVM_NUM_THREADS="2")
-    assert found["pool"] == "openmp"
+    assert found["pool"] == "tasks"
     assert found["doubled"]
     assert found["raised"] is not None and found["raised"][0] == "RuntimeError"
     assert "negative entry" in found["raised"][1]
@@ -321,20 +375,20 @@ def test_error_in_a_task_reaches_python():
 
 def test_forked_children_run_kernels():
     found = run_check("check_fork", TVM_NUM_THREADS="2")
-    assert found["pool"] == "openmp"
+    assert found["pool"] == "tasks"
     assert found["printed"] == "OK 11"
 
 
 def test_calls_under_serial_bytes_run_on_the_calling_thread():
     found = run_check("check_small_calls_run_serially", TVM_NUM_THREADS="2")
-    assert found["pool"] == "openmp"
+    assert found["pool"] == "tasks"
     assert found["used"] == {"small": [1, 1], "under": [1, 1], "at": [2, 2],
                              "small_again": [1, 1], "timed": 2}
 
 
 def test_spreading_the_team_never_binds_it():
     found = run_check("check_spread_leaves_threads_unbound", TVM_NUM_THREADS="2")
-    assert found["pool"] == "openmp" and found["spreads"]
+    assert found["pool"] == "tasks" and found["spreads"]
     assert found["moved_bound"] == 0 and found["kept_bound"]     # bound threads stay
     assert 0 <= found["moved_free"] <= 1 and found["kept_free"]   # moved ones are not bound
     if found["cpus"] < 2:
@@ -343,7 +397,7 @@ def test_spreading_the_team_never_binds_it():
 
 def test_small_calls_off_the_main_thread_start_no_team():
     found = run_check("check_small_calls_off_the_main_thread", TVM_NUM_THREADS="2")
-    assert found["pool"] == "openmp" and found["started"] == 0
+    assert found["pool"] == "tasks" and found["started"] == 0
 
 
 @pytest.mark.parametrize("setting", ["OMP_PROC_BIND=true", "OMP_PROC_BIND=close",
@@ -352,7 +406,7 @@ def test_threads_the_user_binds_are_never_spread(setting):
     name, value = setting.split("=")
     found = run_check("check_spread_leaves_threads_unbound", TVM_NUM_THREADS="2",
                       **{name: value})
-    assert found["pool"] == "openmp" and not found["spreads"]
+    assert found["pool"] == "tasks" and not found["spreads"]
     assert found["moved_bound"] == found["moved_free"] == 0
 
 
@@ -373,12 +427,13 @@ SPREAD_PLANS = [
 def test_spread_plan(team, expected):
     import ctypes
 
-    if threads.cooperate_with_torch().pool != "openmp":
-        pytest.skip("the OpenMP launcher is not in use in this process")
+    threads.cooperate_with_torch()
+    if threads._spread_library is None:
+        pytest.skip("torch's team is not spread in this process")
     cpus, usable = team
     ints = ctypes.c_int * len(cpus)
     target = ints(*[usable[-1]] * len(cpus))     # what a previous plan may have left there
-    threads._launcher.sparsetir_openmp_plan_spread(
+    threads._spread_library.sparsetir_openmp_plan_spread(
         len(cpus), ints(*cpus), len(usable), (ctypes.c_int * len(usable))(*usable), target)
     assert list(target) == expected
 
@@ -392,7 +447,7 @@ def test_binding_settings_are_recognised():
 
 def test_explicit_setting_decides_without_building(monkeypatch):
     monkeypatch.setenv("TVM_THREAD_POOL_SPIN_COUNT", "0")
-    monkeypatch.setattr(threads, "_install_openmp_launcher",
+    monkeypatch.setattr(threads, "_install_task_pool",
                         lambda count: pytest.fail("built the launcher despite the setting"))
     decision = threads._decide()
     assert decision.pool == "tvm" and "TVM_THREAD_POOL_SPIN_COUNT" in decision.reason

@@ -137,7 +137,7 @@ class AlgebraKernel:
 def _build(func) -> dict:
     """The kernels (``main``, and ``count``) of a Stage I function or a Stage II module, each
     with its parameters' Stage I names in call order."""
-    cooperate_with_torch()       # parallel loops on the process's OpenMP threads (as ops does)
+    cooperate_with_torch()       # parallel loops on sparsetir's task pool (as ops does)
     mod = lower_sparse_iter(func) if isinstance(func, SparseFunction) else func
     scheduled = isinstance(func, tvm.IRModule)
     kernels = {}

@@ -1,5 +1,5 @@
 """Real graphs bundled with sparsetir (see README.md here for their sources), and
-:func:`power_law_graph` (``synthetic.py``), a seeded synthetic power-law graph of any size.
+:func:`power_law_graph` and :func:`rmat_graph` (``synthetic.py``), seeded synthetic graphs of any size.
 
 Example
 -------
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse
 
-from .synthetic import power_law_graph  # noqa: F401  (re-exported)
+from .synthetic import power_law_graph, rmat_graph  # noqa: F401  (re-exported)
 
 DATA_DIR = Path(__file__).resolve().parent
 

@@ -1,4 +1,5 @@
-"""Seeded synthetic power-law graphs, for benchmarks at sizes the bundled graphs do not reach.
+"""Seeded synthetic graphs, for benchmarks at sizes the bundled graphs do not reach: power-law
+graphs (:func:`power_law_graph`) and R-MAT graphs (:func:`rmat_graph`).
 
 Rows and columns each follow a Zipf-like popularity law over ranks (rank ``k`` has the mass of
 ``[k, k + 1)`` under a density proportional to ``(x + x0) ** -beta``, ``beta = 1 / (exponent - 1)``,
@@ -15,6 +16,9 @@ Example
 >>> A = power_law_graph(169_343, 1_166_243, seed=0)     # ogbn-arxiv sized, under a second
 >>> A.shape, A.nnz, A.indices.dtype, A.has_sorted_indices
 ((169343, 169343), 1166243, dtype('int32'), True)
+>>> from sparsetir.data import rmat_graph
+>>> rmat_graph(169_343, 1_166_243, seed=0).nnz        # Graph500's R-MAT, same size
+1166243
 """
 
 from __future__ import annotations
@@ -56,6 +60,72 @@ class _RankLaw:
         return np.minimum(x.astype(np.int64), self.n - 1)  # rounding can reach n
 
 
+def _distinct_edges(draw, n: int, target: int, rng) -> np.ndarray:
+    """``target`` distinct keys ``row * n + column``, sorted, from batches ``draw(count)`` of
+    keys (duplicates and keys already drawn are dropped, batches drawn until enough remain;
+    the surplus is removed at random)."""
+    keys = np.empty(0, np.int64)  # sorted and distinct
+    while len(keys) < target:
+        new = np.sort(draw(int((target - len(keys)) * 1.05) + 1024))
+        new = new[np.concatenate([[True], new[1:] != new[:-1]])]
+        if len(keys):
+            pos = np.minimum(np.searchsorted(keys, new), len(keys) - 1)
+            new = new[keys[pos] != new]
+        keys = np.sort(np.concatenate([keys, new]), kind="stable")  # merges two sorted runs
+    return np.delete(keys, rng.choice(len(keys), len(keys) - target, replace=False))
+
+
+def _csr_of_keys(keys: np.ndarray, n: int) -> scipy.sparse.csr_matrix:
+    """The n x n float32 CSR matrix (values 1, int32 indices) of sorted distinct ``keys``."""
+    rows, cols = np.divmod(keys, n)
+    indptr = np.zeros(n + 1, np.int32)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    data = np.ones(keys.size, np.float32)
+    return scipy.sparse.csr_matrix((data, cols.astype(np.int32), indptr), shape=(n, n))
+
+
+GRAPH500_RMAT = (0.57, 0.19, 0.19)
+"""Graph500's R-MAT quadrant probabilities ``(a, b, c)``; ``d = 1 - a - b - c``."""
+
+
+def rmat_graph(num_nodes: int, num_edges: int, seed: int = 0,
+               probabilities: tuple = GRAPH500_RMAT) -> scipy.sparse.csr_matrix:
+    """A directed R-MAT graph (Chakrabarti et al., as Graph500 generates it) with ``num_nodes``
+    nodes and ``num_edges`` distinct edges, no self-loops, node ids randomly permuted.
+
+    Each edge picks one quadrant of the adjacency matrix per bit of ``2**ceil(log2(num_nodes))``
+    with ``probabilities`` ``(a, b, c)`` for top-left, top-right, bottom-left (``d`` the rest);
+    edges landing outside ``num_nodes`` or on the diagonal are drawn again, as are duplicates.
+    Degrees are skewed in both rows and columns, and the dense corner gives the graph a
+    community structure a Chung-Lu graph lacks. Returned as :func:`power_law_graph` returns.
+    The same arguments give the same graph.
+    """
+    n, target = int(num_nodes), int(num_edges)
+    if n < 2 or not 0 < target <= n * n // 8:
+        raise SparseTIRValueError(f"num_edges must be in 1..{n * n // 8} for {n} nodes (at "
+                                  f"least 2), not {target}")
+    a, b, c = (float(p) for p in probabilities)
+    if min(a, b, c) < 0 or a + b + c > 1:
+        raise SparseTIRValueError(f"probabilities (a, b, c) must be non-negative with a sum "
+                                  f"of at most 1, not {probabilities}")
+    rng = np.random.default_rng(seed)
+    scale = max(1, int(np.ceil(np.log2(n))))
+    label = rng.permutation(n).astype(np.int64)
+
+    def draw(count: int) -> np.ndarray:
+        rows = np.zeros(count, np.int64)
+        cols = np.zeros(count, np.int64)
+        for _ in range(scale):
+            u = rng.random(count)
+            right = ((u >= a) & (u < a + b)) | (u >= a + b + c)
+            down = u >= a + b
+            rows = 2 * rows + down
+            cols = 2 * cols + right
+        kept = (rows < n) & (cols < n) & (rows != cols)
+        return label[rows[kept]] * n + label[cols[kept]]
+    return _csr_of_keys(_distinct_edges(draw, n, target, rng), n)
+
+
 def power_law_graph(num_nodes: int, num_edges: int, seed: int = 0, exponent: float = 2.1,
                     empty_fraction: float = 0.02) -> scipy.sparse.csr_matrix:
     """A directed ``num_nodes`` x ``num_nodes`` graph with ``num_edges`` distinct edges.
@@ -79,20 +149,7 @@ def power_law_graph(num_nodes: int, num_edges: int, seed: int = 0, exponent: flo
     row_p /= row_p.sum()
     col_of_rank = rng.permutation(n).astype(np.int64)
 
-    keys = np.empty(0, np.int64)  # row * n + column, sorted and distinct
-    while len(keys) < target:
-        draw = int((target - len(keys)) * 1.05) + 1024
-        rows = np.repeat(np.arange(n, dtype=np.int64), rng.multinomial(draw, row_p))
-        new = np.sort(rows * n + col_of_rank[law.sample(rng, draw)])
-        new = new[np.concatenate([[True], new[1:] != new[:-1]])]
-        if len(keys):
-            pos = np.minimum(np.searchsorted(keys, new), len(keys) - 1)
-            new = new[keys[pos] != new]
-        keys = np.sort(np.concatenate([keys, new]), kind="stable")  # merges two sorted runs
-    keys = np.delete(keys, rng.choice(len(keys), len(keys) - target, replace=False))
-
-    rows, cols = np.divmod(keys, n)
-    indptr = np.zeros(n + 1, np.int32)
-    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-    data = np.ones(target, np.float32)
-    return scipy.sparse.csr_matrix((data, cols.astype(np.int32), indptr), shape=(n, n))
+    def draw(count: int) -> np.ndarray:
+        rows = np.repeat(np.arange(n, dtype=np.int64), rng.multinomial(count, row_p))
+        return rows * n + col_of_rank[law.sample(rng, count)]
+    return _csr_of_keys(_distinct_edges(draw, n, target, rng), n)

@@ -1,63 +1,54 @@
-"""One pool of threads in a process that trains with torch: sparsetir's kernels run their
-parallel loops on the OpenMP threads torch's operators use, not on a second pool.
+"""Where kernels' parallel loops run: a small pool of sparsetir's own whose threads claim a
+loop's shares one at a time, wait for work only briefly, and never hold up a call.
 
-Why: a compiled kernel runs a parallel loop on TVM's thread pool, torch runs its operators on
-its OpenMP (libgomp) pool, and both keep their threads spinning after each piece of work so
-that the next one starts at once (TVM: 300000 ``sched_yield`` calls; libgomp: a busy loop of
-the same count, unless ``OMP_WAIT_POLICY=PASSIVE``). A training step alternates between the
-two many times, so each pool's threads keep spinning while the other pool works: on 2 cores a
-GCN epoch on Cora has three busy threads for two cores, and under a background load five, and
-an epoch went from about 2 ms to 15 ms while DGL, whose kernels are OpenMP loops on torch's
-pool, stayed at 3.5 ms (``benchmarks/thread_pools.py``). With one pool the two take turns on
-the same threads, as DGL's do.
+Why: a kernel call on a machine with anything else running must not wait for a thread the OS
+has parked or descheduled. A parallel loop cut once into equal shares, one per thread, ends at
+a barrier that waits for the slowest thread: on a 2-core Intel VM with light activity elsewhere,
+SpMM on email-Enron (0.6 ms when idle) took a median of 4.5-8 ms, on multiples of the 8 ms
+scheduler tick, while its OpenMP team (torch's libgomp, which the kernels ran on until then)
+waited for a parked thread to wake; with ``OMP_WAIT_POLICY=active`` it took 0.6 ms.
 
-:func:`cooperate_with_torch` (``sparsetir.ops`` calls it before loading their first kernel;
-later calls return at once) sets that up:
+How (``src/task_pool/task_pool.c``, registered with tvm-ffi as the parallel launch of every TVM
+module loaded from then on):
 
-* It builds ``src/openmp_launch/openmp_launch.c`` (gcc ``-fopenmp``, cached like the other
-  helpers), whose launcher runs a kernel's parallel loop as one OpenMP parallel region, and
-  registers it with tvm-ffi (``TVMFFIEnvModRegisterContextSymbol``) as the parallel launch and
-  barrier of every TVM module loaded in this process from then on; libgomp is the one torch
-  loaded (``tvm_ffi`` imports torch), so the threads are torch's. Modules loaded before keep
-  TVM's pool; ``sparsetir.ops`` calls this before loading any.
-* A launch uses :func:`thread_count` threads (``TVM_NUM_THREADS``, as TVM's pool did), read
-  when this runs, except a call whose arrays hold fewer than ``SERIAL_BYTES`` bytes in all
-  (:func:`size_launches`, which the call wrappers of ``runtime.kernel`` use): it runs on the
-  calling thread, as torch runs a range under its grain size. Such a call takes tens of
-  microseconds, less than waking a team costs, and a parallel launch is a point where a call
-  waits for every thread of the team: on a loaded machine, for a descheduled one. On a 2-core
-  VM beside 2 busy processes, some runs of GCN training on Cora lose a time slice at every
-  parallel region of the epoch (whole runs at 184-256 ms per epoch instead of 7-13); its 4
-  kernel calls per epoch (0.2-0.4 MiB) running serially took such a run from 216 to 184 ms.
-  The rest are torch's own regions, which DGL's runs share: 4 of 20 of ours, 7 of 20 of DGL's.
-* Such a run has both threads of the team on one core and both busy processes on the other:
-  two runnable threads a core, which the scheduler takes for balanced, so it stays so for the
-  whole run, and each thread of the team waits out the other's time slices at every barrier
-  (RGCN training on Citeseer: 500 ms an epoch instead of 80-140, in 3 of 8 runs). So a kernel
-  call first moves, at most every ``SPREAD_INTERVAL_S`` seconds, the threads of its caller's
-  team that share a CPU onto CPUs none of the team is on (:func:`spread_team`), and does not
-  bind them: a moved thread's affinity is narrowed to its new CPU for the one system call that
-  migrates it and set back at once, so the scheduler stays free to move it. RGCN on Citeseer
-  beside 2 busy processes: no run of 12 stalled (2 of 6 before). With ``OMP_PROC_BIND=true``
-  in the environment before torch is imported, OpenMP keeps each thread on a core of its own
-  (none of 15 runs stalled either), and threads you bind (``OMP_PROC_BIND``, ``OMP_PLACES``,
-  ``GOMP_CPU_AFFINITY``) are never moved. Binding is the user's choice, not made here: two
-  processes that each bind put their first threads on the same core.
-* Nothing else of torch's is changed: its thread count, ``OMP_*`` variables and wait policy
-  stay as they are (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``, ``OMP_PROC_BIND`` you set now
-  apply to the kernels too). In a child made by ``fork``, the thread that forked runs parallel
-  loops on itself alone (its copy of the OpenMP pool has no threads), like ``runtime.fork``
-  does for TVM's pool.
+* A launch cuts the loop into 8 shares per thread (TVM's lambda takes any share count) and the
+  calling thread and the pool's workers take them from one counter. The caller then waits only
+  for shares already taken, never for a worker that has not started: one the OS has not
+  scheduled (a busy machine) or that is still waking takes nothing, so a call is never slower
+  than the caller alone by more than one share. Row tiles are balanced by nonzeros
+  (``ops.tiles``), so shares are equal work.
+* Between calls a worker spins for ``SPIN_S``, then yields its CPU (``sched_yield``) until
+  ``YIELD_S`` have passed, then sleeps until the next launch: back-to-back calls find it awake,
+  another runnable thread on its CPU (torch's, or another process's) gets the CPU while it
+  yields, and an idle process has no busy threads after a few milliseconds. (Two pools that
+  each spin for milliseconds after every loop, TVM's and torch's, made GCN training on Cora
+  7x slower on 2 cores: ``benchmarks/thread_pools.py``.) OpenMP's settings (``OMP_WAIT_POLICY``)
+  do not apply: this pool is not OpenMP's.
+* A call whose arrays hold fewer than ``SERIAL_BYTES`` bytes in all (:func:`size_launches`,
+  which the call wrappers of ``runtime.kernel`` use) runs on the calling thread, as torch runs
+  a range under its grain size: such a call takes tens of microseconds, less than waking a
+  worker. One launch at a time uses the pool: a kernel called from another thread meanwhile
+  runs on its own thread, as does a launch in the thread that called ``fork`` in the child
+  (other threads of the child start a pool of their own).
+* Torch's own operators run on its OpenMP team, whose two threads can end up on one core of a
+  loaded machine for a whole run (two runnable threads a core look balanced to the scheduler),
+  each then waiting out the other's time slices at every barrier (RGCN training on Citeseer: 500
+  ms an epoch instead of 80-140). So a kernel call also moves, at most every
+  ``SPREAD_INTERVAL_S`` seconds, the threads of torch's team that share a CPU onto CPUs none
+  of the team is on (:func:`spread_team`, ``src/openmp_spread``), without binding them: a moved
+  thread's affinity is narrowed to its new CPU for the one system call that migrates it and
+  set back at once. Threads you bind (``OMP_PROC_BIND``, ``OMP_PLACES``,
+  ``GOMP_CPU_AFFINITY``) are never moved.
 * Your settings win: when the environment sets any of TVM's own pool settings
   (``TVM_BIND_THREADS``, ``TVM_THREAD_POOL_SPIN_COUNT``, ``TVM_EXCLUDE_WORKER0``), you chose
-  TVM's pool and it is kept as you configured it. Where the launcher cannot be built (no gcc,
-  no OpenMP) TVM's pool is kept too.
+  TVM's pool and it is kept as you configured it. Where the pool cannot be built (no gcc) TVM's
+  pool is kept too. A launch uses :func:`thread_count` threads (``TVM_NUM_THREADS``).
 
 Example
 -------
 >>> from sparsetir.runtime.threads import cooperate_with_torch
 >>> cooperate_with_torch()
-Cooperation(pool='openmp', threads=2, reason='kernels run on the OpenMP threads torch uses')
+Cooperation(pool='tasks', threads=2, reason="kernels run on sparsetir's task pool (shares claimed one at a time)")
 >>> cooperate_with_torch() is cooperate_with_torch()      # decided once per process
 True
 """
@@ -80,8 +71,8 @@ TVM_POOL_SETTINGS = ("TVM_BIND_THREADS", "TVM_THREAD_POOL_SPIN_COUNT", "TVM_EXCL
 
 
 class Cooperation(NamedTuple):
-    """What :func:`cooperate_with_torch` decided: ``pool`` is ``"openmp"`` (kernels run on the
-    process's OpenMP threads) or ``"tvm"`` (TVM's own pool, for ``reason``); ``threads``, the
+    """What :func:`cooperate_with_torch` decided: ``pool`` is ``"tasks"`` (kernels run on
+    sparsetir's task pool) or ``"tvm"`` (TVM's own pool, for ``reason``); ``threads``, the
     threads a parallel loop uses."""
     pool: str
     threads: int
@@ -91,8 +82,13 @@ class Cooperation(NamedTuple):
 SERIAL_BYTES = 1 << 20
 """A call whose arrays hold fewer bytes than this runs its parallel loops on the calling thread."""
 
+SPIN_S = 1e-3
+"""An idle worker of the task pool spins this long after its last share..."""
+YIELD_S = 3e-3
+"""...then yields its CPU until this long has passed, then sleeps until the next launch."""
+
 SPREAD_INTERVAL_S = 0.1
-"""Kernel calls move the team's threads apart (:func:`spread_team`) at most this often."""
+"""Kernel calls move torch's team's threads apart (:func:`spread_team`) at most this often."""
 
 _MAIN_THREAD = threading.main_thread()
 
@@ -101,10 +97,11 @@ BINDING_SETTINGS = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")
 
 _decided: Cooperation | None = None
 _lock = threading.Lock()
-_launcher = None             # the loaded library: kept alive while modules point into it
-_set_serial = None           # its sparsetir_openmp_serial
+_pool = None                 # the loaded task pool: kept alive while modules point into it
+_set_serial = None           # its sparsetir_task_pool_serial
 _this_thread = threading.local()  # .serial: the C flag's copy; .next_spread: see size_launches
-_spread = None               # its sparsetir_openmp_spread, unless the user binds threads
+_spread_library = None       # openmp_spread.c, loaded unless the user binds threads
+_spread = None               # its sparsetir_openmp_spread
 
 
 def thread_count() -> int:
@@ -123,13 +120,12 @@ def _count(value: str) -> int:
 
 def size_launches(nbytes: int) -> None:
     """Let the calling thread's next kernel launches run on itself when the call's arrays hold
-    fewer than ``SERIAL_BYTES`` bytes (``nbytes``), on a team otherwise; nothing changes where
-    TVM's pool runs the kernels. Cheap when nothing changes.
+    fewer than ``SERIAL_BYTES`` bytes (``nbytes``), on the task pool otherwise; nothing changes
+    where TVM's pool runs the kernels. Cheap when nothing changes.
 
-    At most every ``SPREAD_INTERVAL_S`` seconds per thread, it first moves the thread's team
-    apart (:func:`spread_team`): on a call that runs on a team, or on any call from the main
-    thread, whose team is the one torch's operators use; a small call from another thread
-    starts no team.
+    At most every ``SPREAD_INTERVAL_S`` seconds per thread, a call from the main thread (whose
+    team is the one torch's operators use) or a large call from another thread first moves
+    torch's team apart (:func:`spread_team`).
 
     Example
     -------
@@ -147,13 +143,14 @@ def size_launches(nbytes: int) -> None:
 
 
 def spread_team() -> int:
-    """Move the threads of the calling thread's OpenMP team that share a CPU with another of
-    the team onto CPUs none of it is on, without binding them (the module's docstring says
-    why); returns how many moved. Kernel calls do this at most every ``SPREAD_INTERVAL_S``
-    seconds (:func:`size_launches`); 0 where TVM's pool runs the kernels, the environment binds
-    threads, or in the thread that called ``fork``. On an idle machine it moves a thread too,
-    when the thread woke on its caller's CPU (as the scheduler often wakes one): it goes to an
-    idle CPU at once instead of when the scheduler next balances.
+    """Move the threads of the calling thread's OpenMP team (the one torch's next operator runs
+    on) that share a CPU with another of the team onto CPUs none of it is on, without binding
+    them (the module's docstring says why); returns how many moved. Kernel calls do this at
+    most every ``SPREAD_INTERVAL_S`` seconds (:func:`size_launches`); 0 where TVM's pool runs
+    the kernels, the environment binds threads, or in the thread that called ``fork``. On an
+    idle machine it moves a thread too, when the thread woke on its caller's CPU (as the
+    scheduler often wakes one): it goes to an idle CPU at once instead of when the scheduler
+    next balances.
 
     Example
     -------
@@ -163,10 +160,22 @@ def spread_team() -> int:
     return _spread() if _spread is not None else 0
 
 
+def pool_workers() -> int:
+    """How many worker threads sparsetir's task pool has started in this process (it starts
+    ``thread_count() - 1`` at its first parallel launch); 0 where TVM's pool runs the kernels.
+
+    Example
+    -------
+    >>> pool_workers() in (0, thread_count() - 1)
+    True
+    """
+    return _pool.sparsetir_task_pool_workers() if _pool is not None else 0
+
+
 def cooperate_with_torch() -> Cooperation:
-    """Run kernels' parallel loops on the process's OpenMP threads from now on, unless the
-    environment configures TVM's pool (then nothing changes). Decided once per process; the
-    decision is returned. Cheap after the first call."""
+    """Run kernels' parallel loops on sparsetir's task pool from now on, unless the environment
+    configures TVM's pool (then nothing changes). Decided once per process; the decision is
+    returned. Cheap after the first call."""
     global _decided
     if _decided is None:
         with _lock:
@@ -181,42 +190,58 @@ def _decide() -> Cooperation:
     if chosen:
         return Cooperation("tvm", threads, f"{', '.join(chosen)} set: TVM's pool as configured")
     try:
-        _install_openmp_launcher(threads)
+        _install_task_pool(threads)
     except (RuntimeError, OSError, AttributeError) as err:
-        return Cooperation("tvm", threads, f"the OpenMP launcher is unavailable: {err}")
-    return Cooperation("openmp", threads, "kernels run on the OpenMP threads torch uses")
+        return Cooperation("tvm", threads, f"the task pool is unavailable: {err}")
+    _install_spread()
+    return Cooperation("tasks", threads,
+                       "kernels run on sparsetir's task pool (shares claimed one at a time)")
 
 
-def _install_openmp_launcher(threads: int) -> None:
-    """Build and load ``openmp_launch.c`` and make it the parallel launch and barrier of TVM
+def _install_task_pool(threads: int) -> None:
+    """Build and load ``task_pool.c`` and make it the parallel launch and barrier of TVM
     modules loaded from now on."""
-    global _launcher, _set_serial, _spread
-    library = ctypes.CDLL(str(build_shared("openmp_launch.c", ["-fopenmp"])))
+    global _pool, _set_serial
+    library = ctypes.CDLL(str(build_shared("task_pool.c", ["-pthread"])))
     ffi = ctypes.CDLL(tvm_ffi.libinfo.find_libtvm_ffi())
 
     def address(lib, symbol: str) -> int:
         return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
 
-    library.sparsetir_openmp_setup.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int]
-    library.sparsetir_openmp_setup.restype = None
-    library.sparsetir_openmp_setup(address(ffi, "TVMFFIErrorMoveFromRaised"),
-                                   address(ffi, "TVMFFIErrorSetRaised"),
-                                   address(ffi, "TVMFFIObjectDecRef"), threads)
+    library.sparsetir_task_pool_setup.argtypes = [ctypes.c_void_p] * 4 + [
+        ctypes.c_int, ctypes.c_long, ctypes.c_long]
+    library.sparsetir_task_pool_setup.restype = None
+    library.sparsetir_task_pool_setup(
+        address(ffi, "TVMFFIErrorMoveFromRaised"), address(ffi, "TVMFFIErrorSetRaised"),
+        address(ffi, "TVMFFIObjectDecRef"), address(ffi, "TVMFFIErrorSetRaisedFromCStr"),
+        threads, int(SPIN_S * 1e9), int(YIELD_S * 1e9))
     register = ffi.TVMFFIEnvModRegisterContextSymbol
     register.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
     register.restype = ctypes.c_int
-    for context_symbol, ours in (("__TVMBackendParallelLaunch", "sparsetir_openmp_launch"),
-                                 ("__TVMBackendParallelBarrier", "sparsetir_openmp_barrier")):
+    for context_symbol, ours in (("__TVMBackendParallelLaunch", "sparsetir_task_pool_launch"),
+                                 ("__TVMBackendParallelBarrier", "sparsetir_task_pool_barrier")):
         if register(context_symbol.encode(), address(library, ours)) != 0:
             raise RuntimeError(f"tvm-ffi refused to register {context_symbol}")
-    library.sparsetir_openmp_serial.argtypes = [ctypes.c_int]
-    library.sparsetir_openmp_serial.restype = None
+    library.sparsetir_task_pool_serial.argtypes = [ctypes.c_int]
+    library.sparsetir_task_pool_serial.restype = None
+    library.sparsetir_task_pool_workers.restype = ctypes.c_int
+    _pool = library
+    _set_serial = library.sparsetir_task_pool_serial
+
+
+def _install_spread() -> None:
+    """Load ``openmp_spread.c`` for :func:`spread_team`, unless the user binds threads or it
+    cannot be built (then torch's team is left where it is)."""
+    global _spread, _spread_library
+    if _binds_threads(os.environ):
+        return
+    try:
+        library = ctypes.CDLL(str(build_shared("openmp_spread.c", ["-fopenmp"])))
+    except (RuntimeError, OSError):
+        return
     library.sparsetir_openmp_spread.argtypes = []
     library.sparsetir_openmp_spread.restype = ctypes.c_int
-    _launcher = library
-    _set_serial = library.sparsetir_openmp_serial
-    if not _binds_threads(os.environ):
-        _spread = library.sparsetir_openmp_spread
+    _spread_library, _spread = library, library.sparsetir_openmp_spread
 
 
 def _binds_threads(environ) -> bool:

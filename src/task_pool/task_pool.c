@@ -1,0 +1,268 @@
+/*
+ * sparsetir_task_pool: TVM's parallel-launch entry point on a small pool of threads that claim
+ * a loop's tasks one at a time (see sparsetir/runtime/threads.py, which registers it).
+ *
+ * A compiled TVM kernel runs a parallel loop by calling __TVMBackendParallelLaunch with a
+ * lambda that does the share `task_id` of `penv->num_task` equal shares of the loop. Here a
+ * launch cuts the loop into TASKS_PER_THREAD shares per thread, publishes them, and the
+ * calling thread and the pool's workers take them from one counter until none is left. The
+ * caller then waits only for shares already taken: a worker the OS has not scheduled yet (a
+ * busy machine, a thread still waking) takes none and is never waited for; it finds the
+ * counter exhausted when it runs. So a call never waits for a parked or descheduled thread,
+ * only for a share in progress, and it is never slower than the caller alone by more than one
+ * share.
+ *
+ * Between launches a worker waits in three steps: it spins on the counter (`pause`) for
+ * spin_ns, then calls sched_yield until yield_ns have passed (another runnable thread on its
+ * CPU, of this process or another, gets the CPU), then sleeps on a futex until the next
+ * launch. Back-to-back calls so find their workers awake, and idle workers cost nothing
+ * after a few milliseconds.
+ *
+ * One launch at a time uses the pool: a launch from another thread meanwhile, from inside a
+ * task, from the thread that called fork() in a child (whose pool has no threads), or while
+ * the calling thread has asked for serial launches (sparsetir_task_pool_serial) runs the whole
+ * loop on its calling thread. An error a task raises (the lambda returns nonzero with the
+ * error in its thread's tvm-ffi slot) is moved to the calling thread's slot, the first one
+ * when several fail, and the launch returns -1, as TVM's pool does. A parallel barrier cannot
+ * be kept when shares are claimed (a share may wait for one nobody runs yet): the barrier
+ * raises an error instead of deadlocking; sparsetir's kernels never emit one.
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+  void *sync_handle;
+  int32_t num_task;
+} TVMParallelGroupEnv; /* tvm/runtime/c_backend_api.h */
+
+typedef int (*parallel_lambda)(int task_id, TVMParallelGroupEnv *penv, void *cdata);
+typedef void (*move_error_fn)(void **error);
+typedef void (*set_error_fn)(void *error);
+typedef int (*dec_ref_fn)(void *object);
+typedef void (*set_error_text_fn)(const char *kind, const char *message);
+
+enum { TASKS_PER_THREAD = 8, MAX_TASKS = 0xffff, MAX_WORKERS = 255 };
+
+static move_error_fn ffi_move_error;     /* TVMFFIErrorMoveFromRaised */
+static set_error_fn ffi_set_error;       /* TVMFFIErrorSetRaised (takes a reference) */
+static dec_ref_fn ffi_dec_ref;           /* TVMFFIObjectDecRef */
+static set_error_text_fn ffi_set_text;   /* TVMFFIErrorSetRaisedFromCStr */
+static int team_size = 1;                /* the caller and team_size - 1 workers */
+static long spin_ns = 50000, yield_ns = 2000000;
+
+/* The current launch. `claim` is generation (32 bits) | tasks (16) | next task (16): a thread
+ * takes task `next` by raising it with a compare-and-swap, so a task is taken once, and a
+ * thread holding a stale word (an earlier launch) fails its swap. The lambda and its data are
+ * written before the word that publishes them and change only after every task of the launch
+ * has finished. */
+static _Atomic uint64_t claim;
+static _Atomic(parallel_lambda) job_lambda;
+static _Atomic(void *) job_cdata;
+static _Atomic int job_finished;         /* tasks of the launch done */
+static _Atomic int job_failed;
+static _Atomic(void *) job_error;        /* the first error a task raised */
+static _Atomic uint32_t wake_seq;        /* the futex sleeping workers wait on */
+static _Atomic int sleepers;
+static pthread_mutex_t owner = PTHREAD_MUTEX_INITIALIZER;  /* held by the launching thread */
+static int workers;                       /* started, under `owner` */
+
+static __thread int forked_here; /* this thread called fork() and is the child's thread */
+static __thread int serial_here; /* this thread's launches run on itself */
+static __thread int in_task;     /* this thread is running a task */
+
+static inline void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+static long now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+static void after_fork_in_child(void) {
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  owner = fresh;
+  workers = 0; /* the parent's workers do not exist here; a launch starts new ones */
+  atomic_store(&claim, 0);
+  atomic_store(&sleepers, 0);
+  forked_here = 1;
+}
+
+/* Set the tvm-ffi error functions, the pool's size (the caller included) and how long idle
+ * workers spin and yield before they sleep. */
+void sparsetir_task_pool_setup(void *move_error, void *set_error, void *dec_ref,
+                               void *set_text, int threads, long spin, long yield) {
+  ffi_move_error = (move_error_fn)move_error;
+  ffi_set_error = (set_error_fn)set_error;
+  ffi_dec_ref = (dec_ref_fn)dec_ref;
+  ffi_set_text = (set_error_text_fn)set_text;
+  team_size = threads < 1 ? 1 : threads > MAX_WORKERS + 1 ? MAX_WORKERS + 1 : threads;
+  spin_ns = spin;
+  yield_ns = yield;
+  static int armed;
+  if (!armed) {
+    armed = 1;
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+  }
+}
+
+/* Run the calling thread's next launches on itself (serial nonzero) or on the pool (0). */
+void sparsetir_task_pool_serial(int serial) { serial_here = serial; }
+
+/* Take the next task of the launch in `*seen`'s generation, or of a newer one: 1 with the
+ * task, its count, lambda and data filled in, 0 when none is left (`*seen`: the word read). */
+static int take(uint64_t *seen, parallel_lambda *lambda, void **cdata, int *task, int *tasks) {
+  uint64_t word = atomic_load_explicit(&claim, memory_order_acquire);
+  for (;;) {
+    *seen = word;
+    int count = (int)((word >> 16) & 0xffff), next = (int)(word & 0xffff);
+    if (next >= count) return 0;
+    *lambda = atomic_load_explicit(&job_lambda, memory_order_relaxed);
+    *cdata = atomic_load_explicit(&job_cdata, memory_order_relaxed);
+    if (atomic_compare_exchange_weak_explicit(&claim, &word, word + 1, memory_order_acq_rel,
+                                              memory_order_acquire)) {
+      *task = next;
+      *tasks = count;
+      return 1;
+    }
+  }
+}
+
+static void run(parallel_lambda lambda, void *cdata, int task, int tasks) {
+  TVMParallelGroupEnv env = {NULL, tasks};
+  in_task = 1;
+  if (lambda(task, &env, cdata) != 0) {
+    void *error = NULL, *none = NULL;
+    ffi_move_error(&error);
+    if (error != NULL && !atomic_compare_exchange_strong(&job_error, &none, error)) {
+      ffi_dec_ref(error);
+    }
+    atomic_store(&job_failed, 1);
+  }
+  in_task = 0;
+  atomic_fetch_add_explicit(&job_finished, 1, memory_order_release);
+}
+
+static void run_all(void) {
+  uint64_t seen;
+  parallel_lambda lambda;
+  void *cdata;
+  int task, tasks;
+  while (take(&seen, &lambda, &cdata, &task, &tasks)) run(lambda, cdata, task, tasks);
+}
+
+/* A worker between launches: spin, then yield, then sleep, until the word is not `seen`. */
+static void idle(uint64_t seen) {
+  long start = now_ns();
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      if (atomic_load_explicit(&claim, memory_order_relaxed) != seen) return;
+      relax();
+    }
+    long waited = now_ns() - start;
+    if (waited >= yield_ns) break;
+    if (waited >= spin_ns) sched_yield();
+  }
+  atomic_fetch_add(&sleepers, 1);
+  uint32_t seq = atomic_load(&wake_seq);
+  if (atomic_load(&claim) == seen) {
+    syscall(SYS_futex, &wake_seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL, 0);
+  }
+  atomic_fetch_sub(&sleepers, 1);
+}
+
+static void *worker_main(void *unused) {
+  (void)unused;
+  for (;;) {
+    uint64_t seen;
+    parallel_lambda lambda;
+    void *cdata;
+    int task, tasks;
+    while (take(&seen, &lambda, &cdata, &task, &tasks)) run(lambda, cdata, task, tasks);
+    idle(seen);
+  }
+  return NULL;
+}
+
+/* Start the workers not started yet (under `owner`); the ones that start are kept. */
+static void start_workers(void) {
+  while (workers < team_size - 1) {
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int failed = pthread_create(&thread, &attr, worker_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (failed) break;
+    workers += 1;
+  }
+}
+
+/* The workers started in this process (the parent's are not counted in a forked child). */
+int sparsetir_task_pool_workers(void) {
+  pthread_mutex_lock(&owner);
+  int started = workers;
+  pthread_mutex_unlock(&owner);
+  return started;
+}
+
+int sparsetir_task_pool_launch(parallel_lambda lambda, void *cdata, int num_task) {
+  if (team_size <= 1 || forked_here || serial_here || in_task ||
+      pthread_mutex_trylock(&owner) != 0) {
+    TVMParallelGroupEnv env = {NULL, 1};
+    return lambda(0, &env, cdata);
+  }
+  start_workers();
+  int tasks = num_task > 0 ? num_task : TASKS_PER_THREAD * (workers + 1);
+  if (tasks > MAX_TASKS) tasks = MAX_TASKS;
+  atomic_store(&job_finished, 0);
+  atomic_store(&job_failed, 0);
+  atomic_store(&job_error, NULL);
+  atomic_store_explicit(&job_lambda, lambda, memory_order_relaxed);
+  atomic_store_explicit(&job_cdata, cdata, memory_order_relaxed);
+  uint64_t generation = (atomic_load(&claim) >> 32) + 1;
+  atomic_store(&claim, (generation << 32) | ((uint64_t)tasks << 16));
+  atomic_fetch_add(&wake_seq, 1);
+  if (atomic_load(&sleepers) > 0) {
+    syscall(SYS_futex, &wake_seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+  }
+  run_all();
+  /* only tasks already taken remain: wait for them (their threads are running) */
+  long start = 0;
+  while (atomic_load_explicit(&job_finished, memory_order_acquire) < tasks) {
+    relax();
+    if (start == 0) start = now_ns();
+    else if (now_ns() - start > spin_ns) sched_yield();
+  }
+  int failed = atomic_load(&job_failed);
+  void *error = atomic_load(&job_error);
+  pthread_mutex_unlock(&owner);
+  if (!failed) return 0;
+  if (error != NULL) {
+    ffi_set_error(error);
+    ffi_dec_ref(error);
+  }
+  return -1;
+}
+
+int sparsetir_task_pool_barrier(int task_id, TVMParallelGroupEnv *penv) {
+  (void)task_id;
+  if (penv->num_task <= 1) return 0; /* a launch run on one thread has no team to wait for */
+  ffi_set_text("RuntimeError", "sparsetir's task pool cannot keep a parallel barrier (tasks "
+               "are claimed one at a time); set TVM_THREAD_POOL_SPIN_COUNT to use TVM's pool");
+  return -1;
+}
