@@ -7,7 +7,8 @@ over ``J`` (the CSR row). Tiles are cut where the nonzeros are balanced, so a pa
 tiles gives every thread the same work however skewed the rows are (TVM splits a parallel loop
 into equal ranges of iterations: rows of a power-law graph would not be equal work).
 ``spmm_tiled`` (``u_mul_e_sum``), ``spmm_unweighted_tiled`` (A's pattern, ``copy_u_sum``) and
-``sddmm_tiled`` (``out[p] = X[i] . Y[j]`` for nonzero ``p = (i, j)``, ``u_dot_v``).
+``sddmm_tiled`` (``out[p] = X[i] . Y[j]`` for nonzero ``p = (i, j)``, ``u_dot_v``), made by
+``tiled_kernels(index_dtype)`` for CSR index arrays of int32 (``KERNELS``) or int64.
 
 The CUDA schedules (``cuda_schedules``) take the forms in ``CUDA_KERNELS`` instead: plain CSR
 ``spmm`` and ``spmm_unweighted`` (rows go to warps), and ``sddmm_fused``, which iterates the
@@ -22,6 +23,8 @@ Example
 >>> [func.params[0].name for func in CUDA_KERNELS.values()]
 ['a', 'x', 'x']
 """
+
+from functools import lru_cache
 
 from ..ir.attrs import INIT_PER_POINT_ANNOTATION
 from ..script import tir as T
@@ -44,65 +47,75 @@ def spmm(a: T.handle, x: T.handle, y: T.handle, indptr: T.handle, indices: T.han
         Y[i, k] = Y[i, k] + A[i, j] * X[j, k]
 
 
-@T.prim_func
-def spmm_tiled(a: T.handle, x: T.handle, y: T.handle, tile_ptr: T.handle, rows: T.handle,
-               indptr: T.handle, indices: T.handle, t: T.int32, m: T.int32, n: T.int32,
-               feat_size: T.int32, nnz: T.int32) -> None:
-    T.func_attr({"global_symbol": "main", "tir.noalias": True})
-    O = T.dense_fixed(t)
-    I = T.sparse_variable(O, (m, m), (tile_ptr, rows), "int32")
-    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
-    I_detach = T.dense_fixed(m)
-    J_detach = T.dense_fixed(n)
-    K = T.dense_fixed(feat_size)
-    A = T.match_sparse_buffer(a, (O, I, J), "float32")
-    X = T.match_sparse_buffer(x, (J_detach, K), "float32")
-    Y = T.match_sparse_buffer(y, (I_detach, K), "float32")
-    with T.sp_iter([O, I, J, K], "SSRS", "spmm") as [o, i, j, k]:
-        T.sp_iter_attr({INIT_PER_POINT_ANNOTATION: True})     # row tiles share no row
-        with T.init():
-            Y[i, k] = 0.0
-        Y[i, k] = Y[i, k] + A[o, i, j] * X[j, k]
+def tiled_kernels(index_dtype: str = "int32") -> dict:
+    """The row-tiled CPU kernels (``spmm``, ``spmm_unweighted``, ``sddmm``) over CSR index arrays
+    of ``index_dtype`` (``"int32"``, or ``"int64"`` for the plain call on arrays kept in
+    int64, as torch keeps them); the row tiles' arrays stay int32."""
+    return _tiled_kernels(index_dtype)
 
 
-@T.prim_func
-def spmm_unweighted_tiled(x: T.handle, y: T.handle, tile_ptr: T.handle, rows: T.handle,
-                          indptr: T.handle, indices: T.handle, t: T.int32, m: T.int32,
-                          n: T.int32, feat_size: T.int32, nnz: T.int32) -> None:
-    T.func_attr({"global_symbol": "main", "tir.noalias": True})
-    O = T.dense_fixed(t)
-    I = T.sparse_variable(O, (m, m), (tile_ptr, rows), "int32")
-    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
-    I_detach = T.dense_fixed(m)
-    J_detach = T.dense_fixed(n)
-    K = T.dense_fixed(feat_size)
-    X = T.match_sparse_buffer(x, (J_detach, K), "float32")
-    Y = T.match_sparse_buffer(y, (I_detach, K), "float32")
-    with T.sp_iter([O, I, J, K], "SSRS", "spmm") as [o, i, j, k]:
-        T.sp_iter_attr({INIT_PER_POINT_ANNOTATION: True})     # row tiles share no row
-        with T.init():
-            Y[i, k] = 0.0
-        Y[i, k] = Y[i, k] + X[j, k]
+@lru_cache(maxsize=None)
+def _tiled_kernels(index_dtype: str) -> dict:
+    @T.prim_func
+    def spmm_tiled(a: T.handle, x: T.handle, y: T.handle, tile_ptr: T.handle, rows: T.handle,
+                   indptr: T.handle, indices: T.handle, t: T.int32, m: T.int32, n: T.int32,
+                   feat_size: T.int32, nnz: T.int32) -> None:
+        T.func_attr({"global_symbol": "main", "tir.noalias": True})
+        O = T.dense_fixed(t)
+        I = T.sparse_variable(O, (m, m), (tile_ptr, rows), "int32")
+        J = T.sparse_variable(I, (n, nnz), (indptr, indices), index_dtype)
+        I_detach = T.dense_fixed(m)
+        J_detach = T.dense_fixed(n)
+        K = T.dense_fixed(feat_size)
+        A = T.match_sparse_buffer(a, (O, I, J), "float32")
+        X = T.match_sparse_buffer(x, (J_detach, K), "float32")
+        Y = T.match_sparse_buffer(y, (I_detach, K), "float32")
+        with T.sp_iter([O, I, J, K], "SSRS", "spmm") as [o, i, j, k]:
+            T.sp_iter_attr({INIT_PER_POINT_ANNOTATION: True})     # row tiles share no row
+            with T.init():
+                Y[i, k] = 0.0
+            Y[i, k] = Y[i, k] + A[o, i, j] * X[j, k]
 
+    @T.prim_func
+    def spmm_unweighted_tiled(x: T.handle, y: T.handle, tile_ptr: T.handle, rows: T.handle,
+                              indptr: T.handle, indices: T.handle, t: T.int32, m: T.int32,
+                              n: T.int32, feat_size: T.int32, nnz: T.int32) -> None:
+        T.func_attr({"global_symbol": "main", "tir.noalias": True})
+        O = T.dense_fixed(t)
+        I = T.sparse_variable(O, (m, m), (tile_ptr, rows), "int32")
+        J = T.sparse_variable(I, (n, nnz), (indptr, indices), index_dtype)
+        I_detach = T.dense_fixed(m)
+        J_detach = T.dense_fixed(n)
+        K = T.dense_fixed(feat_size)
+        X = T.match_sparse_buffer(x, (J_detach, K), "float32")
+        Y = T.match_sparse_buffer(y, (I_detach, K), "float32")
+        with T.sp_iter([O, I, J, K], "SSRS", "spmm") as [o, i, j, k]:
+            T.sp_iter_attr({INIT_PER_POINT_ANNOTATION: True})     # row tiles share no row
+            with T.init():
+                Y[i, k] = 0.0
+            Y[i, k] = Y[i, k] + X[j, k]
 
-@T.prim_func
-def sddmm_tiled(x: T.handle, y: T.handle, out: T.handle, tile_ptr: T.handle, rows: T.handle,
-                indptr: T.handle, indices: T.handle, t: T.int32, m: T.int32, n: T.int32,
-                feat_size: T.int32, nnz: T.int32) -> None:
-    T.func_attr({"global_symbol": "main", "tir.noalias": True})
-    O = T.dense_fixed(t)
-    I = T.sparse_variable(O, (m, m), (tile_ptr, rows), "int32")
-    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
-    I_detach = T.dense_fixed(m)
-    J_detach = T.dense_fixed(n)
-    K = T.dense_fixed(feat_size)
-    X = T.match_sparse_buffer(x, (I_detach, K), "float32")
-    Y = T.match_sparse_buffer(y, (J_detach, K), "float32")
-    OUT = T.match_sparse_buffer(out, (O, I, J), "float32")
-    with T.sp_iter([O, I, J, K], "SSSR", "sddmm") as [o, i, j, k]:
-        with T.init():
-            OUT[o, i, j] = 0.0
-        OUT[o, i, j] = OUT[o, i, j] + X[i, k] * Y[j, k]
+    @T.prim_func
+    def sddmm_tiled(x: T.handle, y: T.handle, out: T.handle, tile_ptr: T.handle, rows: T.handle,
+                    indptr: T.handle, indices: T.handle, t: T.int32, m: T.int32, n: T.int32,
+                    feat_size: T.int32, nnz: T.int32) -> None:
+        T.func_attr({"global_symbol": "main", "tir.noalias": True})
+        O = T.dense_fixed(t)
+        I = T.sparse_variable(O, (m, m), (tile_ptr, rows), "int32")
+        J = T.sparse_variable(I, (n, nnz), (indptr, indices), index_dtype)
+        I_detach = T.dense_fixed(m)
+        J_detach = T.dense_fixed(n)
+        K = T.dense_fixed(feat_size)
+        X = T.match_sparse_buffer(x, (I_detach, K), "float32")
+        Y = T.match_sparse_buffer(y, (J_detach, K), "float32")
+        OUT = T.match_sparse_buffer(out, (O, I, J), "float32")
+        with T.sp_iter([O, I, J, K], "SSSR", "sddmm") as [o, i, j, k]:
+            with T.init():
+                OUT[o, i, j] = 0.0
+            OUT[o, i, j] = OUT[o, i, j] + X[i, k] * Y[j, k]
+
+    return {"spmm": spmm_tiled, "spmm_unweighted": spmm_unweighted_tiled,
+            "sddmm": sddmm_tiled}
 
 
 @T.prim_func
@@ -138,5 +151,5 @@ def sddmm_fused(x: T.handle, y: T.handle, out: T.handle, indptr: T.handle, indic
         OUT[i, j] = OUT[i, j] + X[i, k] * Y[j, k]
 
 
-KERNELS = {"spmm": spmm_tiled, "spmm_unweighted": spmm_unweighted_tiled, "sddmm": sddmm_tiled}
+KERNELS = tiled_kernels("int32")
 CUDA_KERNELS = {"spmm": spmm, "spmm_unweighted": spmm_unweighted, "sddmm": sddmm_fused}

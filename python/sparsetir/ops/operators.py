@@ -17,8 +17,9 @@ from .arrays import (DenseOperand, check_output, check_tensor, new_array, reorde
                      writable_view)
 from ..driver.build_module import build
 from ..driver.cache import remembered
-from .kernels import KERNELS
+from .kernels import tiled_kernels
 from .matrix import SparseMatrix, as_sparse_matrix
+from .plain import PlainCSR
 from ..schedule.operators import prefetch_distance, schedule_for
 from .tiles import row_tiles_for_threads
 
@@ -118,6 +119,8 @@ def spmm(A, X, out=None, weighted: bool = True):
     name = "spmm" if weighted else "spmm_unweighted"
     key = (name, type(X), getattr(X, "shape", None))
     result = _call_prepared(A, key, ("X",), (X,), out)
+    if result is None and not isinstance(A, SparseMatrix):
+        result = _spmm_plain(PlainCSR.of(A), name, X, out)
     if result is not None:
         return result
     matrix = as_sparse_matrix(A)
@@ -162,6 +165,8 @@ def sddmm(A, X, Y, out=None):
         return _sddmm_graph(A, X, Y, out)
     key = ("sddmm", type(X), getattr(X, "shape", None), type(Y), getattr(Y, "shape", None))
     result = _call_prepared(A, key, ("X", "Y"), (X, Y), out)
+    if result is None and not isinstance(A, SparseMatrix):
+        result = _sddmm_plain(PlainCSR.of(A), X, Y, out)
     if result is not None:
         return result
     matrix = as_sparse_matrix(A)
@@ -185,12 +190,63 @@ def sddmm(A, X, Y, out=None):
     return result
 
 
-def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0):
+def _spmm_plain(plain, name: str, X, out):
+    """``spmm`` on the caller's own CSR arrays (``plain``, a ``PlainCSR``), checked by the
+    kernel; None, with nothing written, when ``plain`` is None or the checks refuse the arrays
+    (the wrapped path then sorts them, or names the problem)."""
+    if plain is None:
+        return None
+    m, n = plain.shape
+    x = DenseOperand("X", X, n)
+    result = x.new_output(x.rows_shape(m)) if out is None else out
+    check_output(result, x.rows_shape(m))
+    y, finish = writable_view(result, (m, x.feat_size))
+    values = [plain.data] if name == "spmm" else []
+    if not _run_plain(plain, name, x.feat_size, *values, x.as_matrix(), y):
+        return None
+    finish()
+    return result
+
+
+def _sddmm_plain(plain, X, Y, out):
+    """``sddmm`` on the caller's own CSR arrays, as ``_spmm_plain``."""
+    if plain is None:
+        return None
+    m, n = plain.shape
+    x, y = DenseOperand("X", X, m), DenseOperand("Y", Y, n)
+    if x.feat_size != y.feat_size or x.is_torch != y.is_torch:
+        return None                      # the wrapped path names the problem
+    result = x.new_output((plain.nnz,)) if out is None else out
+    check_output(result, (plain.nnz,))
+    values, finish = writable_view(result, (plain.nnz,))
+    if not _run_plain(plain, "sddmm", x.feat_size, x.as_matrix(), y.as_matrix(), values):
+        return None
+    finish()
+    return result
+
+
+def _run_plain(plain, name: str, feat_size: int, *operands) -> bool:
+    """Run kernel ``name`` on ``operands`` and ``plain``'s arrays with every index check;
+    False, with nothing run, when a check refuses them."""
+    m, n = plain.shape
+    tiles = row_tiles_for_threads()
+    kernel = _kernel(name, feat_size, prefetch=prefetch_distance(n, feat_size),
+                     index_dtype=str(plain.indices.dtype))
+    try:
+        kernel(*operands, plain.tile_ptr(tiles), plain.rows(), plain.indptr, plain.indices,
+               tiles, m, n, plain.nnz)
+    except ArgumentError:
+        return False
+    return True
+
+
+def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0,
+            index_dtype: str = "int32"):
     def make():
-        func = KERNELS[name].specialize({"feat_size": feat_size})
+        func = tiled_kernels(index_dtype)[name].specialize({"feat_size": feat_size})
         scheduled = schedule_for(name, lower_sparse_iter(func), feat_size, target, prefetch)
         return build(scheduled, target, schedule="none", cache=True)
-    return remembered(("ops", name, feat_size, target, prefetch), make)
+    return remembered(("ops", name, feat_size, target, prefetch, index_dtype), make)
 
 
 def _needs_graph_ops(A, *operands) -> bool:
