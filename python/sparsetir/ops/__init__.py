@@ -52,9 +52,10 @@ from .graph_ops import edge_softmax, gsddmm, gspmm, segment_reduce
 from .matrix import SparseMatrix
 from .operators import sddmm, spmm
 from .typed import gather_mm, segment_mm
+from ..tune import TuneReport, tune
 
-cooperate_with_torch()      # kernels share torch's OpenMP threads (runtime/threads.py)
+cooperate_with_torch()      # kernels run on sparsetir's task pool (runtime/threads.py)
 
-__all__ = ["CacheWarning", "SparseMatrix", "cache_dir", "clear_cache", "edge_softmax",
-           "gather_mm", "gsddmm", "gspmm", "sddmm", "segment_mm", "segment_reduce",
-           "spmm"] + sorted(ALIASES)
+__all__ = ["CacheWarning", "SparseMatrix", "TuneReport", "cache_dir", "clear_cache",
+           "edge_softmax", "gather_mm", "gsddmm", "gspmm", "sddmm", "segment_mm",
+           "segment_reduce", "spmm", "tune"] + sorted(ALIASES)

@@ -98,11 +98,12 @@ def schedule_hyb_cuda(mod: tvm.IRModule, config: HybConfig) -> tvm.IRModule:
     return default_schedule(sch.mod, "cuda").mod
 
 
-def hyb_kernel(config: HybConfig, feat_size: int, target: str = "llvm"):
+def hyb_kernel(config: HybConfig, feat_size: int, target: str = "llvm", prefetch: int = 0):
     """The compiled hyb SpMM (CPU, horizontally fused), from the kernel cache, with its row
-    tiles checked at every validated call (``check_tiles``)."""
+    tiles checked at every validated call (``check_tiles``); ``prefetch`` as in
+    ``schedule_hyb_cpu``."""
     func = hyb_function(config, feat_size)
-    scheduled = schedule_hyb_cpu(lower_sparse_iter(func), config)
+    scheduled = schedule_hyb_cpu(lower_sparse_iter(func), config, prefetch)
     kernel = build(scheduled, target, schedule="none", horizontal_fuse=True, cache=True)
     reads = [f"{array}_{name}" for name in config.rule_names() for array in ("tile_ptr", "rows")]
     return kernel.with_argument_check(

@@ -56,6 +56,10 @@ class SparseMatrix:
         stored blocks included).
     name : str
         What errors call the matrix (``sparsetir.ops`` passes ``"A"``).
+    tune : bool
+        Search, at each kernel's first call with a new feature size, for the layout and
+        schedule that run fastest on this matrix and machine (``sparsetir.ops.tune``; a record
+        stored by an earlier search is reused without measuring). Off by default.
 
     Attributes
     ----------
@@ -80,23 +84,28 @@ class SparseMatrix:
         ``spmm(weighted=False)`` counts each, as DGL's ``copy_u_sum`` does). None when every
         entry is one nonzero of the caller's.
 
+    tuned : dict
+        ``(kernel, feature size)`` -> the bound kernel a search chose (``sparsetir.ops.tune``).
+
     The attributes above are fixed: assigning one raises ``AttributeError`` (kernels bound to
     the matrix keep its arrays; make a new matrix instead).
     """
 
-    def __init__(self, matrix, *, name: str = "matrix"):
+    def __init__(self, matrix, *, name: str = "matrix", tune: bool = False):
         if isinstance(matrix, SparseMatrix):         # its arrays, checked already
             self._fill(matrix.shape, *(matrix._sealed.get(name) for name in (
                 "indptr", "indices", "data")), None, matrix._sealed.get("multiplicity"))
             if matrix.values is not matrix.data:
                 self.__dict__["values"] = matrix.values
-            return
-        shape, entries = _entries(matrix, name)
-        if max(shape, default=0) >= 2**31 or entries.cols.size >= 2**31:
-            raise SparseTIRValueError(f"a matrix of shape {shape} with {entries.cols.size} nonzeros "
-                             "needs int64 indices, which sparsetir.ops does not offer yet")
-        indptr, indices, values, order, copies = _sorted_csr(shape, entries)
-        self._fill(shape, indptr, indices, values, order, copies)
+        else:
+            shape, entries = _entries(matrix, name)
+            if max(shape, default=0) >= 2**31 or entries.cols.size >= 2**31:
+                raise SparseTIRValueError(
+                    f"a matrix of shape {shape} with {entries.cols.size} nonzeros needs int64 "
+                    "indices, which sparsetir.ops does not offer yet")
+            indptr, indices, values, order, copies = _sorted_csr(shape, entries)
+            self._fill(shape, indptr, indices, values, order, copies)
+        self.auto_tune = bool(tune)
 
     def _fill(self, shape, indptr, indices, values, order, copies) -> None:
         """Set the fields: the arrays kernels read are sealed and private (``_sealed``); the
@@ -115,6 +124,8 @@ class SparseMatrix:
         self.__dict__["values"] = self.data
         self.prepared = {}      # what the operators prepare once per matrix (bound kernels)
         self.calls = {}         # operator and operand shapes -> (bound kernel, result shape)
+        self.tuned = {}         # (kernel, feature size) -> the bound kernel a search chose
+        self.auto_tune = False  # search at a kernel's first call (``tune=True``)
 
     @classmethod
     def from_csr(cls, indptr, indices, values, shape) -> "SparseMatrix":

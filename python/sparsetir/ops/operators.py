@@ -37,16 +37,25 @@ def _run(bound, user_names: dict, *args) -> None:
 
 
 def bind_kernel(matrix, name: str, feat_size: int, prefetch: int | None = None,
-                values: str = "data"):
+                values: str = "data", lanes: int | None = None, tiles: int | None = None):
     """Kernel ``name`` (``kernels.KERNELS``) for ``feat_size`` with ``matrix``'s arrays bound:
     checked once and kept with the matrix, so a call converts only the dense operands.
-    ``prefetch``: the distance at which the loop over nonzeros prefetches gathered rows (0:
-    none); by default the cost model's (``schedules.prefetch_distance``). ``values``: the
-    matrix's array an ``spmm`` multiplies by (``"data"``, or ``"multiplicity"``)."""
+
+    With no schedule parameter given, the kernel a search chose for this matrix
+    (``sparsetir.tune``: ``ops.tune(M, ...)`` or ``SparseMatrix(A, tune=True)``), else the
+    default CSR kernel. ``prefetch``: the distance at which the loop over nonzeros prefetches
+    gathered rows (0: none); by default ``schedule.operators.prefetch_distance``'s. ``lanes``:
+    SpMM's register tile (default ``spmm_lanes``'s). ``tiles``: row tiles (default
+    ``row_tiles_for_threads()``). ``values``: the matrix's array an ``spmm`` multiplies by
+    (``"data"``, or ``"multiplicity"``)."""
+    if prefetch is lanes is tiles is None and values == "data":
+        chosen = _tuned(matrix, name, feat_size)
+        if chosen is not None:
+            return chosen
     if prefetch is None:
         prefetch = prefetch_distance(matrix.shape[1], feat_size)
-    tiles = row_tiles_for_threads()
-    key = (name, feat_size, tiles, prefetch, values)
+    tiles = tiles or row_tiles_for_threads()
+    key = (name, feat_size, tiles, prefetch, values, lanes)
     if key not in matrix.prepared:
         tile_ptr, rows = matrix._row_tiles(tiles)       # sealed: bound without a copy
         kept = matrix._sealed
@@ -56,7 +65,7 @@ def bind_kernel(matrix, name: str, feat_size: int, prefetch: int | None = None,
             arrays["a"] = kept[values]
         # validated when the matrix was made, and immutable: bound as they are, no copy;
         # outputs must not overlap any of its arrays
-        bound = _kernel(name, feat_size, prefetch=prefetch).bind(
+        bound = _kernel(name, feat_size, prefetch=prefetch, lanes=lanes).bind(
             validate=False, t=tiles, m=matrix.shape[0], n=matrix.shape[1], nnz=matrix.nnz,
             **arrays)
         matrix.prepared[key] = bound.protect(**{f"M.{part}": array for part, array
@@ -240,13 +249,23 @@ def _run_plain(plain, name: str, feat_size: int, *operands) -> bool:
     return True
 
 
+def _tuned(matrix, name: str, feat_size: int):
+    """The bound kernel a search chose for ``matrix`` (searching first, or reading its record,
+    when the matrix was made with ``tune=True``); None when there is none."""
+    if (name, feat_size) not in matrix.tuned and matrix.auto_tune:
+        from ..tune import tune  # pylint: disable=import-outside-toplevel
+        tune(matrix, [feat_size], kernels=[name])
+    return matrix.tuned.get((name, feat_size))
+
+
 def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0,
-            index_dtype: str = "int32"):
+            index_dtype: str = "int32", lanes: int | None = None):
     def make():
         func = tiled_kernels(index_dtype)[name].specialize({"feat_size": feat_size})
-        scheduled = schedule_for(name, lower_sparse_iter(func), feat_size, target, prefetch)
+        scheduled = schedule_for(name, lower_sparse_iter(func), feat_size, target, prefetch,
+                                 lanes)
         return build(scheduled, target, schedule="none", cache=True)
-    return remembered(("ops", name, feat_size, target, prefetch, index_dtype), make)
+    return remembered(("ops", name, feat_size, target, prefetch, index_dtype, lanes), make)
 
 
 def _needs_graph_ops(A, *operands) -> bool:

@@ -74,14 +74,18 @@ def l2_cache_bytes() -> int:
     return 1 << 20
 
 
-def schedule_spmm_cpu(mod: tvm.IRModule, feat_size: int, prefetch: int = 0) -> tvm.IRModule:
-    """Row tiles in parallel, register-tiled vectorised feature loops; with ``prefetch``, the
-    loop over a row's nonzeros prefetches the X rows that many nonzeros ahead."""
+def schedule_spmm_cpu(mod: tvm.IRModule, feat_size: int, prefetch: int = 0,
+                      lanes: int | None = None) -> tvm.IRModule:
+    """Row tiles in parallel, register-tiled vectorised feature loops (tiles of ``lanes``
+    features, by default ``spmm_lanes``'s; it must divide ``feat_size``); with ``prefetch``,
+    the loop over a row's nonzeros prefetches the X rows that many nonzeros ahead."""
     sch = tvm.s_tir.Schedule(mod)
     (tiles,) = sch.get_loops(sch.get_sblock("spmm0"))
     update = sch.get_sblock("spmm2")
     nonzeros, features = sch.get_loops(update)[-2:]
-    lanes = spmm_lanes(feat_size)
+    lanes = spmm_lanes(feat_size) if lanes is None else lanes
+    if feat_size % lanes:
+        raise ValueError(f"a register tile of {lanes} lanes does not divide {feat_size} features")
     if prefetch:
         sch.annotate(nonzeros, PREFETCH_ANNOTATION, prefetch)
     if lanes == 1:
@@ -135,13 +139,13 @@ def schedule_sddmm_cpu(mod: tvm.IRModule, feat_size: int, prefetch: int = 0) -> 
 
 
 def schedule_for(name: str, mod: tvm.IRModule, feat_size: int, target_kind: str,
-                 prefetch: int = 0):
+                 prefetch: int = 0, lanes: int | None = None):
     """The scheduled module of kernel ``name`` (see ``kernels.KERNELS``; for ``"cuda"``,
-    ``kernels.CUDA_KERNELS``)."""
+    ``kernels.CUDA_KERNELS``); ``lanes``: the CPU SpMM's register tile (``schedule_spmm_cpu``)."""
     if target_kind == "cuda":
         if name == "sddmm":
             return schedule_sddmm_cuda(mod, feat_size)
         return schedule_spmm_cuda(mod, feat_size)
     if name.startswith("spmm"):
-        return schedule_spmm_cpu(mod, feat_size, prefetch)
+        return schedule_spmm_cpu(mod, feat_size, prefetch, lanes)
     return schedule_sddmm_cpu(mod, feat_size, prefetch)

@@ -1,0 +1,99 @@
+"""Candidates made real on one matrix: bound, checked against scipy, timed.
+
+:func:`bind` gives a candidate's kernel with the matrix's arrays bound, callable as
+``sparsetir.ops`` calls its kernels (SpMM ``(X, Y)``, SDDMM ``(X, Y, out)``); the CSR kernels
+come from ``ops.operators.bind_kernel``, hyb from ``ops.hyb``. :func:`check` runs it once on
+seeded operands into an output filled with NaN and compares with scipy: a candidate that fails
+can never be chosen. :func:`time_calls` times whole calls of the bound kernel (the median of as
+many as fit in a budget), as a user's call runs.
+
+Example
+-------
+>>> # bound = bind(candidate, M, "spmm", 64); check(bound, M, "spmm", 64)
+>>> # seconds = time_calls(bound, operands(M, "spmm", 64), budget_s=0.2)
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..ops.hyb import HybLayout, hyb_kernel
+from ..ops.operators import bind_kernel
+from ..runtime.threads import thread_count
+
+MIN_CALLS, MAX_CALLS = 5, 200
+
+
+class CandidateFailed(Exception):
+    """A candidate computed a wrong result (or could not be built): it is not chosen."""
+
+
+def bind(candidate, matrix, kernel: str, feat_size: int):
+    """``candidate``'s kernel for ``kernel`` at ``feat_size`` with ``matrix``'s arrays bound."""
+    tiles = thread_count() * candidate.tiles_per_thread
+    if candidate.layout == "csr":
+        return bind_kernel(matrix, kernel, feat_size, prefetch=candidate.prefetch,
+                           lanes=candidate.lanes or 1, tiles=tiles)
+    layout = HybLayout.of(matrix, candidate.parts, candidate.widths, tiles)
+    compiled, _ = hyb_kernel(layout.config, feat_size, prefetch=candidate.prefetch)
+    m, n = matrix.shape
+    kept = matrix._kernel_arrays()         # pylint: disable=protected-access
+    values = dict(layout.arrays, a=kept["data"], indptr=kept["indptr"],
+                  indices=kept["indices"], m=m, n=n, nnz=matrix.nnz)
+    fixed = {p.name: values[p.name] for p in compiled.signature.params
+             if p.name not in ("x", "y")}
+    return compiled.bind(**fixed)
+
+
+def operands(matrix, kernel: str, feat_size: int, seed: int = 0) -> tuple:
+    """Seeded float32 operands of one call, the output filled with NaN."""
+    rng = np.random.default_rng(seed)
+    m, n = matrix.shape
+    if kernel == "sddmm":
+        return (rng.standard_normal((m, feat_size), np.float32),
+                rng.standard_normal((n, feat_size), np.float32),
+                np.full(matrix.nnz, np.nan, np.float32))
+    return (rng.standard_normal((n, feat_size), np.float32),
+            np.full((m, feat_size), np.nan, np.float32))
+
+
+def reference(matrix, kernel: str, args: tuple) -> np.ndarray:
+    """What scipy (float64) computes for the call ``args``."""
+    A = matrix.to_scipy().astype(np.float64)
+    if kernel == "sddmm":
+        X, Y = (a.astype(np.float64) for a in args[:2])
+        rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+        return np.einsum("ij,ij->i", X[rows], Y[A.indices])
+    if kernel == "spmm_unweighted":
+        A.data[:] = 1.0
+    return A @ args[0].astype(np.float64)
+
+
+def check(bound, matrix, kernel: str, feat_size: int) -> None:
+    """Raise :class:`CandidateFailed` unless ``bound`` computes what scipy does, on seeded
+    operands into an output that starts as NaN (every entry must be written)."""
+    args = operands(matrix, kernel, feat_size)
+    try:
+        bound(*args)
+    except Exception as err:  # noqa: BLE001  (any failure rules the candidate out)
+        raise CandidateFailed(f"the call failed: {err}") from err
+    result, expected = args[-1], reference(matrix, kernel, args)
+    scale = float(np.abs(expected).max(initial=1.0))
+    if not np.isfinite(result).all() or np.abs(result - expected).max(initial=0) > 1e-4 * scale:
+        raise CandidateFailed("its result differs from scipy's")
+
+
+def time_calls(bound, args: tuple, budget_s: float) -> float:
+    """The median seconds of whole calls of ``bound`` on ``args``: two warm-up calls, then as
+    many as fit in ``budget_s`` (at least ``MIN_CALLS``, at most ``MAX_CALLS``)."""
+    for _ in range(2):
+        bound(*args)
+    times, start = [], time.perf_counter()
+    while len(times) < MIN_CALLS or (len(times) < MAX_CALLS
+                                     and time.perf_counter() - start < budget_s):
+        begin = time.perf_counter()
+        bound(*args)
+        times.append(time.perf_counter() - begin)
+    return float(np.median(times))

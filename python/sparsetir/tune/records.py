@@ -1,0 +1,81 @@
+"""Tuning records on disk: the choice a search made, kept for later processes.
+
+A record is keyed by the matrix's pattern (:func:`fingerprint`: SHA-256 of its shape, row
+pointers and column indices; values do not change which kernel is fastest), the machine
+(``machine.machine_key``), the kernel and the feature size. It lives in the disk cache
+(``backend.cache_folder``: ``$SPARSETIR_CACHE/tune/<key>/record.json``, folders only the user can
+write, files checked against their recorded SHA-256 before they are read). A record is used
+only when it parses, names exactly the key asked for, and its choice is one of today's
+candidates (``candidates.space``); anything else (cut short, altered, from another machine,
+matrix or version) is ignored, never trusted, and a new search replaces it. Even a record that
+passes is checked against scipy before its kernel runs (``search``).
+
+Example
+-------
+>>> # store(key, candidate, {"csr lanes=32 ...": 0.00061})
+>>> # load(key, "spmm", 32)      # the candidate, or None
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from contextlib import suppress
+
+from ..backend import cache_folder
+from .candidates import Candidate
+from .machine import machine_key
+
+RECORD = "record.json"
+FORMAT = 1
+
+
+def fingerprint(matrix) -> str:
+    """The SHA-256 of ``matrix``'s pattern (a ``SparseMatrix``): shape, indptr, indices."""
+    digest = hashlib.sha256(repr(tuple(matrix.shape)).encode())
+    digest.update(matrix.indptr.tobytes())
+    digest.update(matrix.indices.tobytes())
+    return digest.hexdigest()
+
+
+def record_key(pattern: str, kernel: str, feat_size: int) -> dict:
+    """Everything a record must match to be used."""
+    return {"format": FORMAT, "pattern": pattern, "machine": machine_key(), "kernel": kernel,
+            "feat_size": int(feat_size)}
+
+
+def _entry_name(key: dict) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def load(key: dict) -> Candidate | None:
+    """The candidate recorded under ``key``, or None (no record, or one not to be trusted)."""
+    folder = cache_folder.folder("tune")
+    if folder is None:
+        return None
+    files = cache_folder.read_entry(folder / _entry_name(key))
+    if files is None or RECORD not in files:
+        return None
+    try:
+        record = json.loads(files[RECORD].read_text())
+        if record.get("key") != key:
+            return None
+        return Candidate.from_json(record["choice"], key["kernel"], key["feat_size"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def store(key: dict, choice: Candidate, measured: dict) -> None:
+    """Record ``choice`` under ``key`` with the times measured (description -> seconds),
+    replacing a record there; where the cache cannot be used, nothing is stored (the cache
+    warns)."""
+    folder = cache_folder.folder("tune")
+    if folder is None:
+        return
+    text = json.dumps({"key": key, "choice": choice.to_json(), "measured_s": measured},
+                      indent=1, sort_keys=True)
+    entry = folder / _entry_name(key)
+    if cache_folder.read_entry(entry) is not None:
+        with suppress(OSError):              # another process's record: it stays
+            cache_folder.discard(entry, [RECORD])
+    cache_folder.write_entry(entry, lambda staging: (staging / RECORD).write_text(text))

@@ -1,0 +1,177 @@
+"""The per-matrix search: for each kernel and feature size, the candidate that runs fastest on
+this matrix and machine, measured, and kept with the matrix and on disk.
+
+For one (kernel, feature size): a record stored by an earlier search for this pattern and
+machine (``records``) is checked against scipy and used without measuring. Otherwise the cost
+model (``cost_model``) orders every candidate (``candidates.space``), and the default
+(``candidates.default``, what an untuned call runs) and the model's best few are built, checked
+against scipy on NaN-filled outputs (``measure.check``: a wrong one is dropped) and timed as
+whole calls, the default first, within the time budget; the fastest is chosen (the default
+unless another beats it), bound to the matrix (``SparseMatrix.tuned``, which the operators'
+calls use) and recorded. Compile time (building kernels) and search time (checking and timing)
+are reported apart.
+
+Example
+-------
+>>> # report = tune(M, [32, 128], ops=("spmm", "sddmm"), budget_s=20)
+>>> # print(report)                    # one row per kernel and feature size
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..ops.matrix import SparseMatrix
+from ..runtime.threads import thread_count
+from . import records
+from .candidates import KERNELS, default, space
+from .cost_model import MatrixStats, ranked
+from .measure import CandidateFailed, bind, check, operands, time_calls
+
+MEASURED = 4
+"""Candidates measured per (kernel, feature size) besides the default, the model's best first."""
+
+OPERATORS = {"spmm": ("spmm", "spmm_unweighted"), "sddmm": ("sddmm",)}
+"""The kernels behind each operator name ``tune`` takes (SpMM has a weighted and an unweighted
+kernel)."""
+
+
+@dataclass
+class Outcome:
+    """What the search found for one kernel and feature size."""
+    kernel: str
+    feat_size: int
+    choice: str
+    chosen_s: float | None = None
+    default_s: float | None = None
+    from_record: bool = False
+    compile_s: float = 0.0
+    search_s: float = 0.0
+    measured: dict = field(default_factory=dict)
+    failed: dict = field(default_factory=dict)
+
+    @property
+    def speedup(self) -> float | None:
+        """The default's time over the choice's (1.0: the default was kept)."""
+        if self.chosen_s and self.default_s:
+            return self.default_s / self.chosen_s
+        return None
+
+
+@dataclass
+class TuneReport:
+    """Every :class:`Outcome` of one ``tune`` call; ``str()`` gives a table."""
+    outcomes: list
+
+    def __str__(self) -> str:
+        lines = [f"{'kernel':<16}{'feat':>5}  {'choice':<58}{'ms':>8}{'default':>9}"
+                 f"{'compile s':>10}{'search s':>9}"]
+        for o in self.outcomes:
+            chosen = "record" if o.chosen_s is None else f"{o.chosen_s * 1e3:.3f}"
+            base = "" if o.default_s is None else f"{o.default_s * 1e3:.3f}"
+            lines.append(f"{o.kernel:<16}{o.feat_size:>5}  {o.choice:<58}{chosen:>8}"
+                         f"{base:>9}{o.compile_s:>10.1f}{o.search_s:>9.2f}")
+        return "\n".join(lines)
+
+
+def tune(matrix, feat_sizes, ops=("spmm", "sddmm"), budget_s: float = 10.0,
+         use_records: bool = True, kernels=None) -> TuneReport:
+    """Choose, for ``matrix`` on this machine and thread count, the fastest layout and
+    schedule of each operator in ``ops`` (``"spmm"``: weighted and unweighted; ``"sddmm"``) at
+    each feature size in ``feat_sizes``, and make ``matrix``'s calls use it.
+
+    ``matrix`` is a ``SparseMatrix`` (its choices are kept in ``matrix.tuned``; anything else
+    is wrapped in a new one, which is returned in the report only). ``budget_s`` bounds the
+    time spent checking and timing (compiles come on top, once per kernel: they are cached on
+    disk). ``use_records=False`` searches even where a record exists (and replaces it).
+    ``kernels``: kernel names (``candidates.KERNELS``) instead of ``ops``.
+
+    Example
+    -------
+    >>> import sparsetir.ops as ops
+    >>> # M = ops.SparseMatrix(A); print(ops.tune(M, [64], ops=("spmm",), budget_s=5))
+    >>> # ops.spmm(M, X)                  # X with 64 features: the chosen kernel runs
+    """
+    if not isinstance(matrix, SparseMatrix):
+        matrix = SparseMatrix(matrix, name="A")
+    names = list(kernels) if kernels is not None else [
+        kernel for op in ops for kernel in _kernels_of(op)]
+    feats = [_feature_size(f) for f in feat_sizes]
+    cases = [(kernel, feat) for kernel in names for feat in feats]
+    pattern = records.fingerprint(matrix)
+    stats = MatrixStats.of(matrix)
+    share = budget_s / max(len(cases), 1)
+    outcomes = [_tune_one(matrix, kernel, feat, pattern, stats, share, use_records)
+                for kernel, feat in cases]
+    matrix.calls.clear()                 # calls prepared before bound the earlier kernels
+    return TuneReport(outcomes)
+
+
+def _kernels_of(op: str) -> tuple:
+    if op not in OPERATORS:
+        raise ValueError(f"no search for operator {op!r}; operators: {', '.join(OPERATORS)}")
+    return OPERATORS[op]
+
+
+def _feature_size(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"feature sizes are positive integers, got {value!r}")
+    return value
+
+
+def _tune_one(matrix, kernel: str, feat: int, pattern: str, stats, budget_s: float,
+              use_records: bool) -> Outcome:
+    """Search (or read the record of) one kernel and feature size; bind the choice."""
+    if kernel not in KERNELS:
+        raise ValueError(f"no search for kernel {kernel!r}; kernels: {', '.join(KERNELS)}")
+    key = records.record_key(pattern, kernel, feat)
+    if use_records:
+        recorded = records.load(key)
+        if recorded is not None:
+            started = time.perf_counter()
+            try:
+                bound = bind(recorded, matrix, kernel, feat)
+                check(bound, matrix, kernel, feat)
+            except CandidateFailed:
+                bound = None
+            if bound is not None:
+                matrix.tuned[(kernel, feat)] = bound
+                return Outcome(kernel, feat, recorded.describe(), from_record=True,
+                               compile_s=time.perf_counter() - started)
+    base = default(kernel, feat, matrix.shape[1])      # X's rows (SpMM), Y's (SDDMM)
+    order = [base] + [c for c in ranked(space(kernel, feat), kernel, feat, stats,
+                                        thread_count()) if c != base][:MEASURED]
+    outcome = Outcome(kernel, feat, base.describe())
+    deadline = time.perf_counter() + budget_s
+    best, best_s, best_bound = None, float("inf"), None
+    for candidate in order:
+        if candidate is not base and time.perf_counter() > deadline:
+            break
+        started = time.perf_counter()
+        try:
+            bound = bind(candidate, matrix, kernel, feat)
+        except Exception as err:  # noqa: BLE001  (a candidate that cannot be built is dropped)
+            outcome.failed[candidate.describe()] = f"not built: {err}"
+            continue
+        compiled = time.perf_counter()
+        outcome.compile_s += compiled - started
+        try:
+            check(bound, matrix, kernel, feat)
+        except CandidateFailed as err:
+            outcome.failed[candidate.describe()] = str(err)
+            continue
+        args = operands(matrix, kernel, feat, seed=1)
+        seconds = time_calls(bound, args, min(0.5, budget_s / (MEASURED + 1)))
+        outcome.search_s += time.perf_counter() - compiled
+        outcome.measured[candidate.describe()] = seconds
+        if candidate is base:
+            outcome.default_s = seconds
+        if seconds < best_s:
+            best, best_s, best_bound = candidate, seconds, bound
+    if best is None:
+        return outcome                   # nothing passed: the default path stays
+    matrix.tuned[(kernel, feat)] = best_bound
+    outcome.choice, outcome.chosen_s = best.describe(), best_s
+    records.store(key, best, outcome.measured)
+    return outcome

@@ -1,0 +1,187 @@
+"""``sparsetir.tune``: per-matrix search, its checks, and its records on disk."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+from sparsetir import ops
+from sparsetir.backend import cache_folder
+from sparsetir.tune import cost_model, measure, records, search
+from sparsetir.tune.candidates import Candidate, default, space
+
+
+def _matrix(m=600, n=500, seed=0):
+    """Float32 CSR, every fifth row empty, one long row (so hyb splits it)."""
+    rng = np.random.default_rng(seed)
+    A = scipy.sparse.random(m, n, density=0.02, format="csr", dtype=np.float32,
+                            random_state=rng).tolil()
+    A[3, :300] = rng.random(300).astype(np.float32) + 0.5
+    A = scipy.sparse.csr_matrix(A)
+    A = (scipy.sparse.diags((np.arange(m) % 5 != 0).astype(np.float32)) @ A).tocsr()
+    A.eliminate_zeros()
+    A.sort_indices()
+    return A
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARSETIR_CACHE", str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize("kernel", ["spmm", "spmm_unweighted", "sddmm"])
+def test_every_candidate_computes_what_scipy_does(kernel):
+    M = ops.SparseMatrix(_matrix())
+    for candidate in space(kernel, 16):
+        bound = measure.bind(candidate, M, kernel, 16)
+        measure.check(bound, M, kernel, 16)          # raises CandidateFailed when wrong
+        args = measure.operands(M, kernel, 16, seed=3)
+        bound(*args)
+        np.testing.assert_allclose(args[-1], measure.reference(M, kernel, args),
+                                   rtol=1e-4, atol=1e-4, err_msg=candidate.describe())
+
+
+def test_a_wrong_candidate_is_never_chosen(cache, monkeypatch):
+    M = ops.SparseMatrix(_matrix(seed=1))
+    real_bind = measure.bind
+
+    def bind_fast_wrong_ones(candidate, matrix, kernel, feat):
+        if candidate != default(kernel, feat, 500):  # instant, and leaves NaN in the output
+            return lambda X, Y: None
+        return real_bind(candidate, matrix, kernel, feat)
+    monkeypatch.setattr(search, "bind", bind_fast_wrong_ones)
+    report = ops.tune(M, [32], ops=("spmm",), budget_s=3)
+    for outcome in report.outcomes:
+        assert outcome.choice == default(outcome.kernel, 32, 500).describe()
+        assert len(outcome.measured) == 1 and len(outcome.failed) == search.MEASURED
+        assert all("differs" in why for why in outcome.failed.values())
+    X = np.random.default_rng(2).standard_normal((500, 32)).astype(np.float32)
+    np.testing.assert_allclose(ops.spmm(M, X), M.to_scipy() @ X, rtol=1e-4, atol=1e-4)
+
+
+def test_tuned_calls_run_the_choice_and_stay_right(cache):
+    A = _matrix(seed=2)
+    M = ops.SparseMatrix(A)
+    X = np.random.default_rng(3).standard_normal((500, 32)).astype(np.float32)
+    before = ops.spmm(M, X)                          # prepares a call on the default kernel
+    report = ops.tune(M, [32], budget_s=3)
+    assert [(o.kernel, o.feat_size) for o in report.outcomes] == [
+        ("spmm", 32), ("spmm_unweighted", 32), ("sddmm", 32)]
+    for outcome in report.outcomes:
+        assert outcome.default_s is not None and outcome.chosen_s <= outcome.default_s
+        assert outcome.compile_s >= 0 and outcome.search_s > 0
+    assert ("spmm", 32) in M.tuned and not M.calls    # calls prepared before are dropped
+    out = np.full((600, 32), np.nan, np.float32)
+    ops.spmm(M, X, out=out)
+    np.testing.assert_allclose(out, before, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ops.spmm(M, X, weighted=False), (A != 0) @ X, rtol=1e-4,
+                               atol=1e-4)
+    assert "kernel" in str(report) and "compile s" in str(report)
+
+
+def test_tune_true_searches_at_the_first_call(cache):
+    A = _matrix(seed=4)
+    M = ops.SparseMatrix(A, tune=True)
+    X = np.random.default_rng(5).standard_normal((500, 16)).astype(np.float32)
+    np.testing.assert_allclose(ops.spmm(M, X), A @ X, rtol=1e-4, atol=1e-4)
+    assert ("spmm", 16) in M.tuned and ("sddmm", 16) not in M.tuned
+
+
+_NEW_PROCESS = textwrap.dedent("""
+    import json, sys, numpy as np, scipy.sparse
+    from sparsetir import ops
+    A = scipy.sparse.load_npz(sys.argv[1])
+    report = ops.tune(ops.SparseMatrix(A), [16], ops=("sddmm",), budget_s=2)
+    o = report.outcomes[0]
+    print(json.dumps({"from_record": o.from_record, "choice": o.choice,
+                      "measured": len(o.measured)}))
+""")
+
+
+def test_a_record_is_reused_by_a_new_process(cache, tmp_path):
+    path = tmp_path / "A.npz"
+    scipy.sparse.save_npz(path, _matrix(seed=6))
+
+    def run():
+        done = subprocess.run([sys.executable, "-c", _NEW_PROCESS, str(path)], text=True,
+                              capture_output=True, env={**os.environ}, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    first, second = run(), run()
+    assert not first["from_record"] and first["measured"] >= 1
+    assert second["from_record"] and second["measured"] == 0
+    assert second["choice"] == first["choice"]
+
+
+def _only_record(cache):
+    (entry,) = [p for p in (cache / "tune").iterdir() if not p.name.startswith(".")]
+    return entry
+
+
+def test_a_corrupt_record_is_ignored(cache):
+    M = ops.SparseMatrix(_matrix(seed=7))
+    ops.tune(M, [16], ops=("sddmm",), budget_s=1)
+    record = _only_record(cache) / records.RECORD
+    record.write_text(record.read_text().replace("prefetch", "prefetcj"))   # SHA-256 differs
+    again = ops.tune(ops.SparseMatrix(M), [16], ops=("sddmm",), budget_s=1).outcomes[0]
+    assert not again.from_record and again.measured
+
+
+@pytest.mark.parametrize("change", ["machine", "choice", "pattern"])
+def test_a_foreign_or_unknown_record_is_ignored(cache, change):
+    M = ops.SparseMatrix(_matrix(seed=8))
+    ops.tune(M, [16], ops=("sddmm",), budget_s=1)
+    entry = _only_record(cache)
+    record = json.loads((entry / records.RECORD).read_text())
+    if change == "machine":
+        record["key"]["machine"]["cpu_model"] = "another CPU"
+    elif change == "pattern":
+        record["key"]["pattern"] = "0" * 64
+    else:
+        record["choice"]["prefetch"] = 7            # no such candidate
+    cache_folder.discard(entry, [records.RECORD])   # rewritten with valid checksums
+    cache_folder.write_entry(entry, lambda staging: (staging / records.RECORD).write_text(
+        json.dumps(record)))
+    key = records.record_key(records.fingerprint(M), "sddmm", 16)
+    assert records.load(key) is None
+    again = ops.tune(ops.SparseMatrix(M), [16], ops=("sddmm",), budget_s=1).outcomes[0]
+    assert not again.from_record
+
+
+def test_candidates_are_data():
+    candidate = Candidate("hyb", 16, 32, 32, 2, (1, 2, 4))
+    assert Candidate.from_json(json.loads(json.dumps(candidate.to_json())), "spmm", 32) \
+        is None                                      # valid form, but not in today's space
+    for kernel in ("spmm", "spmm_unweighted", "sddmm"):
+        for member in space(kernel, 64):
+            assert Candidate.from_json(json.loads(json.dumps(member.to_json())), kernel,
+                                       64) == member
+    assert default("spmm", 64, 10) in space("spmm", 64)
+    assert default("sddmm", 7, 10**6) in space("sddmm", 7)
+    with pytest.raises(ValueError, match="no search for kernel"):
+        space("gemm", 32)
+
+
+def test_the_model_orders_by_the_costs_it_names():
+    stats = cost_model.MatrixStats.of(_matrix())
+    cost = lambda c, feat=32: cost_model.predicted_seconds(c, "spmm", feat, stats, 2)  # noqa
+    assert cost(Candidate("csr", 0, 32, 8)) < cost(Candidate("csr", 0, 0, 8))       # vector
+    assert cost(Candidate("csr", 0, 32, 8)) < cost(Candidate("csr", 0, 16, 8))      # passes
+    big = cost_model.MatrixStats(100_000, 1_000_000, 2_000_000,
+                                 np.full(100_000, 20, np.int64))
+    far = lambda c: cost_model.predicted_seconds(c, "spmm", 128, big, 2)   # noqa: E731
+    assert far(Candidate("csr", 16, 64, 8)) < far(Candidate("csr", 0, 64, 8))        # prefetch
+    assert stats.hyb_slots(1, (1, 2, 4)) >= stats.nnz
+
+
+def test_bad_arguments_are_refused():
+    M = ops.SparseMatrix(_matrix())
+    with pytest.raises(ValueError, match="operator 'gemm'"):
+        ops.tune(M, [32], ops=("gemm",))
+    with pytest.raises(ValueError, match="feature sizes"):
+        ops.tune(M, [0])
