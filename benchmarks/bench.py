@@ -2,13 +2,19 @@
 
 Operators (float32): weighted SpMM ``Y = A @ X`` (DGL ``u_mul_e_sum``), unweighted SpMM (A's
 pattern, DGL ``copy_u_sum``) and SDDMM ``dot(X[r], Y[c])`` at every nonzero (DGL ``u_dot_v``), on
-the bundled graphs and a synthetic power-law graph of ogbn-arxiv size (``--large``: also one of
-ogbn-proteins size), at feature sizes 32, 64, 128 and 256.
+the bundled graphs, a synthetic power-law graph and an R-MAT graph of ogbn-arxiv size
+(``--large``: also a power-law graph of ogbn-proteins size), at feature sizes 32, 64, 128 and
+256. Ours three ways: ``ours`` (a ``SparseMatrix``, the default kernels), ``ours_tuned`` (the
+same matrix after ``sparsetir.ops.tune``, whose search time is reported apart as
+``prepare_ms``) and ``ours_plain`` (the scipy matrix passed on every call).
 
 Method: every (contender, graph) pair runs in a process of its own (``worker.py``), all with the
 same thread count, in ``--rounds`` sweeps (3 by default) with the contenders in a rotated order
 each time, so that a slow minute of a shared machine does not land on one contender; a time is
-the median of its rounds' medians. Each measurement checks the first call's result against scipy, warms up,
+the median of its rounds' medians. Unless ``--load 0`` (or ``--quick``), the whole sweep runs
+again beside one busy process per usable core (``background_load.py``): the ``loaded``
+condition. Every library runs at its own defaults (``OMP_WAIT_POLICY`` as the environment has
+it, unless ``--omp-wait-policy``). Each measurement checks the first call's result against scipy, warms up,
 then times repeated whole calls (as many as fit in a time budget, within bounds) and checks the
 last result again; a wrong result is an error, never a time. Reported: the median and spread,
 achieved GB/s against a memory-traffic lower bound (``workload.py``) and this machine's
@@ -20,13 +26,15 @@ installed is reported n/a. Outputs (``--out``, default ``benchmarks/results/``):
 Example
 -------
 ``.venv/bin/python benchmarks/bench.py --quick`` (cora and citeseer, feature size 32: under a
-minute); ``.venv/bin/python benchmarks/bench.py`` (everything, 3 rounds: about 12 minutes on 2 cores);
+minute); ``.venv/bin/python benchmarks/bench.py`` (everything, 3 rounds, idle and loaded: about
+an hour on 2 cores); ``... bench.py --load 0 --rounds 1`` (idle only, one round);
 ``.venv/bin/python benchmarks/bench.py --graphs pubmed --feat 64 --contenders ours dgl``
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -39,6 +47,7 @@ from pathlib import Path
 
 import contenders
 import graphs
+from background_load import busy_processes
 import machine
 import report
 import workload
@@ -46,9 +55,9 @@ from worker import PREFIX
 
 HERE = Path(__file__).resolve().parent
 QUICK = {"graphs": ["cora", "citeseer"], "feats": [32], "budget": 0.02, "min_repeat": 3,
-         "max_repeat": 50, "rounds": 1}
+         "max_repeat": 50, "rounds": 1, "load": 0}
 FULL = {"feats": [32, 64, 128, 256], "budget": 0.15, "min_repeat": 3, "max_repeat": 400,
-        "rounds": 3}
+        "rounds": 3, "load": len(os.sched_getaffinity(0))}
 WORKER_TIMEOUT_S = 1800
 
 
@@ -68,6 +77,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="sweeps over every (graph, contender), contenders in a rotated "
                              "order each time; a time is the median of its rounds' medians "
                              "(default 3, --quick 1)")
+    parser.add_argument("--load", type=int,
+                        help="also measure everything beside this many busy processes "
+                             "(background_load.py; default: one per usable core, --quick: 0, "
+                             "0: idle only)")
+    parser.add_argument("--omp-wait-policy", choices=["active", "passive"],
+                        help="OMP_WAIT_POLICY for every worker (default: the environment's, "
+                             "unset as users run)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     return parser.parse_args(argv)
 
@@ -77,35 +93,40 @@ def settings_of(args: argparse.Namespace) -> dict:
     preset = dict(QUICK if args.quick else FULL)
     preset.setdefault("graphs", graphs.labels(large=args.large))
     overrides = {"graphs": args.graphs, "feats": args.feat, "budget": args.budget,
-                 "rounds": args.rounds}
-    preset.update({k: v for k, v in overrides.items() if v})
+                 "rounds": args.rounds, "load": args.load}
+    preset.update({k: v for k, v in overrides.items() if v is not None})
     return {**preset, "contenders": args.contenders, "threads": args.threads,
             "ops": list(workload.OPS),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "passive")}
+            "omp_wait_policy": args.omp_wait_policy or os.environ.get("OMP_WAIT_POLICY",
+                                                                      "unset")}
 
 
-def worker_env(threads: int, cache: Path) -> dict:
-    """The environment of every worker: one thread count for every library, OpenMP threads
-    that sleep rather than spin while they wait (unless ``OMP_WAIT_POLICY`` is set already),
-    and an empty kernel cache for sparsetir (so ours' first calls show the compile times).
+def worker_env(threads: int, cache: Path, wait_policy: str = "unset") -> dict:
+    """The environment of every worker: one thread count for every library, OpenMP's wait
+    policy as users have it (``wait_policy``: ``"unset"`` leaves the environment's), and an
+    empty kernel cache for sparsetir (so ours' first calls show the compile times).
 
-    Spinning OpenMP threads can stall for whole scheduler ticks on a machine with other load
-    or virtual CPUs: torch's SpMM on cora took 0.11 ms or 24 ms, DGL's 0.5 ms or 16 ms, from
-    one process to the next, on the 2-core VM this harness was written on. Waiting passively
-    costs tens of microseconds on the smallest graphs and removes those outliers.
+    The wait policy decides what a library's threads do between calls, which is part of what
+    its users get: with ``passive`` an OpenMP team sleeps after every call and the next call
+    waits for it to wake (on a VM, often a whole scheduler tick); with the default it spins
+    first. An earlier version of this harness set ``passive`` for everyone to remove outliers;
+    it now measures every library at its defaults, idle and under load.
     """
     env = dict(os.environ)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TVM_NUM_THREADS"):
         env[var] = str(threads)
-    env.setdefault("OMP_WAIT_POLICY", "passive")
+    if wait_policy != "unset":
+        env["OMP_WAIT_POLICY"] = wait_policy
     env["DGLBACKEND"] = "pytorch"
     env["SPARSETIR_CACHE"] = str(cache / "sparsetir")
     return env
 
 
-def run_worker(name: str, graph: str, settings: dict, cache: Path, progress) -> list:
-    """Every measurement of contender ``name`` on ``graph``, from one worker process; those the
-    worker did not report (it crashed or ran past ``WORKER_TIMEOUT_S``) as errors."""
+def run_worker(name: str, graph: str, settings: dict, cache: Path, progress,
+               condition: str = "idle") -> list:
+    """Every measurement of contender ``name`` on ``graph``, from one worker process, tagged
+    with ``condition``; those the worker did not report (it crashed or ran past
+    ``WORKER_TIMEOUT_S``) as errors."""
     cmd = [sys.executable, str(HERE / "worker.py"), "--contender", name, "--graph", graph,
            "--feats", ",".join(map(str, settings["feats"])), "--ops", ",".join(settings["ops"]),
            "--threads", str(settings["threads"]), "--budget", str(settings["budget"]),
@@ -114,12 +135,13 @@ def run_worker(name: str, graph: str, settings: dict, cache: Path, progress) -> 
     records = []
     with open(cache / f"{name}-{graph}.stderr", "w+") as stderr:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                env=worker_env(settings["threads"], cache), cwd=HERE)
+                                env=worker_env(settings["threads"], cache,
+                                               settings["omp_wait_policy"]), cwd=HERE)
         timer = threading.Timer(WORKER_TIMEOUT_S, proc.kill)
         timer.start()
         for line in proc.stdout:
             if line.startswith(PREFIX):
-                records.append(json.loads(line[len(PREFIX):]))
+                records.append({**json.loads(line[len(PREFIX):]), "condition": condition})
                 progress(records[-1])
         rc = proc.wait()
         timer.cancel()
@@ -130,7 +152,8 @@ def run_worker(name: str, graph: str, settings: dict, cache: Path, progress) -> 
         for op in settings["ops"]:
             if (feat, op) not in done:
                 records.append({"contender": name, "graph": graph, "feat": feat, "op": op,
-                                "status": "error", "note": f"worker exited ({rc}): {last}"})
+                                "condition": condition, "status": "error",
+                                "note": f"worker exited ({rc}): {last}"})
                 progress(records[-1])
     return records
 
@@ -142,7 +165,8 @@ def median_of_rounds(records: list) -> list:
     from the disk cache); a case that failed in any round keeps its failure."""
     cases = {}
     for record in records:
-        key = (record["contender"], record["graph"], record["feat"], record["op"])
+        key = (record["contender"], record["graph"], record["feat"], record["op"],
+               record["condition"])
         cases.setdefault(key, []).append(record)
     merged = []
     for rounds in cases.values():
@@ -174,8 +198,9 @@ def main(argv=None) -> None:
     print(f"measuring memory bandwidth with {settings['threads']} threads ...", flush=True)
     info = machine.describe(settings["threads"])
     print(report.header(info, settings), flush=True)
+    conditions = ["idle"] + (["loaded"] if settings["load"] else [])
     total = len(settings["graphs"]) * len(settings["contenders"]) * len(settings["feats"]) * 3 \
-        * settings["rounds"]
+        * settings["rounds"] * len(conditions)
     count = itertools.count(1)
 
     def progress(r):
@@ -183,8 +208,8 @@ def main(argv=None) -> None:
             result = f"{r['median_ms']:.3f} ms (IQR {r['p25_ms']:.3f}-{r['p75_ms']:.3f})"
         else:
             result = f"{r['status']}: {r.get('note', '')}"
-        print(f"[{next(count):4d}/{total}] {r['graph']} f={r['feat']} {r['op']} "
-              f"{r['contender']}: {result}", flush=True)
+        print(f"[{next(count):4d}/{total}] {r['condition']} {r['graph']} f={r['feat']} "
+              f"{r['op']} {r['contender']}: {result}", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="sparsetir-bench-") as tmp:
         cache, sizes, records = Path(tmp), {}, []
@@ -192,12 +217,16 @@ def main(argv=None) -> None:
             sizes[label] = graph_info(label, settings, cache)
             print(f"graph {label}: {sizes[label]['rows']:,} rows, {sizes[label]['nnz']:,} "
                   "nonzeros", flush=True)
-        for round_ in range(settings["rounds"]):
-            for label in settings["graphs"]:
-                names = settings["contenders"]
-                shift = round_ % len(names)
-                for name in names[shift:] + names[:shift]:
-                    records += run_worker(name, label, settings, cache, progress)
+        for condition in conditions:
+            with (busy_processes(settings["load"]) if condition == "loaded"
+                  else contextlib.nullcontext()):
+                for round_ in range(settings["rounds"]):
+                    for label in settings["graphs"]:
+                        names = settings["contenders"]
+                        shift = round_ % len(names)
+                        for name in names[shift:] + names[:shift]:
+                            records += run_worker(name, label, settings, cache, progress,
+                                                  condition)
     rows = report.finish(median_of_rounds(records), sizes, info)
     print()
     print(report.table(rows, info, settings))

@@ -73,12 +73,13 @@ def graph_path(label: str, cache: Path) -> Path:
 
 def prepare(label: str, cache: Path) -> scipy.sparse.csr_matrix:
     """Graph ``label``, symmetric and without self-loops, also written where ``load`` reads."""
-    from sparsetir.data import load_graph, power_law_graph
+    from sparsetir.data import load_graph
 
     import graphs
 
     if label in graphs.SYNTHETIC:
-        A = power_law_graph(*graphs.SYNTHETIC[label], seed=SEED)
+        generate, nodes, edges = graphs.SYNTHETIC[label]
+        A = generate(nodes, edges, seed=SEED)
     else:
         A = load_graph(label)
     A = symmetric_without_loops(A)

@@ -77,6 +77,7 @@ def describe(threads: int) -> dict:
 
     info = {
         "cpu_model": _proc_field("/proc/cpuinfo", "model name"),
+        "cpu_vendor": _proc_field("/proc/cpuinfo", "vendor_id"),
         "llvm_cpu": str(tvm.target.codegen.llvm_get_system_cpu()),
         "cpus_usable": len(os.sched_getaffinity(0)),
         "cpus_total": os.cpu_count(),

@@ -24,10 +24,13 @@ from pathlib import Path
 import contenders
 import workload
 
-COLUMNS = ("op", "graph", "rows", "nnz", "feat", "contender", "status", "checked", "median_ms",
-           "p25_ms", "p75_ms", "min_ms", "max_ms", "repeats", "traffic_bytes", "gbps",
-           "roofline", "speedup_of_ours", "first_call_ms", "setup_ms", "max_error", "rounds",
-           "round_ms", "note")
+COLUMNS = ("op", "graph", "rows", "nnz", "feat", "condition", "contender", "status", "checked",
+           "median_ms", "p25_ms", "p75_ms", "min_ms", "max_ms", "repeats", "traffic_bytes",
+           "gbps", "roofline", "speedup_of_ours", "first_call_ms", "setup_ms", "prepare_ms",
+           "max_error", "rounds", "round_ms", "cpu_vendor", "cpu_model", "note")
+
+OURS = ("ours", "ours_tuned", "ours_plain")
+"""sparsetir's contenders (``contenders.NAMES``); the rest are the libraries it is compared with."""
 
 
 def finish(records: list, graphs: dict, machine: dict) -> list:
@@ -35,20 +38,21 @@ def finish(records: list, graphs: dict, machine: dict) -> list:
 
     ``graphs`` maps each graph label to ``{"rows", "nnz", "traffic": {(op, feat): bytes}}``.
     """
-    ours = {(r["op"], r["graph"], r["feat"]): r["median_ms"] for r in records
+    ours = {(r["op"], r["graph"], r["feat"], r["condition"]): r["median_ms"] for r in records
             if r["contender"] == "ours" and r["status"] == "ok"}
     rows = []
     for r in records:
         g = graphs[r["graph"]]
         row = dict.fromkeys(COLUMNS, "")
         row.update(r, rows=g["rows"], nnz=g["nnz"], checked=bool(r.get("checked", False)),
+                   cpu_vendor=machine.get("cpu_vendor", ""), cpu_model=machine["cpu_model"],
                    traffic_bytes=g["traffic"][r["op"], r["feat"]],
                    round_ms=" ".join(f"{ms:.5g}" for ms in r.get("round_ms", [])))
         if r["status"] == "ok":
             seconds = r["median_ms"] / 1e3
             row["gbps"] = row["traffic_bytes"] / seconds / 1e9
             row["roofline"] = row["gbps"] / machine["bandwidth_gbps"]
-            key = (r["op"], r["graph"], r["feat"])
+            key = (r["op"], r["graph"], r["feat"], r["condition"])
             if key in ours:
                 row["speedup_of_ours"] = r["median_ms"] / ours[key]
         rows.append({k: row[k] for k in COLUMNS})
@@ -67,11 +71,14 @@ def _cell(row: dict) -> str:
 def header(machine: dict, settings: dict) -> str:
     """The machine and method, as the lines printed above the table."""
     lines = [
-        f"machine: {machine['cpu_model']} (LLVM: {machine['llvm_cpu']}), "
+        f"machine: {machine.get('cpu_vendor', '?')} {machine['cpu_model']} "
+        f"(LLVM: {machine['llvm_cpu']}), "
         f"{machine['cpus_usable']} usable of {machine['cpus_total']} CPUs, {machine['memory']}",
         f"threads: {settings['threads']} for every contender (OMP_NUM_THREADS, MKL_NUM_THREADS, "
         "TVM_NUM_THREADS, torch.set_num_threads, GraphBLAS nthreads; scipy is single-threaded), "
-        f"OMP_WAIT_POLICY={settings['omp_wait_policy']}",
+        f"OMP_WAIT_POLICY={settings['omp_wait_policy']}; conditions: idle"
+        + (f", loaded (beside {settings['load']} busy processes)" if settings.get("load")
+           else ""),
         f"measured bandwidth at {settings['threads']} threads: copy {machine['copy_gbps']} GB/s, "
         f"triad {machine['triad_gbps']} GB/s (numpy, STREAM-like)",
         f"timing: each (contender, graph) in its own process; whole call, median of "
@@ -88,12 +95,13 @@ def table(rows: list, machine: dict, settings: dict) -> str:
     names = [n for n in contenders.NAMES if any(r["contender"] == n for r in rows)]
     width = 2 + max(len(text) for text in names + [_cell(r) for r in rows])
     out = [header(machine, settings), ""]
-    for op in workload.OPS:
-        op_rows = [r for r in rows if r["op"] == op]
+    for op, condition in [(op, c) for c in ("idle", "loaded") for op in workload.OPS]:
+        op_rows = [r for r in rows if r["op"] == op and r["condition"] == condition]
         if not op_rows:
             continue
-        out.append(f"{workload.OP_TITLES[op]}: median ms (speedup of ours over it); ours' GB/s "
-                   "against the traffic lower bound, and its share of the measured bandwidth")
+        out.append(f"{workload.OP_TITLES[op]}, {condition}: median ms (speedup of ours over it); "
+                   "ours' GB/s against the traffic lower bound, and its share of the measured "
+                   "bandwidth")
         out.append(f"{'graph':20s}{'feat':>5s} " + "".join(f"{n:>{width}s}" for n in names)
                    + f"{'ours GB/s':>11s}{'of peak':>8s}")
         keys = sorted({(r["graph"], r["feat"]) for r in op_rows},
@@ -112,34 +120,55 @@ def table(rows: list, machine: dict, settings: dict) -> str:
         if r["status"] == "n/a":
             notes.add(f"{r['contender']} {r['op']}: n/a, {r['note']}")
         elif r["status"] == "error":
-            notes.add(f"{r['contender']} {r['op']} {r['graph']} f={r['feat']}: ERROR, {r['note']}")
+            notes.add(f"{r['contender']} {r['op']} {r['graph']} f={r['feat']} "
+                      f"({r['condition']}): ERROR, {r['note']}")
     out += [f"  {n}" for n in sorted(notes)] + ([""] if notes else [])
-    out += [summary(rows), "", _ours_costs(rows)]
+    out += [summary(rows), "", _ours_costs(rows), "", _tuning_costs(rows)]
     return "\n".join(out)
 
 
 def summary(rows: list) -> str:
-    """Per operator: in how many (graph, feature) cases ours is fastest, and the geometric mean
-    of ours' speedup over the fastest other contender, over DGL and over torch.sparse (checked
-    results only). ``rows`` as ``finish`` makes them, or read back from ``bench.csv``."""
+    """Per condition, operator and each of ours (``OURS``): in how many (graph, feature) cases
+    it is faster than every library, the geometric mean of its speedup over the fastest
+    library, its worst case, and its speedup over DGL and torch.sparse; then each contender's
+    slowdown under load (loaded median over idle, geometric mean over cases). Checked results
+    only. ``rows`` as ``finish`` makes them, or read back from ``bench.csv``."""
     times = {}
     for r in rows:
         if r["status"] == "ok" and str(r["checked"]) == "True":
-            times.setdefault((r["op"], r["graph"], int(r["feat"])), {})[r["contender"]] = \
-                float(r["median_ms"])
+            key = (r.get("condition") or "idle", r["op"], r["graph"], int(r["feat"]))
+            times.setdefault(key, {})[r["contender"]] = float(r["median_ms"])
     lines = ["summary, geometric means of ours' speedup over all (graph, feature) cases:"]
-    for op in workload.OPS:
-        cases = [t for (o, _, _), t in times.items() if o == op and "ours" in t and len(t) > 1]
+    for condition, op, mine in [(c, op, m) for c in ("idle", "loaded") for op in workload.OPS
+                                for m in OURS]:
+        cases = {(g, f): t for (c, o, g, f), t in times.items()
+                 if (c, o) == (condition, op) and mine in t
+                 and any(k not in OURS for k in t)}
         if not cases:
             continue
-        best = [min(v for k, v in t.items() if k != "ours") / t["ours"] for t in cases]
-        parts = [f"{op:16s} ours fastest in {sum(b > 1 for b in best)} of {len(cases)}",
-                 f"vs fastest other {_geomean(best):.2f}x"]
-        for name in ("dgl", "torch_sparse"):
-            ratios = [t[name] / t["ours"] for t in cases if name in t]
+        best = {case: min(v for k, v in t.items() if k not in OURS) / t[mine]
+                for case, t in cases.items()}
+        worst = min(best, key=best.get)
+        parts = [f"{condition:6s} {op:16s} {mine:10s} faster than every library in "
+                 f"{sum(b > 1 for b in best.values())} of {len(cases)}",
+                 f"vs fastest library {_geomean(list(best.values())):.2f}x "
+                 f"(worst {best[worst]:.2f}x: {worst[0]} f={worst[1]})"]
+        for name in ("dgl", "torch_sparse", "mkl"):
+            ratios = [t[name] / t[mine] for t in cases.values() if name in t]
             if ratios:
                 parts.append(f"vs {name} {_geomean(ratios):.2f}x")
         lines.append("  " + ", ".join(parts))
+    slowdowns = {}
+    for (condition, op, graph, feat), t in times.items():
+        idle = times.get(("idle", op, graph, feat), {})
+        if condition == "loaded":
+            for name, ms in t.items():
+                if name in idle:
+                    slowdowns.setdefault(name, []).append(ms / idle[name])
+    if slowdowns:
+        lines.append("slowdown under load (loaded median over idle, geometric mean over cases): "
+                     + ", ".join(f"{name} {_geomean(v):.2f}x"
+                                 for name, v in sorted(slowdowns.items())))
     return "\n".join(lines)
 
 
@@ -147,8 +176,24 @@ def _geomean(values: list) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def _tuning_costs(rows: list) -> str:
+    """Per graph, the search time of ``ours_tuned`` (``ops.tune`` before each operator's first
+    call, compiles included; a record from an earlier run makes it short), summed over
+    operators and feature sizes."""
+    spent = {}
+    for r in rows:
+        if r["contender"] == "ours_tuned" and r.get("prepare_ms") not in ("", None) \
+                and r.get("condition", "idle") == "idle":
+            spent[r["graph"]] = spent.get(r["graph"], 0.0) + float(r["prepare_ms"])
+    if not spent:
+        return ""
+    return "ours_tuned, search time per graph (s, all operators and feature sizes, compiles " \
+        "included): " + ", ".join(f"{g} {ms / 1e3:.1f}" for g, ms in spent.items())
+
+
 def _ours_costs(rows: list) -> str:
-    mine = [r for r in rows if r["contender"] == "ours" and r["first_call_ms"] != ""]
+    mine = [r for r in rows if r["contender"] == "ours" and r["first_call_ms"] != ""
+            and r.get("condition", "idle") == "idle"]
     if not mine:
         return "ours: no results"
     feats = sorted({r["feat"] for r in mine})
@@ -183,7 +228,8 @@ def chart(rows: list, graphs: list, path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in rows if r["contender"] != "ours" and r["speedup_of_ours"] != ""]
+    rows = [r for r in rows if r["contender"] != "ours" and r["speedup_of_ours"] != ""
+            and r.get("condition", "idle") == "idle"]
     ops = [op for op in workload.OPS if any(r["op"] == op for r in rows)]
     names = [n for n in contenders.NAMES if any(r["contender"] == n for r in rows)]
     colors = {n: plt.get_cmap("tab10")(i) for i, n in enumerate(contenders.NAMES)}

@@ -26,7 +26,7 @@ import importlib
 
 import numpy as np
 
-NAMES = ("ours", "dgl", "torch_sparse", "scipy", "mkl", "graphblas")
+NAMES = ("ours", "ours_tuned", "ours_plain", "dgl", "torch_sparse", "scipy", "mkl", "graphblas")
 
 
 class Contender:

@@ -12,11 +12,15 @@
  * only for a share in progress, and it is never slower than the caller alone by more than one
  * share.
  *
- * Between launches a worker waits in three steps: it spins on the counter (`pause`) for
- * spin_ns, then calls sched_yield until yield_ns have passed (another runnable thread on its
- * CPU, of this process or another, gets the CPU), then sleeps on a futex until the next
- * launch. Back-to-back calls so find their workers awake, and idle workers cost nothing
- * after a few milliseconds.
+ * Between launches a worker waits in three steps: it spins on the counter (`pause`), then
+ * calls sched_yield until yield_ns have passed (another runnable thread on its CPU, of this
+ * process or another, gets the CPU), then sleeps on a futex until the next launch. It spins
+ * only as long as launches have been coming: eight times the recent gap between one launch's
+ * end and the next one's start (a running average), when that is under spin_ns, else
+ * MIN_SPIN_NS. Back-to-back calls so find their workers awake, while calls between which the
+ * caller does other work (torch's operators in a training step, on torch's own threads) do
+ * not have a worker spinning beside that work; idle workers cost nothing after a few
+ * milliseconds.
  *
  * One launch at a time uses the pool: a launch from another thread meanwhile, from inside a
  * task, from the thread that called fork() in a child (whose pool has no threads), or while
@@ -51,6 +55,7 @@ typedef int (*dec_ref_fn)(void *object);
 typedef void (*set_error_text_fn)(const char *kind, const char *message);
 
 enum { TASKS_PER_THREAD = 8, MAX_TASKS = 0xffff, MAX_WORKERS = 255 };
+static const long MIN_SPIN_NS = 20000;
 
 static move_error_fn ffi_move_error;     /* TVMFFIErrorMoveFromRaised */
 static set_error_fn ffi_set_error;       /* TVMFFIErrorSetRaised (takes a reference) */
@@ -73,6 +78,9 @@ static _Atomic(void *) job_error;        /* the first error a task raised */
 static _Atomic uint32_t wake_seq;        /* the futex sleeping workers wait on */
 static _Atomic int sleepers;
 static pthread_mutex_t owner = PTHREAD_MUTEX_INITIALIZER;  /* held by the launching thread */
+static _Atomic long last_end_ns;         /* when the last launch ended */
+static _Atomic long gap_ns;              /* the running average of the gaps between launches */
+static _Atomic long pooled;              /* launches that ran on the pool, ever */
 static int workers;                       /* started, under `owner` */
 
 static __thread int forked_here; /* this thread called fork() and is the child's thread */
@@ -97,6 +105,9 @@ static void after_fork_in_child(void) {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   owner = fresh;
   workers = 0; /* the parent's workers do not exist here; a launch starts new ones */
+  atomic_store(&last_end_ns, 0);
+  atomic_store(&gap_ns, 0);
+  atomic_store(&pooled, 0);
   atomic_store(&claim, 0);
   atomic_store(&sleepers, 0);
   forked_here = 1;
@@ -165,9 +176,16 @@ static void run_all(void) {
   while (take(&seen, &lambda, &cdata, &task, &tasks)) run(lambda, cdata, task, tasks);
 }
 
+/* How long an idle worker spins (see the file's comment). */
+static long spin_budget(void) {
+  long expected = 8 * atomic_load_explicit(&gap_ns, memory_order_relaxed);
+  return expected < spin_ns ? (expected > MIN_SPIN_NS ? expected : MIN_SPIN_NS)
+                            : (spin_ns < MIN_SPIN_NS ? spin_ns : MIN_SPIN_NS);
+}
+
 /* A worker between launches: spin, then yield, then sleep, until the word is not `seen`. */
 static void idle(uint64_t seen) {
-  long start = now_ns();
+  long start = now_ns(), spin = spin_budget();
   for (;;) {
     for (int i = 0; i < 32; ++i) {
       if (atomic_load_explicit(&claim, memory_order_relaxed) != seen) return;
@@ -175,7 +193,7 @@ static void idle(uint64_t seen) {
     }
     long waited = now_ns() - start;
     if (waited >= yield_ns) break;
-    if (waited >= spin_ns) sched_yield();
+    if (waited >= spin) sched_yield();
   }
   atomic_fetch_add(&sleepers, 1);
   uint32_t seq = atomic_load(&wake_seq);
@@ -212,6 +230,9 @@ static void start_workers(void) {
   }
 }
 
+/* How many launches ran on the pool (not on their calling thread alone) in this process. */
+long sparsetir_task_pool_launches(void) { return atomic_load(&pooled); }
+
 /* The workers started in this process (the parent's are not counted in a forked child). */
 int sparsetir_task_pool_workers(void) {
   pthread_mutex_lock(&owner);
@@ -227,6 +248,13 @@ int sparsetir_task_pool_launch(parallel_lambda lambda, void *cdata, int num_task
     return lambda(0, &env, cdata);
   }
   start_workers();
+  atomic_fetch_add(&pooled, 1);
+  long began = now_ns(), ended = atomic_load_explicit(&last_end_ns, memory_order_relaxed);
+  if (ended > 0) {
+    long gap = began - ended, average = atomic_load_explicit(&gap_ns, memory_order_relaxed);
+    atomic_store_explicit(&gap_ns, average > 0 ? (3 * average + gap) / 4 : gap,
+                          memory_order_relaxed);
+  }
   int tasks = num_task > 0 ? num_task : TASKS_PER_THREAD * (workers + 1);
   if (tasks > MAX_TASKS) tasks = MAX_TASKS;
   atomic_store(&job_finished, 0);
@@ -250,6 +278,7 @@ int sparsetir_task_pool_launch(parallel_lambda lambda, void *cdata, int num_task
   }
   int failed = atomic_load(&job_failed);
   void *error = atomic_load(&job_error);
+  atomic_store_explicit(&last_end_ns, now_ns(), memory_order_relaxed);
   pthread_mutex_unlock(&owner);
   if (!failed) return 0;
   if (error != NULL) {

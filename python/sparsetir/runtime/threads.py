@@ -17,17 +17,23 @@ module loaded from then on):
   scheduled (a busy machine) or that is still waking takes nothing, so a call is never slower
   than the caller alone by more than one share. Row tiles are balanced by nonzeros
   (``ops.tiles``), so shares are equal work.
-* Between calls a worker spins for ``SPIN_S``, then yields its CPU (``sched_yield``) until
-  ``YIELD_S`` have passed, then sleeps until the next launch: back-to-back calls find it awake,
-  another runnable thread on its CPU (torch's, or another process's) gets the CPU while it
-  yields, and an idle process has no busy threads after a few milliseconds. (Two pools that
-  each spin for milliseconds after every loop, TVM's and torch's, made GCN training on Cora
-  7x slower on 2 cores: ``benchmarks/thread_pools.py``.) OpenMP's settings (``OMP_WAIT_POLICY``)
+* Between calls a worker spins as long as calls have been coming (eight times the recent gap
+  between one launch's end and the next one's start, at most ``SPIN_S``; 20 us when the gaps
+  are longer), then yields its CPU (``sched_yield``) until ``YIELD_S`` have passed, then
+  sleeps until the next launch: back-to-back calls find it awake, another runnable thread on
+  its CPU (torch's, or another process's) gets the CPU while it yields, and an idle process
+  has no busy threads after a few milliseconds. In a training step, where torch's operators
+  run on torch's own threads between the kernel calls, the workers spin only briefly: a
+  1 ms spin after every call made GCN training on Cora 1.4x slower (2.6 -> 3.7 ms an epoch;
+  two pools that spin for milliseconds, TVM's and torch's, made it 7x slower:
+  ``benchmarks/thread_pools.py``). OpenMP's settings (``OMP_WAIT_POLICY``)
   do not apply: this pool is not OpenMP's.
-* A call whose arrays hold fewer than ``SERIAL_BYTES`` bytes in all (:func:`size_launches`,
+* A call whose arrays hold fewer than ``SERIAL_BYTES`` (64 KiB) in all (:func:`size_launches`,
   which the call wrappers of ``runtime.kernel`` use) runs on the calling thread, as torch runs
-  a range under its grain size: such a call takes tens of microseconds, less than waking a
-  worker. One launch at a time uses the pool: a kernel called from another thread meanwhile
+  a range under its grain size: below that, waking a worker costs more than it saves. Above it
+  a launch pays off even for graphs as small as Cora (SDDMM at 32 features: 62 -> 39 us,
+  SpMM 28 -> 22 us on 2 cores), since the caller never waits for a worker that is slow to
+  come. One launch at a time uses the pool: a kernel called from another thread meanwhile
   runs on its own thread, as does a launch in the thread that called ``fork`` in the child
   (other threads of the child start a pool of their own).
 * Torch's own operators run on its OpenMP team, whose two threads can end up on one core of a
@@ -79,11 +85,11 @@ class Cooperation(NamedTuple):
     reason: str
 
 
-SERIAL_BYTES = 1 << 20
+SERIAL_BYTES = 1 << 16
 """A call whose arrays hold fewer bytes than this runs its parallel loops on the calling thread."""
 
 SPIN_S = 1e-3
-"""An idle worker of the task pool spins this long after its last share..."""
+"""An idle worker of the task pool spins at most this long after its last share..."""
 YIELD_S = 3e-3
 """...then yields its CPU until this long has passed, then sleeps until the next launch."""
 
@@ -172,6 +178,18 @@ def pool_workers() -> int:
     return _pool.sparsetir_task_pool_workers() if _pool is not None else 0
 
 
+def pool_launches() -> int:
+    """How many parallel launches ran on sparsetir's task pool in this process (a launch a
+    call runs on its own thread, :func:`size_launches`, is not counted); 0 where TVM's pool
+    runs the kernels.
+
+    Example
+    -------
+    >>> before = pool_launches()        # ... a large kernel call ...; pool_launches() > before
+    """
+    return _pool.sparsetir_task_pool_launches() if _pool is not None else 0
+
+
 def cooperate_with_torch() -> Cooperation:
     """Run kernels' parallel loops on sparsetir's task pool from now on, unless the environment
     configures TVM's pool (then nothing changes). Decided once per process; the decision is
@@ -225,6 +243,7 @@ def _install_task_pool(threads: int) -> None:
     library.sparsetir_task_pool_serial.argtypes = [ctypes.c_int]
     library.sparsetir_task_pool_serial.restype = None
     library.sparsetir_task_pool_workers.restype = ctypes.c_int
+    library.sparsetir_task_pool_launches.restype = ctypes.c_long
     _pool = library
     _set_serial = library.sparsetir_task_pool_serial
 
