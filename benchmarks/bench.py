@@ -188,7 +188,9 @@ def graph_info(label: str, settings: dict, cache: Path) -> dict:
     A = graphs.prepare(label, cache)
     return {"rows": A.shape[0], "nnz": A.nnz,
             "traffic": {(op, f): workload.traffic_bytes(A, op, f)
-                        for op in settings["ops"] for f in settings["feats"]}}
+                        for op in settings["ops"] for f in settings["feats"]},
+            "no_reuse": {(op, f): workload.no_reuse_bytes(A, op, f)
+                         for op in settings["ops"] for f in settings["feats"]}}
 
 
 def main(argv=None) -> None:

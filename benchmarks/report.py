@@ -1,9 +1,11 @@
 """The benchmark's outputs: derived columns, the terminal table, the CSV, the JSON sidecar and
 the PNG chart.
 
-Each result row (one per operator, graph, feature size and contender) gets ``gbps`` (the
-traffic lower bound of ``workload.traffic_bytes`` over the median time), ``roofline`` (that as a
-share of the machine's measured bandwidth; above 1 means the data came from cache) and
+Each result row (one per operator, graph, feature size, condition and contender) gets ``gbps``
+(the traffic lower bound of ``workload.traffic_bytes`` over the median time), ``roofline`` (that
+as a share of the machine's measured bandwidth; above 1 means the data came from cache),
+``no_reuse_roofline`` (the same for the traffic of the CSR layout when no gathered row is
+reused, ``workload.no_reuse_bytes``: above 1, gathers were served by caches) and
 ``speedup_of_ours`` (this contender's median over ours: above 1, ours is faster).
 
 Example
@@ -26,7 +28,7 @@ import workload
 
 COLUMNS = ("op", "graph", "rows", "nnz", "feat", "condition", "contender", "status", "checked",
            "median_ms", "p25_ms", "p75_ms", "min_ms", "max_ms", "repeats", "traffic_bytes",
-           "gbps", "roofline", "speedup_of_ours", "first_call_ms", "setup_ms", "prepare_ms",
+           "gbps", "roofline", "no_reuse_bytes", "no_reuse_roofline", "speedup_of_ours", "first_call_ms", "setup_ms", "prepare_ms",
            "max_error", "rounds", "round_ms", "cpu_vendor", "cpu_model", "note")
 
 OURS = ("ours", "ours_tuned", "ours_plain")
@@ -36,7 +38,8 @@ OURS = ("ours", "ours_tuned", "ours_plain")
 def finish(records: list, graphs: dict, machine: dict) -> list:
     """Result rows: the workers' ``records`` with the derived columns, in ``COLUMNS`` order.
 
-    ``graphs`` maps each graph label to ``{"rows", "nnz", "traffic": {(op, feat): bytes}}``.
+    ``graphs`` maps each graph label to ``{"rows", "nnz", "traffic": {(op, feat): bytes},
+    "no_reuse": {(op, feat): bytes}}``.
     """
     ours = {(r["op"], r["graph"], r["feat"], r["condition"]): r["median_ms"] for r in records
             if r["contender"] == "ours" and r["status"] == "ok"}
@@ -47,11 +50,14 @@ def finish(records: list, graphs: dict, machine: dict) -> list:
         row.update(r, rows=g["rows"], nnz=g["nnz"], checked=bool(r.get("checked", False)),
                    cpu_vendor=machine.get("cpu_vendor", ""), cpu_model=machine["cpu_model"],
                    traffic_bytes=g["traffic"][r["op"], r["feat"]],
+                   no_reuse_bytes=g["no_reuse"][r["op"], r["feat"]],
                    round_ms=" ".join(f"{ms:.5g}" for ms in r.get("round_ms", [])))
         if r["status"] == "ok":
             seconds = r["median_ms"] / 1e3
             row["gbps"] = row["traffic_bytes"] / seconds / 1e9
             row["roofline"] = row["gbps"] / machine["bandwidth_gbps"]
+            row["no_reuse_roofline"] = row["no_reuse_bytes"] / seconds / 1e9 \
+                / machine["bandwidth_gbps"]
             key = (r["op"], r["graph"], r["feat"], r["condition"])
             if key in ours:
                 row["speedup_of_ours"] = r["median_ms"] / ours[key]
@@ -100,10 +106,10 @@ def table(rows: list, machine: dict, settings: dict) -> str:
         if not op_rows:
             continue
         out.append(f"{workload.OP_TITLES[op]}, {condition}: median ms (speedup of ours over it); "
-                   "ours' GB/s against the traffic lower bound, and its share of the measured "
-                   "bandwidth")
+                   "ours' GB/s against the traffic lower bound, its share of the measured "
+                   "bandwidth, and the share for the no-reuse traffic")
         out.append(f"{'graph':20s}{'feat':>5s} " + "".join(f"{n:>{width}s}" for n in names)
-                   + f"{'ours GB/s':>11s}{'of peak':>8s}")
+                   + f"{'ours GB/s':>11s}{'of peak':>8s}{'no-reuse':>9s}")
         keys = sorted({(r["graph"], r["feat"]) for r in op_rows},
                       key=lambda k: (list(settings["graphs"]).index(k[0]), k[1]))
         for graph, feat in keys:
@@ -112,7 +118,8 @@ def table(rows: list, machine: dict, settings: dict) -> str:
                 f"{_cell(cells[n]) if n in cells else '':>{width}s}" for n in names)
             mine = cells.get("ours")
             if mine and mine["status"] == "ok":
-                line += f"{mine['gbps']:11.1f}{mine['roofline']:8.0%}"
+                line += f"{mine['gbps']:11.1f}{mine['roofline']:8.0%}" \
+                    f"{mine['no_reuse_roofline']:9.0%}"
             out.append(line)
         out.append("")
     notes = set()

@@ -13,6 +13,12 @@ written once, nothing more:
 - ``sddmm``: ``4 (m + 1)`` indptr + ``4 nnz`` indices + ``4 (r + c) f`` rows of X and Y read +
   ``4 nnz`` values written.
 
+No-reuse traffic (:func:`no_reuse_bytes`): what the CSR layout of ``sparsetir.ops`` moves when
+no gathered row is found in a cache: as above, but one row of X (SpMM) or Y (SDDMM) per nonzero,
+``4 nnz f`` instead of ``4 c f``. Between the two bounds, the share of the measured bandwidth
+says which limit binds: near 100% of the lower bound, memory bandwidth; far above 100% of the
+no-reuse traffic, gathers served by caches; below both, the latency of the gathers.
+
 Example
 -------
 >>> A = load("cora", cache)        # after graphs.prepare("cora", cache)
@@ -105,13 +111,21 @@ def check(got, expected: np.ndarray, bound: np.ndarray) -> float:
     return float(err.max()) if np.isfinite(err).all() else float("inf")
 
 
-def traffic_bytes(A, op: str, feat: int) -> int:
-    """The memory-traffic lower bound of one call (formula in the module docstring)."""
+def traffic_bytes(A, op: str, feat: int, reuse: bool = True) -> int:
+    """The memory-traffic lower bound of one call (formula in the module docstring); with
+    ``reuse=False``, the no-reuse traffic (:func:`no_reuse_bytes`)."""
     m, nnz = A.shape[0], A.nnz
-    cols = int(np.count_nonzero(np.bincount(A.indices, minlength=A.shape[1])))
+    cols = int(np.count_nonzero(np.bincount(A.indices, minlength=A.shape[1]))) if reuse \
+        else nnz
     csr = 4 * (m + 1) + 4 * nnz
     if op == "sddmm":
         rows = int(np.count_nonzero(np.diff(A.indptr)))
         return csr + 4 * (rows + cols) * feat + 4 * nnz
     values = 4 * nnz if op == "spmm" else 0
     return csr + values + 4 * cols * feat + 4 * m * feat
+
+
+def no_reuse_bytes(A, op: str, feat: int) -> int:
+    """The traffic of the CSR layout when every gathered row comes from memory (module
+    docstring)."""
+    return traffic_bytes(A, op, feat, reuse=False)

@@ -168,12 +168,14 @@ static void run(parallel_lambda lambda, void *cdata, int task, int tasks) {
   atomic_fetch_add_explicit(&job_finished, 1, memory_order_release);
 }
 
-static void run_all(void) {
+/* Run tasks until none is left; the word last read. */
+static uint64_t run_all(void) {
   uint64_t seen;
   parallel_lambda lambda;
   void *cdata;
   int task, tasks;
   while (take(&seen, &lambda, &cdata, &task, &tasks)) run(lambda, cdata, task, tasks);
+  return seen;
 }
 
 /* How long an idle worker spins (see the file's comment). */
@@ -205,14 +207,7 @@ static void idle(uint64_t seen) {
 
 static void *worker_main(void *unused) {
   (void)unused;
-  for (;;) {
-    uint64_t seen;
-    parallel_lambda lambda;
-    void *cdata;
-    int task, tasks;
-    while (take(&seen, &lambda, &cdata, &task, &tasks)) run(lambda, cdata, task, tasks);
-    idle(seen);
-  }
+  for (;;) idle(run_all());
   return NULL;
 }
 

@@ -91,13 +91,13 @@ def cached(mod: tvm.IRModule, tgt, horizontal_fuse: bool, compile_stage2, kernel
 
 
 def _key(mod, tgt, horizontal_fuse: bool) -> str:
-    text = "\n".join([_FORMAT, _sources_digest(), tvm.__version__, tvm_ffi.__version__,
+    text = "\n".join([_FORMAT, sources_digest(), tvm.__version__, tvm_ffi.__version__,
                       str(tgt), str(horizontal_fuse), mod.script()])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 @functools.lru_cache(maxsize=1)
-def _sources_digest() -> str:
+def sources_digest() -> str:
     package = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):

@@ -209,6 +209,22 @@ class SparseMatrix:
             return transpose, _read_only(perm)
         return self._derive("transposed", make)
 
+    def reorder(self, method: str = "rcm") -> tuple:
+        """``(B, perm)``: this (square) matrix with its nodes renumbered so that neighbours
+        are close (``ops.reorder``: ``"rcm"``, ``"degree"`` or ``"metis"``), ``B = P A P^T``,
+        and the permutation: node ``perm[k]`` of this matrix is node ``k`` of ``B``. Keep the
+        features in the new order, ``X[perm]``; a result row ``k`` of ``B`` belongs to node
+        ``perm[k]``. ``B`` holds copies of the values (``data``), not a ``from_csr`` tensor.
+
+        Example
+        -------
+        >>> # B, perm = M.reorder("rcm")
+        >>> # Y = np.empty_like(Z); Y[perm] = ops.spmm(B, X[perm])     # Y == ops.spmm(M, X)
+        """
+        from .reorder import permuted, reordering  # pylint: disable=import-outside-toplevel
+        perm = reordering(self, method)
+        return SparseMatrix(permuted(self.to_scipy(), perm)), _read_only(perm)
+
     def _derive(self, name: str, make):
         """``make()``, computed once per matrix (the arrays cannot change)."""
         if name not in self._derived:

@@ -20,6 +20,7 @@ from ..driver.cache import remembered
 from .kernels import tiled_kernels
 from .matrix import SparseMatrix, as_sparse_matrix
 from .plain import PlainCSR
+from . import tuning
 from ..schedule.operators import prefetch_distance, schedule_for
 from .tiles import row_tiles_for_threads
 
@@ -252,9 +253,9 @@ def _run_plain(plain, name: str, feat_size: int, *operands) -> bool:
 def _tuned(matrix, name: str, feat_size: int):
     """The bound kernel a search chose for ``matrix`` (searching first, or reading its record,
     when the matrix was made with ``tune=True``); None when there is none."""
-    if (name, feat_size) not in matrix.tuned and matrix.auto_tune:
-        from ..tune import tune  # pylint: disable=import-outside-toplevel
-        tune(matrix, [feat_size], kernels=[name])
+    if (name, feat_size) not in matrix.tuned and matrix.auto_tune \
+            and tuning.search is not None:
+        tuning.search(matrix, [feat_size], kernels=[name])
     return matrix.tuned.get((name, feat_size))
 
 

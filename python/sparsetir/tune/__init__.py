@@ -17,6 +17,9 @@ Example
 >>> Y = ops.spmm(M, np.ones((2000, 32), np.float32))          # runs the chosen kernel
 """
 
+from ..ops import tuning as _tuning
 from .search import TuneReport, tune  # noqa: F401
+
+_tuning.search = tune          # SparseMatrix(A, tune=True) searches through it
 
 __all__ = ["tune", "TuneReport"]

@@ -3,14 +3,15 @@ reads.
 
 A choice measured on one CPU, thread count or compiler target says nothing about another, so a
 record names the CPU model (``/proc/cpuinfo``), the CPU LLVM compiles for, the threads kernels
-run on (``runtime.threads.thread_count``) and sparsetir's version; a record whose machine
+run on (``runtime.threads.thread_count``) and the digest of sparsetir's sources (the kernels
+the candidates compile to; the kernel cache keys its entries by it too); a record whose machine
 differs in anything is foreign and ignored.
 
 Example
 -------
 >>> from sparsetir.tune.machine import machine_key, cache_bytes
 >>> sorted(machine_key())
-['cpu_model', 'llvm_cpu', 'sparsetir', 'threads']
+['cpu_model', 'llvm_cpu', 'sources', 'threads']
 >>> cache_bytes(2) > 0
 True
 """
@@ -20,15 +21,20 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
+from ..driver.cache import sources_digest
 from ..runtime.threads import thread_count
 from ..schedule.operators import l2_cache_bytes
 
 
 def machine_key() -> dict:
     """The machine a measurement holds for (see the module docstring)."""
-    from .. import __version__  # pylint: disable=import-outside-toplevel
     return {"cpu_model": cpu_model(), "llvm_cpu": _llvm_cpu(), "threads": thread_count(),
-            "sparsetir": __version__}
+            "sources": _sources()}
+
+
+@lru_cache(maxsize=None)
+def _sources() -> str:
+    return sources_digest()
 
 
 @lru_cache(maxsize=None)
