@@ -33,7 +33,8 @@ package-test: $(STAMP)
 # The main job: SpMM / SDDMM against DGL, torch.sparse, scipy, MKL and GraphBLAS
 # (benchmarks/bench.py; results in benchmarks/results/). BENCH_ARGS=--quick or --large.
 # Then end-to-end GNN training against DGL and PyG (benchmarks/gnn.py, alone: `make bench-gnn`;
-# docs/gnn-benchmark.md). GNN_ARGS=--quick (GCN on cora) or e.g. "--models sage --graphs pubmed".
+# docs/gnn-benchmark.md). GNN_ARGS=--quick (GCN on cora) or e.g. "--models sage --graphs pubmed";
+# BENCH_ARGS=--quick makes the GNN part quick too, unless GNN_ARGS says otherwise.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP) benchmarks/requirements.txt
 	$(VENV)/bin/pip install -q -r benchmarks/requirements.txt
@@ -45,7 +46,8 @@ bench: $(BENCH_STAMP)
 	MKL_RT=$$(ls $(CURDIR)/$(VENV)/lib/libmkl_rt.so* | tail -1) \
 	LD_LIBRARY_PATH=$(CURDIR)/$(VENV)/lib:$$LD_LIBRARY_PATH \
 	$(PY) benchmarks/bench.py $(BENCH_ARGS)
-	$(MAKE) --no-print-directory bench-gnn
+	$(MAKE) --no-print-directory bench-gnn \
+	  GNN_ARGS="$(or $(GNN_ARGS),$(if $(findstring --quick,$(BENCH_ARGS)),--quick))"
 
 bench-gnn: $(BENCH_STAMP)
 	$(PY) benchmarks/gnn.py $(GNN_ARGS)

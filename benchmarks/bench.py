@@ -9,7 +9,7 @@ same matrix after ``sparsetir.ops.tune``, whose search time is reported apart as
 ``prepare_ms``) and ``ours_plain`` (the scipy matrix passed on every call).
 
 Method: every (contender, graph) pair runs in a process of its own (``worker.py``), all with the
-same thread count, in ``--rounds`` sweeps (3 by default) with the contenders in a rotated order
+same thread count, in ``--rounds`` sweeps (2 by default) with the contenders in a rotated order
 each time, so that a slow minute of a shared machine does not land on one contender; a time is
 the median of its rounds' medians. Unless ``--load 0`` (or ``--quick``), the whole sweep runs
 again beside one busy process per usable core (``background_load.py``): the ``loaded``
@@ -26,7 +26,7 @@ installed is reported n/a. Outputs (``--out``, default ``benchmarks/results/``):
 Example
 -------
 ``.venv/bin/python benchmarks/bench.py --quick`` (cora and citeseer, feature size 32: under a
-minute); ``.venv/bin/python benchmarks/bench.py`` (everything, 3 rounds, idle and loaded: about
+minute); ``.venv/bin/python benchmarks/bench.py`` (everything, 2 rounds, idle and loaded: about
 an hour on 2 cores); ``... bench.py --load 0 --rounds 1`` (idle only, one round);
 ``.venv/bin/python benchmarks/bench.py --graphs pubmed --feat 64 --contenders ours dgl``
 """
@@ -57,7 +57,7 @@ HERE = Path(__file__).resolve().parent
 QUICK = {"graphs": ["cora", "citeseer"], "feats": [32], "budget": 0.02, "min_repeat": 3,
          "max_repeat": 50, "rounds": 1, "load": 0}
 FULL = {"feats": [32, 64, 128, 256], "budget": 0.15, "min_repeat": 3, "max_repeat": 400,
-        "rounds": 3, "load": len(os.sched_getaffinity(0))}
+        "rounds": 2, "load": len(os.sched_getaffinity(0))}
 WORKER_TIMEOUT_S = 1800
 
 
@@ -76,7 +76,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int,
                         help="sweeps over every (graph, contender), contenders in a rotated "
                              "order each time; a time is the median of its rounds' medians "
-                             "(default 3, --quick 1)")
+                             "(default 2, --quick 1)")
     parser.add_argument("--load", type=int,
                         help="also measure everything beside this many busy processes "
                              "(background_load.py; default: one per usable core, --quick: 0, "
