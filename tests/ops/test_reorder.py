@@ -37,6 +37,24 @@ def test_rcm_narrows_the_band():
     assert band(B) < band(A) / 2
 
 
+def test_parallel_edges_still_count_after_a_reorder():
+    A = scipy.sparse.csr_matrix((np.float32([1, 2, 3]), [1, 1, 0], [0, 2, 3]), shape=(2, 2))
+    M = ops.SparseMatrix(A)                              # row 0 holds column 1 twice
+    X = np.float32([[1.0], [10.0]])
+    for method in ("degree", "rcm"):
+        B, perm = M.reorder(method)
+        Y = np.empty((2, 1), np.float32)
+        Y[perm] = ops.spmm(B, X[perm], weighted=False)
+        np.testing.assert_array_equal(Y, ops.spmm(M, X, weighted=False))   # [[20], [1]]
+        Y[perm] = ops.spmm(B, X[perm])
+        np.testing.assert_array_equal(Y, A @ X)
+
+
+def test_an_empty_matrix_reorders_to_itself():
+    B, perm = ops.SparseMatrix(scipy.sparse.csr_matrix((0, 0), dtype=np.float32)).reorder()
+    assert B.shape == (0, 0) and perm.size == 0
+
+
 def test_what_reorder_refuses():
     M = ops.SparseMatrix(scipy.sparse.random(5, 7, density=0.3, format="csr", dtype=np.float32))
     with pytest.raises(SparseTIRValueError, match="square"):

@@ -12,6 +12,7 @@ import scipy.sparse
 
 from sparsetir import ops
 from sparsetir.backend import cache_folder
+from sparsetir.errors import SparseTIRTypeError, SparseTIRValueError
 from sparsetir.tune import cost_model, measure, records, search
 from sparsetir.tune.candidates import Candidate, default, space
 
@@ -163,7 +164,7 @@ def test_candidates_are_data():
                                        64) == member
     assert default("spmm", 64, 10) in space("spmm", 64)
     assert default("sddmm", 7, 10**6) in space("sddmm", 7)
-    with pytest.raises(ValueError, match="no search for kernel"):
+    with pytest.raises(SparseTIRValueError, match="no search for kernel"):
         space("gemm", 32)
 
 
@@ -181,7 +182,21 @@ def test_the_model_orders_by_the_costs_it_names():
 
 def test_bad_arguments_are_refused():
     M = ops.SparseMatrix(_matrix())
-    with pytest.raises(ValueError, match="operator 'gemm'"):
+    with pytest.raises(SparseTIRValueError, match="operator 'gemm'"):
         ops.tune(M, [32], ops=("gemm",))
-    with pytest.raises(ValueError, match="feature sizes"):
+    with pytest.raises(SparseTIRValueError, match="feature sizes"):
         ops.tune(M, [0])
+    with pytest.raises(SparseTIRValueError, match="budget_s"):
+        ops.tune(M, [32], budget_s=float("nan"))
+    with pytest.raises(SparseTIRTypeError, match="float32"):
+        ops.tune(ops.SparseMatrix(_matrix().astype(np.float64)), [32])
+
+
+def test_one_name_or_size_and_repeats(cache):
+    A = _matrix(seed=9)
+    report = ops.tune(A, np.int64(16), ops="sddmm", budget_s=1)      # a scipy matrix: wrapped
+    assert [(o.kernel, o.feat_size) for o in report.outcomes] == [("sddmm", 16)]
+    assert ("sddmm", 16) in report.matrix.tuned
+    twice = ops.tune(report.matrix, [16, 16], ops=("sddmm", "sddmm"), budget_s=1)
+    assert len(twice.outcomes) == 1 and twice.outcomes[0].from_record
+    assert "record" in str(twice)

@@ -60,19 +60,39 @@ class _RankLaw:
         return np.minimum(x.astype(np.int64), self.n - 1)  # rounding can reach n
 
 
+STALLED_BATCHES = 3
+"""Batches in a row that add under 1% of the missing edges before ``_distinct_edges`` gives up."""
+
+
 def _distinct_edges(draw, n: int, target: int, rng) -> np.ndarray:
     """``target`` distinct keys ``row * n + column``, sorted, from batches ``draw(count)`` of
     keys (duplicates and keys already drawn are dropped, batches drawn until enough remain;
-    the surplus is removed at random)."""
+    the surplus is removed at random). Raises when ``STALLED_BATCHES`` batches in a row add
+    almost nothing: the distribution cannot give that many distinct edges in reasonable time."""
     keys = np.empty(0, np.int64)  # sorted and distinct
+    stalled = 0
     while len(keys) < target:
-        new = np.sort(draw(int((target - len(keys)) * 1.05) + 1024))
-        new = new[np.concatenate([[True], new[1:] != new[:-1]])]
-        if len(keys):
+        missing = target - len(keys)
+        new = np.unique(draw(int(missing * 1.05) + 1024))
+        if len(keys) and new.size:
             pos = np.minimum(np.searchsorted(keys, new), len(keys) - 1)
             new = new[keys[pos] != new]
+        stalled = stalled + 1 if new.size < max(1, missing // 100) else 0
+        if stalled == STALLED_BATCHES:
+            raise SparseTIRValueError(
+                f"these probabilities give {len(keys)} distinct edges of the {target} asked for "
+                f"{n} nodes, and almost no new ones: ask for fewer edges or spread the "
+                "probabilities")
         keys = np.sort(np.concatenate([keys, new]), kind="stable")  # merges two sorted runs
     return np.delete(keys, rng.choice(len(keys), len(keys) - target, replace=False))
+
+
+def _count(name: str, value, least: int) -> int:
+    """``value`` as an int of at least ``least``, or a ``SparseTIRValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise SparseTIRValueError(f"{name} must be an integer of at least {least}, "
+                                  f"got {value!r}")
+    return int(value)
 
 
 def _csr_of_keys(keys: np.ndarray, n: int) -> scipy.sparse.csr_matrix:
@@ -100,14 +120,16 @@ def rmat_graph(num_nodes: int, num_edges: int, seed: int = 0,
     community structure a Chung-Lu graph lacks. Returned as :func:`power_law_graph` returns.
     The same arguments give the same graph.
     """
-    n, target = int(num_nodes), int(num_edges)
-    if n < 2 or not 0 < target <= n * n // 8:
-        raise SparseTIRValueError(f"num_edges must be in 1..{n * n // 8} for {n} nodes (at "
-                                  f"least 2), not {target}")
+    n, target = _count("num_nodes", num_nodes, 3), _count("num_edges", num_edges, 1)
+    if target > n * n // 8:
+        raise SparseTIRValueError(f"num_edges must be at most {n * n // 8} (an eighth of all "
+                                  f"pairs) for {n} nodes, not {target}")
     a, b, c = (float(p) for p in probabilities)
-    if min(a, b, c) < 0 or a + b + c > 1:
-        raise SparseTIRValueError(f"probabilities (a, b, c) must be non-negative with a sum "
-                                  f"of at most 1, not {probabilities}")
+    if not (np.isfinite([a, b, c]).all() and min(a, b, c) >= 0 and a + b + c <= 1) \
+            or b + c == 0:
+        raise SparseTIRValueError(f"probabilities (a, b, c) must be finite, non-negative, with "
+                                  f"a sum of at most 1 and b + c above 0 (else every edge is "
+                                  f"on the diagonal), not {probabilities}")
     rng = np.random.default_rng(seed)
     scale = max(1, int(np.ceil(np.log2(n))))
     label = rng.permutation(n).astype(np.int64)

@@ -59,7 +59,9 @@ class SparseMatrix:
     tune : bool
         Search, at each kernel's first call with a new feature size, for the layout and
         schedule that run fastest on this matrix and machine (``sparsetir.ops.tune``; a record
-        stored by an earlier search is reused without measuring). Off by default.
+        stored by an earlier search is reused without measuring). That first call then takes
+        the search's time: about 2 s (``ops.tuning.BUDGET_S``), plus compiles the first time a
+        kernel is built on the machine. Off by default; float32 matrices only.
 
     Attributes
     ----------
@@ -214,7 +216,8 @@ class SparseMatrix:
         are close (``ops.reorder``: ``"rcm"``, ``"degree"`` or ``"metis"``), ``B = P A P^T``,
         and the permutation: node ``perm[k]`` of this matrix is node ``k`` of ``B``. Keep the
         features in the new order, ``X[perm]``; a result row ``k`` of ``B`` belongs to node
-        ``perm[k]``. ``B`` holds copies of the values (``data``), not a ``from_csr`` tensor.
+        ``perm[k]``. ``B`` holds copies of the values (``data``), not a ``from_csr`` tensor,
+        and keeps what each entry counts (``multiplicity``: parallel edges) and ``tune``.
 
         Example
         -------
@@ -223,7 +226,16 @@ class SparseMatrix:
         """
         from .reorder import permuted, reordering  # pylint: disable=import-outside-toplevel
         perm = reordering(self, method)
-        return SparseMatrix(permuted(self.to_scipy(), perm)), _read_only(perm)
+        B = SparseMatrix(permuted(self.to_scipy(), perm))
+        if self.multiplicity is not None:     # the same pattern, so the same sorted order
+            counts = permuted(scipy.sparse.csr_matrix(
+                (self.multiplicity.copy(), self.indices.copy(), self.indptr.copy()),
+                shape=self.shape), perm)
+            counts.sort_indices()
+            kept = B._sealed
+            B._fill(B.shape, kept["indptr"], kept["indices"], kept["data"], None, counts.data)
+        B.auto_tune = self.auto_tune
+        return B, _read_only(perm)
 
     def _derive(self, name: str, make):
         """``make()``, computed once per matrix (the arrays cannot change)."""

@@ -255,7 +255,7 @@ def _tuned(matrix, name: str, feat_size: int):
     when the matrix was made with ``tune=True``); None when there is none."""
     if (name, feat_size) not in matrix.tuned and matrix.auto_tune \
             and tuning.search is not None:
-        tuning.search(matrix, [feat_size], kernels=[name])
+        tuning.search(matrix, [feat_size], kernels=[name], budget_s=tuning.BUDGET_S)
     return matrix.tuned.get((name, feat_size))
 
 

@@ -45,6 +45,8 @@ def reordering(matrix, method: str = "rcm") -> np.ndarray:
     if method not in METHODS:
         raise SparseTIRValueError(f"no reordering {method!r}; methods: {', '.join(METHODS)}")
     n = shape[0]
+    if n == 0:
+        return np.arange(0, dtype=np.int64)
     pattern = scipy.sparse.csr_matrix(
         (np.ones(len(matrix.indices), np.int8), np.asarray(matrix.indices),
          np.asarray(matrix.indptr)), shape=shape)
@@ -70,7 +72,8 @@ def _metis_order(symmetric) -> np.ndarray:
     symmetric.eliminate_zeros()
     if n < 2 or symmetric.nnz == 0:
         return np.arange(n, dtype=np.int64)
-    _, membership = pymetis.part_graph(parts, xadj=symmetric.indptr, adjncy=symmetric.indices)
+    _, membership = pymetis.part_graph(
+        parts, adjacency=pymetis.CSRAdjacency(symmetric.indptr, symmetric.indices))
     return np.argsort(np.asarray(membership), kind="stable").astype(np.int64)
 
 

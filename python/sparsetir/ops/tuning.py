@@ -13,4 +13,8 @@ True
 """
 
 search = None
-"""``tune(matrix, feat_sizes, kernels=[name])``: searches and fills ``matrix.tuned``."""
+"""``tune(matrix, feat_sizes, kernels=[name], budget_s=...)``: searches, fills ``matrix.tuned``."""
+
+BUDGET_S = 2.0
+"""Seconds of checking and timing the search spends at a kernel's first call (compiles come on
+top, the first time a kernel is built on the machine)."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..errors import SparseTIRValueError
 from ..schedule.operators import prefetch_distance, spmm_lanes
 
 KERNELS = ("spmm", "spmm_unweighted", "sddmm")
@@ -74,7 +75,8 @@ def space(kernel: str, feat_size: int) -> list:
     each register tile that divides the feature size (SpMM), each prefetch distance and tile
     count; for weighted SpMM, hyb with 1 or 2 column partitions and two sets of widths."""
     if kernel not in KERNELS:
-        raise ValueError(f"no search for kernel {kernel!r}; kernels: {', '.join(KERNELS)}")
+        raise SparseTIRValueError(f"no search for kernel {kernel!r}; kernels: "
+                                  f"{', '.join(KERNELS)}")
     lanes = _lane_choices(feat_size) if kernel != "sddmm" else (0,)
     found = [Candidate("csr", prefetch, lane, tiles)
              for lane in lanes for prefetch in PREFETCHES for tiles in TILES_PER_THREAD]

@@ -19,9 +19,13 @@ Example
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from ..errors import SparseTIRTypeError, SparseTIRValueError
 from ..ops.matrix import SparseMatrix
 from ..runtime.threads import thread_count
 from . import records
@@ -61,14 +65,18 @@ class Outcome:
 
 @dataclass
 class TuneReport:
-    """Every :class:`Outcome` of one ``tune`` call; ``str()`` gives a table."""
+    """Every :class:`Outcome` of one ``tune`` call and the ``SparseMatrix`` whose calls use the
+    choices (the one given, or the one made from a scipy or torch matrix); ``str()`` gives a
+    table."""
     outcomes: list
+    matrix: SparseMatrix = None
 
     def __str__(self) -> str:
         lines = [f"{'kernel':<16}{'feat':>5}  {'choice':<58}{'ms':>8}{'default':>9}"
                  f"{'compile s':>10}{'search s':>9}"]
         for o in self.outcomes:
-            chosen = "record" if o.chosen_s is None else f"{o.chosen_s * 1e3:.3f}"
+            chosen = "record" if o.from_record else "-" if o.chosen_s is None \
+                else f"{o.chosen_s * 1e3:.3f}"
             base = "" if o.default_s is None else f"{o.default_s * 1e3:.3f}"
             lines.append(f"{o.kernel:<16}{o.feat_size:>5}  {o.choice:<58}{chosen:>8}"
                          f"{base:>9}{o.compile_s:>10.1f}{o.search_s:>9.2f}")
@@ -81,11 +89,12 @@ def tune(matrix, feat_sizes, ops=("spmm", "sddmm"), budget_s: float = 10.0,
     schedule of each operator in ``ops`` (``"spmm"``: weighted and unweighted; ``"sddmm"``) at
     each feature size in ``feat_sizes``, and make ``matrix``'s calls use it.
 
-    ``matrix`` is a ``SparseMatrix`` (its choices are kept in ``matrix.tuned``; anything else
-    is wrapped in a new one, which is returned in the report only). ``budget_s`` bounds the
-    time spent checking and timing (compiles come on top, once per kernel: they are cached on
-    disk). ``use_records=False`` searches even where a record exists (and replaces it).
-    ``kernels``: kernel names (``candidates.KERNELS``) instead of ``ops``.
+    ``matrix`` is a float32 ``SparseMatrix`` (its choices are kept in ``matrix.tuned``;
+    anything else is wrapped in a new one, the report's ``matrix``). ``feat_sizes``: one size
+    or several; ``ops``: one name or several. ``budget_s`` bounds the time spent checking and
+    timing (compiles come on top, once per kernel: they are cached on disk).
+    ``use_records=False`` searches even where a record exists (and replaces it). ``kernels``:
+    kernel names (``candidates.KERNELS``) instead of ``ops``.
 
     Example
     -------
@@ -95,36 +104,51 @@ def tune(matrix, feat_sizes, ops=("spmm", "sddmm"), budget_s: float = 10.0,
     """
     if not isinstance(matrix, SparseMatrix):
         matrix = SparseMatrix(matrix, name="A")
-    names = list(kernels) if kernels is not None else [
-        kernel for op in ops for kernel in _kernels_of(op)]
-    feats = [_feature_size(f) for f in feat_sizes]
-    cases = [(kernel, feat) for kernel in names for feat in feats]
+    if matrix.dtype != np.float32:
+        raise SparseTIRTypeError(f"tune searches among float32 kernels; this matrix is "
+                                 f"{matrix.dtype} (its calls run the float64 kernels as they are)")
+    if not (isinstance(budget_s, (int, float)) and math.isfinite(budget_s) and budget_s > 0):
+        raise SparseTIRValueError(f"budget_s must be a positive number of seconds, got "
+                                  f"{budget_s!r}")
+    names = _one_or_many(kernels) if kernels is not None else [
+        kernel for op in _one_or_many(ops) for kernel in _kernels_of(op)]
+    feats = [_feature_size(f) for f in _one_or_many(feat_sizes)]
+    cases = list(dict.fromkeys((kernel, feat) for kernel in names for feat in feats))
     pattern = records.fingerprint(matrix)
     stats = MatrixStats.of(matrix)
     share = budget_s / max(len(cases), 1)
     outcomes = [_tune_one(matrix, kernel, feat, pattern, stats, share, use_records)
                 for kernel, feat in cases]
     matrix.calls.clear()                 # calls prepared before bound the earlier kernels
-    return TuneReport(outcomes)
+    return TuneReport(outcomes, matrix)
+
+
+def _one_or_many(value) -> list:
+    """``value`` as a list: a string or a number is one item."""
+    if isinstance(value, (str, int, np.integer)):
+        return [value]
+    return list(value)
 
 
 def _kernels_of(op: str) -> tuple:
     if op not in OPERATORS:
-        raise ValueError(f"no search for operator {op!r}; operators: {', '.join(OPERATORS)}")
+        raise SparseTIRValueError(f"no search for operator {op!r}; operators: "
+                                  f"{', '.join(OPERATORS)}")
     return OPERATORS[op]
 
 
 def _feature_size(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"feature sizes are positive integers, got {value!r}")
-    return value
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise SparseTIRValueError(f"feature sizes are positive integers, got {value!r}")
+    return int(value)
 
 
 def _tune_one(matrix, kernel: str, feat: int, pattern: str, stats, budget_s: float,
               use_records: bool) -> Outcome:
     """Search (or read the record of) one kernel and feature size; bind the choice."""
     if kernel not in KERNELS:
-        raise ValueError(f"no search for kernel {kernel!r}; kernels: {', '.join(KERNELS)}")
+        raise SparseTIRValueError(f"no search for kernel {kernel!r}; kernels: "
+                                  f"{', '.join(KERNELS)}")
     key = records.record_key(pattern, kernel, feat)
     if use_records:
         recorded = records.load(key)
