@@ -214,8 +214,9 @@ def check_fork() -> dict:
 
 def check_small_calls_run_serially() -> dict:
     """A kernel whose parallel loop writes the id of the thread that ran each iteration, called
-    with arrays just under, at and over ``SERIAL_BYTES`` (plain and bound): how many threads
-    each call used."""
+    with arrays just under, at and over ``SERIAL_BYTES`` (plain on numpy arrays, bound on torch
+    tensors): how many threads each call used, and how many of its launches ran on the task
+    pool."""
     import torch
     import tvm
     from tvm.script import tirx as T
@@ -386,7 +387,8 @@ def test_calls_under_serial_bytes_run_on_the_calling_thread():
     serial, pooled = [1, 0], [[1, 1], [2, 1]]                # [most threads, on the pool]
     assert found["used"]["small"] == found["used"]["under"] == [serial, serial]
     assert found["used"]["small_again"] == [serial, serial]
-    assert found["used"]["at"][0] in pooled and found["used"]["at"][1] in pooled
+    assert found["used"]["at"][0] in pooled                  # numpy: the task pool
+    assert found["used"]["at"][1] == [2, 0]                  # torch: torch's OpenMP team
     assert found["used"]["timed"] >= 1                       # its warm-up and timed runs
 
 

@@ -19,9 +19,10 @@ float64 (one dtype per call: nothing is cast). ``sddmm`` gives its values in the
 nonzero order (``SparseMatrix.source_order``).
 
 Importing ``sparsetir.ops`` makes the kernels loaded from then on run their parallel loops on
-sparsetir's task pool rather than on TVM's own (``runtime.threads.cooperate_with_torch``:
-threads take a loop's shares one at a time, so a call never waits for a thread the OS has
-parked, and spin only briefly between calls); setting one of TVM's pool variables keeps TVM's.
+sparsetir's task pool (calls on numpy arrays: threads take a loop's shares one at a time, so a
+call never waits for a thread the OS has parked) or on torch's OpenMP team (calls on torch
+tensors, between torch's operators), not on TVM's pool (``runtime.threads.cooperate_with_torch``);
+setting one of TVM's pool variables keeps TVM's.
 
 Torch tensors carry autograd: every backward pass is made of compiled kernels too
 (``autograd``), and edge values that require grad come in through

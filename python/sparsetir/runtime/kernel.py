@@ -108,7 +108,7 @@ class Kernel:
             If the kernel's device is not available.
         """
         self._entry_function()          # no device: say so before converting anything
-        size_launches(sum(map(_nbytes, args)))          # the index checks' loops too
+        size_launches(sum(map(_nbytes, args)), _has_torch(args))   # the checks' loops too
         values, copy_backs = self._convert(args, validate)
         self._invoke(values, copy_backs, args)
 
@@ -177,7 +177,7 @@ class Kernel:
         >>> print(f"{kernel.time(*args) * 1e6:.1f} us")
         """
         self._entry_function()
-        size_launches(sum(map(_nbytes, args)))            # timed as a call would run
+        size_launches(sum(map(_nbytes, args)), _has_torch(args))   # timed as a call runs
         values, copy_backs = self._convert(args, validate=True)
         return self._time_values(values, copy_backs, number, repeat)
 
@@ -295,6 +295,13 @@ class Kernel:
         for i in self._written:
             if isinstance(args[i], torch.Tensor):
                 torch.autograd.graph.increment_version(args[i])
+
+
+def _has_torch(args) -> bool:
+    """Whether any of a call's arguments is a torch tensor (the call is part of a torch
+    program: ``threads.size_launches`` runs it on torch's threads)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and any(isinstance(value, torch.Tensor) for value in args)
 
 
 def _nbytes(value) -> int:
@@ -451,7 +458,7 @@ class BoundKernel:
         torch refuses for tensors that require grad, carry a negative or conjugate bit, or
         are not on the CPU), else in Python (``fast_path.FastPath``); return False, with
         nothing run, for any other call."""
-        size_launches(self._fixed_bytes + sum(map(_nbytes, args)))
+        size_launches(self._fixed_bytes + sum(map(_nbytes, args)), _has_torch(args))
         native = self._fast.native
         if native is not None:
             if native(*args):
@@ -476,7 +483,7 @@ class BoundKernel:
     def time(self, *args, number: int = 20, repeat: int = 3) -> float:
         """Mean seconds per run of the compiled function alone, as ``Kernel.time``."""
         values, copy_backs, _ = self._convert(args)
-        size_launches(self._fixed_bytes + sum(map(_nbytes, args)))
+        size_launches(self._fixed_bytes + sum(map(_nbytes, args)), _has_torch(args))
         return self.kernel._time_values(values, copy_backs, number, repeat)
 
     def _convert(self, args: tuple) -> tuple[list, list, list]:

@@ -28,6 +28,12 @@ module loaded from then on):
   two pools that spin for milliseconds, TVM's and torch's, made it 7x slower:
   ``benchmarks/thread_pools.py``). OpenMP's settings (``OMP_WAIT_POLICY``)
   do not apply: this pool is not OpenMP's.
+* A call on torch tensors is part of a torch program, whose operators run on torch's OpenMP
+  team between the kernel calls; that team's threads spin after every operator, and a kernel
+  on a pool of its own then shares the cores with them (GAT's edge softmax on Pubmed: 1.4-1.7
+  ms against 0.87 ms on torch's team; GAT training 1.2x slower an epoch). So such a call runs
+  its parallel loops on torch's team, in equal static shares, as the kernels did before the
+  pool existed; a call on numpy arrays runs on the pool (:func:`size_launches`).
 * A call whose arrays hold fewer than ``SERIAL_BYTES`` (64 KiB) in all (:func:`size_launches`,
   which the call wrappers of ``runtime.kernel`` use) runs on the calling thread, as torch runs
   a range under its grain size: below that, waking a worker costs more than it saves. Above it
@@ -104,8 +110,9 @@ BINDING_SETTINGS = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")
 _decided: Cooperation | None = None
 _lock = threading.Lock()
 _pool = None                 # the loaded task pool: kept alive while modules point into it
-_set_serial = None           # its sparsetir_task_pool_serial
-_this_thread = threading.local()  # .serial: the C flag's copy; .next_spread: see size_launches
+_set_mode = None             # its sparsetir_task_pool_mode
+_this_thread = threading.local()  # .mode: the C flag's copy; .next_spread: see size_launches
+POOL, SERIAL, OPENMP = 0, 1, 2    # where a thread's launches run (task_pool.c's MODE_*)
 _spread_library = None       # openmp_spread.c, loaded unless the user binds threads
 _spread = None               # its sparsetir_openmp_spread
 
@@ -124,10 +131,11 @@ def _count(value: str) -> int:
     return len(os.sched_getaffinity(0))
 
 
-def size_launches(nbytes: int) -> None:
+def size_launches(nbytes: int, torch_call: bool = False) -> None:
     """Let the calling thread's next kernel launches run on itself when the call's arrays hold
-    fewer than ``SERIAL_BYTES`` bytes (``nbytes``), on the task pool otherwise; nothing changes
-    where TVM's pool runs the kernels. Cheap when nothing changes.
+    fewer than ``SERIAL_BYTES`` bytes (``nbytes``), else on torch's OpenMP team for a call on
+    torch tensors (``torch_call``) and on the task pool otherwise; nothing changes where TVM's
+    pool runs the kernels. Cheap when nothing changes.
 
     At most every ``SPREAD_INTERVAL_S`` seconds per thread, a call from the main thread (whose
     team is the one torch's operators use) or a large call from another thread first moves
@@ -138,9 +146,10 @@ def size_launches(nbytes: int) -> None:
     >>> size_launches(4096)          # the next launches from this thread run on it alone
     """
     serial = nbytes < SERIAL_BYTES
-    if _set_serial is not None and getattr(_this_thread, "serial", False) != serial:
-        _set_serial(serial)
-        _this_thread.serial = serial
+    mode = SERIAL if serial else OPENMP if torch_call else POOL
+    if _set_mode is not None and getattr(_this_thread, "mode", POOL) != mode:
+        _set_mode(mode)
+        _this_thread.mode = mode
     if _spread is not None and (not serial or threading.current_thread() is _MAIN_THREAD):
         now = time.monotonic()
         if now >= getattr(_this_thread, "next_spread", 0.0):
@@ -219,8 +228,8 @@ def _decide() -> Cooperation:
 def _install_task_pool(threads: int) -> None:
     """Build and load ``task_pool.c`` and make it the parallel launch and barrier of TVM
     modules loaded from now on."""
-    global _pool, _set_serial
-    library = ctypes.CDLL(str(build_shared("task_pool.c", ["-pthread"])))
+    global _pool, _set_mode
+    library = ctypes.CDLL(str(build_shared("task_pool.c", ["-pthread", "-fopenmp"])))
     ffi = ctypes.CDLL(tvm_ffi.libinfo.find_libtvm_ffi())
 
     def address(lib, symbol: str) -> int:
@@ -240,12 +249,12 @@ def _install_task_pool(threads: int) -> None:
                                  ("__TVMBackendParallelBarrier", "sparsetir_task_pool_barrier")):
         if register(context_symbol.encode(), address(library, ours)) != 0:
             raise RuntimeError(f"tvm-ffi refused to register {context_symbol}")
-    library.sparsetir_task_pool_serial.argtypes = [ctypes.c_int]
-    library.sparsetir_task_pool_serial.restype = None
+    library.sparsetir_task_pool_mode.argtypes = [ctypes.c_int]
+    library.sparsetir_task_pool_mode.restype = None
     library.sparsetir_task_pool_workers.restype = ctypes.c_int
     library.sparsetir_task_pool_launches.restype = ctypes.c_long
     _pool = library
-    _set_serial = library.sparsetir_task_pool_serial
+    _set_mode = library.sparsetir_task_pool_mode
 
 
 def _install_spread() -> None:
