@@ -50,6 +50,25 @@ def test_parallel_edges_still_count_after_a_reorder():
         np.testing.assert_array_equal(Y, A @ X)
 
 
+def test_from_csr_values_keep_their_gradient_through_a_reorder():
+    import torch
+    A = rmat_graph(500, 3000, seed=4)
+    w = torch.rand(A.nnz, dtype=torch.float64, requires_grad=True)
+    M = ops.SparseMatrix.from_csr(A.indptr, A.indices, w, A.shape)
+    B, perm = M.reorder("rcm")
+    X = torch.rand(500, 8, dtype=torch.float64)
+    Y = torch.empty(500, 8, dtype=torch.float64)
+    Y[torch.from_numpy(perm)] = ops.spmm(B, X[torch.from_numpy(perm)])
+    expected = ops.spmm(M, X)
+    torch.testing.assert_close(Y, expected)
+    (Y * X[:, :1]).sum().backward()
+    reordered_grad = w.grad.clone()
+    w.grad = None
+    (expected * X[:, :1]).sum().backward()
+    torch.testing.assert_close(reordered_grad, w.grad)
+    assert reordered_grad.abs().sum() > 0
+
+
 def test_an_empty_matrix_reorders_to_itself():
     B, perm = ops.SparseMatrix(scipy.sparse.csr_matrix((0, 0), dtype=np.float32)).reorder()
     assert B.shape == (0, 0) and perm.size == 0

@@ -30,6 +30,7 @@ Example
 
 from __future__ import annotations
 
+import sys
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -216,8 +217,9 @@ class SparseMatrix:
         are close (``ops.reorder``: ``"rcm"``, ``"degree"`` or ``"metis"``), ``B = P A P^T``,
         and the permutation: node ``perm[k]`` of this matrix is node ``k`` of ``B``. Keep the
         features in the new order, ``X[perm]``; a result row ``k`` of ``B`` belongs to node
-        ``perm[k]``. ``B`` holds copies of the values (``data``), not a ``from_csr`` tensor,
-        and keeps what each entry counts (``multiplicity``: parallel edges) and ``tune``.
+        ``perm[k]``. ``B`` keeps what each entry counts (``multiplicity``: parallel edges) and
+        ``tune``; a ``from_csr`` values tensor is permuted as a torch tensor (``B.values`` is
+        ``M.values[order]``, so a gradient reaches ``M.values``), other values are copied.
 
         Example
         -------
@@ -226,6 +228,17 @@ class SparseMatrix:
         """
         from .reorder import permuted, reordering  # pylint: disable=import-outside-toplevel
         perm = reordering(self, method)
+        if self.values is not self.data:      # a from_csr tensor: keep its autograd link
+            positions = permuted(scipy.sparse.csr_matrix(
+                (np.arange(1, self.nnz + 1), self.indices.copy(), self.indptr.copy()),
+                shape=self.shape), perm)
+            positions.sort_indices()
+            torch = sys.modules["torch"]     # loaded: the values are a torch tensor
+            order = torch.from_numpy(positions.data.astype(np.int64) - 1)
+            B = SparseMatrix.from_csr(positions.indptr, positions.indices,
+                                      self.values[order.to(self.values.device)], self.shape)
+            B.auto_tune = self.auto_tune
+            return B, _read_only(perm)
         B = SparseMatrix(permuted(self.to_scipy(), perm))
         if self.multiplicity is not None:     # the same pattern, so the same sorted order
             counts = permuted(scipy.sparse.csr_matrix(
