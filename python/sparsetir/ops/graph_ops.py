@@ -5,7 +5,10 @@ destinations ``v``, whose columns are the sources ``u``, and whose stored nonzer
 edges ``e``, in CSR order (rows, then columns; ``SparseMatrix.source_order`` maps a caller's
 order to it). Node data of sources has ``num_src`` rows, of destinations ``num_dst``, edge data
 ``nnz``; trailing feature shapes broadcast as numpy's do (``(n, H, F)`` with ``(nnz, H, 1)``).
-``M``'s own values are not used unless passed (``M.values``).
+``M``'s own values are not used unless passed (``M.values``). A multigraph's parallel
+edges are edges of their own: repeated columns of ``SparseMatrix.from_csr``, or duplicates a
+``SparseMatrix`` summed (``M.edge_matrix()`` is the graph then, its ``source_order`` maps the
+caller's nonzeros to its edges).
 
 - ``gspmm(M, op, reduce_op, lhs_data, rhs_data)``: each destination reduces
   ``op(lhs_data[u], rhs_data[e])`` over its in-edges; empty rows give 0 for every reducer;
@@ -121,16 +124,10 @@ def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data):
 
 
 def as_graph(M) -> SparseMatrix:
-    """``M`` as a ``SparseMatrix`` whose stored entries are its edges: one that summed
-    parallel edges into one entry is refused (its edge data would have fewer rows than the
-    caller's edges, and a ``max`` or ``mean`` would count them once)."""
-    matrix = as_sparse_matrix(M, "M")
-    if matrix.multiplicity is not None:
-        raise SparseTIRValueError(
-            f"M holds parallel edges summed into one entry ({int(matrix.multiplicity.max())} "
-            "in one); the graph operators take one edge per stored entry: pass a matrix "
-            "without duplicate entries")
-    return matrix
+    """``M`` as a ``SparseMatrix`` whose stored entries are its edges, one each: parallel
+    edges a matrix summed into one entry (``multiplicity``) are edges of their own again
+    (``SparseMatrix.edge_matrix``), as DGL counts them in a ``max``, a ``mean`` or a softmax."""
+    return as_sparse_matrix(M, "M").edge_matrix()
 
 
 def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data):
