@@ -413,17 +413,19 @@ class _Lowering:
 def _index_checks(func: SparseFunction, ordered: set) -> list:
     """The ``IndexCheck`` (``ir.attrs``) of every axis with index arrays: what ``build``'s
     call wrapper verifies, with sizes over the function's parameters. A sorted axis's rows
-    must be sorted where the kernel relies on it (``ordered``: it searches the axis, or a loop
-    over it runs in parallel on rows each iteration owns); elsewhere the declaration asks
-    nothing of the call, so rows may repeat a coordinate (SparseTIR's ELL rule on a row cut
-    into pieces that share a row id: the pieces add into one output row in turn)."""
+    must increase strictly, except on an axis of rows (one with axes below it) the kernel does
+    not rely on the order of (``ordered``: a search reads the axis, or a loop over it runs in
+    parallel on rows each iteration owns): there the declaration asks nothing of the call, so
+    a row id may repeat, as in SparseTIR's ELL rule on a row cut into pieces that share one
+    (the pieces add into their output row in turn)."""
     zero = tirx.const(0, "int32")
+    parents = {axis.parent.name for axis in func.axes if axis.parent is not None}
     return [IndexCheck(axis.name,
                        axis.indptr.name if axis.indptr is not None else "",
                        axis.indices.name if axis.indices is not None else "",
                        axis.nnz if axis.nnz is not None else zero, axis.length,
                        axis.nnz_cols if axis.nnz_cols is not None else zero,
-                       bool(axis.sorted) and axis.name in ordered)
+                       bool(axis.sorted) and (axis.name in ordered or axis.name not in parents))
             for axis in func.axes if axis.indptr is not None or axis.indices is not None]
 
 
