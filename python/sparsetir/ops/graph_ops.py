@@ -207,7 +207,7 @@ def edge_softmax(M, logits, eids=None, norm_by: str = "dst"):
     >>> M = SparseMatrix(scipy.sparse.csr_matrix(np.float32([[1, 1], [0, 1]])))
     >>> edge_softmax(M, np.float32([[0.0], [0.0], [5.0]])).ravel().tolist()
     [0.5, 0.5, 1.0]
-    >>> edge_softmax(M, np.float32([[0.0], [0.0]]), eids=[2, 1]).ravel().tolist()
+    >>> edge_softmax(M, np.float32([[0.0], [0.0]]), eids=[1, 0]).ravel().tolist()  # row 0 only
     [0.5, 0.5]
     """
     _choice("norm_by", norm_by, ("dst", "src"))

@@ -150,7 +150,7 @@ class SparseMatrix:
         >>> M = SparseMatrix.from_csr([0, 2, 3], [0, 2, 1], w, (2, 3))
         >>> M.values is w, M.dtype
         (True, dtype('float64'))
-        >>> SparseMatrix.from_csr([0, 2, 2], [1, 1], [1.0, 2.0], (2, 2)).nnz   # 2 parallel edges
+        >>> SparseMatrix.from_csr([0, 2, 2], [1, 1], np.float32([1, 2]), (2, 2)).nnz  # parallel edges
         2
         """
         if not isinstance(shape, (tuple, list)) or len(shape) != 2:
