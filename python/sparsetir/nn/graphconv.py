@@ -71,12 +71,14 @@ class GraphConv(nn.Module):
 
     def forward(self, M, feat, weight=None, edge_weight=None):
         """``(num_dst, out_feats)`` from ``feat`` of shape ``(num_src, in_feats)`` (or the pair
-        ``(feat_src, feat_dst)``); ``weight`` only for a layer made with ``weight=False``;
+        ``(feat_src, feat_dst)``; one tensor serves any graph, a bipartite one with more
+        destinations than sources included, as only the destinations' count is read);
+        ``weight`` only for a layer made with ``weight=False``;
         ``edge_weight`` of shape ``(nnz,)`` in ``M``'s CSR order."""
         M = check_matrix(M)
         if not self._allow_zero_in_degree:
             refuse_zero_in_degree(M, "GraphConv")
-        feat_src, feat_dst = node_features(M, feat)
+        feat_src, _ = node_features(M, feat, needs_dst=False)   # only M's destinations count
         if weight is not None and self.weight is not None:
             raise SparseTIRValueError("weight was passed to a GraphConv that has its own weight "
                                       "parameter: construct it with weight=False")
@@ -94,7 +96,7 @@ class GraphConv(nn.Module):
         if weight is not None and not transform_first:
             rst = rst @ weight
         if self._norm in ("right", "both"):
-            rst = rst * _degree_scale(M.in_degrees(), feat_dst, self._norm)
+            rst = rst * _degree_scale(M.in_degrees(), rst, self._norm)
         if self.bias is not None:
             rst = rst + self.bias
         return rst if self._activation is None else self._activation(rst)

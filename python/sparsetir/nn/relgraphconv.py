@@ -82,10 +82,11 @@ class RelGraphConv(nn.Module):
         M = check_matrix(M)
         num_dst, num_src = M.shape
         check_rows("feat", feat, num_src, "source (column)")
-        if feat.dim() != 2 or num_dst > num_src:
+        if feat.dim() != 2 or (self.self_loop and num_dst > num_src):
             raise SparseTIRValueError(
                 f"feat {tuple(feat.shape)} must be (num_src, in_feat), and M {M.shape} may have "
-                "no more destinations than sources (they are feat's first num_dst rows)")
+                "no more destinations than sources with self_loop=True (the self-loop reads "
+                "feat's first num_dst rows)")
         h = self._messages(M, feat, etypes, norm)
         if self.layer_norm:
             h = self.layer_norm_weight(h)
