@@ -40,6 +40,7 @@ from ..format import SparseTensor, check_csr
 from ..format.checks import index_array
 from ..runtime.arguments import sealed
 from .arrays import check_autograd
+from .graph_tensors import graph_tensors
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
@@ -129,6 +130,9 @@ class SparseMatrix:
         self.calls = {}         # operator and operand shapes -> (bound kernel, result shape)
         self.tuned = {}         # (kernel, feature size) -> the bound kernel a search chose
         self.auto_tune = False  # search at a kernel's first call (``tune=True``)
+        self.__dict__["_graph_tensors"] = None
+        if "torch" in sys.modules:     # what torch.compile reads (``ops.graph_tensors``)
+            graph_tensors(self)
 
     @classmethod
     def from_csr(cls, indptr, indices, values, shape) -> "SparseMatrix":
