@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import SparseTIRValueError
+from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
 class GraphTensors(NamedTuple):
@@ -98,6 +98,16 @@ def tracing() -> bool:
     operators then call their ``custom_ops`` operators."""
     torch = sys.modules.get("torch")
     return torch is not None and torch.compiler.is_compiling()
+
+
+def refuse_tracing() -> None:
+    """Refuse to make a ``SparseMatrix`` while torch traces (its checks read the values of
+    the arrays, which a traced function does not know)."""
+    if tracing():
+        raise SparseTIRTypeError(
+            "a SparseMatrix cannot be made inside torch.compile / torch.export (its checks "
+            "read the arrays' values): make it once outside the compiled function and pass "
+            "it in, or keep it on the module")
 
 
 def matrix_of(indptr, indices, num_src: int | None = None):

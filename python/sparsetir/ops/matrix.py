@@ -40,7 +40,7 @@ from ..format import SparseTensor, check_csr
 from ..format.checks import index_array
 from ..runtime.arguments import sealed
 from .arrays import check_autograd
-from .graph_tensors import graph_tensors
+from .graph_tensors import graph_tensors, refuse_tracing
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
@@ -96,6 +96,7 @@ class SparseMatrix:
     """
 
     def __init__(self, matrix, *, name: str = "matrix", tune: bool = False):
+        refuse_tracing()
         if isinstance(matrix, SparseMatrix):         # its arrays, checked already
             self._fill(matrix.shape, *(matrix._sealed.get(name) for name in (
                 "indptr", "indices", "data")), None, matrix._sealed.get("multiplicity"))
@@ -153,6 +154,7 @@ class SparseMatrix:
         >>> M.values is w, M.dtype
         (True, dtype('float64'))
         """
+        refuse_tracing()
         if not isinstance(shape, (tuple, list)) or len(shape) != 2:
             raise SparseTIRValueError(f"shape must be (rows, columns), got {shape!r}")
         shape = tuple(int(size) for size in shape)
