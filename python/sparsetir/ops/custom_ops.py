@@ -20,8 +20,10 @@ its bound kernels and transpose when the operator runs.
 (``arg``: for ``max``/``min``, the edge each value came from, which the backward reads;
 empty otherwise.) Each has a ``<name>_backward`` operator. ``spmm``, ``sddmm`` and DGL's
 short names run as ``gspmm`` and ``gsddmm``. While torch traces (``graph_tensors.tracing``),
-the public functions call ``traced_<name>`` here instead of their eager path: an operator
-whose forward is made of the public functions traces with no registration at all.
+the public functions call ``traced`` instead of their eager path, which calls these
+operators: an operator whose forward is made of the public functions traces with no
+registration at all. ``sparsetir.ops`` imports this module, so the operators exist once it is
+imported.
 
 Example
 -------
@@ -35,19 +37,55 @@ Example
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Optional
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import SparseTIRTypeError, SparseTIRValueError
 from . import typed
 from .autograd import GSDDMM, EdgeSoftmax, GSpMM
 from .graph_ops import gsddmm_operands, gspmm_operands, segments_matrix
-from .graph_tensors import graph_tensors, matrix_of
+from .graph_tensors import LIVE
 from .matrix import SparseMatrix
 
 _NO_GRAD = (False, False, False)
+
+_MADE: OrderedDict = OrderedDict()
+"""(indptr address, indices address, nnz, n) -> (indptr, indices, versions, matrix) made
+from tensors of no live matrix; the tensors are kept, so no other tensor takes their memory
+while the entry is here."""
+
+_MADE_LIMIT = 8
+
+
+def matrix_of(indptr, indices, num_src: int | None = None):
+    """The ``SparseMatrix`` behind the CSR tensors ``indptr`` and ``indices``: the live matrix
+    whose ``graph_tensors`` they are, else (an exported program's copies of them, tensors made
+    by hand) a matrix made from them by ``SparseMatrix.from_csr``, which checks them, kept for
+    later calls with the tensors themselves (no other tensor can take their memory meanwhile).
+    ``num_src``: its columns, used only then (None: the largest column index + 1, for an
+    operator that reads no source data)."""
+    key = (indptr.data_ptr(), indices.data_ptr(), int(indices.numel()))
+    found = LIVE.get(key)
+    matrix = None if found is None else found()
+    if matrix is not None and matrix.shape[0] == indptr.numel() - 1:
+        return matrix
+    if num_src is None:
+        num_src = int(indices.max()) + 1 if indices.numel() else 0
+    key += (int(num_src),)
+    kept = _MADE.get(key)
+    if kept is not None and kept[2] == (kept[0]._version, kept[1]._version):
+        _MADE.move_to_end(key)
+        return kept[3]
+    matrix = SparseMatrix.from_csr(indptr.numpy(), indices.numpy(),
+                                   np.ones(indices.numel(), np.float32),
+                                   (indptr.numel() - 1, int(num_src)))
+    _MADE[key] = (indptr, indices, (indptr._version, indices._version), matrix)
+    while len(_MADE) > _MADE_LIMIT:
+        _MADE.popitem(last=False)
+    return matrix
 
 
 class _Context:
@@ -365,88 +403,3 @@ def _typed_grad(segments: bool):
 
 gather_mm.register_autograd(_typed_grad(False), setup_context=_typed_setup)
 segment_mm.register_autograd(_typed_grad(True), setup_context=_typed_setup)
-
-
-# ------------------------------------------------- what the public functions call while traced
-
-def _graph(M) -> SparseMatrix:
-    """``M``, which must be a ``SparseMatrix`` made outside the traced region."""
-    if not isinstance(M, SparseMatrix):
-        raise SparseTIRTypeError(
-            f"under torch.compile / torch.export the matrix must be a SparseMatrix made "
-            f"outside the compiled function (got {type(M).__name__}): wrap it once with "
-            "sparsetir.ops.SparseMatrix(A) before the call and pass that")
-    return M
-
-
-def _edges_only(M: SparseMatrix) -> SparseMatrix:
-    if M.multiplicity is not None:
-        raise SparseTIRValueError(
-            "M holds parallel edges summed into one entry; the graph operators take one edge "
-            "per stored entry: pass a matrix without duplicate entries")
-    return M
-
-
-def traced_gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data, edges_only: bool = True):
-    """``ops.gspmm`` as ``torch.ops.sparsetir.gspmm``."""
-    M = _edges_only(_graph(M)) if edges_only else _graph(M)
-    arrays = graph_tensors(M)
-    return torch.ops.sparsetir.gspmm(arrays.indptr, arrays.indices, op, reduce_op,
-                                     None if op == "copy_rhs" else lhs_data,
-                                     None if op == "copy_lhs" else rhs_data)[0]
-
-
-def traced_gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u",
-                  rhs_target: str = "v", edges_only: bool = True):
-    """``ops.gsddmm`` as ``torch.ops.sparsetir.gsddmm``."""
-    M = _edges_only(_graph(M)) if edges_only else _graph(M)
-    arrays = graph_tensors(M)
-    return torch.ops.sparsetir.gsddmm(arrays.indptr, arrays.indices, op,
-                                      None if op == "copy_rhs" else lhs_data,
-                                      None if op == "copy_lhs" else rhs_data,
-                                      lhs_target, rhs_target)
-
-
-def traced_edge_softmax(M, logits):
-    """``ops.edge_softmax`` as ``torch.ops.sparsetir.edge_softmax``."""
-    arrays = graph_tensors(_edges_only(_graph(M)))
-    return torch.ops.sparsetir.edge_softmax(arrays.indptr, arrays.indices, logits)
-
-
-def traced_spmm(A, X, out, weighted: bool):
-    """``ops.spmm`` as ``torch.ops.sparsetir.gspmm`` (``u_mul_e_sum`` with ``A``'s values, or
-    ``copy_u_sum``)."""
-    M = _graph(A)
-    if weighted:
-        values = M.values if isinstance(M.values, Tensor) else graph_tensors(M).data
-        result = traced_gspmm(M, "mul", "sum", X, values, edges_only=False)
-    elif M.multiplicity is None:
-        result = traced_gspmm(M, "copy_lhs", "sum", X, None, edges_only=False)
-    else:
-        raise SparseTIRValueError("spmm(weighted=False) on a matrix with parallel edges summed "
-                                  "into one entry is not traced; call it outside torch.compile")
-    return result if out is None else out.copy_(result)
-
-
-def traced_sddmm(A, X, Y, out):
-    """``ops.sddmm`` as ``torch.ops.sparsetir.gsddmm`` (``u_dot_v(A, Y, X)``)."""
-    vector = X.dim() == 1
-    result = traced_gsddmm(_graph(A), "dot", Y.reshape(-1, 1) if vector else Y,
-                           X.reshape(-1, 1) if vector else X, "u", "v",
-                           edges_only=False).reshape(-1)
-    return result if out is None else out.copy_(result)
-
-
-def traced_segment_reduce(seglen, value, reducer: str):
-    """``ops.segment_reduce`` as ``torch.ops.sparsetir.segment_reduce``."""
-    return torch.ops.sparsetir.segment_reduce(torch.as_tensor(seglen), value, reducer)[0]
-
-
-def traced_gather_mm(a, b, idx_b):
-    """``ops.gather_mm`` as ``torch.ops.sparsetir.gather_mm``."""
-    return torch.ops.sparsetir.gather_mm(a, b, torch.as_tensor(idx_b))
-
-
-def traced_segment_mm(a, b, seglen_a):
-    """``ops.segment_mm`` as ``torch.ops.sparsetir.segment_mm``."""
-    return torch.ops.sparsetir.segment_mm(a, b, torch.as_tensor(seglen_a))

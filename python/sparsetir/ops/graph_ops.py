@@ -119,8 +119,8 @@ def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data):
     Returns (num_dst, *F broadcast); a destination with no in-edge gets 0.
     """
     if tracing():
-        from .custom_ops import traced_gspmm  # pylint: disable=import-outside-toplevel
-        return traced_gspmm(M, op, reduce_op, lhs_data, rhs_data)
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.gspmm(M, op, reduce_op, lhs_data, rhs_data)
     return gspmm_entries(as_graph(M), op, reduce_op, lhs_data, rhs_data)
 
 
@@ -176,8 +176,8 @@ def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
     (destination data, num_dst rows), ``e`` (edge data, nnz rows). Returns (nnz, *F).
     """
     if tracing():
-        from .custom_ops import traced_gsddmm  # pylint: disable=import-outside-toplevel
-        return traced_gsddmm(M, op, lhs_data, rhs_data, lhs_target, rhs_target)
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.gsddmm(M, op, lhs_data, rhs_data, lhs_target, rhs_target)
     return gsddmm_entries(as_graph(M), op, lhs_data, rhs_data, lhs_target, rhs_target)
 
 
@@ -229,8 +229,8 @@ def edge_softmax(M, logits):
     [0.5, 0.5, 1.0]
     """
     if tracing():
-        from .custom_ops import traced_edge_softmax  # pylint: disable=import-outside-toplevel
-        return traced_edge_softmax(M, logits)
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.edge_softmax(M, logits)
     matrix = as_graph(M)
     (values,) = _operands([("logits", logits, matrix.nnz)])
     from .autograd import EdgeSoftmax, edge_softmax_values  # pylint: disable=import-outside-toplevel
@@ -248,8 +248,8 @@ def segment_reduce(seglen, value, reducer: str = "sum"):
     [2.0, 0.0, 7.0]
     """
     if tracing():
-        from .custom_ops import traced_segment_reduce  # pylint: disable=import-outside-toplevel
-        return traced_segment_reduce(seglen, value, reducer)
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.segment_reduce(seglen, value, reducer)
     return gspmm(segments_matrix(seglen, value, reducer), "copy_lhs", reducer, value, None)
 
 

@@ -2,11 +2,10 @@
 
 ``torch.compile`` and ``torch.export`` trace torch operators on tensors, not Python objects.
 So the operators of ``custom_ops`` take a matrix as its ``indptr`` and ``indices`` (int32
-tensors), and find the ``SparseMatrix`` behind them when they run (``matrix_of``): the matrix
-whose tensors they are (a registry by address, kept while the matrix lives), or, for tensors
-of no live matrix (an exported program's copies of them), a matrix made from them and checked
-once (kept in a small cache). The kernels, their bindings and the transpose the backward
-passes walk all stay with that matrix, outside any traced region.
+tensors), and find the ``SparseMatrix`` behind them when they run (``custom_ops.matrix_of``):
+the matrix whose tensors they are (``LIVE``, by address, kept while the matrix lives), or one
+made from them. The kernels, their bindings and the transpose the backward passes walk all
+stay with that matrix, outside any traced region.
 
 ``GraphTensors`` is made when a ``SparseMatrix`` is made while torch is loaded, so that a
 compiled function only reads it; tensors over the matrix's read-only public arrays (a write
@@ -20,8 +19,6 @@ Example
 >>> arrays = graph_tensors(M)
 >>> arrays.indptr.tolist(), arrays.has_empty_rows
 ([0, 1, 2], False)
->>> matrix_of(arrays.indptr, arrays.indices, 2) is M
-True
 """
 
 from __future__ import annotations
@@ -29,7 +26,6 @@ from __future__ import annotations
 import sys
 import warnings
 import weakref
-from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
@@ -51,17 +47,9 @@ class GraphTensors(NamedTuple):
     has_empty_rows: bool
 
 
-_LIVE: dict = {}
+LIVE: dict = {}
 """(indptr address, indices address, nnz) -> weak reference to the matrix whose tensors
 they are."""
-
-_MADE: OrderedDict = OrderedDict()
-"""(indptr address, indices address, nnz, n) -> (indptr, indices, versions, matrix) made
-from tensors of no live matrix; the tensors are kept, so no other tensor takes their memory
-while the entry is here."""
-
-_MADE_LIMIT = 8
-
 
 def graph_tensors(M) -> GraphTensors:
     """``M``'s ``GraphTensors``, made the first time (outside a traced region: inside one it
@@ -74,8 +62,7 @@ def graph_tensors(M) -> GraphTensors:
                 "this SparseMatrix was made before torch was imported, so torch.compile "
                 "cannot read it: import torch first, or call sparsetir.ops.graph_tensors(M) "
                 "once before the compiled call")
-        from . import custom_ops  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-        made = _made(M, torch)     # (custom_ops registers the operators the tensors go to)
+        made = _made(M, torch)
         M.__dict__["_graph_tensors"] = made
     return made
 
@@ -89,7 +76,7 @@ def _made(M, torch) -> GraphTensors:
     arrays = GraphTensors(indptr, indices, data, in_degrees, out_degrees,
                           bool(M.empty_rows().size))
     key = (indptr.data_ptr(), indices.data_ptr(), M.nnz)
-    _LIVE[key] = weakref.ref(M, lambda _, key=key: _LIVE.pop(key, None))
+    LIVE[key] = weakref.ref(M, lambda _, key=key: LIVE.pop(key, None))
     return arrays
 
 
@@ -108,30 +95,3 @@ def refuse_tracing() -> None:
             "a SparseMatrix cannot be made inside torch.compile / torch.export (its checks "
             "read the arrays' values): make it once outside the compiled function and pass "
             "it in, or keep it on the module")
-
-
-def matrix_of(indptr, indices, num_src: int | None = None):
-    """The ``SparseMatrix`` behind the CSR tensors ``indptr`` and ``indices`` (see the module
-    docstring); ``num_src``: its columns, used only for tensors of no live matrix (None: the
-    largest column index + 1, for an operator that reads no source data)."""
-    key = (indptr.data_ptr(), indices.data_ptr(), int(indices.numel()))
-    found = _LIVE.get(key)
-    matrix = None if found is None else found()
-    if matrix is not None and matrix.shape[0] == indptr.numel() - 1:
-        return matrix
-    if num_src is None:
-        num_src = int(indices.max()) + 1 if indices.numel() else 0
-    key += (int(num_src),)
-    kept = _MADE.get(key)
-    if kept is not None and kept[0] is indptr and kept[1] is indices \
-            and kept[2] == (indptr._version, indices._version):
-        _MADE.move_to_end(key)
-        return kept[3]
-    from .matrix import SparseMatrix  # pylint: disable=import-outside-toplevel
-    matrix = SparseMatrix.from_csr(indptr.numpy(), indices.numpy(),
-                                   np.ones(indices.numel(), np.float32),
-                                   (indptr.numel() - 1, int(num_src)))
-    _MADE[key] = (indptr, indices, (indptr._version, indices._version), matrix)
-    while len(_MADE) > _MADE_LIMIT:
-        _MADE.popitem(last=False)
-    return matrix

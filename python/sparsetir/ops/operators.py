@@ -126,8 +126,8 @@ def spmm(A, X, out=None, weighted: bool = True):
     carries autograd (``graph_ops``); float64 matrices and operands compute in float64.
     """
     if tracing():
-        from .custom_ops import traced_spmm  # pylint: disable=import-outside-toplevel
-        return traced_spmm(A, X, out, weighted)
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.spmm(A, X, out, weighted)
     if _needs_graph_ops(A, X, out):
         return _spmm_graph(A, X, out, weighted)
     name = "spmm" if weighted else "spmm_unweighted"
@@ -176,8 +176,8 @@ def sddmm(A, X, Y, out=None):
     [20.0, 10.0]
     """
     if tracing():
-        from .custom_ops import traced_sddmm  # pylint: disable=import-outside-toplevel
-        return traced_sddmm(A, X, Y, out)
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.sddmm(A, X, Y, out)
     if _needs_graph_ops(A, X, out, Y):
         return _sddmm_graph(A, X, Y, out)
     key = ("sddmm", type(X), getattr(X, "shape", None), type(Y), getattr(Y, "shape", None))

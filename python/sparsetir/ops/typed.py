@@ -56,8 +56,8 @@ def gather_mm(a, b, idx_b):
     (N, D2) array of ``a``'s kind and dtype.
     """
     if tracing():
-        from .custom_ops import traced_gather_mm  # pylint: disable=import-outside-toplevel
-        return traced_gather_mm(a, b, idx_b)
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.gather_mm(a, b, idx_b)
     operands = _Operands(a, b)
     return operands.product(_Relation.of_indices(idx_b, operands.n, operands.r))
 
@@ -77,8 +77,8 @@ def segment_mm(a, b, seglen_a):
     (N, D2) array of ``a``'s kind and dtype.
     """
     if tracing():
-        from .custom_ops import traced_segment_mm  # pylint: disable=import-outside-toplevel
-        return traced_segment_mm(a, b, seglen_a)
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.segment_mm(a, b, seglen_a)
     operands = _Operands(a, b)
     return operands.product(_Relation.of_segments(seglen_a, operands.n, operands.r))
 
