@@ -47,8 +47,8 @@ def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data, edges_only: bool = Tru
                                      None if op == "copy_lhs" else rhs_data)[0]
 
 
-def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u",
-                  rhs_target: str = "v", edges_only: bool = True):
+def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: str = "v",
+           edges_only: bool = True):
     """``ops.gsddmm`` as ``torch.ops.sparsetir.gsddmm``."""
     M = _edges_only(_graph(M)) if edges_only else _graph(M)
     arrays = graph_tensors(M)
@@ -83,8 +83,7 @@ def sddmm(A, X, Y, out):
     """``ops.sddmm`` as ``torch.ops.sparsetir.gsddmm`` (``u_dot_v(A, Y, X)``)."""
     vector = X.dim() == 1
     result = gsddmm(_graph(A), "dot", Y.reshape(-1, 1) if vector else Y,
-                           X.reshape(-1, 1) if vector else X, "u", "v",
-                           edges_only=False).reshape(-1)
+                    X.reshape(-1, 1) if vector else X, "u", "v", edges_only=False).reshape(-1)
     return result if out is None else out.copy_(result)
 
 
