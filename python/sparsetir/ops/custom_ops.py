@@ -70,8 +70,11 @@ def matrix_of(indptr, indices, num_src: int | None = None):
     key = (indptr.data_ptr(), indices.data_ptr(), int(indices.numel()))
     found = LIVE.get(key)
     matrix = None if found is None else found()
-    if matrix is not None and matrix.shape[0] == indptr.numel() - 1:
-        return matrix
+    if matrix is not None:
+        own = matrix._graph_tensors          # pylint: disable=protected-access
+        if own is not None and own.indptr.data_ptr() == key[0] \
+                and own.indices.data_ptr() == key[1] and own.indptr.numel() == indptr.numel():
+            return matrix
     if num_src is None:
         num_src = int(indices.max()) + 1 if indices.numel() else 0
     key += (int(num_src),)

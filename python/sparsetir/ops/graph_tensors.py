@@ -76,8 +76,15 @@ def _made(M, torch) -> GraphTensors:
     arrays = GraphTensors(indptr, indices, data, in_degrees, out_degrees,
                           bool(M.empty_rows().size))
     key = (indptr.data_ptr(), indices.data_ptr(), M.nnz)
-    LIVE[key] = weakref.ref(M, lambda _, key=key: LIVE.pop(key, None))
+    LIVE[key] = weakref.ref(M, lambda ref, key=key: _forget(key, ref))
     return arrays
+
+
+def _forget(key: tuple, ref) -> None:
+    """Drop ``key`` from ``LIVE`` if it still names the matrix of ``ref`` (a matrix made
+    since at the same addresses keeps its entry)."""
+    if LIVE.get(key) is ref:
+        del LIVE[key]
 
 
 def tracing() -> bool:
