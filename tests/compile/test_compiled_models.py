@@ -29,11 +29,10 @@ def cora():
 
 
 def random_graph(n, seed):
-    A = scipy.sparse.random(n, n, density=0.1, format="csr", dtype=np.float32,
+    A = scipy.sparse.random(n, n, density=0.1, format="lil", dtype=np.float32,
                             random_state=seed)
     A[n // 2] = 0                                          # a row with no edge
-    A.eliminate_zeros()
-    return SparseMatrix(A)
+    return SparseMatrix(A.tocsr())
 
 
 class Model(torch.nn.Module):
