@@ -25,6 +25,7 @@ import torch
 
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 from ..ops import SparseMatrix
+from ..ops.graph_tensors import graph_tensors, tracing
 
 
 def check_matrix(M) -> SparseMatrix:
@@ -88,6 +89,12 @@ def leading_rows(x, count: int):
 def refuse_zero_in_degree(M: SparseMatrix, layer: str) -> None:
     """Refuse a graph with a destination that has no in-edge (its output would be the bias
     alone, which usually means a missing self-loop)."""
+    if tracing():       # known when M was made, so a compiled layer refuses it as well
+        if graph_tensors(M).has_empty_rows:
+            raise SparseTIRValueError(
+                f"M has a destination with no in-edge, so {layer} would give it no message: "
+                "add self-loops to M, or construct the layer with allow_zero_in_degree=True")
+        return
     empty = np.flatnonzero(M.in_degrees() == 0)
     if empty.size:
         raise SparseTIRValueError(

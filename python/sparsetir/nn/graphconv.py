@@ -20,11 +20,11 @@ torch.Size([6, 2])
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
 from .. import ops
+from ..ops.graph_tensors import graph_tensors
 from ..errors import SparseTIRValueError
 from .graph_inputs import check_matrix, edge_column, node_features, refuse_zero_in_degree
 
@@ -91,12 +91,12 @@ class GraphConv(nn.Module):
         transform_first = weight is not None and self._in_feats > self._out_feats
         h = feat_src @ weight if transform_first else feat_src    # aggregate the narrower side
         if self._norm in ("left", "both"):     # row scales commute with the product: scale h
-            h = h * _degree_scale(M.out_degrees(), h, self._norm)
+            h = h * _degree_scale(graph_tensors(M).out_degrees, h, self._norm)
         rst = aggregate(h)
         if weight is not None and not transform_first:
             rst = rst @ weight
         if self._norm in ("right", "both"):
-            rst = rst * _degree_scale(M.in_degrees(), rst, self._norm)
+            rst = rst * _degree_scale(graph_tensors(M).in_degrees, rst, self._norm)
         if self.bias is not None:
             rst = rst + self.bias
         return rst if self._activation is None else self._activation(rst)
@@ -105,9 +105,9 @@ class GraphConv(nn.Module):
         return f"in={self._in_feats}, out={self._out_feats}, normalization={self._norm}"
 
 
-def _degree_scale(degrees: np.ndarray, like: torch.Tensor, norm: str) -> torch.Tensor:
-    """Per node ``deg^-1/2`` (``norm="both"``) or ``1 / deg``, degrees clamped at 1, in
-    ``like``'s dtype and shaped to broadcast over its rows."""
-    degrees = torch.from_numpy(np.maximum(degrees, 1)).to(like)
+def _degree_scale(degrees: torch.Tensor, like: torch.Tensor, norm: str) -> torch.Tensor:
+    """Per node ``deg^-1/2`` (``norm="both"``) or ``1 / deg``, degrees (int64) clamped at 1,
+    in ``like``'s dtype and shaped to broadcast over its rows."""
+    degrees = degrees.clamp(min=1).to(like)
     scale = degrees.pow(-0.5) if norm == "both" else 1.0 / degrees
     return scale.reshape(scale.shape + (1,) * (like.dim() - 1))

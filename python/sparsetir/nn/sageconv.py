@@ -28,6 +28,7 @@ from torch import nn
 from torch.nn import functional
 
 from .. import ops
+from ..ops.graph_tensors import graph_tensors
 from ..errors import SparseTIRValueError
 from .degree_buckets import per_destination
 from .graph_inputs import check_matrix, edge_column, leading_rows, node_features
@@ -142,6 +143,6 @@ class SAGEConv(nn.Module):
             h_dst = self.fc_neigh(feat_dst) if transform_first else feat_dst
         else:
             h_dst = leading_rows(h_src, M.shape[0])
-        degrees = torch.from_numpy(M.in_degrees()).to(feat_dst).unsqueeze(-1)
+        degrees = graph_tensors(M).in_degrees.to(feat_dst).unsqueeze(-1)
         h_neigh = (aggregate(h_src) + h_dst) / (degrees + 1)
         return h_neigh if transform_first else self.fc_neigh(h_neigh)

@@ -45,6 +45,7 @@ from .arrays import check_tensor, is_torch
 from .broadcast import broadcast_shape
 from .generic import gsddmm_values, gspmm_values
 from .generic_kernels import GSDDMM_OPS, GSPMM_OPS, TARGETS
+from .graph_tensors import tracing
 from .matrix import SparseMatrix, as_sparse_matrix
 
 REDUCERS = ("sum", "max", "min", "mean")
@@ -122,6 +123,9 @@ def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data):
     ``lhs_data``: (num_src, *F) node data of the sources; ``rhs_data``: (nnz, *F) edge data.
     Returns (num_dst, *F broadcast); a destination with no in-edge gets 0.
     """
+    if tracing():
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.gspmm(M, op, reduce_op, lhs_data, rhs_data)
     return gspmm_entries(as_graph(M), op, reduce_op, lhs_data, rhs_data)
 
 
@@ -135,6 +139,15 @@ def as_graph(M) -> SparseMatrix:
 def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data):
     """``gspmm`` over ``matrix``'s stored entries, which may sum parallel edges (``spmm``'s
     weights then count them)."""
+    lhs, rhs = gspmm_operands(matrix, op, reduce_op, lhs_data, rhs_data)
+    from .autograd import GSpMM  # pylint: disable=import-outside-toplevel
+    return _run(lambda m, o, r, x, e: gspmm_values(m, o, r, x, e)[0], GSpMM, matrix, op,
+                reduce_op, lhs, rhs)
+
+
+def gspmm_operands(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data) -> tuple:
+    """``(lhs, rhs)``: ``gspmm``'s operands checked against ``matrix`` and made contiguous
+    (None where ``op`` does not read one)."""
     _choice("op", op, GSPMM_OPS)
     _choice("reduce_op", reduce_op, REDUCERS)
     lhs, rhs = _operands([
@@ -144,9 +157,7 @@ def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_d
          matrix.nnz)])
     if lhs is not None and rhs is not None:
         broadcast_shape(tuple(lhs.shape[1:]), tuple(rhs.shape[1:]))
-    from .autograd import GSpMM  # pylint: disable=import-outside-toplevel
-    return _run(lambda m, o, r, x, e: gspmm_values(m, o, r, x, e)[0], GSpMM, matrix, op,
-                reduce_op, lhs, rhs)
+    return lhs, rhs
 
 
 def _required(name: str, value, op: str):
@@ -163,6 +174,9 @@ def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
     1), ``copy_lhs``, ``copy_rhs``; targets: ``u`` (source data, num_src rows), ``v``
     (destination data, num_dst rows), ``e`` (edge data, nnz rows). Returns (nnz, *F).
     """
+    if tracing():
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.gsddmm(M, op, lhs_data, rhs_data, lhs_target, rhs_target)
     return gsddmm_entries(as_graph(M), op, lhs_data, rhs_data, lhs_target, rhs_target)
 
 
@@ -170,6 +184,15 @@ def gsddmm_entries(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target
                    rhs_target: str = "v"):
     """``gsddmm`` over ``matrix``'s stored entries, which may sum parallel edges (``sddmm``
     gives each of them its entry's value)."""
+    lhs, rhs = gsddmm_operands(matrix, op, lhs_data, rhs_data, lhs_target, rhs_target)
+    from .autograd import GSDDMM  # pylint: disable=import-outside-toplevel
+    return _run(gsddmm_values, GSDDMM, matrix, op, lhs, rhs, lhs_target, rhs_target)
+
+
+def gsddmm_operands(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target: str,
+                    rhs_target: str) -> tuple:
+    """``(lhs, rhs)``: ``gsddmm``'s operands checked against ``matrix`` and made contiguous
+    (None where ``op`` does not read one)."""
     _choice("op", op, GSDDMM_OPS)
     _choice("lhs_target", lhs_target, TARGETS)
     _choice("rhs_target", rhs_target, TARGETS)
@@ -188,8 +211,7 @@ def gsddmm_entries(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target
         broadcast_shape(tuple(lhs.shape[1:-1]), tuple(rhs.shape[1:-1]))
     elif lhs is not None and rhs is not None:
         broadcast_shape(tuple(lhs.shape[1:]), tuple(rhs.shape[1:]))
-    from .autograd import GSDDMM  # pylint: disable=import-outside-toplevel
-    return _run(gsddmm_values, GSDDMM, matrix, op, lhs, rhs, lhs_target, rhs_target)
+    return lhs, rhs
 
 
 def edge_softmax(M, logits, eids=None, norm_by: str = "dst"):
@@ -211,6 +233,9 @@ def edge_softmax(M, logits, eids=None, norm_by: str = "dst"):
     [0.5, 0.5]
     """
     _choice("norm_by", norm_by, ("dst", "src"))
+    if tracing():
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.edge_softmax(M, logits, eids, norm_by)
     graph, order = _softmax_graph(as_graph(M), eids, norm_by)
     (values,) = _operands([("logits", logits, graph.nnz)])
     from .autograd import EdgeSoftmax, edge_softmax_values  # pylint: disable=import-outside-toplevel
@@ -265,8 +290,17 @@ def segment_reduce(seglen, value, reducer: str = "sum"):
     >>> segment_reduce(np.array([2, 0, 1]), np.float32([[1], [2], [7]]), "max").ravel().tolist()
     [2.0, 0.0, 7.0]
     """
+    if tracing():
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.segment_reduce(seglen, value, reducer)
+    return gspmm(segments_matrix(seglen, value, reducer), "copy_lhs", reducer, value, None)
+
+
+def segments_matrix(seglen, value, reducer: str) -> SparseMatrix:
+    """The matrix whose row ``i`` sums the ``seglen[i]`` rows of ``value`` after the earlier
+    segments' (``segment_reduce``'s arguments, checked by name)."""
     _choice("reducer", reducer, REDUCERS)
-    return gspmm(_segments(seglen, value), "copy_lhs", reducer, value, None)
+    return _segments(seglen, value)
 
 
 def segment_softmax(seglen, value):

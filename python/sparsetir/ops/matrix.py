@@ -40,6 +40,7 @@ from ..format import SparseTensor, check_csr
 from ..format.checks import index_array
 from ..runtime.arguments import sealed
 from .arrays import check_autograd
+from .graph_tensors import graph_tensors, refuse_tracing
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
@@ -95,6 +96,7 @@ class SparseMatrix:
     """
 
     def __init__(self, matrix, *, name: str = "matrix", tune: bool = False):
+        refuse_tracing()
         if isinstance(matrix, SparseMatrix):         # its arrays, checked already
             self._fill(matrix.shape, *(matrix._sealed.get(name) for name in (
                 "indptr", "indices", "data")), None, matrix._sealed.get("multiplicity"))
@@ -129,6 +131,9 @@ class SparseMatrix:
         self.calls = {}         # operator and operand shapes -> (bound kernel, result shape)
         self.tuned = {}         # (kernel, feature size) -> the bound kernel a search chose
         self.auto_tune = False  # search at a kernel's first call (``tune=True``)
+        self.__dict__["_graph_tensors"] = None
+        if "torch" in sys.modules:     # what torch.compile reads (``ops.graph_tensors``)
+            graph_tensors(self)
 
     @classmethod
     def from_csr(cls, indptr, indices, values, shape) -> "SparseMatrix":
@@ -153,6 +158,7 @@ class SparseMatrix:
         >>> SparseMatrix.from_csr([0, 2, 2], [1, 1], np.float32([1, 2]), (2, 2)).nnz  # parallel edges
         2
         """
+        refuse_tracing()
         if not isinstance(shape, (tuple, list)) or len(shape) != 2:
             raise SparseTIRValueError(f"shape must be (rows, columns), got {shape!r}")
         shape = tuple(int(size) for size in shape)
