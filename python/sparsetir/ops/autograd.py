@@ -26,6 +26,8 @@ Example
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
@@ -77,9 +79,10 @@ def aligned(operand, ndim: int):
 def _edge_message_grad(matrix, reduce_op: str, grad, arg):
     """The gradient of each edge's message: for max/min, the output gradient at the outputs
     the edge gave (``arg``), 0 elsewhere (nnz, *F)."""
-    flat = grad.reshape(grad.shape[0], -1)
-    edges = torch.zeros((matrix.nnz + 1, flat.shape[1]), dtype=grad.dtype)
-    edges.scatter_add_(0, arg.reshape(arg.shape[0], -1).long(), flat)
+    features = math.prod(grad.shape[1:])      # not -1: there may be no destination
+    flat = grad.reshape(grad.shape[0], features)
+    edges = torch.zeros((matrix.nnz + 1, features), dtype=grad.dtype)
+    edges.scatter_add_(0, arg.reshape(arg.shape[0], features).long(), flat)
     return edges[:matrix.nnz].reshape((matrix.nnz,) + tuple(grad.shape[1:]))
 
 
