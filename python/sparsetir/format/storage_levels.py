@@ -133,6 +133,7 @@ def traverse(enc, lvl_shape, positions, coordinates, values_size: int, name: str
     has exactly the length its parent level gives (a ``loose_compressed`` level's coordinates
     may hold unused room), positions rise, coordinates are in range and ordered."""
     types = enc.level_types
+    _check_lengths(enc, lvl_shape, positions, coordinates, values_size, name)
     slots, coords, space = np.zeros(1, np.int64), [], 1
     for level, kind in enumerate(types):
         where = f"{name} level {level} ({kind})"
@@ -169,6 +170,32 @@ def traverse(enc, lvl_shape, positions, coordinates, values_size: int, name: str
     if not types:
         return np.zeros((0, 1), np.int64), slots
     return np.stack(coords), slots
+
+
+def _check_lengths(enc, lvl_shape, positions, coordinates, values_size: int, name: str) -> None:
+    """Every array has the length its parent level gives, checked from the lengths alone
+    (Python ints) before the walk allocates anything: a dense 2**31 x 2**31 tensor given 4
+    values is refused for its values' length, not by a 2**62-element allocation."""
+    space = 1
+    for level, kind in enumerate(enc.level_types):
+        where = f"{name} level {level} ({kind})"
+        if kind.kind == "dense":
+            space *= lvl_shape[level]
+        elif kind.kind == "singleton":
+            _length(coordinates[level].size, space, where, f"coordinates[{level}]",
+                    "one per parent position")
+        elif kind.kind == "structured":
+            space *= kind.n
+            _length(coordinates[level].size, space, where, f"coordinates[{level}]",
+                    f"{kind.n} per parent position")
+        else:
+            loose = kind.kind == "loose_compressed"
+            _length(positions[level].size, 2 * space if loose else space + 1, where,
+                    f"positions[{level}]", "a (lo, hi) pair per parent position" if loose
+                    else "one more than the parent positions")
+            space = coordinates[level].size
+    _length(values_size, space, f"{name} values", "values",
+            f"one per position of the last level, of the level sizes {tuple(lvl_shape)}")
 
 
 def _length(size: int, expected: int, where: str, what: str, rule: str) -> None:

@@ -120,6 +120,6 @@ class SAGEConv(nn.Module):
             h_dst = self.fc_neigh(feat_dst) if transform_first else feat_dst
         else:
             h_dst = leading_rows(h_src, M.shape[0])
-        degrees = torch.from_numpy(M.in_degrees()).to(feat_dst).unsqueeze(-1)
+        degrees = torch.tensor(M.in_degrees()).to(feat_dst).unsqueeze(-1)   # read-only
         h_neigh = (aggregate(h_src) + h_dst) / (degrees + 1)
         return h_neigh if transform_first else self.fc_neigh(h_neigh)

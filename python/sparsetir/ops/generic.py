@@ -151,5 +151,5 @@ def _index(like, array: np.ndarray):
     """``array`` as an index or operand for ``like``'s kind (a torch tensor for torch)."""
     if is_torch(like):
         import torch  # pylint: disable=import-outside-toplevel
-        return torch.from_numpy(array)
+        return torch.tensor(array)      # a copy: the matrix's arrays are read-only
     return array
