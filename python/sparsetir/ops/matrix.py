@@ -337,7 +337,7 @@ def _check_values(name: str, dtype, is_torch: bool) -> None:
     """float32 or float64 values only: a silent cast would lose range (1e39 becomes inf in
     float32) or digits."""
     if str(dtype).replace("torch.", "") not in ("float32", "float64"):
-        cast = f"{name}.to(torch.float32)" if is_torch else f"np.asarray({name}, np.float32)"
+        cast = f"{name}.to(torch.float32)" if is_torch else f"{name}.astype(np.float32)"
         raise SparseTIRTypeError(f"{name} is {str(dtype).replace('torch.', '')}; sparsetir.ops "
                         f"computes in float32 or float64: pass {cast}")
 
