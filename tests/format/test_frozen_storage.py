@@ -202,3 +202,10 @@ def test_from_csr_takes_a_list_of_values_as_numpy_reads_it():
         ops.SparseMatrix.from_csr([0, 2, 3], [0, 2, 1], [1, 2, 3], (2, 3))
     with pytest.raises(SparseTIRValueError, match=r"values must have one value per index \(3\)"):
         ops.SparseMatrix.from_csr([0, 2, 3], [0, 2, 1], [1.0, 2.0], (2, 3))
+
+
+def test_to_dense_of_a_huge_tensor_is_refused_by_its_size():
+    tensor = SparseTensor.from_coo([[0], [0]], [1.0], (2**31, 2**31), "COO")
+    with pytest.raises(SparseTIRValueError, match=r"to_dense of shape \(2147483648, 2147483648\) "
+                                                  "would need 4611686018427387904 elements"):
+        tensor.to_dense()

@@ -26,10 +26,13 @@ True
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse
 
 from ..errors import SparseTIRTypeError, SparseTIRValueError
+from .checks import check_size
 from .encoding import Encoding
 from .frozen import frozen
 from .storage_levels import assemble, coo_region_end, traverse
@@ -266,6 +269,7 @@ class SparseTensor:
 
     def to_dense(self) -> np.ndarray:
         """The tensor as a dense numpy array (repeated coordinates summed)."""
+        check_size(f"to_dense of shape {self.dim_shape}", math.prod(self.dim_shape))
         dense = np.zeros(self.dim_shape, self.dtype)
         coords, values = self.to_coo()
         np.add.at(dense, tuple(coords), values)
