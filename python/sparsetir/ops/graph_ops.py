@@ -282,7 +282,8 @@ def _rows(array, order: np.ndarray):
 
 def segment_reduce(seglen, value, reducer: str = "sum"):
     """Reduce consecutive segments of ``value``'s rows: segment ``i`` is the next
-    ``seglen[i]`` rows (DGL's ``segment_reduce``); an empty segment gives 0.
+    ``seglen[i]`` rows (DGL's ``segment_reduce``; ``seglen`` of any signed or unsigned integer
+    dtype); an empty segment gives 0.
 
     Example
     -------
@@ -326,6 +327,10 @@ def _segments(seglen, value) -> SparseMatrix:
     if (lengths < 0).any():
         raise SparseTIRValueError(f"seglen has a negative length ({lengths.min()})")
     rows = getattr(value, "shape", (None,))[0]
+    if lengths.size and rows is not None and lengths.max() > rows:
+        raise SparseTIRValueError(f"seglen holds {lengths.max()}, more than value's {rows} "
+                                  "rows")
+    lengths = lengths.astype(np.int64)   # unsigned too: cumsum with [0] would be float64
     if int(lengths.sum()) != rows:
         raise SparseTIRValueError(f"seglen sums to {int(lengths.sum())}, but value has {rows} "
                                   "rows")

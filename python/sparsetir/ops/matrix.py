@@ -5,7 +5,9 @@ column indices sorted within each row, duplicates summed) over sealed memory (``
 sealed``: numpy will not make them writable, and no user holds them), checked once when the
 matrix is made; calls on it then skip the per-call index checks, which is sound because nobody
 can change them, and bind them without a copy, so that a call converts and copies nothing of
-the matrix. The public ``indptr``, ``indices``, ``data`` are read-only copies of them: writing
+the matrix. The public ``indptr``, ``indices``, ``data`` (and every other array a matrix gives:
+``source_order``, ``in_degrees()``, ...) are read-only copies that numpy will not make writable
+(``format.frozen``; an unpickled matrix's too): writing
 one through ``torch.from_numpy`` (which ignores the read-only flag) cannot reach a kernel.
 
 The values are float32 or float64 and keep their dtype (a silent cast would turn 1e39 into
@@ -37,6 +39,7 @@ import numpy as np
 import scipy.sparse
 
 from ..format import SparseTensor, check_csr
+from ..format.frozen import frozen
 from ..format.checks import index_array
 from ..runtime.arguments import sealed
 from .arrays import check_autograd
@@ -123,8 +126,8 @@ class SparseMatrix:
             if array is not None}
         self.__dict__.update(      # the fixed fields (see __setattr__), set here only
             _sealed=kept, _tiles={}, _derived={}, shape=shape, nnz=int(kept["indices"].size),
-            dtype=dtype, source_order=_read_only(order, np.int64),
-            **{name: _read_only(kept.get(name)) for name in
+            dtype=dtype, source_order=frozen(order, np.int64),
+            **{name: frozen(kept.get(name)) for name in
                ("indptr", "indices", "data", "multiplicity")})
         self.__dict__["values"] = self.data
         self.prepared = {}      # what the operators prepare once per matrix (bound kernels)
@@ -143,7 +146,8 @@ class SparseMatrix:
         entry of its own (a multigraph's parallel edges: each is one edge of the graph
         operators, and ``spmm`` sums them).
 
-        ``values`` (length nnz, float32 or float64, numpy or torch) keeps its dtype; a torch
+        ``values`` (length nnz, float32 or float64, numpy, torch, or a list, read as numpy
+        reads it: Python floats are float64) keeps its dtype; a torch
         tensor is kept itself as ``M.values`` and read by the operators at every call, so a
         ``values`` that requires grad gets ``values.grad`` (and an optimizer's update of it is
         seen). ``M.data`` is a copy made now.
@@ -175,7 +179,8 @@ class SparseMatrix:
         if data.ndim != 1 or data.size != indices.size:
             raise SparseTIRValueError(f"values must have one value per index ({indices.size}),"
                                       f" got shape {tuple(data.shape)}")
-        _check_values("values", values.dtype, hasattr(values, "requires_grad"))
+        _check_values("values", getattr(values, "dtype", data.dtype),
+                      hasattr(values, "requires_grad"))     # a list: numpy's dtype of it
         matrix = cls.__new__(cls)
         matrix._fill(shape, indptr, indices, data, None, None)
         if hasattr(values, "requires_grad"):
@@ -186,18 +191,20 @@ class SparseMatrix:
         return matrix
 
     def in_degrees(self) -> np.ndarray:
-        """Each row's (destination's) number of stored entries (in-edges), int64."""
-        return self._derive("in_degrees", lambda: np.diff(self._sealed["indptr"]).astype(
-            np.int64))
+        """Each row's (destination's) number of stored entries (in-edges), int64 (read-only,
+        kept with the matrix, as the arrays below)."""
+        return self._derive("in_degrees", lambda: frozen(np.diff(self._sealed["indptr"]),
+                                                         np.int64))
 
     def out_degrees(self) -> np.ndarray:
         """Each column's (source's) number of stored entries (out-edges), int64."""
-        return self._derive("out_degrees", lambda: np.bincount(
-            self._sealed["indices"], minlength=self.shape[1]).astype(np.int64))
+        return self._derive("out_degrees", lambda: frozen(np.bincount(
+            self._sealed["indices"], minlength=self.shape[1]), np.int64))
 
     def empty_rows(self) -> np.ndarray:
         """The rows with no stored entry (destinations with no in-edge), int64."""
-        return self._derive("empty_rows", lambda: np.flatnonzero(self.in_degrees() == 0))
+        return self._derive("empty_rows",
+                            lambda: frozen(np.flatnonzero(self.in_degrees() == 0)))
 
     def edge_ids(self) -> np.ndarray:
         """``0..nnz-1`` (int32, sealed): each entry's position, which kernels that record an
@@ -216,7 +223,7 @@ class SparseMatrix:
             transpose = SparseMatrix.__new__(SparseMatrix)
             transpose._fill(self.shape[::-1], np.concatenate([[0], np.cumsum(counts)]),
                             rows[perm], kept["data"][perm], None, None)
-            return transpose, _read_only(perm)
+            return transpose, frozen(perm)
         return self._derive("transposed", make)
 
     def edge_matrix(self) -> "SparseMatrix":
@@ -280,7 +287,7 @@ class SparseMatrix:
             B = SparseMatrix.from_csr(positions.indptr, positions.indices,
                                       self.values[order.to(self.values.device)], self.shape)
             B.auto_tune = self.auto_tune
-            return B, _read_only(perm)
+            return B, frozen(perm)
         B = SparseMatrix(permuted(self.to_scipy(), perm))
         if self.multiplicity is not None:     # the same pattern, so the same sorted order
             counts = permuted(scipy.sparse.csr_matrix(
@@ -290,7 +297,7 @@ class SparseMatrix:
             kept = B._sealed
             B._fill(B.shape, kept["indptr"], kept["indices"], kept["data"], None, counts.data)
         B.auto_tune = self.auto_tune
-        return B, _read_only(perm)
+        return B, frozen(perm)
 
     def _derive(self, name: str, make):
         """``make()``, computed once per matrix (the arrays cannot change)."""
@@ -303,7 +310,7 @@ class SparseMatrix:
         nonzeros each (``tile_ptr``, length ``tiles + 1``) and the row ids ``0..m-1``, as
         read-only copies (``_kernel_arrays`` has the ones kernels read)."""
         tile_ptr, rows = self._row_tiles(tiles)
-        return _read_only(tile_ptr), _read_only(rows)
+        return frozen(tile_ptr), frozen(rows)
 
     def _row_tiles(self, tiles: int) -> tuple:
         """``row_tiles``, sealed (for binding), kept."""
@@ -367,15 +374,6 @@ def _restored(csr, source_order, multiplicity=None) -> SparseMatrix:
     matrix._fill(matrix.shape, matrix._sealed["indptr"], matrix._sealed["indices"],
                  matrix._sealed["data"], source_order, multiplicity)
     return matrix
-
-
-def _read_only(array, dtype=None):
-    """A read-only copy of ``array`` (None stays None)."""
-    if array is None:
-        return None
-    copy = np.array(array, dtype=dtype)
-    copy.flags.writeable = False
-    return copy
 
 
 def _check_values(name: str, dtype, is_torch: bool) -> None:

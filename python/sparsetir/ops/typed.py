@@ -261,7 +261,7 @@ def _typed_product_function():
     importing sparsetir does not import torch)."""
     if not _FUNCTION:
         torch = sys.modules["torch"]
-        once_differentiable = torch.autograd.function.once_differentiable
+        from .autograd import first_order  # pylint: disable=import-outside-toplevel
 
         class TypedProduct(torch.autograd.Function):
             """``out[i] = a[i] @ b[idx[i]]``; backward by the compiled kernels."""
@@ -274,7 +274,7 @@ def _typed_product_function():
                 return gather_rows(a.detach(), b.detach(), relation, _dtype_name("a", a))
 
             @staticmethod
-            @once_differentiable
+            @first_order
             def backward(ctx, grad):
                 a, b = ctx.saved_tensors
                 dtype = _dtype_name("grad", grad)
