@@ -31,6 +31,7 @@ from .errors import (  # noqa: E402
                         FormatTypeError,
                         HorizontalFusionError,
                         InitPlacementError,
+                        KernelFileError,
                         LayoutError,
                         LoweringError,
                         SparseScheduleError,
@@ -41,6 +42,7 @@ from .errors import (  # noqa: E402
 )
 from .ir import SparseFunction  # noqa: E402
 from .lower import lower_sparse_iter  # noqa: E402
+from .runtime.saved import load  # noqa: E402
 from .stage1 import (  # noqa: E402
                         FormatRewriteRule,
                         Schedule,
@@ -52,8 +54,8 @@ from .transform.specialize_buffer import specialize_buffer  # noqa: E402
 
 __all__ = ["ArgumentError", "AtomicBlockError", "BufferReferenceError", "FormatRewriteError",
            "FormatRewriteRule", "FormatTypeError", "HorizontalFusionError", "InitPlacementError",
-           "LayoutError", "LoweringError", "Schedule", "SparseFunction",
+           "KernelFileError", "LayoutError", "LoweringError", "Schedule", "SparseFunction",
            "SparseScheduleError", "SparseScriptError", "SparseTIRError", "SparseTIRTypeError",
            "SparseTIRValueError", "build",
-           "extract_preprocess", "format", "format_decompose", "ir", "lower_sparse_buffer",
+           "extract_preprocess", "format", "format_decompose", "ir", "load", "lower_sparse_buffer",
            "lower_sparse_iter", "ops", "remove_preprocess", "script", "specialize_buffer"]

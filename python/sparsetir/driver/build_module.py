@@ -42,6 +42,7 @@ from ..runtime.compiled_checks import checks_module, compile_checks
 from ..schedule import default_schedule
 from ..transform.pipeline import stage3_passes
 from . import cache as kernel_cache
+from .portable import KernelOrigin
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
@@ -119,7 +120,7 @@ def kernel_of(compiled: kernel_cache.Compiled, target) -> Kernel:
         signature = with_vector_alignment(signature, lower_blocks(compiled.flat)["main"])
     checks = compile_checks(signature, compiled.checks) if kind == "llvm" else None
     return Kernel(compiled.executable, signature, device="cuda" if kind == "cuda" else "cpu",
-                  compiled_checks=checks)
+                  compiled_checks=checks, origin=KernelOrigin(compiled, kind))
 
 
 def signature_of(func: tirx.PrimFunc) -> Signature:

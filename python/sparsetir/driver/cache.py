@@ -29,13 +29,14 @@ import functools
 import hashlib
 from contextlib import suppress
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import tvm
 import tvm_ffi
 
 from ..backend import cache_folder
 from ..backend.cpu_atomics import load_cpu_atomics, uses_cpu_atomics
+from ..errors import SparseTIRValueError
 
 _MEMORY: dict = {}
 _FORMAT = "3"
@@ -70,6 +71,9 @@ class Compiled(NamedTuple):
     flat: tvm.IRModule
     executable: object
     checks: Optional[object] = None
+    files: Optional[Callable[[], dict]] = None
+    """``{name: bytes}`` of the files ``write_files`` would write, for executables loaded
+    from files (which TVM cannot export again); None: ``write_files`` exports them."""
 
 
 def cached(mod: tvm.IRModule, tgt, horizontal_fuse: bool, compile_stage2, kernel_of):
@@ -109,17 +113,47 @@ def _compile_and_store(mod, tgt, entry: Path | None, horizontal_fuse: bool,
                        compile_stage2) -> Compiled:
     """Compile; keep the result in ``entry`` unless it is None."""
     compiled = compile_stage2(mod, tgt, horizontal_fuse)
-
-    def write_files(staging: Path) -> None:
-        compiled.executable.export_library(str(staging / "kernel.so"))
-        if compiled.checks is not None:
-            compiled.checks.export_library(str(staging / "checks.so"))
-        # the Stage II metadata (sizes over the parameters) travels inside the module
-        (staging / "stage3.json").write_text(tvm.ir.save_json(compiled.flat))
-
-    if entry is not None:
-        cache_folder.write_entry(entry, write_files)    # None: not kept (it warned)
+    if entry is not None:                               # None: not kept (it warned)
+        cache_folder.write_entry(entry, lambda staging: write_files(compiled, staging))
     return compiled
+
+
+def write_files(compiled: Compiled, folder: Path) -> None:
+    """Write the files of ``compiled`` (``_FILES``) into ``folder``: what ``load_compiled``
+    reads back, in the cache and in saved kernels (``driver.portable``)."""
+    if compiled.files is not None:
+        for name, data in compiled.files().items():
+            (folder / name).write_bytes(data)
+        return
+    compiled.executable.export_library(str(folder / "kernel.so"))
+    if compiled.checks is not None:
+        compiled.checks.export_library(str(folder / "checks.so"))
+    # the Stage II metadata (sizes over the parameters) travels inside the module
+    (folder / "stage3.json").write_text(tvm.ir.save_json(compiled.flat))
+
+
+def entry_bytes(entry: Path) -> dict:
+    """``{name: bytes}`` of the files of the cache entry ``entry``, checked again against its
+    metadata; SparseTIRValueError when the entry was removed or changed since."""
+    files = cache_folder.read_entry(entry)
+    if files is None:
+        raise SparseTIRValueError(
+            f"the kernel's cache entry {entry} was removed or changed after the kernel was "
+            "loaded from it (clear_cache?): build the kernel again to save or pickle it")
+    return {name: path.read_bytes() for name, path in files.items()}
+
+
+def load_compiled(files: dict) -> Compiled:
+    """The ``Compiled`` kept in ``files`` (``{name: path}`` of what ``write_files`` wrote,
+    checked by the caller); whatever TVM raises when a library does not load passes through."""
+    flat = tvm.ir.load_json(files["stage3.json"].read_text())
+    if uses_cpu_atomics(flat):
+        load_cpu_atomics()                   # symbols the stored library calls
+    executable = tvm.runtime.Executable(tvm.runtime.load_module(str(files["kernel.so"])))
+    checks = None
+    if "checks.so" in files:
+        checks = tvm.runtime.Executable(tvm.runtime.load_module(str(files["checks.so"])))
+    return Compiled(flat, executable, checks)
 
 
 def _load(entry: Path, tgt, kernel_of):
@@ -132,14 +166,8 @@ def _load(entry: Path, tgt, kernel_of):
     # are RuntimeError, ValueError...; there is no tvm.TVMError), the entry goes and compiling
     # again replaces it or reports the real error.
     try:
-        flat = tvm.ir.load_json(files["stage3.json"].read_text())
-        if uses_cpu_atomics(flat):
-            load_cpu_atomics()                   # symbols the stored library calls
-        executable = tvm.runtime.Executable(tvm.runtime.load_module(str(files["kernel.so"])))
-        checks = None
-        if "checks.so" in files:
-            checks = tvm.runtime.Executable(tvm.runtime.load_module(str(files["checks.so"])))
-        return kernel_of(Compiled(flat, executable, checks), tgt)
+        compiled = load_compiled(files)._replace(files=functools.partial(entry_bytes, entry))
+        return kernel_of(compiled, tgt)
     except Exception:  # pylint: disable=broad-exception-caught
         with suppress(OSError):
             cache_folder.discard(entry, _FILES)
