@@ -104,9 +104,9 @@ def test_a_file_that_is_not_what_was_saved_is_refused(kernel, tmp_path, damage):
 
 
 def test_kernel_from_another_tvm_is_refused(kernel):
-    function, (contents, checks) = kernel.__reduce__()
+    function, (contents, checks, make_kernel) = kernel.__reduce__()
     with pytest.raises(sparsetir.KernelFileError, match="tvm 0.0.1"):
-        function({**contents, "tvm": "0.0.1"}, checks)
+        function({**contents, "tvm": "0.0.1"}, checks, make_kernel)
 
 
 def test_hand_made_kernel_and_bound_kernel_say_why_they_do_not_pickle(kernel):

@@ -120,7 +120,7 @@ def kernel_of(compiled: kernel_cache.Compiled, target) -> Kernel:
         signature = with_vector_alignment(signature, lower_blocks(compiled.flat)["main"])
     checks = compile_checks(signature, compiled.checks) if kind == "llvm" else None
     return Kernel(compiled.executable, signature, device="cuda" if kind == "cuda" else "cpu",
-                  compiled_checks=checks, origin=KernelOrigin(compiled, kind))
+                  compiled_checks=checks, origin=KernelOrigin(compiled, kind, kernel_of))
 
 
 def signature_of(func: tirx.PrimFunc) -> Signature:

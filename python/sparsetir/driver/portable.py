@@ -1,12 +1,13 @@
 """Kernels that leave their process: pickled, saved (``Kernel.save``), sent to a spawned worker.
 
 ``kernel_of`` gives every kernel it makes a ``KernelOrigin``: the ``Compiled`` it was made
-from and its target's kind. A kernel pickles as ``restore_kernel`` over the origin's
-``contents`` (the files the disk cache would keep: its shared library, the index checks'
+from, its target's kind and ``kernel_of`` itself. A kernel pickles as ``restore_kernel`` over
+the origin's ``contents`` (the files the disk cache would keep: its shared library, the index checks'
 library and the Stage III module its signature is read from, ``cache.write_files``) and its
 argument checks. ``restore_kernel`` writes those files into an entry of this process's private
 folder (``cache_folder.write_entry``: each file's size and SHA-256 recorded), loads them as a
-cache hit does (``cache.load_compiled``) and makes the kernel again with ``kernel_of``: the
+cache hit does (``cache.load_compiled``) and makes the kernel again with ``kernel_of`` (pickled
+by its name, as functions are): the
 same signature, index checks and argument checks as the kernel that was pickled. Libraries
 link against TVM's runtime: a kernel from another TVM or tvm-ffi version is refused.
 
@@ -35,11 +36,13 @@ FORMAT = 1
 
 class KernelOrigin:
     """What a kernel from ``sparsetir.build`` was made of (``compiled``, for a target of kind
-    ``target``), which its pickle carries."""
+    ``target``), which its pickle carries, and the function that made it of that
+    (``make_kernel(compiled, target)``: ``build_module.kernel_of``)."""
 
-    def __init__(self, compiled: Compiled, target: str):
+    def __init__(self, compiled: Compiled, target: str, make_kernel):
         self.compiled = compiled
         self.target = target
+        self.make_kernel = make_kernel
 
     def contents(self) -> dict:
         """The kernel's files (``{name: bytes}``) and what they need to load."""
@@ -51,12 +54,12 @@ class KernelOrigin:
 
     def reduced(self, argument_checks: tuple) -> tuple:
         """``Kernel.__reduce__``'s answer for a kernel of this origin."""
-        return restore_kernel, (self.contents(), argument_checks)
+        return restore_kernel, (self.contents(), argument_checks, self.make_kernel)
 
 
-def restore_kernel(contents: dict, argument_checks: tuple = ()):
-    """The kernel whose ``KernelOrigin.contents`` and argument checks were pickled."""
-    from .build_module import kernel_of   # pylint: disable=import-outside-toplevel  (it makes origins)
+def restore_kernel(contents: dict, argument_checks: tuple, make_kernel):
+    """The kernel whose ``KernelOrigin.contents`` and argument checks were pickled, made by
+    ``make_kernel`` as it was the first time."""
     _check_versions(contents)
     files = contents["files"]
     digest = hashlib.sha256()
@@ -68,7 +71,7 @@ def restore_kernel(contents: dict, argument_checks: tuple = ()):
     if written is None:
         raise KernelFileError(f"the kernel's libraries cannot be written to {entry.parent}")
     compiled = load_compiled(written)._replace(files=functools.partial(dict, files))
-    kernel = kernel_of(compiled, contents["target"])
+    kernel = make_kernel(compiled, contents["target"])
     for check, reads in argument_checks:
         kernel = kernel.with_argument_check(check, reads)
     return kernel

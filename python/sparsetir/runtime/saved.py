@@ -1,7 +1,7 @@
 """Files of saved kernels: ``save(obj, path)`` and ``load(path)``, verified like the disk cache.
 
-A saved file is a header line that names it, one JSON line recording the sparsetir version,
-the saved object's type and the size and SHA-256 of the rest, and the object's pickle, in
+A saved file is a header line that names it, one JSON line recording the file's format, the
+saved object's type and the size and SHA-256 of the rest, and the object's pickle, in
 which a kernel carries its shared libraries and the Stage III module its call contract is
 read from (``driver.portable``). ``load`` refuses (``KernelFileError``) a file without the
 header, or whose contents differ from what the header records (damaged, cut short, altered),
@@ -22,7 +22,6 @@ import pickle
 import tempfile
 from pathlib import Path
 
-from .. import __version__
 from ..backend.cache_folder import record
 from ..errors import KernelFileError
 
@@ -34,7 +33,7 @@ def save(obj, path) -> None:
     """Write ``obj`` (a ``Kernel`` or ``AlgebraKernel``) to ``path``, replacing it whole or
     not at all."""
     payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    header = {"format": FORMAT, "sparsetir": __version__, "object": type(obj).__name__,
+    header = {"format": FORMAT, "object": type(obj).__name__,
               **record(payload)}
     path = Path(path)
     descriptor, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
@@ -62,8 +61,8 @@ def load(path):
     except (ValueError, TypeError, KeyError) as err:
         raise KernelFileError(f"{path} is damaged: its header cannot be read ({err})") from None
     if saved_format != FORMAT:
-        raise KernelFileError(f"{path} has format {saved_format!r}; this sparsetir "
-                              f"({__version__}) reads format {FORMAT}")
+        raise KernelFileError(f"{path} has format {saved_format!r}; this sparsetir reads "
+                              f"format {FORMAT}")
     if record(payload) != expected:
         raise KernelFileError(
             f"{path} is not what was saved: its {len(payload)} bytes do not have the size and "
