@@ -42,6 +42,7 @@ from ..runtime.compiled_checks import checks_module, compile_checks
 from ..schedule import default_schedule
 from ..transform.pipeline import stage3_passes
 from . import cache as kernel_cache
+from . import compile_log
 from .portable import KernelOrigin
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
@@ -74,7 +75,9 @@ def build(kernel, target="llvm", schedule: str = "auto", horizontal_fuse: bool =
     mod = scheduled_stage2(kernel, tgt, schedule)
     if cache:
         return kernel_cache.cached(mod, tgt, horizontal_fuse, compile_stage2, kernel_of)
-    return kernel_of(compile_stage2(mod, tgt, horizontal_fuse), tgt)
+    compiled = compile_log.timed_compile(lambda: compile_stage2(mod, tgt, horizontal_fuse),
+                                         mod, tgt, "build(cache=False) compiles every time")
+    return kernel_of(compiled, tgt)
 
 
 def scheduled_stage2(kernel, target, schedule: str = "auto") -> tvm.IRModule:

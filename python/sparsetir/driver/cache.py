@@ -37,6 +37,7 @@ import tvm_ffi
 from ..backend import cache_folder
 from ..backend.cpu_atomics import load_cpu_atomics, uses_cpu_atomics
 from ..errors import SparseTIRValueError
+from . import compile_log
 
 _MEMORY: dict = {}
 _FORMAT = "3"
@@ -59,7 +60,8 @@ def remembered(key: tuple, make):
     """``make()``, computed once and kept in memory under ``key`` until :func:`clear_cache`
     (``ops`` keeps its kernels per operator and feature size this way)."""
     if key not in _MEMORY:
-        _MEMORY[key] = make()
+        with compile_log.compiling(" ".join(map(str, key))):      # what a compile record names
+            _MEMORY[key] = make()
     return _MEMORY[key]
 
 
@@ -90,6 +92,8 @@ def cached(mod: tvm.IRModule, tgt, horizontal_fuse: bool, compile_stage2, kernel
         if kernel is None:
             kernel = kernel_of(_compile_and_store(mod, tgt, entry, horizontal_fuse,
                                                   compile_stage2), tgt)
+        else:
+            compile_log.loaded(mod, tgt)
     _MEMORY[key] = kernel
     return kernel
 
@@ -112,7 +116,9 @@ def sources_digest() -> str:
 def _compile_and_store(mod, tgt, entry: Path | None, horizontal_fuse: bool,
                        compile_stage2) -> Compiled:
     """Compile; keep the result in ``entry`` unless it is None."""
-    compiled = compile_stage2(mod, tgt, horizontal_fuse)
+    why = "not in the disk cache" if entry is not None else "the disk cache cannot be used"
+    compiled = compile_log.timed_compile(lambda: compile_stage2(mod, tgt, horizontal_fuse),
+                                         mod, tgt, why)
     if entry is not None:                               # None: not kept (it warned)
         cache_folder.write_entry(entry, lambda staging: write_files(compiled, staging))
     return compiled
