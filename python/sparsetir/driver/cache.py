@@ -90,8 +90,10 @@ def cached(mod: tvm.IRModule, tgt, horizontal_fuse: bool, compile_stage2, kernel
         entry = folder / key if folder is not None else None
         kernel = _load(entry, tgt, kernel_of) if entry is not None else None
         if kernel is None:
-            kernel = kernel_of(_compile_and_store(mod, tgt, entry, horizontal_fuse,
-                                                  compile_stage2), tgt)
+            why = "not in the disk cache" if entry is not None else "the disk cache cannot be used"
+            kernel = compile_log.timed_compile(
+                lambda: _compile_and_store(mod, tgt, entry, horizontal_fuse, compile_stage2,
+                                           kernel_of), mod, tgt, why)
         else:
             compile_log.loaded(mod, tgt)
     _MEMORY[key] = kernel
@@ -114,14 +116,17 @@ def sources_digest() -> str:
 
 
 def _compile_and_store(mod, tgt, entry: Path | None, horizontal_fuse: bool,
-                       compile_stage2) -> Compiled:
-    """Compile; keep the result in ``entry`` unless it is None."""
-    why = "not in the disk cache" if entry is not None else "the disk cache cannot be used"
-    compiled = compile_log.timed_compile(lambda: compile_stage2(mod, tgt, horizontal_fuse),
-                                         mod, tgt, why)
-    if entry is not None:                               # None: not kept (it warned)
-        cache_folder.write_entry(entry, lambda staging: write_files(compiled, staging))
-    return compiled
+                       compile_stage2, kernel_of):
+    """The kernel of ``mod``, compiled and kept in ``entry`` unless it is None. The kernel
+    runs the library just stored: the compiled module in memory would be compiled once more
+    to machine code (TVM's JIT) at its first call, which costs as much as the compile."""
+    compiled = compile_stage2(mod, tgt, horizontal_fuse)
+    if entry is not None and cache_folder.write_entry(
+            entry, lambda staging: write_files(compiled, staging)) is not None:
+        kernel = _load(entry, tgt, kernel_of)
+        if kernel is not None:
+            return kernel
+    return kernel_of(compiled, tgt)                     # not kept (it warned): memory only
 
 
 def write_files(compiled: Compiled, folder: Path) -> None:
