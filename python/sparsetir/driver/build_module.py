@@ -111,7 +111,7 @@ def compile_stage2(mod: tvm.IRModule, target,
     signature = signature_of(flat["main"])
     checks = None
     if tgt.kind.name == "llvm" and signature.checks:
-        checks = compile_module(checks_module(signature), "llvm")
+        checks = kernel_cache.checks_executable(checks_module(signature))   # often shared
     return kernel_cache.Compiled(flat, executable, checks)
 
 

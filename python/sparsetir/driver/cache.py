@@ -33,13 +33,19 @@ from typing import Callable, NamedTuple, Optional
 
 import tvm
 import tvm_ffi
+from tvm_ffi.serialization import from_json_graph_str
 
 from ..backend import cache_folder
 from ..backend.cpu_atomics import load_cpu_atomics, uses_cpu_atomics
+from ..backend.target import compile_module
 from ..errors import SparseTIRValueError
 from . import compile_log
 
 _MEMORY: dict = {}
+_CHECKS: dict = {}
+"""Index-check modules compiled in this process, by the SHA-256 of their script, each as
+``[executable, its library's bytes once exported]``: one serves every kernel with the same
+checks (the ten kernels of a GAT on one graph share one)."""
 _FORMAT = "3"
 _FOLDER = "kernels"
 _FILES = ("kernel.so", "checks.so", "stage3.json")
@@ -53,7 +59,31 @@ def cache_dir() -> Path:
 def clear_cache() -> None:
     """Forget every compiled kernel, in memory and on disk (files the cache did not write stay)."""
     _MEMORY.clear()
+    _CHECKS.clear()
     cache_folder.clear(_FOLDER, _FILES)
+
+
+def checks_executable(mod: tvm.IRModule):
+    """``mod`` (index checks, ``compiled_checks.checks_module``) compiled for the host, once
+    per process."""
+    key = hashlib.sha256(mod.script().encode()).hexdigest()
+    if key not in _CHECKS:
+        _CHECKS[key] = [compile_module(mod, "llvm"), None]
+    return _CHECKS[key][0]
+
+
+def _exported(executable, folder: Path, name: str) -> None:
+    """``executable`` exported to ``folder / name``; a shared checks executable is exported
+    once per process and its bytes written again after."""
+    shared = next((entry for entry in _CHECKS.values() if entry[0] is executable), None)
+    if shared is None:
+        executable.export_library(str(folder / name))
+        return
+    if shared[1] is None:
+        executable.export_library(str(folder / name))
+        shared[1] = (folder / name).read_bytes()
+    else:
+        (folder / name).write_bytes(shared[1])
 
 
 def remembered(key: tuple, make):
@@ -138,7 +168,7 @@ def write_files(compiled: Compiled, folder: Path) -> None:
         return
     compiled.executable.export_library(str(folder / "kernel.so"))
     if compiled.checks is not None:
-        compiled.checks.export_library(str(folder / "checks.so"))
+        _exported(compiled.checks, folder, "checks.so")
     # the Stage II metadata (sizes over the parameters) travels inside the module
     (folder / "stage3.json").write_text(tvm.ir.save_json(compiled.flat))
 
@@ -157,7 +187,9 @@ def entry_bytes(entry: Path) -> dict:
 def load_compiled(files: dict) -> Compiled:
     """The ``Compiled`` kept in ``files`` (``{name: path}`` of what ``write_files`` wrote,
     checked by the caller); whatever TVM raises when a library does not load passes through."""
-    flat = tvm.ir.load_json(files["stage3.json"].read_text())
+    # written by this TVM (the key and a saved kernel's versions say so): no upgrade to run
+    # (tvm.ir.load_json re-encodes the whole module to upgrade it: ~50 ms per kernel)
+    flat = from_json_graph_str(files["stage3.json"].read_text())
     if uses_cpu_atomics(flat):
         load_cpu_atomics()                   # symbols the stored library calls
     executable = tvm.runtime.Executable(tvm.runtime.load_module(str(files["kernel.so"])))
