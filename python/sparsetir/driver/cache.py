@@ -25,6 +25,8 @@ Example
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import hashlib
 from contextlib import suppress
@@ -42,25 +44,26 @@ from ..errors import SparseTIRValueError
 from . import compile_log
 
 _MEMORY: dict = {}
+_USED_ENTRIES = contextvars.ContextVar("sparsetir_used_entries", default=None)
 _CHECKS: dict = {}
 """Index-check modules compiled in this process, by the SHA-256 of their script, each as
 ``[executable, its library's bytes once exported]``: one serves every kernel with the same
 checks (the ten kernels of a GAT on one graph share one)."""
-_FORMAT = "3"
-_FOLDER = "kernels"
-_FILES = ("kernel.so", "checks.so", "stage3.json")
+FORMAT = "3"
+FOLDER = "kernels"
+_FILES = ("kernel.so", "checks.so", "stage3.json", "name.json")   # name.json: driver.named
 
 
 def cache_dir() -> Path:
     """Where compiled kernels are kept on disk."""
-    return cache_folder.root() / _FOLDER
+    return cache_folder.root() / FOLDER
 
 
 def clear_cache() -> None:
     """Forget every compiled kernel, in memory and on disk (files the cache did not write stay)."""
     _MEMORY.clear()
     _CHECKS.clear()
-    cache_folder.clear(_FOLDER, _FILES)
+    cache_folder.clear(FOLDER, _FILES)
 
 
 def checks_executable(mod: tvm.IRModule):
@@ -116,22 +119,37 @@ def cached(mod: tvm.IRModule, tgt, horizontal_fuse: bool, compile_stage2, kernel
     key = _key(mod, tgt, horizontal_fuse)
     kernel = _MEMORY.get(key)
     if kernel is None:
-        folder = cache_folder.folder(_FOLDER)        # None: unusable (it warned), memory only
+        folder = cache_folder.folder(FOLDER)        # None: unusable (it warned), memory only
         entry = folder / key if folder is not None else None
-        kernel = _load(entry, tgt, kernel_of) if entry is not None else None
+        kernel = load_entry(entry, tgt, kernel_of) if entry is not None else None
         if kernel is None:
             why = "not in the disk cache" if entry is not None else "the disk cache cannot be used"
             kernel = compile_log.timed_compile(
                 lambda: _compile_and_store(mod, tgt, entry, horizontal_fuse, compile_stage2,
                                            kernel_of), mod, tgt, why)
         else:
-            compile_log.loaded(mod, tgt)
+            compile_log.loaded(mod, tgt.kind.name)
+    used = _USED_ENTRIES.get()
+    if used is not None:
+        used.append((key, tgt.kind.name))
     _MEMORY[key] = kernel
     return kernel
 
 
+@contextlib.contextmanager
+def used_entries():
+    """The ``(key, target kind)`` of each kernel ``cached`` gives in this block, in a list
+    (``driver.named`` records the entry a named kernel came from)."""
+    used = []
+    token = _USED_ENTRIES.set(used)
+    try:
+        yield used
+    finally:
+        _USED_ENTRIES.reset(token)
+
+
 def _key(mod, tgt, horizontal_fuse: bool) -> str:
-    text = "\n".join([_FORMAT, sources_digest(), tvm.__version__, tvm_ffi.__version__,
+    text = "\n".join([FORMAT, sources_digest(), tvm.__version__, tvm_ffi.__version__,
                       str(tgt), str(horizontal_fuse), mod.script()])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -153,7 +171,7 @@ def _compile_and_store(mod, tgt, entry: Path | None, horizontal_fuse: bool,
     compiled = compile_stage2(mod, tgt, horizontal_fuse)
     if entry is not None and cache_folder.write_entry(
             entry, lambda staging: write_files(compiled, staging)) is not None:
-        kernel = _load(entry, tgt, kernel_of)
+        kernel = load_entry(entry, tgt, kernel_of)
         if kernel is not None:
             return kernel
     return kernel_of(compiled, tgt)                     # not kept (it warned): memory only
@@ -199,7 +217,7 @@ def load_compiled(files: dict) -> Compiled:
     return Compiled(flat, executable, checks)
 
 
-def _load(entry: Path, tgt, kernel_of):
+def load_entry(entry: Path, tgt, kernel_of):
     """The kernel of the build kept in ``entry``; None when it is missing, damaged or
     refused."""
     files = cache_folder.read_entry(entry)             # every file's size and SHA-256 checked

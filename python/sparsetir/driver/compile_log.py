@@ -63,18 +63,19 @@ def timed_compile(compile_module, mod: tvm.IRModule, target, why: str):
     return result
 
 
-def loaded(mod: tvm.IRModule, target) -> None:
-    """Record that the kernel of ``mod`` came from the disk cache."""
+def loaded(mod: tvm.IRModule | None, kind: str) -> None:
+    """Record that the kernel of ``mod`` (None: known by its name only, ``compiling``) for a
+    target of kind ``kind`` came from the disk cache."""
     if LOGGER.isEnabledFor(logging.DEBUG):
-        LOGGER.debug("loaded %s for %s from the disk cache", describe(mod), target.kind.name,
+        LOGGER.debug("loaded %s for %s from the disk cache", describe(mod), kind,
                      extra={EVENT: "loaded", "seconds": 0.0})
 
 
 def describe(mod: tvm.IRModule) -> str:
     """What ``mod`` computes, as the caller named it (``compiling``) or by its blocks."""
     what = _WHAT.get()
-    if what is not None:
-        return what
+    if what is not None or mod is None:
+        return what or "kernel"
     blocks = []
     for func in mod.functions.values():
         tvm_ffi.structural_walk(func.body, (s_tir.SBlock, lambda b: blocks.append(b.name_hint)),
