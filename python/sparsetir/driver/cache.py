@@ -10,7 +10,11 @@ counts as unset) and follows ``sparsetir.backend.cache_folder``'s rules: a folde
 write to is refused, entries appear whole or not at all, and an entry that is damaged, cut short
 or swapped is compiled again and replaced. Where the disk cannot keep a kernel a
 ``CacheWarning`` says why and the kernel is kept in memory. ``clear_cache()`` removes only the
-files the cache wrote.
+files the cache wrote. A kernel just compiled runs the library stored for it (not TVM's JIT of
+the module in memory, which would compile it a second time); kernels whose index checks are the
+same share one compiled checks module (``checks_executable``). ``write_files`` and
+``load_compiled`` are also how a kernel is saved and pickled (``driver.portable``), and
+``driver.named`` finds entries by an operator's name.
 
 It is an option of the one driver, ``sparsetir.build(..., cache=True)``, which hands it the
 way to compile a module and to make a kernel of the result (``cached``): this module only
