@@ -21,7 +21,7 @@ X = np.random.default_rng(1).standard_normal((7, 5)).astype(np.float32)
 def fresh(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARSETIR_CACHE", str(tmp_path))
     monkeypatch.setattr(cache, "_MEMORY", {})
-    return tmp_path / "kernels"
+    return tmp_path
 
 
 def _max_right():
@@ -39,7 +39,7 @@ def _no_lowering(monkeypatch):
 
 def test_a_later_process_loads_by_name_without_lowering(fresh, monkeypatch):
     _max_right()
-    assert len(list(fresh.glob("name-*"))) == 1
+    assert len(list((fresh / "names").iterdir())) == 1
     monkeypatch.setattr(cache, "_MEMORY", {})                      # a new process
     with monkeypatch.context() as patched:
         _no_lowering(patched)
@@ -49,10 +49,10 @@ def test_a_later_process_loads_by_name_without_lowering(fresh, monkeypatch):
 @pytest.mark.parametrize("damage", ["entry removed", "name altered"])
 def test_a_name_that_leads_nowhere_is_made_again(fresh, monkeypatch, damage):
     _max_right()
-    name = next(fresh.glob("name-*"))
+    name = next((fresh / "names").iterdir())
     record = json.loads((name / "name.json").read_text())
     if damage == "entry removed":
-        cache_entry = fresh / record["entry"]
+        cache_entry = fresh / "kernels" / record["entry"]
         for path in cache_entry.iterdir():
             path.unlink()
         cache_entry.rmdir()

@@ -55,7 +55,9 @@ _CHECKS: dict = {}
 checks (the ten kernels of a GAT on one graph share one)."""
 FORMAT = "3"
 FOLDER = "kernels"
-_FILES = ("kernel.so", "checks.so", "stage3.json", "name.json")   # name.json: driver.named
+_FILES = ("kernel.so", "checks.so", "stage3.json")
+NAMES = "names"
+"""The folder beside ``FOLDER`` of ``driver.named``'s entries (each a ``name.json``)."""
 
 
 def cache_dir() -> Path:
@@ -68,6 +70,7 @@ def clear_cache() -> None:
     _MEMORY.clear()
     _CHECKS.clear()
     cache_folder.clear(FOLDER, _FILES)
+    cache_folder.clear(NAMES, ("name.json",))
 
 
 def checks_executable(mod: tvm.IRModule):

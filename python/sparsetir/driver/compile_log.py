@@ -15,7 +15,7 @@ Example
 -------
 >>> import logging; logging.basicConfig(); logging.getLogger("sparsetir").setLevel("INFO")
 >>> sparsetir.ops.gspmm(M, "copy_lhs", "sum", X)      # doctest: +SKIP
-INFO:sparsetir:compiled ops gspmm copy_lhs sum float32 (64,) for llvm in 1.8 s (not in the disk cache)
+INFO:sparsetir:compiled ops gspmm copy_lhs sum float32 (64,) (True,) (True,) for llvm in 1.8 s (not in the disk cache)
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ sizes, ...), and ``make()`` writes, lowers, schedules and builds it (``build(...
 The disk cache keys a kernel by its scheduled module, so finding it there still costs the
 Stage I parse, the lowering and the schedule (about 0.1 s a kernel: most of a warm first
 epoch of GAT). So the first time ``make`` runs on a machine, the cache entry its kernel came
-from is recorded under the name: an entry of its own, ``name-<digest>``, holding ``name.json``
-(the kernel entry's key and target kind), written and checked as every entry is
+from is recorded under the name: an entry of its own in ``$SPARSETIR_CACHE/names``, holding
+``name.json`` (the kernel entry's key and target kind), written and checked as every entry is
 (``cache_folder``). A later process loads the kernel entry through it directly. The digest
 covers the key, sparsetir's sources, TVM's versions and the host target, as a kernel's own
 key does; like the in-memory memo, it assumes that ``make`` depends on nothing else. A name
@@ -41,10 +41,10 @@ def remembered(key: tuple, make):
 
 
 def _named(key: tuple, make):
-    folder = cache_folder.folder(cache.FOLDER)           # None: unusable (it warned)
+    folder = cache_folder.folder(cache.NAMES)            # None: unusable (it warned)
     if folder is None:
         return make()
-    name = folder / f"name-{_digest(key)}"
+    name = folder / _digest(key)
     kernel = _load_named(name)
     if kernel is not None:
         return kernel
@@ -71,7 +71,7 @@ def _load_named(name) -> Kernel | None:
     if not isinstance(entry, str) or not re.fullmatch(r"[0-9a-f]{32}", entry) or \
             kind not in ("llvm", "cuda"):
         return None
-    kernel = cache.load_entry(name.parent / entry, kind, kernel_of)
+    kernel = cache.load_entry(cache.cache_dir() / entry, kind, kernel_of)
     if kernel is not None:
         compile_log.loaded(None, kind)
     return kernel
