@@ -31,6 +31,7 @@ from .errors import (  # noqa: E402
                         FormatTypeError,
                         HorizontalFusionError,
                         InitPlacementError,
+                        KernelFileError,
                         LayoutError,
                         LoweringError,
                         SparseScheduleError,
@@ -41,6 +42,7 @@ from .errors import (  # noqa: E402
 )
 from .ir import SparseFunction  # noqa: E402
 from .lower import lower_sparse_iter  # noqa: E402
+from .runtime.saved import load  # noqa: E402
 from .stage1 import (  # noqa: E402
                         FormatRewriteRule,
                         Schedule,
@@ -49,11 +51,15 @@ from .stage1 import (  # noqa: E402
 from .transform import lower_sparse_buffer  # noqa: E402
 from .transform.preprocess import extract_preprocess, remove_preprocess  # noqa: E402
 from .transform.specialize_buffer import specialize_buffer  # noqa: E402
+from .warmup import WarmupReport, warmup  # noqa: E402
+from .driver.compile_log import configure_from_env as _configure_log  # noqa: E402
+
+_configure_log()        # SPARSETIR_LOG=info: compile records on stderr
 
 __all__ = ["ArgumentError", "AtomicBlockError", "BufferReferenceError", "FormatRewriteError",
            "FormatRewriteRule", "FormatTypeError", "HorizontalFusionError", "InitPlacementError",
-           "LayoutError", "LoweringError", "Schedule", "SparseFunction",
+           "KernelFileError", "LayoutError", "LoweringError", "Schedule", "SparseFunction",
            "SparseScheduleError", "SparseScriptError", "SparseTIRError", "SparseTIRTypeError",
            "SparseTIRValueError", "build",
-           "extract_preprocess", "format", "format_decompose", "ir", "lower_sparse_buffer",
-           "lower_sparse_iter", "ops", "remove_preprocess", "script", "specialize_buffer"]
+           "extract_preprocess", "format", "format_decompose", "ir", "load", "lower_sparse_buffer",
+           "lower_sparse_iter", "ops", "remove_preprocess", "script", "specialize_buffer", "warmup", "WarmupReport"]

@@ -100,6 +100,19 @@ class ArgumentError(SparseTIRError, ValueError):
     """
 
 
+class KernelFileError(SparseTIRError, ValueError):
+    """A file given to ``sparsetir.load`` that is not what ``save`` wrote (damaged, cut short,
+    altered, not a saved kernel) or that this installation cannot load (saved with another
+    TVM); nothing of it is loaded.
+
+    Examples
+    --------
+    >>> sparsetir.load("notes.txt")
+    Traceback (most recent call last):
+    KernelFileError: notes.txt is not a file saved by sparsetir (Kernel.save, AlgebraKernel.save)
+    """
+
+
 class FormatTypeError(SparseTIRError, TypeError, ValueError):
     """An argument of the wrong kind (float or bool indices, a size of 2.5, integer values):
     a ``TypeError`` that is also the ``ValueError`` every check here raises."""

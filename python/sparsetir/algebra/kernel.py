@@ -32,6 +32,7 @@ from ..ir.attrs import param_names
 from ..ir.function import SparseFunction
 from ..lower.lower_sparse_iter import lower_sparse_iter
 from ..lower.coiterate_onepass import CHUNKS_PARAM
+from ..runtime.saved import save
 from ..runtime.threads import cooperate_with_torch, thread_count
 from ..script import from_source
 from .generate import generate
@@ -95,6 +96,17 @@ class AlgebraKernel:
                 f"lower_sparse_iter(k.func) gives {', '.join(map(repr, self._kernels))}: "
                 "schedule them, do not remove them (only 'onepass' may be left out)")
         return clone
+
+    def save(self, path) -> None:
+        """Write the compiled statement to the file ``path``; ``sparsetir.load(path)`` gives it
+        back (its kernels as ``Kernel.save`` keeps them). Pickles carry the same.
+
+        Example
+        -------
+        >>> k.save("/tmp/add.stk")
+        >>> sparsetir.load("/tmp/add.stk")(B=B, C=C)       # as k(B=B, C=C)
+        """
+        save(self, path)
 
     def __call__(self, **operands):
         stmt, gen = self.statement, self.generated

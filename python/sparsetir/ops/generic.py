@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from ..driver.build_module import build
-from ..driver.cache import remembered
+from ..driver.named import remembered
 from ..lower import lower_sparse_iter
 from ..schedule.generic import schedule_gsddmm_cpu, schedule_gspmm_cpu
 from .arrays import is_torch

@@ -16,7 +16,7 @@ from ..lower import lower_sparse_iter
 from .arrays import (DenseOperand, check_output, check_tensor, new_array, reordered_view,
                      writable_view)
 from ..driver.build_module import build
-from ..driver.cache import remembered
+from ..driver.named import remembered
 from .kernels import tiled_kernels
 from .graph_tensors import tracing
 from .matrix import SparseMatrix, as_sparse_matrix

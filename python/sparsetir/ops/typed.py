@@ -30,7 +30,7 @@ import sys
 import numpy as np
 
 from ..driver.build_module import build
-from ..driver.cache import remembered
+from ..driver.named import remembered
 from ..errors import FormatTypeError, SparseTIRTypeError, SparseTIRValueError
 from ..format.checks import index_array
 from ..lower import lower_sparse_iter
