@@ -32,11 +32,13 @@ from ..ir.attrs import param_names
 from ..ir.function import SparseFunction
 from ..lower.lower_sparse_iter import lower_sparse_iter
 from ..lower.coiterate_onepass import CHUNKS_PARAM
+from ..lower.coiterate_workspace import WORKSPACE_CHUNKS, workspace_bytes
 from ..runtime.threads import cooperate_with_torch, thread_count
 from ..script import from_source
 from .generate import generate
 from .lattice import lattices_of
 from .notation import parse
+from .sizes import check_elements, check_positions, check_workspace
 from .storage import Levels, compile_arguments, level_format, to_levels, to_result
 
 KERNEL_NAME = "kernel"
@@ -118,10 +120,12 @@ class AlgebraKernel:
             _bind(args, gen.names[name], lv)
         names = gen.names[out_name]
         if out_fmt.is_dense:
+            check_elements(out_name, out_shape, "the dense result")
             stored = np.empty([out_shape[d] for d in out_fmt.dims], self.dtype)
             args[names["vals"]] = stored.reshape(-1)        # main writes every element
             self._run("main", args)
             return stored.transpose(np.argsort(out_fmt.dims))
+        self._check_workspace(sizes)
         bounds = _row_bounds(stmt, gen, levels, self._kernels)
         if bounds is not None:
             out = _assemble_once(self, args, names, out_shape, bounds)
@@ -129,9 +133,27 @@ class AlgebraKernel:
             out = _assemble(self, args, names, out_fmt, out_shape)
         return to_result(out, out_fmt)
 
+    def _check_workspace(self, sizes: dict) -> None:
+        """``MemoryError`` before a call whose row workspaces (a CSR result with an output
+        index under a sum: Gustavson) cannot fit in memory at once."""
+        stmt, loop = self.statement, self.generated.loop_vars
+        out = stmt.lhs.indices
+        if set(loop[:len(out)]) == set(out):          # no output index under a sum
+            return
+        width = sizes[max(out, key=loop.index)]
+        rows = sizes[loop[0]]
+        per_chunk = workspace_bytes(width, np.dtype(self.dtype).itemsize)
+        check_workspace(stmt, per_chunk, min(rows, WORKSPACE_CHUNKS), thread_count())
+
     def _run(self, which: str, args: dict, validate: bool = True) -> None:
         kernel, params = self._kernels[which]
-        kernel(*[args[p] for p in params], validate=validate)
+        try:
+            kernel(*[args[p] for p in params], validate=validate)
+        except Exception as err:  # noqa: BLE001  (TVM raises bad_alloc as an InternalError)
+            if "bad_alloc" not in str(err):
+                raise
+            raise MemoryError(f"{self.statement.text!r}: {which} could not allocate its "
+                              f"workspace (std::bad_alloc); sizes {_size_text(args)}") from None
 
 
 def _build(func) -> dict:
@@ -159,6 +181,11 @@ def _default_schedule(mod: tvm.IRModule) -> tvm.IRModule:
     if loops:
         sch.parallel(loops[0])
     return sch.mod
+
+
+def _size_text(args: dict) -> str:
+    """The size arguments of a call (``n_i = 4, n_j = 2147483647``), for an error message."""
+    return ", ".join(f"{k} = {v}" for k, v in args.items() if k.startswith("n_"))
 
 
 def _sizes(stmt, levels: dict) -> dict:
@@ -191,17 +218,18 @@ def _assemble(kernel: AlgebraKernel, args: dict, names: dict, fmt, shape) -> Lev
         args[names["pos"][1]] = indptr
         kernel._run("count", args)
         total = np.cumsum(indptr, dtype=np.int64)
-        if total[-1] > np.iinfo(np.int32).max:
-            raise SparseTIRValueError(f"the result has {total[-1]} stored values, past the "
-                                      "int32 index range")
+        check_positions(kernel.statement, int(total[-1]), "stored values")
         indptr[:] = total
         nnz = [None, int(indptr[-1])]
         pos = [None, indptr]
     else:                                             # appended: count writes each level's total
-        counts = np.zeros(len(compressed), np.int32)
+        counts = np.zeros(len(compressed), np.int64)      # counted in int64: never wraps
         args[f"{names['buffer']}_counts"] = counts
         kernel._run("count", args)
         nnz = [int(c) for c in counts]
+        for level, n in zip(compressed, nnz):
+            check_positions(kernel.statement, n, "stored values" if level == compressed[-1]
+                            else f"coordinates at level {level}")
         pos = []
         parents = 1
         for n in nnz:
