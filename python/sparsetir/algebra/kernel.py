@@ -30,6 +30,7 @@ from ..driver.build_module import build
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 from ..ir.attrs import param_names
 from ..ir.function import SparseFunction
+from ..lower.coiterate import has_coiteration
 from ..lower.lower_sparse_iter import lower_sparse_iter
 from ..lower.coiterate_onepass import CHUNKS_PARAM
 from ..lower.coiterate_workspace import WORKSPACE_CHUNKS, workspace_bytes
@@ -69,13 +70,12 @@ class AlgebraKernel:
         self.generated = generate(stmt, formats, dtype, KERNEL_NAME)
         self.func = from_source(self.generated.text)
         self.lattices = lattices_of(stmt, self.generated)
+        sparse_result = not formats[stmt.lhs.name].is_dense
+        if sparse_result and not has_coiteration(self.func):    # nothing merged: every
+            raise _whole_result(stmt)                            # coordinate written
         self._kernels = _build(self.func)
-        out_name = stmt.lhs.name
-        if not formats[out_name].is_dense and "count" not in self._kernels:
-            raise SparseTIRValueError(
-                f"{stmt.text!r}: every coordinate of {out_name} is written (a term without one of "
-                f"its indices, or dense operands only), so a sparse format for {out_name} would "
-                f"store it whole: leave {out_name} out of formats (dense)")
+        if sparse_result and "count" not in self._kernels:
+            raise _whole_result(stmt)
 
     def rebuild(self, func) -> "AlgebraKernel":
         """The kernel for ``func``: a rewritten Stage I function, or a Stage II module from
@@ -154,6 +154,15 @@ class AlgebraKernel:
                 raise
             raise MemoryError(f"{self.statement.text!r}: {which} could not allocate its "
                               f"workspace (std::bad_alloc); sizes {_size_text(args)}") from None
+
+
+def _whole_result(stmt) -> SparseTIRValueError:
+    """The refusal of a sparse format for a result written at every coordinate."""
+    out = stmt.lhs.name
+    return SparseTIRValueError(
+        f"{stmt.text!r}: every coordinate of {out} is written (a term without one of its "
+        f"indices, or dense operands only), so a sparse format for {out} would store it whole: "
+        f"leave {out} out of formats (dense)")
 
 
 def _build(func) -> dict:
