@@ -29,6 +29,10 @@ from ..format.checks import coordinates_problem, row_pointer_problem
 from .sizes import INDEX_LIMIT, check_elements
 
 
+KERNEL_DTYPES = ("float16", "float32", "float64")
+"""The value types a kernel computes in (``numpy.longdouble`` has no TVM type)."""
+
+
 @dataclass(frozen=True)
 class LevelFormat:
     """The levels of one operand: ``kinds[l]`` holds dimension ``dims[l]``."""
@@ -75,6 +79,9 @@ def compile_arguments(formats, dtype) -> tuple:
         kind = None
     if kind != "f":
         raise SparseTIRTypeError(f"dtype must be a float type (e.g. 'float64'), got {dtype!r}")
+    if np.dtype(dtype).name not in KERNEL_DTYPES:
+        raise SparseTIRTypeError(f"dtype {np.dtype(dtype).name} ({dtype!r}) has no TVM type: "
+                                 f"kernels compute in {', '.join(KERNEL_DTYPES)}")
     return dict(formats), str(np.dtype(dtype))
 
 
