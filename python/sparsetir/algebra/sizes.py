@@ -51,8 +51,8 @@ def check_elements(name: str, shape, what: str) -> int:
     positions address it."""
     elements = math.prod(int(s) for s in shape)
     if elements > INDEX_LIMIT:
-        sizes = " x ".join(str(int(s)) for s in shape)
-        raise SparseTIRValueError(f"{what} {name} has {sizes} = {elements} elements, past the "
+        sizes = " x ".join(str(int(s)) for s in shape) + " = " if len(shape) > 1 else ""
+        raise SparseTIRValueError(f"{what} {name} has {sizes}{elements} elements, past the "
                                   f"{_LIMIT_TEXT}")
     return elements
 
