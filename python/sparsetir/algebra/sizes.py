@@ -66,7 +66,8 @@ def check_workspace(stmt, per_chunk: int, chunks: int, threads: int) -> int:
     if memory is not None and held > memory:
         raise MemoryError(
             f"{stmt.text!r}: the row workspaces of {stmt.lhs.name} need {per_chunk} bytes per "
-            f"chunk of rows ({min(chunks, threads)} at once on {threads} threads: {held} bytes), "
+            f"chunk of rows ({min(chunks, threads)} at once on {threads} "
+            f"thread{'s' if threads != 1 else ''}: {held} bytes), "
             f"more than this machine's {memory} bytes of memory; nothing was allocated. The "
             "workspace is a dense row of the result's columns: compute fewer columns at a time")
     return held
