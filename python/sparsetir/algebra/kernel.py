@@ -39,7 +39,7 @@ from ..script import from_source
 from .generate import generate
 from .lattice import lattices_of
 from .notation import parse
-from .sizes import check_elements, check_positions, check_workspace
+from .sizes import INDEX_LIMIT, check_elements, check_positions, check_workspace
 from .storage import Levels, compile_arguments, level_format, to_levels, to_result
 
 KERNEL_NAME = "kernel"
@@ -113,6 +113,7 @@ class AlgebraKernel:
             rank = len(next(a for a in stmt.accesses if a.name == name).indices)
             levels[name] = to_levels(operands[name], gen.tensors[name], self.dtype, name, rank)
         sizes = _sizes(stmt, levels)
+        _check_row_pointers(stmt, gen, sizes)
         out_fmt = gen.tensors[out_name]
         out_shape = tuple(sizes[v] for v in stmt.lhs.indices)
         args = {f"n_{v}": sizes[v] for v in gen.loop_vars}
@@ -190,6 +191,20 @@ def _default_schedule(mod: tvm.IRModule) -> tvm.IRModule:
     if loops:
         sch.parallel(loops[0])
     return sch.mod
+
+
+def _check_row_pointers(stmt, gen, sizes: dict) -> None:
+    """A compressed level under a dense one has a row pointer of the dense index's size + 1
+    entries: refused where that passes int32 (2**31 - 1 rows; larger sizes are refused by the
+    call's own check of its size arguments)."""
+    for access in (stmt.lhs,) + stmt.accesses:
+        kinds, dims = gen.tensors[access.name].kinds, gen.tensors[access.name].dims
+        for l in range(len(kinds) - 1):
+            if kinds[l] == "dense" and kinds[l + 1] == "compressed":
+                v = access.indices[dims[l]]
+                if sizes[v] <= INDEX_LIMIT:
+                    check_elements(f"of {access.name} over {v}", (sizes[v] + 1,),
+                                   "the row pointer")
 
 
 def _size_text(args: dict) -> str:
