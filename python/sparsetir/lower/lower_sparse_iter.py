@@ -59,6 +59,7 @@ from ..ir.attrs import (
     LOWERED_LOOPS_ATTR,
     PARALLEL_ANNOTATION,
     PARAM_NAMES_ATTR,
+    PREPROCESS_ANNOTATION,
     IndexCheck,
     ValueDomain,
     metadata_annotations,
@@ -99,6 +100,11 @@ def lower_sparse_iter(func: SparseFunction) -> tvm.IRModule:
     """Lower a Stage I function to an IRModule of schedulable TensorIR (function ``"main"``)."""
     if not isinstance(func, SparseFunction):
         raise SparseTIRTypeError(f"lower_sparse_iter expects a SparseFunction, got {type(func).__name__}")
+    if not any(isinstance(stmt, SparseIteration) for stmt in func.body):
+        raise LoweringError(
+            f"function {func.name} has no sparse iteration to lower (remove_preprocess removes "
+            f"those annotated {PREPROCESS_ANNOTATION!r}: the iterations that fill a new format "
+            "from an old one, as format_decompose makes them, not the compute)")
     if has_coiteration(func):        # T.coiterate: merge loops and assembled outputs
         mod = lower_coiteration(func)
     else:
