@@ -1,0 +1,74 @@
+"""What each rank runs in the multi-process tests (``launch.run`` starts them; a module's
+top-level functions, so that spawned processes can import them). Each compares its own rows
+with the single-process ``sparsetir.ops`` result and raises on a difference.
+
+Example
+-------
+>>> # run(check_operators, 2, args=(A, parts_by_method))
+"""
+
+import numpy as np
+import torch
+
+from sparsetir import ops
+from sparsetir.distributed import DistSparseMatrix, dist_sddmm, dist_spmm
+
+FEATS = 8
+RTOL, ATOL = 1e-5, 1e-5
+
+
+def reference(A, seed: int = 0) -> dict:
+    """Single-process ``sparsetir.ops`` results and gradients on the whole matrix ``A``."""
+    rng = np.random.default_rng(seed)
+    n = A.shape[0]
+    data = {name: torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+            for name, shape in (("X", (n, FEATS)), ("Y", (n, FEATS)), ("W", (n, FEATS)),
+                                ("E", (A.nnz,)))}
+    X = data["X"].clone().requires_grad_()
+    values = torch.from_numpy(A.data.copy()).requires_grad_()
+    M = ops.SparseMatrix.from_csr(A.indptr, A.indices, values, A.shape)
+    spmm = ops.spmm(M, X)
+    (spmm * data["W"]).sum().backward()
+    out = dict(data, spmm=spmm.detach(), spmm_grad_x=X.grad, spmm_grad_values=values.grad)
+    X = data["X"].clone().requires_grad_()
+    Y = data["Y"].clone().requires_grad_()
+    sddmm = ops.sddmm(ops.SparseMatrix(A), X, Y)
+    (sddmm * data["E"]).sum().backward()
+    out.update(sddmm=sddmm.detach(), sddmm_grad_x=X.grad, sddmm_grad_y=Y.grad)
+    return out
+
+
+def _close(name, got, want, rank, what):
+    if not np.allclose(got.detach().numpy(), want.detach().numpy(), rtol=RTOL, atol=ATOL):
+        worst = float((got - want).abs().max())
+        raise AssertionError(f"rank {rank}, {what}: {name} differs (max |diff| {worst})")
+
+
+def check_operators(rank, world_size, A, parts_by_method):
+    """``dist_spmm`` and ``dist_sddmm``, values and gradients (X, Y and the edge values), for
+    every partition method and strategy."""
+    ref = reference(A)
+    for method, parts in parts_by_method.items():
+        part = parts[rank]
+        rows = torch.from_numpy(part.owned)
+        edges = torch.from_numpy(part.global_edges)
+        for strategy in ("broadcast", "halo"):
+            what = f"{method}/{strategy}"
+            values = torch.from_numpy(A.data[part.global_edges]).requires_grad_()
+            DM = DistSparseMatrix(part, values=values, strategy=strategy)
+            X = ref["X"][rows].clone().requires_grad_()
+            Y = dist_spmm(DM, X)
+            _close("spmm", Y, ref["spmm"][rows], rank, what)
+            (Y * ref["W"][rows]).sum().backward()
+            _close("spmm grad X", X.grad, ref["spmm_grad_x"][rows], rank, what)
+            _close("spmm grad values", values.grad, ref["spmm_grad_values"][edges], rank, what)
+            plain = DistSparseMatrix(part)           # stored values, no gradient asked
+            _close("spmm (stored values)", dist_spmm(plain, ref["X"][rows], strategy),
+                   ref["spmm"][rows], rank, what)
+            X = ref["X"][rows].clone().requires_grad_()
+            Yl = ref["Y"][rows].clone().requires_grad_()
+            S = dist_sddmm(DM, X, Yl)
+            _close("sddmm", S, ref["sddmm"][edges], rank, what)
+            (S * ref["E"][edges]).sum().backward()
+            _close("sddmm grad X", X.grad, ref["sddmm_grad_x"][rows], rank, what)
+            _close("sddmm grad Y", Yl.grad, ref["sddmm_grad_y"][rows], rank, what)
