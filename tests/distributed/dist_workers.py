@@ -72,3 +72,12 @@ def check_operators(rank, world_size, A, parts_by_method):
             (S * ref["E"][edges]).sum().backward()
             _close("sddmm grad X", X.grad, ref["sddmm_grad_x"][rows], rank, what)
             _close("sddmm grad Y", Yl.grad, ref["sddmm_grad_y"][rows], rank, what)
+
+
+def train_example_rank(rank, world_size, example_path, folder, epochs, report):
+    """``examples/distributed_gcn.py``'s rank, loaded from its path, halo strategy."""
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    spec = importlib.util.spec_from_file_location("distributed_gcn", example_path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    example.spawned_rank(rank, world_size, folder, epochs, "halo", report)

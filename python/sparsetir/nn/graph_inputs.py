@@ -28,7 +28,10 @@ from ..ops import SparseMatrix
 def check_matrix(M) -> SparseMatrix:
     """``M`` itself when it is a ``SparseMatrix`` with one stored entry per edge; anything
     else is refused by name (a matrix that summed parallel edges into one entry would count
-    them once, where DGL's layers count each)."""
+    them once, where DGL's layers count each). A ``sparsetir.distributed.DistSparseMatrix``
+    (this rank's nodes of a partitioned graph) is taken as it is."""
+    if getattr(M, "is_distributed", False):
+        return M
     if not isinstance(M, SparseMatrix):
         raise SparseTIRTypeError(
             f"M must be a sparsetir.ops.SparseMatrix (num_dst x num_src, rows are destinations), "
