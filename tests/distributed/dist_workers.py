@@ -46,7 +46,7 @@ def _close(name, got, want, rank, what):
 
 def check_operators(rank, world_size, A, parts_by_method):
     """``dist_spmm`` and ``dist_sddmm``, values and gradients (X, Y and the edge values), for
-    every partition method and strategy."""
+    every partition method and strategy; then the layers (``check_layers``)."""
     ref = reference(A)
     for method, parts in parts_by_method.items():
         part = parts[rank]
@@ -72,6 +72,7 @@ def check_operators(rank, world_size, A, parts_by_method):
             (S * ref["E"][edges]).sum().backward()
             _close("sddmm grad X", X.grad, ref["sddmm_grad_x"][rows], rank, what)
             _close("sddmm grad Y", Yl.grad, ref["sddmm_grad_y"][rows], rank, what)
+    check_layers(rank, world_size, A, parts_by_method["metis"])
 
 
 def train_example_rank(rank, world_size, example_path, folder, epochs, report):
@@ -81,3 +82,61 @@ def train_example_rank(rank, world_size, example_path, folder, epochs, report):
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     example.spawned_rank(rank, world_size, folder, epochs, "halo", report)
+
+
+def check_layers(rank, world_size, A, parts):
+    """``SAGEConv`` (mean, gcn) and ``GraphConv`` with edge weights on this rank's
+    ``DistSparseMatrix`` equal the layers on the whole graph: outputs, input and edge-weight
+    gradients; the max aggregator is refused by name."""
+    from sparsetir.nn import GraphConv, SAGEConv  # pylint: disable=import-outside-toplevel
+    from sparsetir.errors import SparseTIRValueError  # pylint: disable=import-outside-toplevel
+    ref = reference(A)
+    part = parts[rank]
+    rows, edges = torch.from_numpy(part.owned), torch.from_numpy(part.global_edges)
+    M = ops.SparseMatrix(A)
+    weights = torch.from_numpy(A.data.copy())
+    for strategy in ("broadcast", "halo"):
+        DM = DistSparseMatrix(part, strategy=strategy)
+        for make in (lambda: SAGEConv(FEATS, 4, "mean"), lambda: SAGEConv(FEATS, 4, "gcn"),
+                     lambda: GraphConv(FEATS, 4, allow_zero_in_degree=True)):
+            torch.manual_seed(0)
+            layer = make()
+            kwargs_full, kwargs_local = {}, {}
+            if isinstance(layer, GraphConv):
+                full_w = weights.clone().requires_grad_()
+                local_w = weights[edges].clone().requires_grad_()
+                kwargs_full, kwargs_local = {"edge_weight": full_w}, {"edge_weight": local_w}
+            X = ref["X"].clone().requires_grad_()
+            want = layer(M, X, **kwargs_full)
+            (want * ref["W"][:, :4]).sum().backward()
+            X_local = ref["X"][rows].clone().requires_grad_()
+            got = layer(DM, X_local, **kwargs_local)
+            what = f"{strategy}/{type(layer).__name__}"
+            _close("layer output", got, want[rows], rank, what)
+            (got * ref["W"][rows, :4]).sum().backward()
+            _close("layer grad X", X_local.grad, X.grad[rows], rank, what)
+            if kwargs_local:
+                _close("edge_weight grad", local_w.grad, full_w.grad[edges], rank, what)
+        try:
+            SAGEConv(FEATS, 4, "pool")(DM, ref["X"][rows])
+        except SparseTIRValueError as err:
+            assert "max" in str(err), err
+        else:
+            raise AssertionError("SAGEConv pool on a DistSparseMatrix was not refused")
+
+
+def hang_or_die(rank, world_size, A, parts, behaviour, report):
+    """Rank 1 hangs (``behaviour="hang"``) or exits (``"die"``) after making its matrix; the
+    others call ``dist_spmm`` and write the error they get to ``report/error-<rank>.txt``."""
+    import os  # pylint: disable=import-outside-toplevel
+    import time  # pylint: disable=import-outside-toplevel
+    DM = DistSparseMatrix(parts[rank], strategy="broadcast")
+    if rank == 1:
+        if behaviour == "die":
+            os._exit(3)
+        time.sleep(600)
+    try:
+        dist_spmm(DM, torch.zeros(parts[rank].num_owned, FEATS))
+    except Exception as err:  # pylint: disable=broad-except
+        with open(os.path.join(report, f"error-{rank}.txt"), "w") as out:
+            out.write(f"{type(err).__name__}: {err}")

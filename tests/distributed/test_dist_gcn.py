@@ -1,7 +1,6 @@
 """A GCN (``sparsetir.nn.GraphConv`` on a ``DistSparseMatrix``, ``examples/distributed_gcn.py``)
 trained on 2 and 4 processes gives the losses of the same model trained on one process with a
-``SparseMatrix``, epoch by epoch; SAGEConv on a ``DistSparseMatrix`` equals SAGEConv on the
-whole graph."""
+``SparseMatrix``, epoch by epoch (the layers' own checks: ``dist_workers.check_layers``)."""
 
 import importlib.util
 import multiprocessing
@@ -35,3 +34,4 @@ def test_gcn_losses_match_one_process(tmp_path, world_size, method):
         np.testing.assert_allclose(np.load(tmp_path / f"losses-{rank}.npy"), expected,
                                    rtol=1e-4)
     assert expected[-1] < expected[0]          # it trains
+

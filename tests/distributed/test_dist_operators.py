@@ -1,6 +1,7 @@
 """``dist_spmm`` / ``dist_sddmm`` on 1, 2 and 4 gloo processes on 127.0.0.1 equal the
 single-process ``sparsetir.ops`` results, values and gradients, for both strategies and both
-partition methods; every run is bounded in time and leaves no process behind."""
+partition methods, and so do ``GraphConv`` and ``SAGEConv`` on a ``DistSparseMatrix``
+(``dist_workers``); every run is bounded in time and leaves no process behind."""
 
 import multiprocessing
 

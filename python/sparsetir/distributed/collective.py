@@ -32,7 +32,7 @@ def failures_named(operation: str, peer: int | None = None):
         if isinstance(err, CommunicationError):
             raise
         rank = dist.get_rank() if dist.is_initialized() else "?"
-        where = f" with rank {peer}" if peer is not None else ""
+        where = f" with rank {peer}" if peer not in (None, rank) else ""
         raise CommunicationError(
             f"rank {rank}: {operation}{where} failed (a peer died, hangs or left the group; "
             f"collectives time out after the process group's timeout): {err}") from err
