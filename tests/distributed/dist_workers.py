@@ -140,3 +140,12 @@ def hang_or_die(rank, world_size, A, parts, behaviour, report):
     except Exception as err:  # pylint: disable=broad-except
         with open(os.path.join(report, f"error-{rank}.txt"), "w") as out:
             out.write(f"{type(err).__name__}: {err}")
+
+
+def report_threads(rank, world_size, report):
+    """Write this rank's kernel threads and torch's to ``report/threads-<rank>.txt``."""
+    import os  # pylint: disable=import-outside-toplevel
+    from sparsetir.runtime.threads import thread_count  # pylint: disable=import-outside-toplevel
+    del world_size
+    with open(os.path.join(report, f"threads-{rank}.txt"), "w") as out:
+        out.write(f"{thread_count()} {torch.get_num_threads()}")
