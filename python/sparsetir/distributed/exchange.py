@@ -12,7 +12,10 @@ Two strategies, one interface:
 (and its transpose sums each stage's contributions onto rank ``q``). ``HaloExchange`` sends only
 the rows each rank's entries reference (its halo) with one ``all_to_all_single``, started before
 the local block is computed and waited for after; the counts and row ids are exchanged once,
-when it is made. ``bytes_sent`` counts what this rank sent through each.
+when it is made. ``bytes_sent`` counts the bytes of this rank's rows sent, once per rank that
+receives them (a broadcast of ``b`` bytes to ``P - 1`` ranks counts ``b (P - 1)``, whatever
+tree the backend uses), ``seconds`` the time this rank spent in or waiting for the
+collectives.
 
 Example
 -------
@@ -21,6 +24,9 @@ Example
 
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 
@@ -28,7 +34,23 @@ from ..errors import SparseTIRValueError
 from . import collective
 
 
-class BroadcastExchange:
+class Counted:
+    """``bytes_sent`` and ``seconds`` (see the module docstring)."""
+
+    bytes_sent = 0
+    seconds = 0.0
+
+    @contextmanager
+    def timed(self):
+        """Add the body's time to ``seconds``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+class BroadcastExchange(Counted):
     """CAGNET's broadcast per stage (see the module docstring)."""
 
     kind = "broadcast"
@@ -36,7 +58,6 @@ class BroadcastExchange:
     def __init__(self, part):
         self.rank = part.rank
         self.sizes = [block.num_cols for block in part.blocks]
-        self.bytes_sent = 0
 
     def gather(self, X_local: torch.Tensor):
         for q, rows in enumerate(self.sizes):
@@ -45,7 +66,8 @@ class BroadcastExchange:
                 self.bytes_sent += buffer.numel() * buffer.element_size() * (len(self.sizes) - 1)
             else:
                 buffer = X_local.new_empty((rows,) + tuple(X_local.shape[1:]))
-            collective.broadcast(buffer, q, "rows of X")
+            with self.timed():
+                collective.broadcast(buffer, q, "rows of X")
             yield q, buffer
 
     def scatter_add(self, product) -> torch.Tensor:
@@ -54,13 +76,14 @@ class BroadcastExchange:
             contribution = product(q).contiguous()
             if q != self.rank:
                 self.bytes_sent += contribution.numel() * contribution.element_size()
-            collective.reduce_sum(contribution, q, "row gradients")
+            with self.timed():
+                collective.reduce_sum(contribution, q, "row gradients")
             if q == self.rank:
                 result = contribution
         return result
 
 
-class HaloExchange:
+class HaloExchange(Counted):
     """Halo rows through ``all_to_all_single`` (see the module docstring). Making one is a
     collective: every rank makes its own at the same point."""
 
@@ -79,14 +102,15 @@ class HaloExchange:
         wanted = torch.from_numpy(np.concatenate(halos)) if halos else torch.zeros(0)
         self.send_rows = collective.all_to_all(wanted.to(torch.int64), self.recv_counts,
                                                self.send_counts, "halo row ids").wait()
-        self.bytes_sent = 0
 
     def gather(self, X_local: torch.Tensor):
         send = X_local.index_select(0, self.send_rows)
         self.bytes_sent += send.numel() * send.element_size()
-        pending = collective.all_to_all(send, self.send_counts, self.recv_counts, "halo rows")
+        with self.timed():
+            pending = collective.all_to_all(send, self.send_counts, self.recv_counts, "halo rows")
         yield self.rank, X_local                 # computed while the exchange is in flight
-        received = pending.wait()
+        with self.timed():
+            received = pending.wait()
         for q, count in enumerate(self.recv_counts):
             if q != self.rank:
                 yield q, received[self.recv_offsets[q]:self.recv_offsets[q] + count]
@@ -97,10 +121,13 @@ class HaloExchange:
             return product(self.rank).contiguous()
         send = torch.cat(remote)
         self.bytes_sent += send.numel() * send.element_size()
-        pending = collective.all_to_all(send, self.recv_counts, self.send_counts,
-                                        "halo row gradients")
+        with self.timed():
+            pending = collective.all_to_all(send, self.recv_counts, self.send_counts,
+                                            "halo row gradients")
         local = product(self.rank).clone()       # computed while the exchange is in flight
-        local.index_add_(0, self.send_rows, pending.wait())
+        with self.timed():
+            received = pending.wait()
+        local.index_add_(0, self.send_rows, received)
         return local
 
 
