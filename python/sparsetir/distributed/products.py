@@ -41,3 +41,29 @@ def edge_dot(matrix: ops.SparseMatrix, G: torch.Tensor, X: torch.Tensor) -> torc
     if matrix.nnz == 0:
         return G.new_zeros(0)
     return ops.sddmm(matrix, G, X)
+
+
+def per_block(DM, strategy: str, rows_local: torch.Tensor, product, keep: bool) -> tuple:
+    """``({q: product(q, block q, rows_q)}, {q: rows_q} if keep else {})`` over the rows the
+    exchange of ``strategy`` gathers from ``rows_local`` (each rank's rows its blocks use)."""
+    results, gathered = {}, {}
+    for q, rows_q in DM.exchange(strategy).gather(rows_local):
+        results[q] = product(q, DM.block(q, strategy), rows_q)
+        if keep:
+            gathered[q] = rows_q
+    return results, gathered
+
+
+def gathered_again(ctx, rows_local: torch.Tensor):
+    """``(q, rows_q)`` pairs for the backward pass: those the forward pass kept in
+    ``ctx.gathered``, else gathered again (the broadcast strategy keeps none: it would hold
+    every rank's rows)."""
+    if ctx.gathered:
+        return ctx.gathered.items()
+    return ctx.DM.exchange(ctx.strategy).gather(rows_local)
+
+
+def backward_inputs(ctx, grad: torch.Tensor) -> tuple:
+    """``(saved tensors, matrix, strategy, exchange, contiguous grad)`` of a backward pass."""
+    return (ctx.saved_tensors, ctx.DM, ctx.strategy, ctx.DM.exchange(ctx.strategy),
+            grad.contiguous())

@@ -21,7 +21,8 @@ import torch
 from ..errors import SparseTIRValueError
 from .exchange import check_strategy
 from .operands import check_matrix, check_node_rows
-from .products import block_spmm, edge_dot, transposed_spmm
+from .products import (backward_inputs, block_spmm, edge_dot, gathered_again, per_block,
+                       transposed_spmm)
 
 
 def dist_sddmm(DM, X_local, Y_local, strategy: str | None = None):
@@ -44,30 +45,25 @@ class DistSDDMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, DM, strategy, X_local, Y_local):  # pylint: disable=arguments-differ
         X_local = X_local.detach().contiguous()
-        pieces, gathered = {}, {}
-        keep = ctx.needs_input_grad[2] and strategy == "halo"
-        for q, Y_q in DM.exchange(strategy).gather(Y_local.detach()):
-            pieces[q] = edge_dot(DM.block(q, strategy), X_local, Y_q)
-            if keep:
-                gathered[q] = Y_q
+        pieces, gathered = per_block(
+            DM, strategy, Y_local.detach(),
+            lambda q, block, Y_q: edge_dot(block, X_local, Y_q),
+            keep=ctx.needs_input_grad[2] and strategy == "halo")
         ctx.DM, ctx.strategy, ctx.gathered = DM, strategy, gathered
         ctx.save_for_backward(X_local, Y_local)
         return torch.cat([pieces[q] for q in range(len(DM.blocks))])
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
-        X_local, Y_local = ctx.saved_tensors
-        DM, strategy = ctx.DM, ctx.strategy
-        exchange = DM.exchange(strategy)
-        grad = grad.contiguous()
+        (X_local, Y_local), DM, strategy, exchange, grad = backward_inputs(ctx, grad)
 
         def edges(q):
             return grad[int(DM.offsets[q]):int(DM.offsets[q + 1])]
 
         grad_x = grad_y = None
         if ctx.needs_input_grad[2]:
-            rows = ctx.gathered.items() if ctx.gathered else exchange.gather(Y_local.detach())
-            grad_x = sum(block_spmm(DM.block(q, strategy), Y_q, edges(q)) for q, Y_q in rows)
+            grad_x = sum(block_spmm(DM.block(q, strategy), Y_q, edges(q))
+                         for q, Y_q in gathered_again(ctx, Y_local.detach()))
         if ctx.needs_input_grad[3]:
             grad_y = exchange.scatter_add(lambda q: transposed_spmm(
                 DM.block(q, strategy), X_local, edges(q)))

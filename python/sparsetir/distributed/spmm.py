@@ -22,7 +22,8 @@ import torch
 
 from .exchange import check_strategy
 from .operands import check_matrix, check_node_rows
-from .products import block_spmm, edge_dot, transposed_spmm
+from .products import (backward_inputs, block_spmm, edge_dot, gathered_again, per_block,
+                       transposed_spmm)
 
 
 def dist_spmm(DM, X_local, strategy: str | None = None, weighted: bool = True):
@@ -50,32 +51,25 @@ class DistSpMM(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, DM, strategy, weights, X_local, values):  # pylint: disable=arguments-differ
-        exchange = DM.exchange(strategy)
         detached = None if values is None else values.detach()
-        keep = ctx.needs_input_grad[4] and strategy == "halo"
-        result = X_local.new_zeros((DM.part.num_owned,) + tuple(X_local.shape[1:]))
-        gathered = {}
-        for q, X_q in exchange.gather(X_local.detach()):
-            result += block_spmm(DM.block(q, strategy), X_q,
-                                 block_weights(DM, weights, detached, q))
-            if keep:
-                gathered[q] = X_q
+        products, gathered = per_block(
+            DM, strategy, X_local.detach(), lambda q, block, X_q: block_spmm(
+                block, X_q, block_weights(DM, weights, detached, q)),
+            keep=ctx.needs_input_grad[4] and strategy == "halo")
+        result = sum(products.values())
         ctx.DM, ctx.strategy, ctx.weights, ctx.gathered = DM, strategy, weights, gathered
         ctx.save_for_backward(X_local, detached)
         return result
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
-        X_local, values = ctx.saved_tensors
-        DM, strategy = ctx.DM, ctx.strategy
-        exchange = DM.exchange(strategy)
-        grad = grad.contiguous()
+        (X_local, values), DM, strategy, exchange, grad = backward_inputs(ctx, grad)
         grad_x = grad_values = None
         if ctx.needs_input_grad[3]:
             grad_x = exchange.scatter_add(lambda q: transposed_spmm(
                 DM.block(q, strategy), grad, block_weights(DM, ctx.weights, values, q)))
         if ctx.needs_input_grad[4]:
-            rows = ctx.gathered.items() if ctx.gathered else exchange.gather(X_local.detach())
-            pieces = dict((q, edge_dot(DM.block(q, strategy), grad, X_q)) for q, X_q in rows)
+            pieces = {q: edge_dot(DM.block(q, strategy), grad, X_q)
+                      for q, X_q in gathered_again(ctx, X_local.detach())}
             grad_values = torch.cat([pieces[q] for q in range(len(DM.blocks))])
         return None, None, None, grad_x, grad_values
