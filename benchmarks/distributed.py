@@ -107,7 +107,7 @@ def rank_bench(rank, world_size, folders, epochs, report):
         {"world_size": world_size, "peak_mb": peak, "base_mb": base, "results": results}))
 
 
-def measure(name: str, A, world_size: int, epochs: int) -> list:
+def measure(name: str, A, world_size: int, epochs: int, threads=None) -> list:
     """Rows of the table for graph ``name`` at ``world_size``."""
     with tempfile.TemporaryDirectory(prefix="sparsetir-dist-bench-") as scratch:
         folders = {}
@@ -115,7 +115,7 @@ def measure(name: str, A, world_size: int, epochs: int) -> list:
             folders[method] = os.path.join(scratch, method)
             save(partition(A, world_size, method), folders[method])
         run(rank_bench, world_size, args=(folders, epochs, scratch), timeout=3600,
-            collective_timeout=600)
+            collective_timeout=600, threads=threads)
         ranks = [json.loads(Path(scratch, f"rank-{r}.json").read_text())
                  for r in range(world_size)]
     rows = []
@@ -138,6 +138,8 @@ def main():
     parser.add_argument("--graphs", nargs="+", default=["cora", "citeseer", "pubmed", "arxiv"])
     parser.add_argument("--world-sizes", nargs="+", type=int, default=[1, 2, 4])
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--threads", type=int, help="kernel and torch threads per rank "
+                        "(default: the usable cores divided among the ranks)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     header = (f"{'graph':9s} {'P':>2s} {'method':10s} {'strategy':9s} {'epoch ms':>9s} "
@@ -147,7 +149,7 @@ def main():
     for name in args.graphs:
         A = graph(name)
         for world_size in args.world_sizes:
-            for row in measure(name, A, world_size, args.epochs):
+            for row in measure(name, A, world_size, args.epochs, args.threads):
                 rows.append(row)
                 print(f"{name:9s} {world_size:2d} {row['method']:10s} {row['strategy']:9s} "
                       f"{row['epoch_ms']:9.1f} {row['exchange_ms']:9.1f} "

@@ -60,7 +60,8 @@ def run(fn, world_size: int, args: tuple = (), timeout: float = 120.0,
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise SparseTIRValueError(f"world_size must be a positive integer, got {world_size!r}")
     if threads is None:
-        threads = int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or max(
+        given = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+        threads = int(given) if given.isdigit() and int(given) > 0 else max(
             1, len(os.sched_getaffinity(0)) // world_size)
     address = f"127.0.0.1:{free_port()}"
     saved = {name: os.environ.get(name) for name in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}
