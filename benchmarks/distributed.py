@@ -13,7 +13,7 @@ warm-up epoch, for every partition method and strategy in turn, and reports:
   gradient all-reduce);
 * ``MB sent/rank``: the mean over ranks of the bytes of its node rows it sent per epoch (forward
   and backward, both layers; ``exchange.py`` says how they are counted);
-* ``peak MB``: the largest peak resident memory of a rank (``ru_maxrss``: the interpreter, torch,
+* ``peak MB``: the largest peak resident memory of a rank (``VmHWM``: the interpreter, torch,
   TVM and the kernels included); ``base MB``: the same before the rank loaded its part, so the
   difference is what the part, its features and the training took.
 
@@ -66,13 +66,22 @@ def graph(name: str) -> scipy.sparse.csr_matrix:
         np.float32).tocsr()
 
 
+def peak_mb() -> float:
+    """This process's peak resident memory (``VmHWM``: unlike ``ru_maxrss``, which keeps the
+    parent's peak across ``fork`` and ``exec``, it starts anew in a spawned process)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def rank_bench(rank, world_size, folders, epochs, report):
     """Train on each partition (``folders``: method -> folder) and strategy; write this rank's
     figures to ``report/rank-<rank>.json``."""
     import torch  # pylint: disable=import-outside-toplevel
     import torch.distributed as dist  # pylint: disable=import-outside-toplevel
     example = example_module()
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base = peak_mb()
     results = []
     for method, folder in folders.items():
         part = load(folder, rank)
@@ -102,7 +111,7 @@ def rank_bench(rank, world_size, folders, epochs, report):
             results.append({"method": method, "strategy": strategy, "epoch_s": seconds,
                             "exchange_s": (exchange.seconds - waited) / epochs,
                             "bytes": (exchange.bytes_sent - sent) / epochs})
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_mb()
     Path(report, f"rank-{rank}.json").write_text(json.dumps(
         {"world_size": world_size, "peak_mb": peak, "base_mb": base, "results": results}))
 
