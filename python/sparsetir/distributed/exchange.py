@@ -99,8 +99,8 @@ class HaloExchange(Counted):
                                        [1] * part.num_parts, [1] * part.num_parts,
                                        "halo counts").wait()
         self.send_counts = [int(c) for c in counts]
-        wanted = torch.from_numpy(np.concatenate(halos)) if halos else torch.zeros(0)
-        self.send_rows = collective.all_to_all(wanted.to(torch.int64), self.recv_counts,
+        wanted = torch.from_numpy(np.concatenate(halos).astype(np.int64))
+        self.send_rows = collective.all_to_all(wanted, self.recv_counts,
                                                self.send_counts, "halo row ids").wait()
 
     def gather(self, X_local: torch.Tensor):
