@@ -9,7 +9,7 @@ import pytest
 import torch.multiprocessing as mp
 
 import dist_workers
-from graphs import small_graph
+from dist_graphs import small_graph
 from sparsetir.distributed import partition, run
 from sparsetir.errors import CommunicationError
 

@@ -8,7 +8,7 @@ import multiprocessing
 import pytest
 
 import dist_workers
-from graphs import small_graph
+from dist_graphs import small_graph
 from sparsetir.distributed import partition, run
 
 

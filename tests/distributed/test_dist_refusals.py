@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from graphs import small_graph
+from dist_graphs import small_graph
 from sparsetir import nn
 from sparsetir.distributed import DistSparseMatrix, dist_sddmm, dist_spmm, partition
 from sparsetir.distributed.launch import free_port, init_group

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from graphs import small_graph
+from dist_graphs import small_graph
 from sparsetir import ops
 from sparsetir.distributed import load, partition, save
 from sparsetir.errors import PartitionFileError, SparseTIRTypeError, SparseTIRValueError
