@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 from .. import ops
+from ..ops.graph_tensors import GraphTensors
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 from .exchange import STRATEGIES, check_strategy
 from .part import Part
@@ -76,6 +77,12 @@ class DistSparseMatrix:
                        for b in part.blocks]
         self.halo_blocks = [self.blocks[q] if q == part.rank else _compacted(b, part.halo(q))
                             for q, b in enumerate(part.blocks)]
+        in_degrees = part.in_degrees()
+        # what the layers read of a graph through ops.graph_tensors: the owned nodes' degrees
+        self._graph_tensors = GraphTensors(
+            indptr=None, indices=None, data=None, in_degrees=torch.from_numpy(in_degrees),
+            out_degrees=torch.from_numpy(part.out_degrees), has_empty_rows=bool(
+                (in_degrees == 0).any()))
         self._exchanges = {}
         self.exchange("halo")           # a collective: made here, where every rank is
 

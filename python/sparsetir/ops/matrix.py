@@ -40,6 +40,7 @@ from ..format import SparseTensor, check_csr
 from ..format.checks import index_array
 from ..runtime.arguments import sealed
 from .arrays import check_autograd
+from .graph_tensors import graph_tensors, refuse_tracing
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
@@ -95,6 +96,7 @@ class SparseMatrix:
     """
 
     def __init__(self, matrix, *, name: str = "matrix", tune: bool = False):
+        refuse_tracing()
         if isinstance(matrix, SparseMatrix):         # its arrays, checked already
             self._fill(matrix.shape, *(matrix._sealed.get(name) for name in (
                 "indptr", "indices", "data")), None, matrix._sealed.get("multiplicity"))
@@ -129,12 +131,17 @@ class SparseMatrix:
         self.calls = {}         # operator and operand shapes -> (bound kernel, result shape)
         self.tuned = {}         # (kernel, feature size) -> the bound kernel a search chose
         self.auto_tune = False  # search at a kernel's first call (``tune=True``)
+        self.__dict__["_graph_tensors"] = None
+        if "torch" in sys.modules:     # what torch.compile reads (``ops.graph_tensors``)
+            graph_tensors(self)
 
     @classmethod
     def from_csr(cls, indptr, indices, values, shape) -> "SparseMatrix":
-        """A matrix over CSR arrays already in CSR order: column indices strictly increasing
-        within each row (unsorted or duplicate columns are refused by name: the edge data of
-        the graph operators is in this order, and nothing may move it silently).
+        """A matrix over CSR arrays already in CSR order: column indices non-decreasing within
+        each row (unsorted columns are refused by name: the edge data of the graph operators
+        is in this order, and nothing may move it silently). A repeated column is kept as an
+        entry of its own (a multigraph's parallel edges: each is one edge of the graph
+        operators, and ``spmm`` sums them).
 
         ``values`` (length nnz, float32 or float64, numpy or torch) keeps its dtype; a torch
         tensor is kept itself as ``M.values`` and read by the operators at every call, so a
@@ -148,22 +155,22 @@ class SparseMatrix:
         >>> M = SparseMatrix.from_csr([0, 2, 3], [0, 2, 1], w, (2, 3))
         >>> M.values is w, M.dtype
         (True, dtype('float64'))
+        >>> SparseMatrix.from_csr([0, 2, 2], [1, 1], np.float32([1, 2]), (2, 2)).nnz  # parallel edges
+        2
         """
+        refuse_tracing()
         if not isinstance(shape, (tuple, list)) or len(shape) != 2:
             raise SparseTIRValueError(f"shape must be (rows, columns), got {shape!r}")
         shape = tuple(int(size) for size in shape)
         indptr, indices = check_csr(_plain(indptr), _plain(indices), shape)
-        starts = indptr[1:-1]
-        falls = np.diff(indices) <= 0
-        falls[starts[(starts > 0) & (starts < indices.size)] - 1] = False
+        falls = _falls(indptr, indices, strictly=False)
         if falls.any():
             p = int(np.flatnonzero(falls)[0])
             row = int(np.searchsorted(indptr, p, side="right") - 1)
-            what = "a duplicate" if indices[p] == indices[p + 1] else "not sorted"
             raise SparseTIRValueError(
-                f"indices of row {row} are {what} (column {indices[p]} then "
-                f"{indices[p + 1]}): from_csr takes columns strictly increasing within each "
-                "row; use SparseMatrix(scipy.sparse.csr_matrix(...)) to sort and sum them")
+                f"indices of row {row} are not sorted (column {indices[p]} then "
+                f"{indices[p + 1]}): from_csr takes columns non-decreasing within each row; "
+                "use SparseMatrix(scipy.sparse.csr_matrix(...)) to sort them")
         data = _plain(values)
         if data.ndim != 1 or data.size != indices.size:
             raise SparseTIRValueError(f"values must have one value per index ({indices.size}),"
@@ -211,6 +218,41 @@ class SparseMatrix:
                             rows[perm], kept["data"][perm], None, None)
             return transpose, _read_only(perm)
         return self._derive("transposed", make)
+
+    def edge_matrix(self) -> "SparseMatrix":
+        """This matrix with one stored entry per edge, as the graph operators and layers read
+        it: the matrix itself, unless it summed parallel edges into one entry (``multiplicity``;
+        ``SparseMatrix(A)`` does, for duplicates of ``A``), when each such entry is stored
+        ``multiplicity`` times in a row, each copy holding an equal share of the sum. Its
+        ``source_order`` maps the caller's nonzeros to these edges one to one (parallel edges
+        in the caller's order). Made once per matrix.
+
+        Example
+        -------
+        >>> import scipy.sparse
+        >>> A = scipy.sparse.csr_matrix((np.float32([1, 2, 3]), [1, 1, 0], [0, 2, 3]), (2, 2))
+        >>> M = SparseMatrix(A)
+        >>> M.nnz, M.edge_matrix().nnz, M.edge_matrix().indices.tolist()
+        (2, 3, [1, 1, 0])
+        """
+        if self.multiplicity is None:
+            return self
+
+        def make():
+            kept = self._sealed
+            copies = kept["multiplicity"].astype(np.int64)
+            ends = np.concatenate([[0], np.cumsum(copies)])
+            order = None
+            if self.source_order is not None:     # the caller's p-th nonzero: which edge
+                order = np.empty(self.source_order.size, np.int64)
+                order[np.argsort(self.source_order, kind="stable")] = np.arange(order.size)
+            edges = SparseMatrix.__new__(SparseMatrix)
+            edges._fill(self.shape, ends[kept["indptr"]], np.repeat(kept["indices"], copies),
+                        np.repeat(kept["data"] / copies.astype(self.dtype), copies),
+                        None if order is None or np.array_equal(order, np.arange(order.size))
+                        else order, None)
+            return edges
+        return self._derive("edge_matrix", make)
 
     def reorder(self, method: str = "rcm") -> tuple:
         """``(B, perm)``: this (square) matrix with its nodes renumbered so that neighbours
@@ -319,8 +361,9 @@ _FIXED = frozenset({"shape", "indptr", "indices", "data", "source_order", "multi
 
 
 def _restored(csr, source_order, multiplicity=None) -> SparseMatrix:
-    """The matrix ``SparseMatrix.__reduce__`` describes."""
-    matrix = SparseMatrix(csr)
+    """The matrix ``SparseMatrix.__reduce__`` describes (repeated columns, kept as entries of
+    their own, stay so)."""
+    matrix = SparseMatrix.from_csr(csr.indptr, csr.indices, csr.data, csr.shape)
     matrix._fill(matrix.shape, matrix._sealed["indptr"], matrix._sealed["indices"],
                  matrix._sealed["data"], source_order, multiplicity)
     return matrix
@@ -436,15 +479,22 @@ def _entries(matrix, name: str) -> tuple:
                              f"{type(matrix).__name__}")
 
 
+def _falls(indptr: np.ndarray, indices: np.ndarray, strictly: bool) -> np.ndarray:
+    """For each entry but the last, whether the next entry of its row has a smaller column
+    (``strictly``: a smaller or equal one)."""
+    step = np.diff(indices)
+    falls = step <= 0 if strictly else step < 0
+    starts = indptr[1:-1]
+    falls[starts[(starts > 0) & (starts < indices.size)] - 1] = False  # a new row
+    return falls
+
+
 def _sorted_csr(shape: tuple, entries: _Entries) -> tuple:
     """``(indptr, indices, values, order, copies)``: the entries as CSR with the columns of
     each row sorted and duplicates summed, where each entry went (None: where it was) and how
     many entries each sums (None: one each)."""
     if entries.indptr is not None:            # CSR: sorted already when no row falls
-        falls = np.diff(entries.cols) <= 0
-        starts = entries.indptr[1:-1]
-        falls[starts[(starts > 0) & (starts < entries.cols.size)] - 1] = False  # a new row
-        if not falls.any():
+        if not _falls(entries.indptr, entries.cols, strictly=True).any():
             return entries.indptr, entries.cols, entries.values, None, None
     m, n = shape
     width = max(n, 1)
