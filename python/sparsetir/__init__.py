@@ -12,9 +12,12 @@ import os as _os
 
 __version__ = "0.1.0"
 
-# TVM's CPU thread pool uses one thread unless told otherwise (TVM_NUM_THREADS); use the cores
-# this process may run on, unless the user chose a number.
-_os.environ.setdefault("TVM_NUM_THREADS", str(len(_os.sched_getaffinity(0))))
+# TVM's CPU thread pool uses one thread unless told otherwise (TVM_NUM_THREADS); use the
+# threads this process is given (OMP_NUM_THREADS, which torchrun sets to 1 for each rank), else
+# the cores it may run on, unless the user chose a number.
+_omp_threads = _os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+_os.environ.setdefault("TVM_NUM_THREADS", _omp_threads if _omp_threads.isdigit() and int(
+    _omp_threads) > 0 else str(len(_os.sched_getaffinity(0))))
 
 from . import (  # noqa: E402  (after the thread setting, before TVM's pool starts)
                         format,  # noqa: E402  pylint: disable=redefined-builtin

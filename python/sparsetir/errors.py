@@ -118,6 +118,18 @@ class FormatTypeError(SparseTIRError, TypeError, ValueError):
     a ``TypeError`` that is also the ``ValueError`` every check here raises."""
 
 
+# sparsetir.distributed
+
+class PartitionFileError(SparseTIRError, ValueError):
+    """A saved partition (``sparsetir.distributed.load``) that cannot be read as it was
+    written: a missing, truncated, corrupt or foreign part file, or a rank it does not have."""
+
+
+class CommunicationError(SparseTIRError, RuntimeError):
+    """A collective of ``sparsetir.distributed`` that failed or timed out (a peer that died or
+    hangs); the message names this rank, the operation and, where known, the peer."""
+
+
 ARGUMENT_ERROR_KIND = "sparsetir.ArgumentError"
 """The error kind of every check compiled into a kernel (``tirx.AssertStmt``'s kind). It is
 registered with tvm-ffi (``tvm_ffi.register_error``), which then raises an error of that kind
@@ -131,5 +143,6 @@ tvm_ffi.register_error(ARGUMENT_ERROR_KIND, ArgumentError)
 for _error in (SparseTIRValueError, SparseTIRTypeError, SparseScriptError, SparseScheduleError,
                LoweringError, FormatRewriteError,
                LayoutError, InitPlacementError, AtomicBlockError,
-               HorizontalFusionError, BufferReferenceError, FormatTypeError):
+               HorizontalFusionError, BufferReferenceError, FormatTypeError,
+               PartitionFileError, CommunicationError):
     tvm_ffi.register_error(_error.__name__, _error)

@@ -30,8 +30,11 @@ from ..ops.graph_tensors import graph_tensors, tracing
 
 def check_matrix(M) -> SparseMatrix:
     """``M``'s graph (``M.edge_matrix()``: one stored entry per edge, parallel edges each
-    their own, as DGL's layers count them) when ``M`` is a ``SparseMatrix``; anything else is
-    refused by name."""
+    their own, as DGL's layers count them) when ``M`` is a ``SparseMatrix``; a
+    ``sparsetir.distributed.DistSparseMatrix`` (this rank's nodes of a partitioned graph) as it
+    is; anything else is refused by name."""
+    if getattr(M, "is_distributed", False):
+        return M
     if not isinstance(M, SparseMatrix):
         raise SparseTIRTypeError(
             f"M must be a sparsetir.ops.SparseMatrix (num_dst x num_src, rows are destinations), "

@@ -122,7 +122,12 @@ def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data):
     ``copy_rhs`` (``lhs_data`` unused); ``reduce_op``: ``sum``, ``max``, ``min``, ``mean``.
     ``lhs_data``: (num_src, *F) node data of the sources; ``rhs_data``: (nnz, *F) edge data.
     Returns (num_dst, *F broadcast); a destination with no in-edge gets 0.
+
+    A ``sparsetir.distributed.DistSparseMatrix`` aggregates its rank's rows across processes
+    (its own ``gspmm``: ``copy_lhs`` or ``mul``, with ``sum`` or ``mean``).
     """
+    if getattr(M, "is_distributed", False):
+        return M.gspmm(op, reduce_op, lhs_data, rhs_data)
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.gspmm(M, op, reduce_op, lhs_data, rhs_data)
