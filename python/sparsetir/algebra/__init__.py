@@ -7,7 +7,9 @@ or scheduled function, and ``k(B=..., C=...)`` the result (``SparseTensor`` / nu
 0-d array). See ``docs/coiteration.md``.
 """
 
-from .kernel import AlgebraKernel, compile  # pylint: disable=redefined-builtin
+from .compiler import compile  # pylint: disable=redefined-builtin
+from .grouped import GroupedKernel
+from .kernel import AlgebraKernel
 from .notation import NotationError, parse
 
-__all__ = ["AlgebraKernel", "NotationError", "compile", "parse"]
+__all__ = ["AlgebraKernel", "GroupedKernel", "NotationError", "compile", "parse"]
