@@ -34,6 +34,12 @@ def compile(statement: str, formats: dict = None, dtype: str = "float64"):  # py
         if name not in ranks:
             raise SparseTIRValueError(f"formats names {name!r}, which {statement!r} does not use")
     fmts = {name: level_format(formats.get(name), rank, name) for name, rank in ranks.items()}
+    if fmts[stmt.lhs.name].slices is not None:
+        raise SparseTIRValueError(
+            f"format of {stmt.lhs.name}: {formats[stmt.lhs.name]!r} has dimension slices; a "
+            f"result is the whole tensor {statement!r} defines (its operands' formats may "
+            "have slices: each operand is then its window); convert the result to a slice "
+            "encoding afterwards (SparseTensor.convert) for a window of it")
     try:
         return AlgebraKernel(stmt, fmts, dtype)
     except MergeTooLargeError as err:

@@ -88,8 +88,15 @@ def split(stmt, formats: dict, dtype: str, error: MergeTooLargeError) -> Grouped
             count += 1
         run = terms[start:start + count]
         indices = {v for _, term in run for access in _accesses(term) for v in access.indices}
-        if count == 0 or not (carried or set(lhs.indices) <= indices):
-            raise error
+        if count == 0:
+            raise MergeTooLargeError(
+                f"{stmt.text!r}: its term {terms[start][1]} alone merges too many operands "
+                f"for one kernel ({error}); distribute it into a sum of smaller terms or "
+                "compute its factors in kernels of their own") from error
+        if not (carried or set(lhs.indices) <= indices):
+            raise MergeTooLargeError(
+                f"{stmt.text!r}: its first terms that fit in one kernel do not use every "
+                f"index of {lhs} ({error}); put a term using all of them first") from error
         last = start + count == len(terms)
         part, inputs = _part(lhs, run, carried, formats, formats[lhs.name] if last else temp,
                              temp)
