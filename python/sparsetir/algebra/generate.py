@@ -255,8 +255,10 @@ def _check_index_names(stmt: Statement) -> None:
 
 
 def _check_divisors(expr, tensors: dict, text: str) -> None:
-    """Refuse ``x / y`` where ``y`` reads a sparse operand: its unstored elements are zeros,
-    and dividing by them gives inf or nan everywhere the merge would skip."""
+    """Refuse ``x / y`` where ``y`` reads a sparse operand. Unstored entries are structural
+    zeros: an expression is computed only where the merge visits, which is right for a product
+    (a zero factor's product is zero) but not for a quotient, whose value at a divisor's
+    unstored entry (x / 0: inf or nan) is not zero and would be skipped."""
     if isinstance(expr, Neg):
         _check_divisors(expr.operand, tensors, text)
     elif isinstance(expr, Binary):
@@ -266,9 +268,9 @@ def _check_divisors(expr, tensors: dict, text: str) -> None:
             if "compressed" in tensors[access.name].kinds:
                 raise NotationError(
                     f"column {access.column}: {expr} divides by {access.name}, whose format is "
-                    f"sparse: its unstored elements are zeros and would give inf or nan; "
-                    f"division is by a dense operand only (leave {access.name} out of formats) "
-                    f"in {text!r}")
+                    f"sparse: its unstored entries are structural zeros, which the merge skips, "
+                    f"but x / 0 there is inf or nan, not zero; division is by a dense operand "
+                    f"only (leave {access.name} out of formats) in {text!r}")
 
 
 def _merge(expr, v):
