@@ -74,3 +74,13 @@ def test_slice_that_does_not_fit_is_refused_by_name():
         k(B=sp.csr_matrix((4, 6)), C=sp.csr_matrix((3, 6)))
     with pytest.raises(SparseTIRValueError, match="C's dimension 0 .* has size 7"):
         k(B=sp.csr_matrix((7, 6)), C=sp.csr_matrix((7, 6)))       # B is 3 rows: its window
+
+
+def test_sliced_operands_of_a_chain_of_kernels():
+    fulls = [_matrix(seed=s) for s in range(5)]
+    names = [f"M{n}" for n in range(5)]
+    k = alg.compile("A(i,j) = " + " + ".join(f"{n}(i,j)" for n in names),
+                    formats={"A": "CSR", **{n: ROWS for n in names}})
+    assert isinstance(k, alg.GroupedKernel)          # each operand cut once, by the chain
+    np.testing.assert_array_equal(k(**{n: sp.csr_matrix(f) for n, f in zip(names, fulls)})
+                                  .to_dense(), sum(f[1:6:2] for f in fulls))

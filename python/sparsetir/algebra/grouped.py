@@ -79,12 +79,12 @@ def split(stmt, formats: dict, dtype: str, error: MergeTooLargeError) -> Grouped
     terms = signed_terms(stmt.rhs)
     lhs = stmt.lhs
     temp = replace(formats[lhs.name], result=None)      # temporaries: the stored format
-    parts, start = [], 0
+    parts, start, known = [], 0, {}
     while start < len(terms):
         carried, count = start > 0, 0
         while start + count < len(terms) and \
                 _fits(_part(lhs, terms[start:start + count + 1], carried, formats, temp, temp)[0],
-                      dtype, error):
+                      dtype, error, known):
             count += 1
         run = terms[start:start + count]
         indices = {v for _, term in run for access in _accesses(term) for v in access.indices}
@@ -121,23 +121,27 @@ def _part(lhs, run, carried: bool, formats: dict, out_fmt, temp) -> tuple:
         pieces.append(("+ " if sign > 0 else "- ") + text if pieces else
                       (text if sign > 0 else f"-{text}"))
     fmts = {PART_OUTPUT: out_fmt}
-    fmts.update({f"X{n}": temp if name is None else formats[name]
-                 for n, name in enumerate(inputs)})
+    fmts.update({f"X{n}": temp if name is None else replace(formats[name], slices=None)
+                 for n, name in enumerate(inputs)})       # operands arrive as their window
     return (parse(f"{PART_OUTPUT}{index} = {' '.join(pieces)}"), fmts), inputs
 
 
-def _fits(part: tuple, dtype: str, error: MergeTooLargeError) -> bool:
-    """Whether a part's kernels stay under the emitter's limit (lowered, not compiled);
-    ``error``, with the part's reason, where it cannot be lowered at all."""
+def _fits(part: tuple, dtype: str, error: MergeTooLargeError, known: dict) -> bool:
+    """Whether a part's kernels stay under the emitter's limit (lowered, not compiled; each
+    Stage I text once, ``known`` holding the answers); ``error``, with the part's reason,
+    where it cannot be lowered at all."""
     stmt, fmts = part
-    try:
-        lower_sparse_iter(from_source(generate(stmt, fmts, dtype, KERNEL_NAME).text))
-    except MergeTooLargeError:
-        return False
-    except SparseTIRError as err:
-        raise MergeTooLargeError(f"{error}; its sum cannot be split into smaller kernels: "
-                                 f"{err}") from err
-    return True
+    text = generate(stmt, fmts, dtype, KERNEL_NAME).text
+    if text not in known:
+        try:
+            lower_sparse_iter(from_source(text))
+            known[text] = True
+        except MergeTooLargeError:
+            known[text] = False
+        except SparseTIRError as err:
+            raise MergeTooLargeError(f"{error}; its sum cannot be split into smaller kernels: "
+                                     f"{err}") from err
+    return known[text]
 
 
 def _text(expr, names: dict) -> str:
