@@ -125,3 +125,19 @@ def test_stage1_merge_of_eight_operands_is_refused_while_lowering():
     func = from_source("\n".join(lines) + "\n")
     with pytest.raises(MergeTooLargeError, match="j: 255 points.*more than 96 cases"):
         sparsetir.lower_sparse_iter(func)
+
+
+def test_summed_statements_sum_each_run_then_add_them():
+    mats = _mats(8, 9, 9)
+    names = {f"B{n}": mats[n] for n in range(4)} | {f"C{n}": mats[4 + n] for n in range(4)}
+    spgemm = alg.compile("A(i,j) = " + " + ".join(f"B{n}(i,k) * C{n}(k,j)" for n in range(4)),
+                         formats={"A": "CSR", **{n: "CSR" for n in names}})
+    assert isinstance(spgemm, alg.GroupedKernel)
+    assert spgemm.parts[-1].statement.text.startswith("Y(i,j) = X0(i,j) + X1(i,j)")
+    expected = sum((mats[n] @ mats[4 + n]).toarray() for n in range(4))
+    np.testing.assert_allclose(spgemm(**names).to_dense(), expected)
+    total = alg.compile("s = " + " + ".join(f"B{n}(i,j)" for n in range(6)),
+                        formats={f"B{n}": "CSR" for n in range(6)})
+    assert isinstance(total, alg.GroupedKernel)
+    out = total(**{f"B{n}": m for n, m in enumerate(mats[:6])})
+    assert out.shape == () and np.isclose(out, sum(m.sum() for m in mats[:6]))

@@ -9,8 +9,11 @@ limit: the first run is summed into a temporary ``T0`` in the result's format, t
 association (``((B + C) + D) + E`` exactly), so a result equals the one kernel's: same pattern,
 explicit zeros included, same rounding. Each part names its operands ``X0, X1, ...`` in order,
 so parts of the same shape are one compiled kernel (the build cache): a sum of 8 CSR operands
-compiles a 4-way and a 2-way union. A single term that is too large alone (a product of many
-sums) is refused with the emitter's error.
+compiles a 4-way and a 2-way union. A statement with summed indices (``a(i) = B0(i,j) *
+c(j) + ...``) sums each run on its own and then adds the runs' results in a chain (a result
+carried into a run would be a term without the summed indices, which walks them densely);
+the sums are then grouped by run, so only rounding differs. A single term that is too large
+alone (a product of many sums) is refused with the emitter's error.
 
 Example
 -------
@@ -22,6 +25,8 @@ Example
 from __future__ import annotations
 
 from dataclasses import replace
+
+import numpy as np
 
 from ..errors import MergeTooLargeError, SparseTIRError, SparseTIRValueError
 from ..format import SparseTensor
@@ -36,14 +41,16 @@ PART_OUTPUT = "Y"
 
 
 class GroupedKernel:
-    """A statement computed by a chain of ``AlgebraKernel`` parts (``parts``, in order), each
-    adding a run of its terms to the previous part's result. Called like ``AlgebraKernel``
-    (operands by name), it checks every operand once, by its name, then runs the parts."""
+    """A statement computed by ``AlgebraKernel`` parts (``parts``, in order): a chain, each
+    adding a run of its terms to the previous part's result, or, for a statement with summed
+    indices, each run summed on its own and a chain adding the runs' results. Called like
+    ``AlgebraKernel`` (operands by name), it checks every operand once, by its name, then runs
+    the parts (and adds the runs' sums of a scalar result in order)."""
 
     def __init__(self, stmt, formats: dict, dtype: str, parts: list):
         self.statement, self.formats, self.dtype = stmt, formats, dtype
-        self.parts = tuple(kernel for kernel, _ in parts)
-        self._inputs = tuple(inputs for _, inputs in parts)
+        self.parts = tuple(kernel for kernel, _, _ in parts)
+        self._steps = tuple((inputs, output) for _, inputs, output in parts)
 
     @property
     def lattices(self) -> str:
@@ -65,23 +72,55 @@ class GroupedKernel:
         levels = read_operands(self.statement, self.formats, self.dtype, operands)
         _sizes(self.statement, levels)
         values = {name: _as_operand(lv, self.formats[name]) for name, lv in levels.items()}
-        result = None
-        for part, inputs in zip(self.parts, self._inputs):
+        result, scalar = None, None
+        for part, (inputs, output) in zip(self.parts, self._steps):
             result = part(**{f"X{n}": result if name is None else values[name]
                              for n, name in enumerate(inputs)})
-        return result
+            if output == "":            # a run's sum of a scalar result: added in order
+                scalar = result if scalar is None else np.add(scalar, result)
+            elif output is not None:
+                values[output] = result
+        return result if scalar is None else np.asarray(scalar)
 
 
 def split(stmt, formats: dict, dtype: str, error: MergeTooLargeError) -> GroupedKernel:
-    """``stmt`` (its one kernel refused with ``error``) as a chain of parts under the limit;
-    ``error`` again where a single term is too large alone, or the first run must hold every
-    index of the result and cannot, or where a part cannot be compiled for another reason."""
-    terms = signed_terms(stmt.rhs)
+    """``stmt`` (its one kernel refused with ``error``) as parts under the limit; ``error``
+    again where a single term is too large alone, or a run must hold every index of the
+    result and cannot, or where a part cannot be compiled for another reason. A statement with
+    summed indices sums each run on its own (a previous result carried in would be a term
+    without the summed indices, which walks them densely) and then adds the runs' results."""
     lhs = stmt.lhs
     temp = replace(formats[lhs.name], result=None)      # temporaries: the stored format
-    parts, start, known = [], 0, {}
+    known = {}
+    if not stmt.reduction_vars:
+        parts = _runs(stmt, formats, formats[lhs.name], temp, dtype, error, known, True)
+        return GroupedKernel(stmt, formats, dtype, parts)
+    parts = _runs(stmt, formats, temp, temp, dtype, error, known, False)
+    if not lhs.indices:                 # scalars: the runs' sums added in order by the call
+        return GroupedKernel(stmt, formats, dtype, [(k, i, "") for k, i, _ in parts])
+    results = []
+    for n, (kernel, inputs, _) in enumerate(parts):
+        results.append(f"R{n}")
+        while results[-1] in formats:
+            results[-1] += "_"
+        parts[n] = (kernel, inputs, results[-1])
+    index = f"({','.join(lhs.indices)})"
+    added = parse(f"{lhs.name}{index} = " + " + ".join(f"{r}{index}" for r in results))
+    added_formats = {lhs.name: formats[lhs.name], **{r: temp for r in results}}
+    parts += _runs(added, added_formats, formats[lhs.name], temp, dtype, error, known, True)
+    return GroupedKernel(stmt, formats, dtype, parts)
+
+
+def _runs(stmt, formats: dict, out_fmt, temp, dtype, error, known, carry: bool) -> list:
+    """The parts of ``stmt``'s terms cut into the longest runs under the limit, left to right:
+    ``(kernel, inputs, None)`` each. With ``carry`` each run after the first adds to the
+    previous result (a chain; the last run stores into ``out_fmt``), else each run is summed on
+    its own into ``out_fmt``."""
+    terms = signed_terms(stmt.rhs)
+    lhs = stmt.lhs
+    parts, start = [], 0
     while start < len(terms):
-        carried, count = start > 0, 0
+        carried, count = carry and start > 0, 0
         while start + count < len(terms) and \
                 _fits(_part(lhs, terms[start:start + count + 1], carried, formats, temp, temp)[0],
                       dtype, error, known):
@@ -95,14 +134,14 @@ def split(stmt, formats: dict, dtype: str, error: MergeTooLargeError) -> Grouped
                 "compute its factors in kernels of their own") from error
         if not (carried or set(lhs.indices) <= indices):
             raise MergeTooLargeError(
-                f"{stmt.text!r}: its first terms that fit in one kernel do not use every "
-                f"index of {lhs} ({error}); put a term using all of them first") from error
-        last = start + count == len(terms)
-        part, inputs = _part(lhs, run, carried, formats, formats[lhs.name] if last else temp,
-                             temp)
-        parts.append((AlgebraKernel(*part, dtype), inputs))
+                f"{stmt.text!r}: its terms {', '.join(str(t) for _, t in run)}, which fit in "
+                f"one kernel, do not use every index of {lhs} ({error}); order the terms so "
+                "that each run of them does") from error
+        last = not carry or start + count == len(terms)
+        part, inputs = _part(lhs, run, carried, formats, out_fmt if last else temp, temp)
+        parts.append((AlgebraKernel(*part, dtype), inputs, None))
         start += count
-    return GroupedKernel(stmt, formats, dtype, parts)
+    return parts
 
 
 def _part(lhs, run, carried: bool, formats: dict, out_fmt, temp) -> tuple:
