@@ -35,7 +35,8 @@ def _statement(names, signs):
 
 
 @pytest.mark.parametrize("k,fmt,out,signs", [
-    (8, "CSR", "CSR", "+"), (6, "CSR", "CSR", "+-"), (5, "DCSR", "DCSR", "+-"),
+    (8, "CSR", "CSR", "+"), (24, "CSR", "CSR", "+"), (6, "CSR", "CSR", "+-"),
+    (5, "DCSR", "DCSR", "+-"),
     (6, "CSR", None, "+"),
     (5, "CSR", "COO", "+"),
 ])

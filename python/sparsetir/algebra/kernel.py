@@ -54,8 +54,8 @@ class AlgebraKernel:
         self.dtype = dtype
         self.generated = generate(stmt, formats, dtype, KERNEL_NAME)
         self.func = from_source(self.generated.text)
+        self._kernels = _build(self.func)      # first: a merge too large stops it at once
         self.lattices = lattices_of(stmt, self.generated)
-        self._kernels = _build(self.func)
         out_name = stmt.lhs.name
         if not formats[out_name].is_dense and "count" not in self._kernels:
             raise SparseTIRValueError(

@@ -25,7 +25,7 @@ from .coiterate_plan import Operand, Plan, level_at, positions, row_major
 from .coiterate_tir import INT, all_of, and_then, any_of, root_pos
 from .coiterate_onepass import OnePassRows
 from .coiterate_workspace import WorkspaceRows
-from .merge_lattice import EMPTY, FULL, lattice_points, simplify, sub_points
+from .merge_lattice import EMPTY, FULL, lattice_points, point_count, simplify, sub_points
 
 SUM_MODES = ("dense", "rows", "append")
 """Output modes that sum into a local once every output variable is bound."""
@@ -245,15 +245,20 @@ class Emitter(WorkspaceRows, OnePassRows):
         """``fold`` of the statement's ``expr`` (its value or its sum's initial value) at one
         case, counted against ``MAX_CASES``."""
         self.cases += 1
-        if self.cases > MAX_CASES:
+        self.check_cases(self.cases)
+        return fold(self, expr, env, present, loaded)
+
+    def check_cases(self, cases: int) -> None:
+        """``MergeTooLargeError`` when ``cases`` pass ``MAX_CASES`` (counted as emitted, or a
+        lattice's points counted before they are listed: 2^k - 1 for k operands)."""
+        if cases > MAX_CASES:
             plan = self.plan
-            sizes = ", ".join(f"{v.var.name}: {len(lattice_points(tree))} points"
+            sizes = ", ".join(f"{v.var.name}: {point_count(tree)} points"
                               for v, tree in zip(plan.vars, plan.trees) if tree is not None)
             raise MergeTooLargeError(
                 f"co-iteration {plan.name}: its merge ({sizes}) needs more than {MAX_CASES} "
                 "cases in one function, which would take minutes to compile; merge fewer "
                 "operands in one T.coiterate (sum the others in another kernel)")
-        return fold(self, expr, env, present, loaded)
 
     # levels ------------------------------------------------------------------------------------
     def level(self, t: int, env: dict, present: set, coords=None, summing: bool = False) -> None:
@@ -329,6 +334,7 @@ class Emitter(WorkspaceRows, OnePassRows):
             ptrs[name] = self.slot()
             self.set(ptrs[name], bounds[name][0])
         c = self.slot()
+        self.check_cases(self.cases + point_count(simplified))   # each point has a case
         points = lattice_points(simplified)
         for point in points:
             cond = all_of([self.get(ptrs[x]) < bounds[x][1] for x in point])
