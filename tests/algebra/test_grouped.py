@@ -3,13 +3,15 @@ kernels under ``coiterate_emit.MAX_CASES`` (``algebra.grouped``), each checked a
 a term too large alone, and a hand-written Stage I merge of eight operands, refused with
 ``MergeTooLargeError`` before anything is compiled."""
 
+import pickle
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 import sparsetir
 import sparsetir.algebra as alg
-from sparsetir.errors import MergeTooLargeError, SparseTIRValueError
+from sparsetir.errors import MergeTooLargeError, SparseTIRTypeError, SparseTIRValueError
 from sparsetir.script import from_source
 
 
@@ -142,3 +144,43 @@ def test_summed_statements_sum_each_run_then_add_them():
     assert isinstance(total, alg.GroupedKernel)
     out = total(**{f"B{n}": m for n, m in enumerate(mats[:6])})
     assert out.shape == () and np.isclose(out, sum(m.sum() for m in mats[:6]))
+
+
+def test_grouped_kernel_saves_loads_and_pickles(tmp_path):
+    names = [f"M{n}" for n in range(5)]
+    kernel = alg.compile(_statement(names, "+-+-+"), formats={n: "CSR" for n in ["A"] + names})
+    operands = dict(zip(names, _mats(5)))
+    expected = kernel(**operands).to_dense()
+    kernel.save(tmp_path / "sum5.stk")
+    for again in (sparsetir.load(tmp_path / "sum5.stk"), pickle.loads(pickle.dumps(kernel))):
+        assert isinstance(again, alg.GroupedKernel) and len(again.parts) == len(kernel.parts)
+        np.testing.assert_array_equal(again(**operands).to_dense(), expected)
+
+
+def test_grouped_kernel_checks_scipy_row_pointers_and_sizes():
+    names = [f"M{n}" for n in range(5)]
+    kernel = alg.compile(_statement(names, "+" * 5), formats={n: "CSR" for n in ["A"] + names})
+    mats = dict(zip(names, _mats(5)))
+    broken = mats["M2"].copy()
+    broken.indptr = broken.indptr.copy()
+    broken.indptr[4] = broken.indptr[-1] + 7                  # past len(indices)
+    with pytest.raises(SparseTIRValueError, match="operand M2: .*indptr"):
+        kernel(**{**mats, "M2": broken})
+    with pytest.raises(SparseTIRTypeError, match="longdouble|float128"):
+        alg.compile(_statement(names, "+" * 5), formats={n: "CSR" for n in names},
+                    dtype=np.longdouble)
+
+
+def test_a_long_sum_of_one_operand_and_of_many_coexist_with_balancing():
+    b = _mats(1)[0]
+    repeated = alg.compile("A(i,j) = " + " - ".join(["B(i,j)"] * 1200),
+                           formats={"A": "CSR", "B": "CSR"})
+    np.testing.assert_allclose(repeated(B=b).to_dense(), -1198 * b.toarray(), atol=1e-12)
+    names = [f"M{n}" for n in range(20)]                     # past BALANCE_AFTER terms
+    kernel = alg.compile(_statement(names, "+-" * 10), formats={n: "CSR" for n in ["A"] + names})
+    assert isinstance(kernel, alg.GroupedKernel)
+    mats = _mats(20)
+    expected = mats[0]
+    for n, m in enumerate(mats[1:], 1):
+        expected = expected + m if n % 2 == 0 else expected - m
+    np.testing.assert_array_equal(kernel(**dict(zip(names, mats))).to_dense(), expected.toarray())

@@ -6,8 +6,9 @@ emitter refuses past ``coiterate_emit.MAX_CASES`` with ``MergeTooLargeError``). 
 cuts the statement's additive terms, left to right, into the longest runs that stay under the
 limit: the first run is summed into a temporary ``T0`` in the result's format, the next run is
 ``T1 = T0 + ...`` and so on, the last run giving the result. The terms keep their order and
-association (``((B + C) + D) + E`` exactly), so a result equals the one kernel's: same pattern,
-explicit zeros included, same rounding. Each part names its operands ``X0, X1, ...`` in order,
+are added from the left (``((B + C) + D) + E`` exactly), so a result has the one kernel's
+pattern, explicit zeros included, and, up to ``notation.BALANCE_AFTER`` terms, its rounding
+(a longer sum the parser reads as a balanced tree; the chain still adds from the left). Each part names its operands ``X0, X1, ...`` in order,
 so parts of the same shape are one compiled kernel (the build cache): a sum of 8 CSR operands
 compiles a 4-way and a 2-way union. A statement with summed indices (``a(i) = B0(i,j) *
 c(j) + ...``) sums each run on its own and then adds the runs' results in a chain (a result
@@ -31,6 +32,7 @@ import numpy as np
 from ..errors import MergeTooLargeError, SparseTIRError, SparseTIRValueError
 from ..format import SparseTensor
 from ..lower.lower_sparse_iter import lower_sparse_iter
+from ..runtime.saved import save
 from ..script import from_source
 from .generate import generate
 from .kernel import KERNEL_NAME, AlgebraKernel, _sizes, read_operands
@@ -67,6 +69,17 @@ class GroupedKernel:
         raise SparseTIRValueError(
             f"{self.statement.text!r} is computed by {len(self.parts)} kernels: rebuild one of "
             ".parts (part.rebuild(...)) and call the parts in order")
+
+    def save(self, path) -> None:
+        """Write the compiled statement (its parts) to the file ``path``; ``sparsetir.load(path)``
+        gives it back, as ``AlgebraKernel.save`` does. Pickles carry the same.
+
+        Example
+        -------
+        >>> k.save("/tmp/sum8.stk")
+        >>> sparsetir.load("/tmp/sum8.stk")(**operands)       # as k(**operands)
+        """
+        save(self, path)
 
     def __call__(self, **operands):
         levels = read_operands(self.statement, self.formats, self.dtype, operands)

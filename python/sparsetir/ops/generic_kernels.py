@@ -46,7 +46,9 @@ _OPERATORS = {"add": "{} + {}", "sub": "{} - {}", "mul": "{} * {}", "div": "{} /
               "copy_lhs": "{0}", "copy_rhs": "{1}"}
 
 _INIT = {"sum": "T.{dtype}(0)", "max": 'T.{dtype}("-inf")', "min": 'T.{dtype}("inf")'}
-_COMBINE = {"sum": "{acc} + {msg}", "max": "T.max({acc}, {msg})", "min": "T.min({acc}, {msg})"}
+_COMBINE = {"sum": "{acc} + {msg}",
+            "max": "T.Select(T.isnan({acc}) or {acc} >= {msg}, {acc}, {msg})",
+            "min": "T.Select(T.isnan({acc}) or {acc} <= {msg}, {acc}, {msg})"}
 
 # where each target's data lives: its axes and its iterators
 _TARGET_AXES = {"u": (["J_detach"], ["j"]), "v": (["I_detach"], ["i"]),
@@ -103,8 +105,8 @@ def gspmm_source(op: str, reduce_op: str, dtype: str, sizes: tuple, lhs_full: tu
         text += _iteration(["O", "I", "J"] + features, iters, "SSR" + "S" * len(sizes),
                            "gspmm_arg") + _TILES_SHARE_NO_ROW
         return text + (f"        with T.init():\n            {arg} = nnz\n"
-                       f"        {arg} = T.min({arg}, T.if_then_else({message} == {out}, "
-                       f"{eid}, nnz))\n")
+                       f"        {arg} = T.min({arg}, T.if_then_else({message} == {out} or "
+                       f"(T.isnan({out}) and T.isnan({message})), {eid}, nnz))\n")
     text += _iteration(["O", "I", "J"] + features, iters, "SSR" + "S" * len(sizes), "gspmm") \
         + _TILES_SHARE_NO_ROW
     init = _INIT[reduce_op].format(dtype=dtype)
