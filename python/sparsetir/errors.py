@@ -50,7 +50,7 @@ class FormatRewriteError(LoweringError):
 
 
 class MergeTooLargeError(LoweringError):
-    """A co-iteration whose merge cases pass the emitter's limit (``coiterate_emit.MAX_CASES``):
+    """A co-iteration whose merge cases pass the emitter's limit (``lower.coiterate.emit.MAX_CASES``):
     raised while emitting, before anything is compiled."""
 
 

@@ -1,5 +1,5 @@
 """A sum of many sparse operands (a merge lattice of 2^k - 1 points): computed as a chain of
-kernels under ``coiterate_emit.MAX_CASES`` (``algebra.grouped``), each checked against scipy;
+kernels under ``lower.coiterate.emit.MAX_CASES`` (``algebra.grouped``), each checked against scipy;
 a term too large alone, and a hand-written Stage I merge of eight operands, refused with
 ``MergeTooLargeError`` before anything is compiled."""
 

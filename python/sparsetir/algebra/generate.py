@@ -24,7 +24,7 @@ from __future__ import annotations
 import keyword
 from dataclasses import dataclass, replace
 
-from ..lower.coiterate_onepass import CHUNKS_PARAM
+from ..lower.coiterate.onepass import CHUNKS_PARAM
 
 from .notation import Access, Binary, Const, Neg, NotationError, Statement, signed_terms
 

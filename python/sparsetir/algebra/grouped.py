@@ -2,7 +2,7 @@
 
 A sum of many sparse operands (``A = B + C + D + E + F + ...``) has a merge lattice of
 2^k - 1 points, and one kernel evaluating it at every case takes minutes to compile (the
-emitter refuses past ``coiterate_emit.MAX_CASES`` with ``MergeTooLargeError``). ``split``
+emitter refuses past ``lower.coiterate.emit.MAX_CASES`` with ``MergeTooLargeError``). ``split``
 cuts the statement's additive terms, left to right, into the longest runs that stay under the
 limit: the first run is summed into a temporary ``T0`` in the result's format, the next run is
 ``T1 = T0 + ...`` and so on, the last run giving the result. The terms keep their order and

@@ -34,8 +34,8 @@ from ..ir.attrs import param_names
 from ..ir.function import SparseFunction
 from ..lower.coiterate import has_coiteration
 from ..lower.lower_sparse_iter import lower_sparse_iter
-from ..lower.coiterate_onepass import CHUNKS_PARAM
-from ..lower.coiterate_workspace import WORKSPACE_CHUNKS, workspace_bytes
+from ..lower.coiterate.onepass import CHUNKS_PARAM
+from ..lower.coiterate.workspace import WORKSPACE_CHUNKS, workspace_bytes
 from ..runtime.saved import save
 from ..runtime.threads import cooperate_with_torch, thread_count
 from ..script import from_source

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..lower.merge_lattice import FULL, lattice_points, simplify
+from ..lower.coiterate.merge_lattice import FULL, lattice_points, simplify
 from .generate import DENSE
 from .notation import Access, Binary, Const, Neg
 

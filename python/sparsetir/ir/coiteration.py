@@ -7,7 +7,7 @@ the dense ``J`` (``A[i, j] = B[i, j] + C[i, j]``; an absent element reads 0). Th
 merge are the sparse buffers whose levels the index walks and the dense buffers it reads at the
 same coordinate (a dense operand holds every coordinate, so a union with one is the whole axis).
 A sparse output written at a co-iterated coordinate is *assembled*: its index arrays are outputs
-holding exactly the coordinates the merge visits (lowering: ``lower/coiterate.py``).
+holding exactly the coordinates the merge visits (lowering: ``lower/coiterate/``).
 
 Example
 -------

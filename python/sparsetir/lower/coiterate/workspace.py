@@ -21,7 +21,7 @@ from tvm import tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as Tb
 
-from .coiterate_tir import INT, and_then
+from .tir import INT, and_then
 
 WORKSPACE_CHUNKS = 64
 """Chunks of rows a workspace (Gustavson) kernel runs in parallel, each with its own workspace."""

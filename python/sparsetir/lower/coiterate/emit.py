@@ -19,12 +19,12 @@ from tvm import tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as Tb
 
-from ..errors import LoweringError, MergeTooLargeError
-from ..ir.utils import is_handle
-from .coiterate_plan import Operand, Plan, level_at, positions, row_major
-from .coiterate_tir import INT, INT64, all_of, and_then, any_of, root_pos
-from .coiterate_onepass import OnePassRows
-from .coiterate_workspace import WorkspaceRows
+from ...errors import LoweringError, MergeTooLargeError
+from ...ir.utils import is_handle
+from .plan import Operand, Plan, level_at, positions, row_major
+from .tir import INT, INT64, all_of, and_then, any_of, root_pos
+from .onepass import OnePassRows
+from .workspace import WorkspaceRows
 from .merge_lattice import EMPTY, FULL, lattice_points, point_count, simplify, sub_points
 
 SUM_MODES = ("dense", "rows", "append")

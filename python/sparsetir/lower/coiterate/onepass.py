@@ -22,7 +22,7 @@ from tvm import tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as Tb
 
-from .coiterate_tir import INT
+from .tir import INT
 
 CHUNKS_PARAM = "n_chunks"
 """The scalar parameter of ``onepass``: how many chunks of rows (parallel iterations)."""

@@ -43,14 +43,14 @@ from tvm import tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as Tb
 
-from ..ir.attrs import PARAM_NAMES_ATTR, IndexCheck, metadata_annotations, with_root_annotations
-from ..ir.coiteration import CoiteratedAxis
-from ..ir.function import SparseFunction
-from ..ir.iteration import SparseIteration
-from .coiterate_emit import Emitter
-from .coiterate_onepass import has_onepass
-from .coiterate_plan import Plan, plan_coiteration
-from .coiterate_tir import INT
+from ...ir.attrs import PARAM_NAMES_ATTR, IndexCheck, metadata_annotations, with_root_annotations
+from ...ir.coiteration import CoiteratedAxis
+from ...ir.function import SparseFunction
+from ...ir.iteration import SparseIteration
+from .emit import Emitter
+from .onepass import has_onepass
+from .plan import Plan, plan_coiteration
+from .tir import INT
 
 
 def has_coiteration(func: SparseFunction) -> bool:

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import tirx
 
-from ..errors import LoweringError
-from ..ir.attrs import PREPROCESS_ANNOTATION
-from ..ir.coiteration import CoiteratedAxis, Merge
-from ..ir.function import SparseFunction
-from ..ir.iteration import SparseIteration
-from .coiterate_tir import INT
+from ...errors import LoweringError
+from ...ir.attrs import PREPROCESS_ANNOTATION
+from ...ir.coiteration import CoiteratedAxis, Merge
+from ...ir.function import SparseFunction
+from ...ir.iteration import SparseIteration
+from .tir import INT
 from .merge_lattice import FULL, simplify
 
 
