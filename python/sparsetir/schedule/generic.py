@@ -5,6 +5,8 @@ Both walk row tiles in parallel, as the ``spmm``/``sddmm`` schedules do (``opera
 (``operators.spmm_lanes``) each tile of the output row is reduced in vector registers while
 the row's in-edges are walked, whatever the reduction (sum, max, min). ``gsddmm``: the fused
 feature loop is vectorised by register tiles; a ``dot`` sums its last dimension in a register.
+A bfloat16 or float16 output's running value is always kept in a buffer of its own (a scalar
+where no register tile fits), held in float32 (``widen``): a sum is rounded once, at its store.
 
 Example
 -------
@@ -16,6 +18,7 @@ from __future__ import annotations
 import tvm
 
 from .operators import accumulate_in_registers, spmm_lanes
+from .widen import HALF_DTYPES, widen_accumulators
 
 
 def _fused_features(sch, loops: list):
@@ -33,6 +36,11 @@ def _tile_lanes(sch, loops: list) -> int:
     return spmm_lanes(int(sch.get(loops[-1]).extent)) if loops else 1
 
 
+def _rounds(sch, block) -> bool:
+    """Whether ``block`` stores into a bfloat16 or float16 output."""
+    return str(sch.get(block).writes[0].source.dtype) in HALF_DTYPES
+
+
 def schedule_gspmm_cpu(mod: tvm.IRModule, block: str = "gspmm") -> tvm.IRModule:
     """Row tiles in parallel; the in-edge loop reduces register tiles of the fused feature
     loop when a tile divides it (``block``: the kernel's name, ``gspmm`` or ``gspmm_arg``)."""
@@ -43,11 +51,18 @@ def schedule_gspmm_cpu(mod: tvm.IRModule, block: str = "gspmm") -> tvm.IRModule:
     sch.parallel(tiles)
     lanes = _tile_lanes(sch, features)
     fused = _fused_features(sch, features)
-    if fused is None or block != "gspmm":
+    if block != "gspmm":
         return sch.mod
-    if lanes > 1:
+    if fused is not None and lanes > 1:
         accumulate_in_registers(sch, update, [edges], fused, lanes)
-    return sch.mod
+    elif _rounds(sch, update):          # one scalar running value per output element
+        if fused is not None:
+            sch.reorder(fused, edges)
+        accumulator = sch.cache_write(update, 0, "global")
+        if fused is not None:
+            sch.reverse_compute_at(accumulator, fused)
+        sch.decompose_reduction(update, edges)
+    return widen_accumulators(sch.mod)
 
 
 def schedule_gsddmm_cpu(mod: tvm.IRModule, dot: bool) -> tvm.IRModule:
@@ -59,8 +74,11 @@ def schedule_gsddmm_cpu(mod: tvm.IRModule, dot: bool) -> tvm.IRModule:
     loops = sch.get_loops(update)[1:]
     sch.parallel(tiles)
     if dot:
+        if _rounds(sch, update):
+            sch.reverse_compute_at(sch.cache_write(update, 0, "global"),
+                                   sch.get_loops(update)[-2])
         sch.decompose_reduction(update, loops[-1])
-        return sch.mod
+        return widen_accumulators(sch.mod)
     lanes = _tile_lanes(sch, loops)
     fused = _fused_features(sch, loops)
     if fused is not None:
