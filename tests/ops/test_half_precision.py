@@ -234,3 +234,22 @@ def test_half_reduction_keeps_its_running_sum_in_float32():
     assert accumulator and '"bfloat16"' not in accumulator[0]     # float32, TVMScript's default
     stores = [line.strip() for line in text.splitlines() if line.strip().startswith("Y[")]
     assert stores == [stores[0]] and 'T.Cast("bfloat16", Y_global[' in stores[0]
+
+
+@HALVES
+@pytest.mark.parametrize("d2", [16, 300])          # a register tile, and none (300)
+def test_typed_products_and_their_gradients(dtype, d2):
+    a = _rounded((50, 24), dtype, 21).requires_grad_()
+    b = _rounded((3, 24, d2), dtype, 22).requires_grad_()
+    idx = torch.randint(0, 3, (50,), generator=torch.Generator().manual_seed(23))
+    a32, b32 = (t.detach().float().requires_grad_() for t in (a, b))
+    y, y32 = ops.gather_mm(a, b, idx), ops.gather_mm(a32, b32, idx)
+    assert_one_rounding(y, y32, dtype)
+    upstream = _rounded((50, d2), dtype, 24)
+    (y * upstream).sum().backward()
+    (y32 * upstream.float()).sum().backward()
+    assert_one_rounding(a.grad, a32.grad, dtype, roundings=2)
+    assert_one_rounding(b.grad, b32.grad, dtype, roundings=2)
+    seglen = torch.tensor([20, 0, 30])
+    assert_one_rounding(ops.segment_mm(a.detach(), b.detach(), seglen),
+                        ops.segment_mm(a32.detach(), b32.detach(), seglen), dtype)

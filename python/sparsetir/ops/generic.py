@@ -25,6 +25,7 @@ from ..driver.build_module import build
 from ..driver.cache import remembered
 from ..lower import lower_sparse_iter
 from ..schedule.generic import schedule_gsddmm_cpu, schedule_gspmm_cpu
+from ..schedule.operators import prefetch_distance
 from .arrays import is_torch
 from .broadcast import feature_blocks
 from .dtypes import dtype_name, result_dtype
@@ -104,8 +105,9 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
         operands.append(_blocked(rhs, matrix.nnz, plan.sizes, plan.rhs_full))
     result = out.reshape((m,) + plan.sizes)
     key = (op, reduction, kernel_dtype) + blocks
-    _bound(matrix, ("gspmm",) + key, lambda: gspmm_kernel(*key),
-           schedule_gspmm_cpu)(*operands, result)
+    prefetch = 0 if lhs is None else prefetch_distance(n, lhs[:1].nbytes // 4)
+    _bound(matrix, ("gspmm",) + key + (prefetch,), lambda: gspmm_kernel(*key),
+           lambda mod: schedule_gspmm_cpu(mod, prefetch=prefetch))(*operands, result)
     arg = None
     if reduction in ("max", "min") and record_arg:
         arg = new_like(sample, out.shape, "int32")
@@ -145,8 +147,11 @@ def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: 
             operands.append(array.reshape((rows[target],) + kept + tail))
     key = (op, kernel_dtype, plan.sizes, plan.lhs_full, plan.rhs_full, lhs_target, rhs_target,
            tail[0] if dot else 0)
-    _bound(matrix, ("gsddmm",) + key, lambda: gsddmm_kernel(*key),
-           lambda mod: schedule_gsddmm_cpu(mod, dot))(
+    gathered = [array[:1].nbytes for array, target in ((lhs, lhs_target), (rhs, rhs_target))
+                if array is not None and target == "u"]
+    prefetch = prefetch_distance(matrix.shape[1], max(gathered) // 4) if gathered else 0
+    _bound(matrix, ("gsddmm",) + key + (prefetch,), lambda: gsddmm_kernel(*key),
+           lambda mod: schedule_gsddmm_cpu(mod, dot, prefetch))(
         *operands, out.reshape((matrix.nnz,) + plan.sizes))
     return out
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import tvm
 
+from ..ir.attrs import PREFETCH_ANNOTATION
 from .operators import accumulate_in_registers, spmm_lanes
 from .widen import HALF_DTYPES, widen_accumulators
 
@@ -41,14 +42,19 @@ def _rounds(sch, block) -> bool:
     return str(sch.get(block).writes[0].source.dtype) in HALF_DTYPES
 
 
-def schedule_gspmm_cpu(mod: tvm.IRModule, block: str = "gspmm") -> tvm.IRModule:
+def schedule_gspmm_cpu(mod: tvm.IRModule, block: str = "gspmm",
+                       prefetch: int = 0) -> tvm.IRModule:
     """Row tiles in parallel; the in-edge loop reduces register tiles of the fused feature
-    loop when a tile divides it (``block``: the kernel's name, ``gspmm`` or ``gspmm_arg``)."""
+    loop when a tile divides it (``block``: the kernel's name, ``gspmm`` or ``gspmm_arg``);
+    with ``prefetch``, the in-edge loop prefetches the source rows it gathers that many edges
+    ahead (``operators.prefetch_distance``)."""
     sch = tvm.s_tir.Schedule(mod)
     (tiles,) = sch.get_loops(sch.get_sblock(f"{block}0"))
     update = sch.get_sblock(f"{block}2")
     edges, *features = sch.get_loops(update)
     sch.parallel(tiles)
+    if prefetch:
+        sch.annotate(edges, PREFETCH_ANNOTATION, prefetch)
     lanes = _tile_lanes(sch, features)
     fused = _fused_features(sch, features)
     if block != "gspmm":
@@ -65,14 +71,17 @@ def schedule_gspmm_cpu(mod: tvm.IRModule, block: str = "gspmm") -> tvm.IRModule:
     return widen_accumulators(sch.mod)
 
 
-def schedule_gsddmm_cpu(mod: tvm.IRModule, dot: bool) -> tvm.IRModule:
+def schedule_gsddmm_cpu(mod: tvm.IRModule, dot: bool, prefetch: int = 0) -> tvm.IRModule:
     """Row tiles in parallel; the fused feature loop vectorised by register tiles; a dot's
-    sum starts from a zero moved out of its loop, so it stays in a register."""
+    sum starts from a zero moved out of its loop, so it stays in a register; with
+    ``prefetch``, the edge loop prefetches the source rows it gathers that many edges ahead."""
     sch = tvm.s_tir.Schedule(mod)
     (tiles,) = sch.get_loops(sch.get_sblock("gsddmm0"))
     update = sch.get_sblock("gsddmm2")
-    loops = sch.get_loops(update)[1:]
+    edges, *loops = sch.get_loops(update)
     sch.parallel(tiles)
+    if prefetch:
+        sch.annotate(edges, PREFETCH_ANNOTATION, prefetch)
     if dot:
         if _rounds(sch, update):
             sch.reverse_compute_at(sch.cache_write(update, 0, "global"),
