@@ -2,7 +2,10 @@
 
 One thread (``TVM_NUM_THREADS`` and torch's), a graph whose features do not fit in the cache
 (by default the synthetic ogbn-arxiv-sized power-law graph: 169,343 nodes, 1,166,243 edges),
-F features; each row is the median of ``--reps`` calls after two warm-up calls. Rows:
+F features. Our kernels are timed interleaved (each round calls every one once, in turn, so a
+busy machine slows them alike): each row is the median of ``--reps`` rounds after two warm-up
+calls, and the speedups are medians of the per-round ratios to float32. The contenders are
+timed alone (median of a third as many calls). Rows:
 
 - ours float32: ``spmm`` (the tuned tiled kernel, with prefetching) and ``sddmm``;
 - ours half: ``spmm`` under ``torch.autocast`` (bf16/fp16 X, the matrix's float32 values, a
@@ -38,6 +41,27 @@ def median_ms(call, reps: int) -> float:
         call()
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3
+
+
+def interleaved_ms(calls: dict, reps: int) -> dict:
+    """``{name: [ms per round]}`` of ``calls`` (name -> callable), called in turn each round."""
+    for call in calls.values():
+        call()
+        call()
+    times = {name: [] for name in calls}
+    for _ in range(reps):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def _autocast(call, dtype):
+    def run():
+        with torch.autocast("cpu", dtype=dtype):
+            return call()
+    return run
 
 
 def contender_rows(A, x, y, reps: int) -> dict:
@@ -84,19 +108,24 @@ def main(argv=None) -> None:
     m, n = A.shape
     x32, y32 = torch.randn(n, args.feat), torch.randn(m, args.feat)
     values32 = torch.from_numpy(np.array(M.values))
-    rows = {"ours spmm float32": median_ms(lambda: ops.spmm(M, x32), args.reps),
-            "ours sddmm float32": median_ms(lambda: ops.sddmm(M, y32, x32), args.reps)}
-    rows.update(contender_rows(A, x32, y32, max(3, args.reps // 3)))
+    calls = {"ours spmm float32": lambda: ops.spmm(M, x32),
+             "ours copy_u_sum float32": lambda: ops.spmm(M, x32, weighted=False),
+             "ours sddmm float32": lambda: ops.sddmm(M, y32, x32)}
     for dtype in (torch.bfloat16, torch.float16):
         x, y, values = x32.to(dtype), y32.to(dtype), values32.to(dtype)
-        with torch.autocast("cpu", dtype=dtype):
-            rows[f"ours spmm autocast {dtype}"] = median_ms(lambda: ops.spmm(M, x), args.reps)
-        rows[f"ours copy_u_sum {dtype}"] = median_ms(
-            lambda: ops.spmm(M, x, weighted=False), args.reps)
-        rows[f"ours u_mul_e_sum {dtype}"] = median_ms(
-            lambda: ops.u_mul_e_sum(M, x, values), args.reps)
-        rows[f"ours sddmm {dtype}"] = median_ms(lambda: ops.sddmm(M, y, x), args.reps)
-        rows.update(contender_rows(A, x, y, max(3, args.reps // 3)))
+        calls[f"ours spmm autocast {dtype}"] = _autocast(lambda x=x: ops.spmm(M, x), dtype)
+        calls[f"ours copy_u_sum {dtype}"] = lambda x=x: ops.spmm(M, x, weighted=False)
+        calls[f"ours u_mul_e_sum {dtype}"] = lambda x=x, v=values: ops.u_mul_e_sum(M, x, v)
+        calls[f"ours sddmm {dtype}"] = lambda x=x, y=y: ops.sddmm(M, y, x)
+    times = interleaved_ms(calls, args.reps)
+    rows = {}
+    for name, ms in times.items():
+        kind = next((k for k in ("sddmm", "copy_u_sum") if k in name), "spmm")
+        base = times[f"ours {kind} float32"]
+        ratio = statistics.median(b / t for b, t in zip(base, ms))
+        rows[name] = f"{statistics.median(ms):9.2f} ms  x{ratio:4.2f} vs float32"
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        rows.update(contender_rows(A, x32.to(dtype), y32.to(dtype), max(3, args.reps // 3)))
     print(f"graph {args.graph} ({m} x {n}, nnz {A.nnz}), F = {args.feat}, one thread")
     for name, value in rows.items():
         print(f"{name:42s} " + (f"{value:9.2f} ms" if isinstance(value, float) else value))

@@ -25,9 +25,9 @@ from __future__ import annotations
 import sys
 
 from ..errors import SparseTIRTypeError
+from ..schedule.widen import HALF_DTYPES
 
-FLOAT_DTYPES = ("float32", "float64", "bfloat16", "float16")
-HALF_DTYPES = ("bfloat16", "float16")
+FLOAT_DTYPES = ("float32", "float64") + HALF_DTYPES
 
 
 def dtype_name(array) -> str:

@@ -33,7 +33,6 @@ GSPMM_OPS = ("add", "sub", "mul", "div", "copy_lhs", "copy_rhs")
 GSDDMM_OPS = GSPMM_OPS + ("dot",)
 REDUCE_OPS = ("sum", "max", "min")
 TARGETS = ("u", "v", "e")
-HALF_DTYPES = ("bfloat16", "float16")
 
 _HEADER = '''@T.prim_func
 def main({params}, tile_ptr: T.handle, rows: T.handle, indptr: T.handle, indices: T.handle,

@@ -19,7 +19,7 @@ import tvm
 
 from ..ir.attrs import PREFETCH_ANNOTATION
 from .operators import accumulate_in_registers, spmm_lanes
-from .widen import HALF_DTYPES, widen_accumulators
+from .widen import stores_half, widen_accumulators
 
 
 def _fused_features(sch, loops: list):
@@ -36,10 +36,6 @@ def _tile_lanes(sch, loops: list) -> int:
     crosses wrong: ``(n, H, F)`` against ``(nnz, H, 1)`` with F = 12 gave wrong sums)."""
     return spmm_lanes(int(sch.get(loops[-1]).extent)) if loops else 1
 
-
-def _rounds(sch, block) -> bool:
-    """Whether ``block`` stores into a bfloat16 or float16 output."""
-    return str(sch.get(block).writes[0].source.dtype) in HALF_DTYPES
 
 
 def schedule_gspmm_cpu(mod: tvm.IRModule, block: str = "gspmm",
@@ -61,7 +57,7 @@ def schedule_gspmm_cpu(mod: tvm.IRModule, block: str = "gspmm",
         return sch.mod
     if fused is not None and lanes > 1:
         accumulate_in_registers(sch, update, [edges], fused, lanes)
-    elif _rounds(sch, update):          # one scalar running value per output element
+    elif stores_half(sch, update):          # one scalar running value per output element
         if fused is not None:
             sch.reorder(fused, edges)
         accumulator = sch.cache_write(update, 0, "global")
@@ -83,7 +79,7 @@ def schedule_gsddmm_cpu(mod: tvm.IRModule, dot: bool, prefetch: int = 0) -> tvm.
     if prefetch:
         sch.annotate(edges, PREFETCH_ANNOTATION, prefetch)
     if dot:
-        if _rounds(sch, update):
+        if stores_half(sch, update):
             sch.reverse_compute_at(sch.cache_write(update, 0, "global"),
                                    sch.get_loops(update)[-2])
         sch.decompose_reduction(update, loops[-1])

@@ -39,7 +39,7 @@ import tvm
 
 from ..ir.attrs import PREFETCH_ANNOTATION
 from .operators import accumulate_in_registers
-from .widen import HALF_DTYPES, widen_accumulators
+from .widen import stores_half, widen_accumulators
 
 VECTOR_BYTES = 64
 TILE_VECTORS = 4
@@ -72,7 +72,7 @@ def schedule_gather_mm_cpu(mod: tvm.IRModule, d2: int, itemsize: int) -> tvm.IRM
     lanes = feature_tile(d2, itemsize)
     if not lanes:
         sch.parallel(rows)
-        if _rounds(sch, update):
+        if stores_half(sch, update):
             sch.reorder(features, relation)
             sch.reverse_compute_at(sch.cache_write(update, 0, "global"), features)
             sch.decompose_reduction(update, relation)
@@ -86,10 +86,6 @@ def schedule_gather_mm_cpu(mod: tvm.IRModule, d2: int, itemsize: int) -> tvm.IRM
     sch.compute_at(sch.cache_read(update, reads.index("R_indices"), "global"), blocks)
     return widen_accumulators(sch.mod)
 
-
-def _rounds(sch, block) -> bool:
-    """Whether ``block`` stores into a bfloat16 or float16 output."""
-    return str(sch.get(block).writes[0].source.dtype) in HALF_DTYPES
 
 
 def schedule_relation_outer_cpu(mod: tvm.IRModule, d1: int, d2: int, itemsize: int,
@@ -106,7 +102,7 @@ def schedule_relation_outer_cpu(mod: tvm.IRModule, d1: int, d2: int, itemsize: i
         sch.annotate(rows, PREFETCH_ANNOTATION, GATHER_PREFETCH)
     lanes = feature_tile(d2, itemsize)
     if not lanes:
-        if _rounds(sch, update):
+        if stores_half(sch, update):
             sch.reorder(entries, features, rows)
             sch.reverse_compute_at(sch.cache_write(update, 0, "global"), features)
             sch.decompose_reduction(update, rows)

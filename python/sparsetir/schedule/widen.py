@@ -24,6 +24,12 @@ from ..ir.utils import structural_map
 HALF_DTYPES = ("bfloat16", "float16")
 
 
+def stores_half(sch, block) -> bool:
+    """Whether ``block`` (of the schedule ``sch``) stores into a bfloat16 or float16 buffer:
+    its schedule must keep the running value in a buffer of its own for this pass to widen."""
+    return str(sch.get(block).writes[0].source.dtype) in HALF_DTYPES
+
+
 def widen_accumulators(mod: tvm.IRModule, dtype: str = "float32") -> tvm.IRModule:
     """``mod`` with every block-allocated bfloat16/float16 buffer held in ``dtype`` (see the
     module docstring)."""
