@@ -176,6 +176,9 @@ def test_autocast_runs_products_in_its_dtype(matrix, dtype):
         unchanged = ops.edge_softmax(M, torch.randn(M.nnz, 1))
     assert y.dtype == values.dtype == dtype and unchanged.dtype == torch.float32
     assert_one_rounding(y, dense.double() @ x.double(), dtype)
+    double = ops.SparseMatrix(M.to_scipy().astype(np.float64))
+    with torch.autocast("cpu", dtype=dtype):               # float64 is left alone, as in torch
+        assert ops.spmm(double, x.double()).dtype == torch.float64
 
 
 @pytest.mark.parametrize("layer_name", ["GraphConv", "SAGEConv", "GATConv"])

@@ -10,7 +10,8 @@ dtype with float64, bfloat16 with float16) is refused by name: nothing is cast.
 Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (or float16), the products of features
 (``spmm``, ``sddmm``, ``gspmm``, ``gsddmm``'s ``dot``) give the autocast dtype, as torch's own
 matrix products do; their operands are read as they are (a float32 operand is not rounded
-first). ``autocast_dtype()`` says which dtype that is, if any.
+first); float64 operands keep float64, as torch's autocast leaves them. ``autocast_dtype()``
+says which dtype that is, if any.
 
 Example
 -------

@@ -150,8 +150,10 @@ def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_d
 
 def _autocast(*operands):
     """The result dtype torch's CPU autocast asks of a product of torch ``operands``, or
-    None (``dtypes``)."""
-    if not any(is_torch(value) for value in operands):
+    None (``dtypes``; as torch's, autocast leaves float64 alone)."""
+    given = [value for value in operands if value is not None]
+    if not any(is_torch(value) for value in given) \
+            or any(dtype_name(value) == "float64" for value in given):
         return None
     return autocast_dtype()
 
