@@ -58,7 +58,7 @@ def test_spmm_and_sddmm_against_float64_products(matrix, dtype):
     pattern = (dense != 0).double()
     assert_one_rounding(ops.spmm(M, x, weighted=False), pattern @ x.double(), dtype)
     values = ops.sddmm(M, y, x)
-    rows, cols = np.repeat(np.arange(ROWS), np.diff(M.indptr)), M.indices
+    rows, cols = np.repeat(np.arange(ROWS), np.diff(M.indptr)), np.array(M.indices)
     reference = (y.double()[rows] * x.double()[cols]).sum(1)
     assert_one_rounding(values, reference, dtype)
     # a float32 matrix with half features: float32 (torch's promotion), the features read as
