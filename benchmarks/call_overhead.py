@@ -11,6 +11,11 @@ Both are given numpy arrays straight from scipy and numpy (16-byte aligned, pass
 copy). The kernel alone is timed with TVM's time evaluator on the same arguments. Times are
 medians of interleaved rounds in one process.
 
+A second table compares a graph operator on torch tensors called eagerly
+(``ops.u_mul_e_sum(M, X, w)``) with the same call through its torch custom operator
+(``torch.ops.sparsetir.gspmm``, what ``torch.compile`` and ``torch.export`` run): the same
+kernel, so the difference is torch's dispatch of the operator.
+
 Run: ``TVM_NUM_THREADS=2 .venv/bin/python benchmarks/call_overhead.py [--feat 32 128]
 [--graphs cora synthetic-arxiv]``
 """
@@ -87,6 +92,33 @@ def main() -> None:
                 k, c = rounds(kernel_time, call, args.rounds)
                 print(f"{name:16s} {feat:4d} {caller:>16s} {k * 1e3:10.4f} {c * 1e3:9.4f} "
                       f"{(c - k) * 1e6:11.1f} {c / k:10.3f}x", flush=True)
+    custom_operator_rows(args)
+
+
+def custom_operator_rows(args) -> None:
+    """The eager graph operator against its torch custom operator (see the docstring)."""
+    import torch  # pylint: disable=import-outside-toplevel
+    from sparsetir.ops.graph_tensors import graph_tensors
+    print(f"\n{'graph':16s} {'feat':>4s} {'eager ms':>9s} {'custom op ms':>12s} "
+          f"{'dispatch us':>11s}")
+    for feat in args.feat:
+        for name in args.graphs:
+            M = sparsetir.ops.SparseMatrix(graph(name))
+            arrays = graph_tensors(M)
+            X = torch.randn(M.shape[1], feat)
+            w = arrays.data
+            eager = sparsetir.ops.u_mul_e_sum(M, X, w)
+            operator = torch.ops.sparsetir.gspmm(arrays.indptr, arrays.indices, "mul", "sum",
+                                                 X, w)[0]
+            torch.testing.assert_close(operator, eager)
+            eager_s, operator_s = [], []
+            for _ in range(args.rounds):       # interleaved, so machine noise hits both
+                eager_s.append(median_seconds(lambda: sparsetir.ops.u_mul_e_sum(M, X, w), 50))
+                operator_s.append(median_seconds(lambda: torch.ops.sparsetir.gspmm(
+                    arrays.indptr, arrays.indices, "mul", "sum", X, w), 50))
+            e, o = float(np.median(eager_s)), float(np.median(operator_s))
+            print(f"{name:16s} {feat:4d} {e * 1e3:9.4f} {o * 1e3:12.4f} {(o - e) * 1e6:11.1f}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,12 @@ import os as _os
 
 __version__ = "0.1.0"
 
-# TVM's CPU thread pool uses one thread unless told otherwise (TVM_NUM_THREADS); use the cores
-# this process may run on, unless the user chose a number.
-_os.environ.setdefault("TVM_NUM_THREADS", str(len(_os.sched_getaffinity(0))))
+# TVM's CPU thread pool uses one thread unless told otherwise (TVM_NUM_THREADS); use the
+# threads this process is given (OMP_NUM_THREADS, which torchrun sets to 1 for each rank), else
+# the cores it may run on, unless the user chose a number.
+_omp_threads = _os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+_os.environ.setdefault("TVM_NUM_THREADS", _omp_threads if _omp_threads.isdigit() and int(
+    _omp_threads) > 0 else str(len(_os.sched_getaffinity(0))))
 
 from . import (  # noqa: E402  (after the thread setting, before TVM's pool starts)
                         format,  # noqa: E402  pylint: disable=redefined-builtin
@@ -31,6 +34,7 @@ from .errors import (  # noqa: E402
                         FormatTypeError,
                         HorizontalFusionError,
                         InitPlacementError,
+                        KernelFileError,
                         LayoutError,
                         LoweringError,
                         SparseScheduleError,
@@ -41,6 +45,7 @@ from .errors import (  # noqa: E402
 )
 from .ir import SparseFunction  # noqa: E402
 from .lower import lower_sparse_iter  # noqa: E402
+from .runtime.saved import load  # noqa: E402
 from .stage1 import (  # noqa: E402
                         FormatRewriteRule,
                         Schedule,
@@ -49,11 +54,15 @@ from .stage1 import (  # noqa: E402
 from .transform import lower_sparse_buffer  # noqa: E402
 from .transform.preprocess import extract_preprocess, remove_preprocess  # noqa: E402
 from .transform.specialize_buffer import specialize_buffer  # noqa: E402
+from .warmup import WarmupReport, warmup  # noqa: E402
+from .driver.compile_log import configure_from_env as _configure_log  # noqa: E402
+
+_configure_log()        # SPARSETIR_LOG=info: compile records on stderr
 
 __all__ = ["ArgumentError", "AtomicBlockError", "BufferReferenceError", "FormatRewriteError",
            "FormatRewriteRule", "FormatTypeError", "HorizontalFusionError", "InitPlacementError",
-           "LayoutError", "LoweringError", "Schedule", "SparseFunction",
+           "KernelFileError", "LayoutError", "LoweringError", "Schedule", "SparseFunction",
            "SparseScheduleError", "SparseScriptError", "SparseTIRError", "SparseTIRTypeError",
            "SparseTIRValueError", "build",
-           "extract_preprocess", "format", "format_decompose", "ir", "lower_sparse_buffer",
-           "lower_sparse_iter", "ops", "remove_preprocess", "script", "specialize_buffer"]
+           "extract_preprocess", "format", "format_decompose", "ir", "load", "lower_sparse_buffer",
+           "lower_sparse_iter", "ops", "remove_preprocess", "script", "specialize_buffer", "warmup", "WarmupReport"]

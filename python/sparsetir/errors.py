@@ -100,9 +100,34 @@ class ArgumentError(SparseTIRError, ValueError):
     """
 
 
+class KernelFileError(SparseTIRError, ValueError):
+    """A file given to ``sparsetir.load`` that is not what ``save`` wrote (damaged, cut short,
+    altered, not a saved kernel) or that this installation cannot load (saved with another
+    TVM); nothing of it is loaded.
+
+    Examples
+    --------
+    >>> sparsetir.load("notes.txt")
+    Traceback (most recent call last):
+    KernelFileError: notes.txt is not a file saved by sparsetir (Kernel.save, AlgebraKernel.save)
+    """
+
+
 class FormatTypeError(SparseTIRError, TypeError, ValueError):
     """An argument of the wrong kind (float or bool indices, a size of 2.5, integer values):
     a ``TypeError`` that is also the ``ValueError`` every check here raises."""
+
+
+# sparsetir.distributed
+
+class PartitionFileError(SparseTIRError, ValueError):
+    """A saved partition (``sparsetir.distributed.load``) that cannot be read as it was
+    written: a missing, truncated, corrupt or foreign part file, or a rank it does not have."""
+
+
+class CommunicationError(SparseTIRError, RuntimeError):
+    """A collective of ``sparsetir.distributed`` that failed or timed out (a peer that died or
+    hangs); the message names this rank, the operation and, where known, the peer."""
 
 
 ARGUMENT_ERROR_KIND = "sparsetir.ArgumentError"
@@ -118,5 +143,6 @@ tvm_ffi.register_error(ARGUMENT_ERROR_KIND, ArgumentError)
 for _error in (SparseTIRValueError, SparseTIRTypeError, SparseScriptError, SparseScheduleError,
                LoweringError, FormatRewriteError,
                LayoutError, InitPlacementError, AtomicBlockError,
-               HorizontalFusionError, BufferReferenceError, FormatTypeError):
+               HorizontalFusionError, BufferReferenceError, FormatTypeError,
+               PartitionFileError, CommunicationError):
     tvm_ffi.register_error(_error.__name__, _error)

@@ -104,6 +104,8 @@ def test_csrmm_ell_rewrite():
     mod = format_decompose(mod, rewrites)
     tvm.ir.assert_structural_equal(mod, ell_rewrite_with_preprocess, True)
     kernel, arguments = check_numbers(mod, ell_arrays)  # added
+    # added: the long rows were cut into pieces that share a row id
+    assert np.bincount(ell_arrays(sample_matrix())["indices_i_512"]).max() == 3
     # added: SparseTIR's padding (column 0 after larger columns) breaks the rows' declared
     # order; the call says so instead of searching unsorted rows
     with pytest.raises(sparsetir.ArgumentError, match="indices_j_4 is not sorted within row"):
@@ -145,11 +147,13 @@ BSR_SIZES = (4, 16, 32)
 ELL_WIDTHS = (4, 8, 16, 32, 64, 128, 512)
 
 
-def sample_matrix(m=96, n=600, seed=0):
-    """A CSR matrix whose row lengths reach every ELL bucket (0 to 300, empty rows included),
-    columns sorted."""
+def sample_matrix(m=96, n=1200, seed=0):
+    """A CSR matrix whose row lengths reach every ELL bucket (0 to 300, empty rows included)
+    and pass the widest (rows 5 and 40: 700 and 1100 nonzeros, which ``column_part_hyb`` cuts
+    into several ELL rows of 512 sharing one row id), columns sorted."""
     rng = np.random.default_rng(seed)
     lengths = rng.choice([0, 1, 3, 4, 7, 12, 30, 60, 100, 300], m)
+    lengths[[5, 40]] = 700, 1100
     rows = [np.sort(rng.choice(n, k, replace=False)) for k in lengths]
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     indices = np.concatenate(rows).astype(np.int32)
@@ -231,6 +235,27 @@ def check_numbers(func, new_arrays):
     C, B, kernel, arguments = run(func, new_arrays(A))
     np.testing.assert_allclose(C, A @ B, rtol=1e-4, atol=1e-4)
     return kernel, arguments
+
+
+def test_ell_rule_on_a_row_longer_than_its_width():  # added
+    """A 2x3 matrix and one rule of width 2: row 0 (3 nonzeros) becomes two ELL rows of id 0,
+    row 1 is empty; the decomposed kernel gives scipy's product."""
+    rule = FormatRewriteRule("2", ell.specialize({ell.params[-1]: 2}), ["A"], ["I", "J"],
+                             ["O", "I", "J"], {"I": ["O", "I"], "J": ["J"]}, csr2ell_index_map,
+                             csr2ell_inv_index_map)
+    func = format_decompose(csrmm, [rule]).specialize({"feat_size": 4})
+    A = scipy.sparse.csr_matrix((np.float32([1, 2, 3]), np.int32([0, 1, 2]), np.int32([0, 3, 3])),
+                                shape=(2, 3))
+    (bucket,) = column_part_hyb(2, 3, A.indptr, A.indices, 1, [2])[0]
+    assert bucket.row_indices.tolist() == [0, 0]
+    B = np.arange(12, dtype=np.float32).reshape(3, 4)
+    C = np.full((2, 4), np.nan, np.float32)
+    values = dict(a=A.data, b=B, c=C, indptr=A.indptr, indices=A.indices, m=2, n=3, nnz=3,
+                  a_2=np.full(4, np.nan, np.float32), indptr_i_2=np.int32([0, 2]),
+                  indices_i_2=bucket.row_indices, indices_j_2=bucket.col_indices.ravel(),
+                  m_2=2, n_2=3, num_rows_2=2)
+    sparsetir.build(func, "llvm")(*[values[p.name] for p in func.params])
+    np.testing.assert_allclose(C, A @ B)
 
 
 if __name__ == "__main__":

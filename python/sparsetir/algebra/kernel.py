@@ -30,13 +30,17 @@ from ..driver.build_module import build
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 from ..ir.attrs import param_names
 from ..ir.function import SparseFunction
+from ..lower.coiterate import has_coiteration
 from ..lower.lower_sparse_iter import lower_sparse_iter
 from ..lower.coiterate_onepass import CHUNKS_PARAM
+from ..lower.coiterate_workspace import WORKSPACE_CHUNKS, workspace_bytes
+from ..runtime.saved import save
 from ..runtime.threads import cooperate_with_torch, thread_count
 from ..script import from_source
 from .generate import generate
 from .lattice import lattices_of
 from .notation import parse
+from .sizes import INDEX_LIMIT, check_elements, check_positions, check_workspace
 from .storage import Levels, compile_arguments, level_format, to_levels, to_result
 
 KERNEL_NAME = "kernel"
@@ -67,13 +71,12 @@ class AlgebraKernel:
         self.generated = generate(stmt, formats, dtype, KERNEL_NAME)
         self.func = from_source(self.generated.text)
         self.lattices = lattices_of(stmt, self.generated)
+        sparse_result = not formats[stmt.lhs.name].is_dense
+        if sparse_result and not has_coiteration(self.func):    # nothing merged: every
+            raise _whole_result(stmt)                            # coordinate written
         self._kernels = _build(self.func)
-        out_name = stmt.lhs.name
-        if not formats[out_name].is_dense and "count" not in self._kernels:
-            raise SparseTIRValueError(
-                f"{stmt.text!r}: every coordinate of {out_name} is written (a term without one of "
-                f"its indices, or dense operands only), so a sparse format for {out_name} would "
-                f"store it whole: leave {out_name} out of formats (dense)")
+        if sparse_result and "count" not in self._kernels:
+            raise _whole_result(stmt)
 
     def rebuild(self, func) -> "AlgebraKernel":
         """The kernel for ``func``: a rewritten Stage I function, or a Stage II module from
@@ -96,6 +99,17 @@ class AlgebraKernel:
                 "schedule them, do not remove them (only 'onepass' may be left out)")
         return clone
 
+    def save(self, path) -> None:
+        """Write the compiled statement to the file ``path``; ``sparsetir.load(path)`` gives it
+        back (its kernels as ``Kernel.save`` keeps them). Pickles carry the same.
+
+        Example
+        -------
+        >>> k.save("/tmp/add.stk")
+        >>> sparsetir.load("/tmp/add.stk")(B=B, C=C)       # as k(B=B, C=C)
+        """
+        save(self, path)
+
     def __call__(self, **operands):
         stmt, gen = self.statement, self.generated
         out_name = stmt.lhs.name
@@ -111,6 +125,7 @@ class AlgebraKernel:
             rank = len(next(a for a in stmt.accesses if a.name == name).indices)
             levels[name] = to_levels(operands[name], gen.tensors[name], self.dtype, name, rank)
         sizes = _sizes(stmt, levels)
+        _check_row_pointers(stmt, gen, sizes)
         out_fmt = gen.tensors[out_name]
         out_shape = tuple(sizes[v] for v in stmt.lhs.indices)
         args = {f"n_{v}": sizes[v] for v in gen.loop_vars}
@@ -118,10 +133,12 @@ class AlgebraKernel:
             _bind(args, gen.names[name], lv)
         names = gen.names[out_name]
         if out_fmt.is_dense:
+            check_elements(out_name, out_shape, "the dense result")
             stored = np.empty([out_shape[d] for d in out_fmt.dims], self.dtype)
             args[names["vals"]] = stored.reshape(-1)        # main writes every element
             self._run("main", args)
             return stored.transpose(np.argsort(out_fmt.dims))
+        self._check_workspace(sizes)
         bounds = _row_bounds(stmt, gen, levels, self._kernels)
         if bounds is not None:
             out = _assemble_once(self, args, names, out_shape, bounds)
@@ -129,9 +146,36 @@ class AlgebraKernel:
             out = _assemble(self, args, names, out_fmt, out_shape)
         return to_result(out, out_fmt)
 
+    def _check_workspace(self, sizes: dict) -> None:
+        """``MemoryError`` before a call whose row workspaces (a CSR result with an output
+        index under a sum: Gustavson) cannot fit in memory at once."""
+        stmt, loop = self.statement, self.generated.loop_vars
+        out = stmt.lhs.indices
+        if set(loop[:len(out)]) == set(out):          # no output index under a sum
+            return
+        width = sizes[max(out, key=loop.index)]
+        rows = sizes[loop[0]]
+        per_chunk = workspace_bytes(width, np.dtype(self.dtype).itemsize)
+        check_workspace(stmt, per_chunk, min(rows, WORKSPACE_CHUNKS), thread_count())
+
     def _run(self, which: str, args: dict, validate: bool = True) -> None:
         kernel, params = self._kernels[which]
-        kernel(*[args[p] for p in params], validate=validate)
+        try:
+            kernel(*[args[p] for p in params], validate=validate)
+        except Exception as err:  # noqa: BLE001  (TVM raises bad_alloc as an InternalError)
+            if "bad_alloc" not in str(err):
+                raise
+            raise MemoryError(f"{self.statement.text!r}: {which} could not allocate its "
+                              f"workspace (std::bad_alloc); sizes {_size_text(args)}") from None
+
+
+def _whole_result(stmt) -> SparseTIRValueError:
+    """The refusal of a sparse format for a result written at every coordinate."""
+    out = stmt.lhs.name
+    return SparseTIRValueError(
+        f"{stmt.text!r}: every coordinate of {out} is written (a term without one of its "
+        f"indices, or dense operands only), so a sparse format for {out} would store it whole: "
+        f"leave {out} out of formats (dense)")
 
 
 def _build(func) -> dict:
@@ -159,6 +203,25 @@ def _default_schedule(mod: tvm.IRModule) -> tvm.IRModule:
     if loops:
         sch.parallel(loops[0])
     return sch.mod
+
+
+def _check_row_pointers(stmt, gen, sizes: dict) -> None:
+    """A compressed level under a dense one has a row pointer of the dense index's size + 1
+    entries: refused where that passes int32 (2**31 - 1 rows; larger sizes are refused by the
+    call's own check of its size arguments)."""
+    for access in (stmt.lhs,) + stmt.accesses:
+        kinds, dims = gen.tensors[access.name].kinds, gen.tensors[access.name].dims
+        for l in range(len(kinds) - 1):
+            if kinds[l] == "dense" and kinds[l + 1] == "compressed":
+                v = access.indices[dims[l]]
+                if sizes[v] <= INDEX_LIMIT:
+                    check_elements(f"of {access.name} over {v}", (sizes[v] + 1,),
+                                   "the row pointer")
+
+
+def _size_text(args: dict) -> str:
+    """The size arguments of a call (``n_i = 4, n_j = 2147483647``), for an error message."""
+    return ", ".join(f"{k} = {v}" for k, v in args.items() if k.startswith("n_"))
 
 
 def _sizes(stmt, levels: dict) -> dict:
@@ -191,17 +254,18 @@ def _assemble(kernel: AlgebraKernel, args: dict, names: dict, fmt, shape) -> Lev
         args[names["pos"][1]] = indptr
         kernel._run("count", args)
         total = np.cumsum(indptr, dtype=np.int64)
-        if total[-1] > np.iinfo(np.int32).max:
-            raise SparseTIRValueError(f"the result has {total[-1]} stored values, past the "
-                                      "int32 index range")
+        check_positions(kernel.statement, int(total[-1]), "stored values")
         indptr[:] = total
         nnz = [None, int(indptr[-1])]
         pos = [None, indptr]
     else:                                             # appended: count writes each level's total
-        counts = np.zeros(len(compressed), np.int32)
+        counts = np.zeros(len(compressed), np.int64)      # counted in int64: never wraps
         args[f"{names['buffer']}_counts"] = counts
         kernel._run("count", args)
         nnz = [int(c) for c in counts]
+        for level, n in zip(compressed, nnz):
+            check_positions(kernel.statement, n, "stored values" if level == compressed[-1]
+                            else f"coordinates at level {level}")
         pos = []
         parents = 1
         for n in nnz:

@@ -4,7 +4,9 @@ Grammar: ``access = expr`` where an expression is built from accesses ``B(i,j)``
 no parentheses is a scalar), numbers, ``+ - * /``, unary ``-`` and parentheses. A statement
 needs an index variable; constants (and what they fold to) are finite, at most
 ``LARGEST_CONSTANT`` in magnitude, and never a zero divisor or a zero factor of a tensor term.
-Errors are ``NotationError`` (a ``SparseTIRValueError``) naming the column.
+Errors are ``NotationError`` (a ``SparseTIRValueError``) naming the column. Parentheses and
+unary minuses nest at most ``MAX_NESTING`` levels, the tree at most ``MAX_DEPTH``; a long sum or
+product (more than ``BALANCE_AFTER`` operands) is read as a balanced tree.
 
 Example
 -------
@@ -27,6 +29,16 @@ from ..errors import SparseTIRValueError
 LARGEST_CONSTANT = 3.4028234663852886e38
 """The largest constant (in magnitude) a statement may hold or fold to: TVMScript's parser
 refuses a larger literal even as ``T.float64``."""
+
+
+MAX_NESTING = 64
+"""The most parentheses and unary minuses a statement nests."""
+MAX_DEPTH = 128
+"""The deepest expression tree a statement may make (the generated Stage I script nests as
+deep, and Python reads at most 200 nested parentheses)."""
+BALANCE_AFTER = 16
+"""A chain of ``+``/``-`` (or ``*``) of more operands is read as a balanced tree: a
+1,200-term sum nests 11 levels, not 1,200 (the sum's rounding then follows the tree)."""
 
 
 class NotationError(SparseTIRValueError):
@@ -121,6 +133,11 @@ def parse(text: str) -> Statement:
     rhs = parser.expr()
     if parser.peek() is not None:
         parser.fail(f"unexpected {parser.peek()[1]!r}")
+    if _depth(rhs) > MAX_DEPTH:
+        raise NotationError(f"column {lhs.column}: the right-hand side nests {_depth(rhs)} "
+                            f"operations deep, past the limit of {MAX_DEPTH} (the generated "
+                            "script nests as deep); compute a part into a tensor of its own "
+                            f"in {text!r}")
     stmt = Statement(lhs, rhs, text)
     _check(stmt)
     return stmt
@@ -145,6 +162,7 @@ def _tokenize(text: str) -> list:
 class _Parser:
     def __init__(self, text: str, tokens: list):
         self.text, self.tokens, self.pos = text, tokens, 0
+        self.depth = 0
 
     def peek(self):
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
@@ -197,33 +215,75 @@ class _Parser:
         return Access(tok[1], tuple(indices), tok[2], tuple(columns))
 
     def expr(self):
-        node = self.term()
-        while self.peek() is not None and self.peek()[1] in "+-":
-            op = self.take()
-            node = Binary(op[1], node, self.term(), op[2])
-        return node
+        return self.chain(self.term, "+-")
 
     def term(self):
-        node = self.unary()
-        while self.peek() is not None and self.peek()[1] in "*/":
-            op = self.take()
-            node = Binary(op[1], node, self.unary(), op[2])
+        return self.chain(self.unary, "*/")
+
+    def chain(self, operand, ops: str):
+        """``operand (op operand)*`` with ``op`` in ``ops``: grouped from the left, or, past
+        ``BALANCE_AFTER`` operands, as a balanced tree (``a - b`` as ``a + (-b)``; a chain
+        with ``/`` stays grouped from the left)."""
+        nodes, links = [operand()], []
+        while self.peek() is not None and self.peek()[1] in ops:
+            links.append(self.take())
+            nodes.append(operand())
+        if len(nodes) > BALANCE_AFTER and not any(op[1] == "/" for op in links):
+            signed = [nodes[0]] + [Neg(n) if op[1] == "-" else n for op, n in zip(links, nodes[1:])]
+            return _balanced(signed, [op[2] for op in links], ops[0])
+        node = nodes[0]
+        for op, right in zip(links, nodes[1:]):
+            node = Binary(op[1], node, right, op[2])
+        return node
+
+    def nested(self, parse):
+        """``parse()`` one level deeper (a parenthesis or a unary minus): at most
+        ``MAX_NESTING`` levels."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            self.fail(f"the expression nests deeper than {MAX_NESTING} levels (parentheses and "
+                      "unary minus), the limit of index notation here; compute a part into a "
+                      "tensor of its own")
+        node = parse()
+        self.depth -= 1
         return node
 
     def unary(self):
         tok = self.peek()
         if tok is not None and tok[1] == "-":
             self.pos += 1
-            return Neg(self.unary())
+            return Neg(self.nested(self.unary))
         if tok is not None and tok[1] == "(":
             self.pos += 1
-            node = self.expr()
+            node = self.nested(self.expr)
             self.expect(")")
             return node
         if tok is not None and tok[0] == "num":
             self.pos += 1
             return Const(float(tok[1]), tok[2])
         return self.access()
+
+
+def _balanced(nodes: list, columns: list, op: str):
+    """``nodes[0] op nodes[1] op ...`` as a balanced tree (``columns``: each ``op``'s)."""
+    if len(nodes) == 1:
+        return nodes[0]
+    half = len(nodes) // 2
+    return Binary(op, _balanced(nodes[:half], columns[:half - 1], op),
+                  _balanced(nodes[half:], columns[half:], op), columns[half - 1])
+
+
+def _depth(expr) -> int:
+    """The depth of the tree ``expr`` (an access or a number: 1), without recursion."""
+    deepest, stack = 0, [(expr, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(node, Neg):
+            stack.append((node.operand, depth + 1))
+        elif isinstance(node, Binary):
+            stack += [(node.a, depth + 1), (node.b, depth + 1)]
+    return deepest
 
 
 def _accesses(expr):

@@ -24,7 +24,13 @@ import numpy as np
 import scipy.sparse
 
 from ..errors import SparseTIRTypeError, SparseTIRValueError
-from ..format import Encoding, SparseTensor
+from ..format import Encoding, SparseTensor, check_csr
+from ..format.checks import coordinates_problem, row_pointer_problem
+from .sizes import INDEX_LIMIT, check_elements
+
+
+KERNEL_DTYPES = ("float16", "float32", "float64")
+"""The value types a kernel computes in (``numpy.longdouble`` has no TVM type)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,9 @@ def compile_arguments(formats, dtype) -> tuple:
         kind = None
     if kind != "f":
         raise SparseTIRTypeError(f"dtype must be a float type (e.g. 'float64'), got {dtype!r}")
+    if np.dtype(dtype).name not in KERNEL_DTYPES:
+        raise SparseTIRTypeError(f"dtype {np.dtype(dtype).name} ({dtype!r}) has no TVM type: "
+                                 f"kernels compute in {', '.join(KERNEL_DTYPES)}")
     return dict(formats), str(np.dtype(dtype))
 
 
@@ -129,10 +138,20 @@ def to_levels(value, fmt: LevelFormat, dtype: str, name: str, rank: int) -> Leve
         if rank != 2:
             raise SparseTIRValueError(f"operand {name}: a scipy matrix is 2-D, but {name} has "
                                       f"{rank} indices")
+        if value.ndim != 2:
+            raise SparseTIRValueError(f"operand {name}: a scipy matrix is 2-D, got {value.ndim}-D")
+        _check_scipy(value, name)
         fast = _compressed_rows(value, fmt)
         if fast is not None:
             return fast
+        if value.format in ("csr", "csc"):        # checked in full, as ops.SparseMatrix does
+            major, minor = value.shape if value.format == "csr" else value.shape[::-1]
+            _refuse(name, check_csr, value.indptr, value.indices, (major, minor))
         coo = value.tocoo()
+        for what, ids, size in (("row", coo.row, coo.shape[0]), ("column", coo.col, coo.shape[1])):
+            problem = coordinates_problem(ids, size, f"{what} ids")
+            if problem is not None:
+                raise SparseTIRValueError(f"operand {name}: {problem}")
         coo.sum_duplicates()
         coords = np.vstack([coo.row, coo.col]).astype(np.int64)
         return from_coords(coords, coo.data, tuple(value.shape), fmt, dtype)
@@ -152,6 +171,8 @@ def to_levels(value, fmt: LevelFormat, dtype: str, name: str, rank: int) -> Leve
         _check_dtype(array.dtype, dtype, name)
         if array.ndim != rank:
             raise SparseTIRValueError(f"operand {name}: a {array.ndim}-D array for {rank} indices")
+        if fmt.is_dense:
+            check_elements(name, array.shape, "the dense operand")
         return from_dense(array, fmt, dtype)
     raise SparseTIRTypeError(f"operand {name}: expected a numpy array, a scipy sparse matrix or "
                              f"a SparseTensor, got {type(value).__name__}")
@@ -196,6 +217,7 @@ def from_coords(coords, vals, shape, fmt: LevelFormat, dtype: str,
         if kind == "dense":
             parent = parent * size + lvl[l]
             parents *= size
+            check_elements(f"{shape}", (parents,), "a dense level of the operand of shape")
             pos.append(None)
             crd.append(None)
             continue
@@ -285,6 +307,42 @@ def _compressed_rows(value, fmt: LevelFormat):
     return Levels(tuple(value.shape), [None, value.indptr.astype(np.int32, copy=False)],
                   [None, value.indices.astype(np.int32, copy=False)],
                   np.ascontiguousarray(value.data))
+
+
+def _check_scipy(value, name: str) -> None:
+    """The row pointer of a scipy CSR (CSC) operand: ``indptr`` has one entry per row
+    (column) and one more, starts at 0, ends at ``len(indices)`` and never falls (the rule of
+    ``format.checks.row_pointer_problem``, which ``ops.SparseMatrix`` applies); its indices
+    are then checked by the kernel's call (range and order), or here in full where the matrix
+    is converted. No operand of more than ``INDEX_LIMIT`` entries (int32 positions)."""
+    if value.format not in ("csr", "csc"):
+        return
+    major = value.shape[0 if value.format == "csr" else 1]
+    indptr, indices = value.indptr, value.indices
+    if indptr.ndim != 1 or indptr.size != major + 1:
+        raise SparseTIRValueError(f"operand {name}: indptr has {indptr.size} entries, a "
+                                  f"{value.format.upper()} matrix of {major} "
+                                  f"{'rows' if value.format == 'csr' else 'columns'} needs "
+                                  f"{major + 1}")
+    if indices.size > INDEX_LIMIT:
+        raise SparseTIRValueError(f"operand {name}: {indices.size} stored entries, past the "
+                                  f"{INDEX_LIMIT} that co-iteration kernels address with int32 "
+                                  "positions")
+    problem = row_pointer_problem(indptr, indices.size, "indptr", "len(indices)")
+    if problem is not None:
+        raise SparseTIRValueError(f"operand {name}: {problem}")
+    if value.data.shape != indices.shape:
+        raise SparseTIRValueError(f"operand {name}: {value.data.size} values for "
+                                  f"{indices.size} indices")
+
+
+def _refuse(name: str, check, *args) -> None:
+    """``check(*args)``, its ``ValueError`` (a ``SparseTIRValueError``) naming operand
+    ``name``."""
+    try:
+        check(*args)
+    except SparseTIRValueError as err:
+        raise SparseTIRValueError(f"operand {name}: {err}") from None
 
 
 def _check_dtype(got, want: str, name: str) -> None:

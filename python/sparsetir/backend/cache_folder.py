@@ -84,8 +84,8 @@ def read_entry(entry: Path) -> dict | None:
     refusal also warns)."""
     try:
         records = _metadata(entry)["files"]       # plain file names only
-        for name, record in records.items():
-            if _record(_own_bytes(entry / name, record["size"])) != record:
+        for name, kept in records.items():
+            if record(_own_bytes(entry / name, kept["size"])) != kept:
                 return None
     except _Refused as err:
         _warn(f"sparsetir does not load the cache entry {entry}: {err}")
@@ -115,7 +115,7 @@ def write_entry(entry: Path, write_files) -> dict | None:
         records = {}
         for path in sorted(staging.iterdir()):
             os.chmod(path, 0o600)
-            records[path.name] = _record(_synced_bytes(path))
+            records[path.name] = record(_synced_bytes(path))
         _write_private(staging / METADATA,
                        json.dumps({"format": _FORMAT, "key": entry.name, "files": records}))
         _sync_folder(staging)
@@ -220,8 +220,8 @@ def _metadata(entry: Path) -> dict:
     files = metadata["files"]
     if metadata["format"] != _FORMAT or metadata["key"] != entry.name or \
             not isinstance(files, dict) or not files or not all(map(_plain, files)) or \
-            not all(isinstance(record, dict) and record.keys() == {"size", "sha256"}
-                    for record in files.values()):
+            not all(isinstance(kept, dict) and kept.keys() == {"size", "sha256"}
+                    for kept in files.values()):
         raise SparseTIRValueError(f"{entry / METADATA} is not this entry's metadata")
     return metadata
 
@@ -261,7 +261,8 @@ def _sync_folder(path: Path) -> None:
         os.close(descriptor)
 
 
-def _record(data: bytes) -> dict:
+def record(data: bytes) -> dict:
+    """The size and SHA-256 of ``data``, as metadata records them."""
     return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 

@@ -42,6 +42,8 @@ from ..runtime.compiled_checks import checks_module, compile_checks
 from ..schedule import default_schedule
 from ..transform.pipeline import stage3_passes
 from . import cache as kernel_cache
+from . import compile_log
+from .portable import KernelOrigin
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
@@ -73,7 +75,9 @@ def build(kernel, target="llvm", schedule: str = "auto", horizontal_fuse: bool =
     mod = scheduled_stage2(kernel, tgt, schedule)
     if cache:
         return kernel_cache.cached(mod, tgt, horizontal_fuse, compile_stage2, kernel_of)
-    return kernel_of(compile_stage2(mod, tgt, horizontal_fuse), tgt)
+    compiled = compile_log.timed_compile(lambda: compile_stage2(mod, tgt, horizontal_fuse),
+                                         mod, tgt, "build(cache=False) compiles every time")
+    return kernel_of(compiled, tgt)
 
 
 def scheduled_stage2(kernel, target, schedule: str = "auto") -> tvm.IRModule:
@@ -107,7 +111,7 @@ def compile_stage2(mod: tvm.IRModule, target,
     signature = signature_of(flat["main"])
     checks = None
     if tgt.kind.name == "llvm" and signature.checks:
-        checks = compile_module(checks_module(signature), "llvm")
+        checks = kernel_cache.checks_executable(checks_module(signature))   # often shared
     return kernel_cache.Compiled(flat, executable, checks)
 
 
@@ -119,7 +123,7 @@ def kernel_of(compiled: kernel_cache.Compiled, target) -> Kernel:
         signature = with_vector_alignment(signature, lower_blocks(compiled.flat)["main"])
     checks = compile_checks(signature, compiled.checks) if kind == "llvm" else None
     return Kernel(compiled.executable, signature, device="cuda" if kind == "cuda" else "cpu",
-                  compiled_checks=checks)
+                  compiled_checks=checks, origin=KernelOrigin(compiled, kind, kernel_of))
 
 
 def signature_of(func: tirx.PrimFunc) -> Signature:

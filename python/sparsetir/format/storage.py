@@ -26,11 +26,15 @@ True
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse
 
 from ..errors import SparseTIRTypeError, SparseTIRValueError
+from .checks import check_size
 from .encoding import Encoding
+from .frozen import frozen
 from .storage_levels import assemble, coo_region_end, traverse
 
 
@@ -46,7 +50,8 @@ class SparseTensor:
         The stored tensor's shape (``dim_shape`` unless the encoding has slices).
     lvl_shape : tuple of int
         The level sizes of the stored tensor.
-    values : numpy.ndarray (read-only)
+    values : numpy.ndarray (read-only: it cannot be made writable, nor can the arrays of
+        ``positions``, ``coordinates``, ``coordinates_buffer`` and ``lvl_coords``)
     nse : int
         The number of stored values (``values.size``).
     dtype : numpy.dtype
@@ -63,11 +68,30 @@ class SparseTensor:
         self.dim_shape = self.base_shape if encoding.slices is None else tuple(
             piece.resolved(size)[1] if piece is not None else size
             for piece, size in zip(encoding.slices, self.base_shape))
-        self._positions = [_read_only(array) for array in positions]
-        self._coordinates = [_read_only(array) for array in coordinates]
-        self.values = _read_only(values)
+        self._positions = [frozen(array) for array in positions]
+        self._coordinates = [frozen(array) for array in coordinates]
+        self.values = frozen(values)
         self.nse, self.dtype = int(self.values.size), self.values.dtype
         self._walk = None
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _FIXED and name in self.__dict__:
+            raise AttributeError(f"SparseTensor.{name} cannot be changed: what was computed from "
+                                 "the tensor keeps its arrays; make a new tensor "
+                                 "(SparseTensor.from_arrays)")
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in _FIXED:
+            raise AttributeError(f"SparseTensor.{name} cannot be deleted")
+        super().__delattr__(name)
+
+    def __reduce__(self):
+        """Copies and pickles are assembled again from the arrays (checked, as
+        ``from_arrays`` checks them), so an unpickled tensor's arrays are frozen too."""
+        return SparseTensor.from_arrays, (self.encoding, self.base_shape,
+                                          list(self._positions), list(self._coordinates),
+                                          self.values, self.symbols or None)
 
     # ---- constructors -------------------------------------------------------------------
 
@@ -209,7 +233,7 @@ class SparseTensor:
         region = self._aos_region(level)
         if region is None:
             return self._coordinates[level]
-        return _read_only(np.stack([self._coordinates[l] for l in region], 1).ravel())
+        return frozen(np.stack([self._coordinates[l] for l in region], 1).ravel())
 
     def lvl_coords(self) -> np.ndarray:
         """Every stored value's level coordinates (int64, ``(lvl_rank, nse)`` for storage
@@ -245,6 +269,7 @@ class SparseTensor:
 
     def to_dense(self) -> np.ndarray:
         """The tensor as a dense numpy array (repeated coordinates summed)."""
+        check_size(f"to_dense of shape {self.dim_shape}", math.prod(self.dim_shape))
         dense = np.zeros(self.dim_shape, self.dtype)
         coords, values = self.to_coo()
         np.add.at(dense, tuple(coords), values)
@@ -323,16 +348,13 @@ class SparseTensor:
             if slots.size > 1 and (np.diff(slots) < 0).any():
                 order = np.argsort(slots, kind="stable")
                 lvl, slots = lvl[:, order], slots[order]
-            self._walk = (_read_only(lvl), slots)
+            self._walk = (frozen(lvl), slots)
         return self._walk
 
 
-def _read_only(array):
-    """``array`` made read-only (None stays None)."""
-    if array is not None:
-        array = np.asarray(array)
-        array.flags.writeable = False
-    return array
+_FIXED = frozenset({"encoding", "symbols", "base_shape", "lvl_shape", "dim_shape", "values",
+                    "nse", "dtype"})
+"""The attributes of a ``SparseTensor`` that cannot change once made."""
 
 
 def _index_array(name: str, array, ndim: int) -> np.ndarray:
@@ -350,15 +372,15 @@ def _index_array(name: str, array, ndim: int) -> np.ndarray:
 
 
 def _values(values, size) -> np.ndarray:
-    """A 1-D numeric values array (of ``size`` elements unless None): the tensor's own copy,
-    in the machine's byte order (the caller's array stays as it was, writable)."""
+    """A 1-D numeric values array (of ``size`` elements unless None), checked (the tensor
+    keeps a frozen copy: the caller's array stays as it was, writable)."""
     values = np.asarray(values)
     if values.dtype.kind not in "iufc":
         raise SparseTIRTypeError(f"values must hold numbers, got dtype {values.dtype}")
     if values.ndim != 1 or (size is not None and values.size != size):
         want = "a 1-D array" if size is None else f"{size} values (one per coordinate)"
         raise SparseTIRValueError(f"values must be {want}, got shape {values.shape}")
-    return values.astype(values.dtype.newbyteorder("="))
+    return values
 
 
 def _fit(array, dtype: np.dtype, name: str, width: str):

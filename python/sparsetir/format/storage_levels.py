@@ -129,10 +129,12 @@ def _structured(kind, pos, parents: int, crd) -> tuple:
 def traverse(enc, lvl_shape, positions, coordinates, values_size: int, name: str) -> tuple:
     """``(lvl_coords, slots)``: the level coordinates (int64 ``(lvl_rank, K)``) of every value
     reachable from the root, and the index in ``values`` of each, in the order of the walk.
-    The arrays are checked on the way (a ``SparseTIRValueError`` naming ``name``'s level): each
+    The arrays are checked (a ``SparseTIRValueError`` naming ``name``'s level): first that each
     has exactly the length its parent level gives (a ``loose_compressed`` level's coordinates
-    may hold unused room), positions rise, coordinates are in range and ordered."""
+    may hold unused room), from the lengths alone, before anything is allocated; then on the
+    walk that positions rise, and coordinates are in range and ordered."""
     types = enc.level_types
+    _check_lengths(enc, lvl_shape, positions, coordinates, values_size, name)
     slots, coords, space = np.zeros(1, np.int64), [], 1
     for level, kind in enumerate(types):
         where = f"{name} level {level} ({kind})"
@@ -145,18 +147,14 @@ def traverse(enc, lvl_shape, positions, coordinates, values_size: int, name: str
         else:
             crd_array = coordinates[level]
             if kind.kind == "singleton":
-                _length(crd_array.size, space, where, "coordinates", "one per parent position")
                 parent = np.arange(slots.size)
             elif kind.kind == "structured":
                 space = grow(space, kind.n, where)
-                _length(crd_array.size, space, where, "coordinates",
-                        f"{kind.n} per parent position")
                 parent = np.repeat(np.arange(slots.size), kind.n)
                 slots = (slots[:, None] * kind.n + np.arange(kind.n)).ravel()
                 _sorted_groups(crd_array[slots].reshape(-1, kind.n), where)
             else:
-                parent, slots = _children(kind, positions[level], slots, space, crd_array.size,
-                                          where)
+                parent, slots = _children(kind, positions[level], slots, crd_array.size, where)
                 space = crd_array.size
             crd = np.asarray(crd_array, np.int64)[slots]
             bad = np.flatnonzero((crd < 0) | (crd >= size))
@@ -165,10 +163,34 @@ def traverse(enc, lvl_shape, positions, coordinates, values_size: int, name: str
                                           f"[0, {size})")
             _ordered(kind, parent, crd, where)
         coords = [column[parent] for column in coords] + [crd]
-    _length(values_size, space, f"{name} values", "values", "one per position of the last level")
     if not types:
         return np.zeros((0, 1), np.int64), slots
     return np.stack(coords), slots
+
+
+def _check_lengths(enc, lvl_shape, positions, coordinates, values_size: int, name: str) -> None:
+    """Every array has the length its parent level gives, checked from the lengths alone
+    (Python ints) before the walk allocates anything: a dense 2**31 x 2**31 tensor given 4
+    values is refused for its values' length, not by a 2**62-element allocation."""
+    space = 1
+    for level, kind in enumerate(enc.level_types):
+        where = f"{name} level {level} ({kind})"
+        if kind.kind == "dense":
+            space *= lvl_shape[level]
+        elif kind.kind == "singleton":
+            _length(coordinates[level].size, space, where, "coordinates",
+                    "one per parent position")
+        elif kind.kind == "structured":
+            space *= kind.n
+            _length(coordinates[level].size, space, where, "coordinates",
+                    f"{kind.n} per parent position")
+        else:
+            loose = kind.kind == "loose_compressed"
+            _length(positions[level].size, 2 * space if loose else space + 1, where,
+                    "positions", "a (lo, hi) pair per parent position" if loose
+                    else "one more than the parent positions")
+            space = coordinates[level].size
+    _length(values_size, space, f"{name} values", "values", "one per position of the last level")
 
 
 def _length(size: int, expected: int, where: str, what: str, rule: str) -> None:
@@ -178,16 +200,14 @@ def _length(size: int, expected: int, where: str, what: str, rule: str) -> None:
                                   f"({rule})")
 
 
-def _children(kind, positions, slots, space: int, crd_size: int, where: str) -> tuple:
-    """``(parent, child slots)`` of a (loose) compressed level under parent ``slots`` (of
-    ``space`` parent positions)."""
+def _children(kind, positions, slots, crd_size: int, where: str) -> tuple:
+    """``(parent, child slots)`` of a (loose) compressed level under parent ``slots``
+    (``positions`` of the length ``_check_lengths`` checked)."""
     pos = np.asarray(positions, np.int64)
     if kind.kind == "loose_compressed":
-        _length(pos.size, 2 * space, where, "positions", "a (lo, hi) pair per parent position")
         lo_hi = pos.reshape(-1, 2)
         lo, hi = lo_hi[slots, 0], lo_hi[slots, 1]
     else:
-        _length(pos.size, space + 1, where, "positions", "one more than the parent positions")
         if pos[0] != 0:
             raise SparseTIRValueError(f"{where}: positions[0] is {pos[0]}, expected 0")
         if (np.diff(pos) < 0).any():

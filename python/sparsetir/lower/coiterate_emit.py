@@ -22,7 +22,7 @@ from tvm.script.ir_builder import tirx as Tb
 from ..errors import LoweringError
 from ..ir.utils import is_handle
 from .coiterate_plan import Operand, Plan, level_at, positions, row_major
-from .coiterate_tir import INT, all_of, and_then, any_of, root_pos
+from .coiterate_tir import INT, INT64, all_of, and_then, any_of, root_pos
 from .coiterate_onepass import OnePassRows
 from .coiterate_workspace import WorkspaceRows
 from .merge_lattice import EMPTY, FULL, lattice_points, simplify, sub_points
@@ -87,7 +87,7 @@ class Emitter(WorkspaceRows, OnePassRows):
             levels = sum(1 for lv in plan.out.levels if lv.kind == "compressed")
             name = f"{plan.out.buf.name}_counts"
             handle = Tb.arg(name, tirx.Var(name, "handle"))
-            self.counts = IRBuilder.name(name, Tb.match_buffer(handle, (levels,), INT))
+            self.counts = IRBuilder.name(name, Tb.match_buffer(handle, (levels,), INT64))
             self.stage1_names[name] = name
         if self.mode == "onepass":
             self.declare_chunks()
@@ -162,11 +162,15 @@ class Emitter(WorkspaceRows, OnePassRows):
         Tb.writes(*writes)
 
     def locals(self) -> None:
-        """The block's locals: pointers, coordinates and counters (``ptr``), sums (``acc``)."""
+        """The block's locals: pointers, coordinates and counters (``ptr``), sums (``acc``).
+        ``count`` of an appended output counts in int64 (its totals may pass int32: an outer
+        product of two vectors of 65,537 nonzeros has 4,295,098,369 entries), so the caller
+        refuses a result past the int32 positions before allocating it."""
         plan = self.plan
         n_levels = len(plan.vars) + 1
-        self.ptr = IRBuilder.name("ptr", Tb.sblock_alloc_buffer((self.size,), INT,
-                                                                scope="local"))
+        wide = self.mode == "count" and plan.out_mode == "append"
+        self.ptr = IRBuilder.name("ptr", Tb.sblock_alloc_buffer((self.size,), INT64 if wide
+                                                                else INT, scope="local"))
         size = n_levels + len(plan.operands)      # sums, then values (``select_case``)
         self.acc = IRBuilder.name("acc", Tb.sblock_alloc_buffer((size,), plan.out.buf.dtype,
                                                                 scope="local"))
@@ -179,6 +183,9 @@ class Emitter(WorkspaceRows, OnePassRows):
         return self.ptr[slot]
 
     def set(self, slot, value) -> None:
+        dtype = str(self.ptr.dtype)
+        if str(value.ty.dtype) != dtype:
+            value = tirx.Cast(dtype, value)
         Tb.buffer_store(self.ptr, value, [slot])
 
     # outputs ---------------------------------------------------------------------------------

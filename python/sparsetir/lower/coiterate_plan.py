@@ -27,6 +27,7 @@ import tvm
 from tvm import tirx
 
 from ..errors import LoweringError
+from ..ir.attrs import PREPROCESS_ANNOTATION
 from ..ir.coiteration import CoiteratedAxis, Merge
 from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration
@@ -76,6 +77,12 @@ def plan_coiteration(func: SparseFunction) -> Plan:
                             "T.sp_iter and nothing else")
     it = its[0]
     where = f"co-iteration {it.name}"
+    if PREPROCESS_ANNOTATION in it.annotations:
+        raise LoweringError(f"{where} is annotated {PREPROCESS_ANNOTATION!r}, which marks the "
+                            "iterations that fill a new format from an old one (what "
+                            "format_decompose makes, split off by extract_preprocess / "
+                            "remove_preprocess); a co-iteration computes the result: remove "
+                            "the annotation")
     stores = [s for s in it.body if isinstance(s, tirx.BufferStore)]
     if len(stores) != 1 or len(it.body) != 1:
         raise LoweringError(f"{where}: the body must be one buffer store")

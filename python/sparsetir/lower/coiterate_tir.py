@@ -14,6 +14,8 @@ from tvm import tirx
 
 INT = "int32"
 """The index type of co-iteration kernels (positions, coordinates, counters)."""
+INT64 = "int64"
+"""The type ``count`` counts an appended output's entries in (its totals may pass int32)."""
 
 
 def root_pos():

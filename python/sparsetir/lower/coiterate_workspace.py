@@ -30,6 +30,19 @@ DENSE_SCAN_RATIO = 8
 instead of sorted."""
 
 
+def workspace_bytes(width: int, itemsize: int) -> int:
+    """The bytes one chunk's workspace allocates in ``main`` or ``onepass`` (``count`` less)
+    for a result of ``width`` columns and values of ``itemsize`` bytes: the values, the marker,
+    the list of columns, the merge's second list and the runs (``width + 1``), all below.
+
+    Example
+    -------
+    >>> workspace_bytes(1000, 8)
+    24004
+    """
+    return width * itemsize + 4 * width * 3 + 4 * (width + 1)
+
+
 class WorkspaceRows:
     """The workspace parts of an emitter (``self.plan``, slots, ``level_cases``, buffers)."""
 
@@ -54,13 +67,16 @@ class WorkspaceRows:
             self.touched = IRBuilder.name("touched", Tb.sblock_alloc_buffer((width,), INT))
             if self.mode != "count":
                 self.merged = IRBuilder.name("merged", Tb.sblock_alloc_buffer((width,), INT))
-                self.runs = IRBuilder.name("runs", Tb.sblock_alloc_buffer((width + 1,), INT))
+                runs = tirx.Cast("int64", width) + 1       # width may be 2**31 - 1
+                self.runs = IRBuilder.name("runs", Tb.sblock_alloc_buffer((runs,), INT))
                 self.n_runs = self.slot()
             z = self.slot()
             self.set(z, tirx.const(0, INT))
-            with Tb.While(self.get(z) < width):
-                Tb.buffer_store(self.mark, tirx.const(-1, INT), [self.get(z)])
-                self.set(z, self.get(z) + 1)
+            with Tb.If(vc * chunk < rows):      # a chunk past the last row touches nothing
+                with Tb.Then():
+                    with Tb.While(self.get(z) < width):
+                        Tb.buffer_store(self.mark, tirx.const(-1, INT), [self.get(z)])
+                        self.set(z, self.get(z) + 1)
             r = self.slot()
             self.set(r, tirx.const(0, INT))
             with Tb.While(tirx.And(self.get(r) < chunk, vc * chunk + self.get(r) < rows)):

@@ -59,6 +59,7 @@ from ..ir.attrs import (
     LOWERED_LOOPS_ATTR,
     PARALLEL_ANNOTATION,
     PARAM_NAMES_ATTR,
+    PREPROCESS_ANNOTATION,
     IndexCheck,
     ValueDomain,
     metadata_annotations,
@@ -99,6 +100,11 @@ def lower_sparse_iter(func: SparseFunction) -> tvm.IRModule:
     """Lower a Stage I function to an IRModule of schedulable TensorIR (function ``"main"``)."""
     if not isinstance(func, SparseFunction):
         raise SparseTIRTypeError(f"lower_sparse_iter expects a SparseFunction, got {type(func).__name__}")
+    if not any(isinstance(stmt, SparseIteration) for stmt in func.body):
+        raise LoweringError(
+            f"function {func.name} has no sparse iteration to lower (remove_preprocess removes "
+            f"those annotated {PREPROCESS_ANNOTATION!r}: the iterations that fill a new format "
+            "from an old one, as format_decompose makes them, not the compute)")
     if has_coiteration(func):        # T.coiterate: merge loops and assembled outputs
         mod = lower_coiteration(func)
     else:
@@ -119,6 +125,7 @@ class _Lowering:
         self.handle_buffers = {}    # handle param -> Stage II buffer (axes may share an indptr)
         self.intermediates = []     # placeholder buffers of T.alloc_sparse_buffer
         self.checker = None         # CoordinateChecker, once the buffers exist
+        self.parallel_axes = set()  # names of the axes the loops of owned rows iterate
 
     # -- services used by AccessRewriter ------------------------------------------------------
     def sparse_buffer(self, view):
@@ -160,8 +167,9 @@ class _Lowering:
                         plan += self._plan_iteration(stmt, {}, None)
                 Emitter().emit_function(plan, self.intermediates)
         lowered = widen_local_regions(builder.get())
-        lowered = with_root_annotations(lowered, metadata_annotations(_index_checks(func),
-                                                                      _declared_domains(func)))
+        ordered = _searched_axes(plan, self) | self.parallel_axes
+        lowered = with_root_annotations(lowered, metadata_annotations(
+            _index_checks(func, ordered), _declared_domains(func)))
         lowered = lowered.with_attr(PARAM_NAMES_ATTR, {
             p2.name: p1.name for p2, p1 in zip(lowered.params, func.params)})
         return lowered.with_attr(LOWERED_LOOPS_ATTR, loop_signature(lowered))
@@ -277,6 +285,7 @@ class _Lowering:
                                  if k not in (FIRST_SLOTS_ANNOTATION, INIT_PER_POINT_ANNOTATION)}
         if g == 0 and not env and _rows_owned(it, groups[0][0]):
             block.annotations[PARALLEL_ANNOTATION] = 1
+            self.parallel_axes.update(v.base_axis.name for v in groups[0][0].sp_vars)
         loops = []
         env = dict(env)
         for unit in groups[g]:
@@ -407,16 +416,43 @@ class _Lowering:
                         self.simplify(coord))
 
 
-def _index_checks(func: SparseFunction) -> list:
+def _index_checks(func: SparseFunction, ordered: set) -> list:
     """The ``IndexCheck`` (``ir.attrs``) of every axis with index arrays: what ``build``'s
-    call wrapper verifies, with sizes over the function's parameters."""
+    call wrapper verifies, with sizes over the function's parameters. A sorted axis's rows
+    must increase strictly, except on an axis of rows (one with axes below it) the kernel does
+    not rely on the order of (``ordered``: a search reads the axis, or a loop over it runs in
+    parallel on rows each iteration owns): there the declaration asks nothing of the call, so
+    a row id may repeat, as in SparseTIR's ELL rule on a row cut into pieces that share one
+    (the pieces add into their output row in turn)."""
     zero = tirx.const(0, "int32")
+    parents = {axis.parent.name for axis in func.axes if axis.parent is not None}
     return [IndexCheck(axis.name,
                        axis.indptr.name if axis.indptr is not None else "",
                        axis.indices.name if axis.indices is not None else "",
                        axis.nnz if axis.nnz is not None else zero, axis.length,
-                       axis.nnz_cols if axis.nnz_cols is not None else zero, bool(axis.sorted))
+                       axis.nnz_cols if axis.nnz_cols is not None else zero,
+                       bool(axis.sorted) and (axis.name in ordered or axis.name not in parents))
             for axis in func.axes if axis.indptr is not None or axis.indices is not None]
+
+
+def _searched_axes(plan: list, lowering: "_Lowering") -> set:
+    """The names of the axes whose indices a search of ``plan`` reads."""
+    searched = []
+
+    def visit(item):
+        if isinstance(item, LoopPlan):
+            for child in item.body:
+                visit(child)
+        elif isinstance(item, BlockPlan):
+            searched.extend(s.buffer for s in item.searches + [item.search] if s is not None)
+            for child in (item.init or []) + item.body:
+                visit(child)
+
+    for item in plan:
+        visit(item)
+    return {axis.name for axis in lowering.func.axes
+            if any(buffer.same_as(lowering.aux.get((axis.name, "indices")))
+                   for buffer in searched)}
 
 
 def _declared_domains(func: SparseFunction) -> list:

@@ -105,8 +105,9 @@ def _grouped(M: SparseMatrix, types: np.ndarray, num_rels: int, by_source: bool)
 
 
 def _pattern(rows: np.ndarray, cols: np.ndarray, shape: tuple) -> tuple:
-    """``(matrix, order)``: the pattern with an entry at each ``(rows[i], cols[i])`` (no two
-    alike) as a ``SparseMatrix``, and the ``i`` behind each of its entries."""
+    """``(matrix, order)``: the pattern with an entry at each ``(rows[i], cols[i])`` as a
+    ``SparseMatrix`` (a pair given twice, parallel edges of one relation, is two entries), and
+    the ``i`` behind each of its entries."""
     order = np.lexsort((cols, rows))
     indptr = np.r_[0, np.cumsum(np.bincount(rows, minlength=shape[0]))]
     matrix = SparseMatrix.from_csr(indptr, cols[order], np.ones(order.size, np.float32), shape)

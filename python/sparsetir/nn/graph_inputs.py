@@ -4,7 +4,9 @@ The graph is a ``SparseMatrix`` ``M`` of shape ``(num_dst, num_src)``: row ``v``
 sources ``u`` of ``v``'s in-edges, and edge data follow ``M``'s CSR order. Node features are one
 tensor, or a pair ``(feat_src, feat_dst)``. One tensor on a square ``M`` serves both sides; on
 a non-square ``M`` it holds the sources, and the destinations are its first ``num_dst`` rows
-(DGL's convention for blocks).
+(DGL's convention for blocks); with more destinations than sources it holds the sources only,
+which serves a layer that reads no destination features (``GraphConv``, ``RelGraphConv``
+without a self-loop).
 
 Example
 -------
@@ -23,22 +25,21 @@ import torch
 
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 from ..ops import SparseMatrix
+from ..ops.graph_tensors import graph_tensors, tracing
 
 
 def check_matrix(M) -> SparseMatrix:
-    """``M`` itself when it is a ``SparseMatrix`` with one stored entry per edge; anything
-    else is refused by name (a matrix that summed parallel edges into one entry would count
-    them once, where DGL's layers count each)."""
+    """``M``'s graph (``M.edge_matrix()``: one stored entry per edge, parallel edges each
+    their own, as DGL's layers count them) when ``M`` is a ``SparseMatrix``; a
+    ``sparsetir.distributed.DistSparseMatrix`` (this rank's nodes of a partitioned graph) as it
+    is; anything else is refused by name."""
+    if getattr(M, "is_distributed", False):
+        return M
     if not isinstance(M, SparseMatrix):
         raise SparseTIRTypeError(
             f"M must be a sparsetir.ops.SparseMatrix (num_dst x num_src, rows are destinations), "
             f"got {type(M).__name__}: wrap it once with SparseMatrix(A) or SparseMatrix.from_csr")
-    if M.multiplicity is not None:
-        raise SparseTIRValueError(
-            f"M holds parallel edges summed into one entry ({int(M.multiplicity.max())} in one), "
-            "which the layers would count once: pass a graph without parallel edges (their "
-            "count can be given as edge weights)")
-    return M
+    return M.edge_matrix()
 
 
 def check_rows(name: str, tensor, rows: int, what: str) -> None:
@@ -52,9 +53,12 @@ def check_rows(name: str, tensor, rows: int, what: str) -> None:
                                   f"{what} of M ({rows})")
 
 
-def node_features(M: SparseMatrix, feat, transform=None) -> tuple:
+def node_features(M: SparseMatrix, feat, transform=None, needs_dst: bool = True) -> tuple:
     """``(feat_src, feat_dst)`` from ``feat`` (see the module docstring), each passed through
-    ``transform`` (e.g. dropout) first; one tensor is transformed once, so both sides share it."""
+    ``transform`` (e.g. dropout) first; one tensor is transformed once, so both sides share it.
+    One tensor on a graph with more destinations than sources cannot hold the destinations:
+    ``feat_dst`` is then None for a layer that does not read it (``needs_dst=False``, as
+    DGL's ``GraphConv``), and refused otherwise (as DGL refuses it)."""
     transform = transform or (lambda x: x)
     num_dst, num_src = M.shape
     if isinstance(feat, tuple):
@@ -65,12 +69,12 @@ def node_features(M: SparseMatrix, feat, transform=None) -> tuple:
         check_rows("feat[1]", feat[1], num_dst, "destination (row)")
         return transform(feat[0]), transform(feat[1])
     check_rows("feat", feat, num_src, "source (column)")
-    if num_dst > num_src:
+    if num_dst > num_src and needs_dst:
         raise SparseTIRValueError(
             f"M has more destinations ({num_dst}) than sources ({num_src}), so feat cannot hold "
             "both: pass the pair (feat_src, feat_dst)")
     src = transform(feat)
-    return src, leading_rows(src, num_dst)
+    return src, (None if num_dst > num_src else leading_rows(src, num_dst))
 
 
 def leading_rows(x, count: int):
@@ -88,6 +92,12 @@ def leading_rows(x, count: int):
 def refuse_zero_in_degree(M: SparseMatrix, layer: str) -> None:
     """Refuse a graph with a destination that has no in-edge (its output would be the bias
     alone, which usually means a missing self-loop)."""
+    if tracing():       # known when M was made, so a compiled layer refuses it as well
+        if graph_tensors(M).has_empty_rows:
+            raise SparseTIRValueError(
+                f"M has a destination with no in-edge, so {layer} would give it no message: "
+                "add self-loops to M, or construct the layer with allow_zero_in_degree=True")
+        return
     empty = np.flatnonzero(M.in_degrees() == 0)
     if empty.size:
         raise SparseTIRValueError(

@@ -20,11 +20,11 @@ torch.Size([6, 2])
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
 from .. import ops
+from ..ops.graph_tensors import graph_tensors
 from ..errors import SparseTIRValueError
 from .graph_inputs import check_matrix, edge_column, node_features, refuse_zero_in_degree
 
@@ -71,12 +71,14 @@ class GraphConv(nn.Module):
 
     def forward(self, M, feat, weight=None, edge_weight=None):
         """``(num_dst, out_feats)`` from ``feat`` of shape ``(num_src, in_feats)`` (or the pair
-        ``(feat_src, feat_dst)``); ``weight`` only for a layer made with ``weight=False``;
+        ``(feat_src, feat_dst)``; one tensor serves any graph, a bipartite one with more
+        destinations than sources included, as only the destinations' count is read);
+        ``weight`` only for a layer made with ``weight=False``;
         ``edge_weight`` of shape ``(nnz,)`` in ``M``'s CSR order."""
         M = check_matrix(M)
         if not self._allow_zero_in_degree:
             refuse_zero_in_degree(M, "GraphConv")
-        feat_src, feat_dst = node_features(M, feat)
+        feat_src, _ = node_features(M, feat, needs_dst=False)   # only M's destinations count
         if weight is not None and self.weight is not None:
             raise SparseTIRValueError("weight was passed to a GraphConv that has its own weight "
                                       "parameter: construct it with weight=False")
@@ -89,12 +91,12 @@ class GraphConv(nn.Module):
         transform_first = weight is not None and self._in_feats > self._out_feats
         h = feat_src @ weight if transform_first else feat_src    # aggregate the narrower side
         if self._norm in ("left", "both"):     # row scales commute with the product: scale h
-            h = h * _degree_scale(M.out_degrees(), h, self._norm)
+            h = h * _degree_scale(graph_tensors(M).out_degrees, h, self._norm)
         rst = aggregate(h)
         if weight is not None and not transform_first:
             rst = rst @ weight
         if self._norm in ("right", "both"):
-            rst = rst * _degree_scale(M.in_degrees(), feat_dst, self._norm)
+            rst = rst * _degree_scale(graph_tensors(M).in_degrees, rst, self._norm)
         if self.bias is not None:
             rst = rst + self.bias
         return rst if self._activation is None else self._activation(rst)
@@ -103,9 +105,9 @@ class GraphConv(nn.Module):
         return f"in={self._in_feats}, out={self._out_feats}, normalization={self._norm}"
 
 
-def _degree_scale(degrees: np.ndarray, like: torch.Tensor, norm: str) -> torch.Tensor:
-    """Per node ``deg^-1/2`` (``norm="both"``) or ``1 / deg``, degrees clamped at 1, in
-    ``like``'s dtype and shaped to broadcast over its rows."""
-    degrees = torch.from_numpy(np.maximum(degrees, 1)).to(like)
+def _degree_scale(degrees: torch.Tensor, like: torch.Tensor, norm: str) -> torch.Tensor:
+    """Per node ``deg^-1/2`` (``norm="both"``) or ``1 / deg``, degrees (int64) clamped at 1,
+    in ``like``'s dtype and shaped to broadcast over its rows."""
+    degrees = degrees.clamp(min=1).to(like)
     scale = degrees.pow(-0.5) if norm == "both" else 1.0 / degrees
     return scale.reshape(scale.shape + (1,) * (like.dim() - 1))

@@ -28,6 +28,7 @@ from torch import nn
 
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 from ..ops import gather_mm, segment_mm
+from ..ops.graph_tensors import tracing
 
 _REGULARIZERS = (None, "basis", "bdd")
 
@@ -137,6 +138,8 @@ class TypedLinear(nn.Module):
                 f"x {tuple(x.shape)} and x_type {tuple(x_type.shape)} must be (n, {self.in_size}) "
                 "and (n,)")
         x_type = x_type.to(torch.int64)
+        if tracing():       # values unknown while traced: the typed products check them
+            return x_type
         if x_type.numel() and (x_type.min() < 0 or x_type.max() >= self.num_types):
             raise SparseTIRValueError(f"x_type holds types outside [0, {self.num_types}): "
                                       f"{x_type.min().item()}..{x_type.max().item()}")

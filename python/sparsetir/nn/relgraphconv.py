@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from .. import ops
+from ..ops.graph_tensors import graph_tensors, tracing
 from ..errors import SparseTIRValueError
 from .edge_groups import edge_groups
 from .graph_inputs import check_matrix, check_rows, leading_rows
@@ -82,10 +83,11 @@ class RelGraphConv(nn.Module):
         M = check_matrix(M)
         num_dst, num_src = M.shape
         check_rows("feat", feat, num_src, "source (column)")
-        if feat.dim() != 2 or num_dst > num_src:
+        if feat.dim() != 2 or (self.self_loop and num_dst > num_src):
             raise SparseTIRValueError(
                 f"feat {tuple(feat.shape)} must be (num_src, in_feat), and M {M.shape} may have "
-                "no more destinations than sources (they are feat's first num_dst rows)")
+                "no more destinations than sources with self_loop=True (the self-loop reads "
+                "feat's first num_dst rows)")
         h = self._messages(M, feat, etypes, norm)
         if self.layer_norm:
             h = self.layer_norm_weight(h)
@@ -100,6 +102,8 @@ class RelGraphConv(nn.Module):
     def _messages(self, M, feat, etypes, norm):
         """The sum over relations and in-edges of ``norm_uv x_u W_r`` per destination."""
         linear = self.linear_r
+        if tracing():
+            return self._messages_per_edge(M, feat, etypes, norm)
         transform_first = linear.in_size > linear.out_size
         groups = edge_groups(M, etypes, linear.num_types, by_source=transform_first)
         if norm is not None:
@@ -126,3 +130,14 @@ class RelGraphConv(nn.Module):
             return edge_sum(linear(rows, groups.slot_types, sorted_by_type=True))
         sums = linear(edge_sum(feat), groups.slot_types, sorted_by_type=True)
         return ops.copy_u_sum(groups.slots_to_destinations, sums)
+
+    def _messages_per_edge(self, M, feat, etypes, norm):
+        """``_messages`` as torch traces it: each edge's ``norm_uv x_u W_r`` (``gather_mm``),
+        summed into its destination (``copy_e_sum``). The groupings of ``edge_groups`` are
+        made from the values of ``etypes``, which a traced function does not know."""
+        if norm is not None:
+            check_rows("norm", norm, M.nnz, "edge (stored entry)")
+        h = self.linear_r(feat.index_select(0, graph_tensors(M).indices), etypes)
+        if norm is not None:
+            h = h * norm.reshape(-1, 1)
+        return ops.copy_e_sum(M, h)

@@ -2,9 +2,11 @@
 
 ``h_v = fc_self(x_v) + fc_neigh(agg over in-edges (u, v) of x_u)``, the aggregator being
 ``"mean"`` (the mean of the sources), ``"pool"`` (the element-wise max of
-``relu(fc_pool(x_u))``) or ``"gcn"`` (``(x_v + sum of x_u) / (in-degree + 1)``, with no
-``fc_self`` and a separate ``bias``). A destination with no in-edge aggregates to 0.
-``edge_weight`` multiplies each edge's message. DGL's ``"lstm"`` aggregator is not offered.
+``relu(fc_pool(x_u))``), ``"gcn"`` (``(x_v + sum of x_u) / (in-degree + 1)``, with no
+``fc_self`` and a separate ``bias``) or ``"lstm"`` (the last hidden state of an ``nn.LSTM``,
+``lstm``, run over the sources in ``M``'s CSR order, destinations batched by in-degree as DGL
+does: ``degree_buckets``). A destination with no in-edge aggregates to 0. ``edge_weight``
+multiplies each edge's message.
 
 Example
 -------
@@ -26,10 +28,12 @@ from torch import nn
 from torch.nn import functional
 
 from .. import ops
+from ..ops.graph_tensors import graph_tensors
 from ..errors import SparseTIRValueError
+from .degree_buckets import per_destination
 from .graph_inputs import check_matrix, edge_column, leading_rows, node_features
 
-_AGGREGATORS = ("mean", "gcn", "pool")
+_AGGREGATORS = ("mean", "gcn", "pool", "lstm")
 
 
 class SAGEConv(nn.Module):
@@ -40,7 +44,7 @@ class SAGEConv(nn.Module):
     in_feats : int or (int, int)
         Source and destination feature sizes (one int: both).
     out_feats : int
-    aggregator_type : {"mean", "gcn", "pool"}
+    aggregator_type : {"mean", "gcn", "pool", "lstm"}
     feat_drop : float
         Dropout on the input features.
     bias : bool
@@ -52,10 +56,8 @@ class SAGEConv(nn.Module):
                  norm=None, activation=None):
         super().__init__()
         if aggregator_type not in _AGGREGATORS:
-            hint = (" (DGL's LSTM aggregator is not offered by sparsetir.nn)"
-                    if aggregator_type == "lstm" else "")
             raise SparseTIRValueError(f"aggregator_type must be one of {_AGGREGATORS}, got "
-                                      f"{aggregator_type!r}{hint}")
+                                      f"{aggregator_type!r}")
         self._in_src_feats, self._in_dst_feats = (
             in_feats if isinstance(in_feats, tuple) else (in_feats, in_feats))
         self._out_feats = out_feats
@@ -64,6 +66,8 @@ class SAGEConv(nn.Module):
         self.feat_drop = nn.Dropout(feat_drop)
         if aggregator_type == "pool":
             self.fc_pool = nn.Linear(self._in_src_feats, self._in_src_feats)
+        if aggregator_type == "lstm":
+            self.lstm = nn.LSTM(self._in_src_feats, self._in_src_feats, batch_first=True)
         self.fc_neigh = nn.Linear(self._in_src_feats, out_feats, bias=False)
         if aggregator_type != "gcn":
             self.fc_self = nn.Linear(self._in_dst_feats, out_feats, bias=bias)
@@ -72,8 +76,11 @@ class SAGEConv(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        """Glorot-uniform weights with the gain of ReLU (``nn.Linear``'s own biases kept)."""
+        """Glorot-uniform weights with the gain of ReLU (``nn.Linear``'s own biases kept); the
+        LSTM's own initialisation."""
         gain = nn.init.calculate_gain("relu")
+        if hasattr(self, "lstm"):
+            self.lstm.reset_parameters()
         for name in ("fc_pool", "fc_self", "fc_neigh"):
             if hasattr(self, name):
                 nn.init.xavier_uniform_(getattr(self, name).weight, gain=gain)
@@ -83,7 +90,7 @@ class SAGEConv(nn.Module):
         ``(feat_src, feat_dst)``); ``edge_weight`` of shape ``(nnz,)`` in ``M``'s CSR order."""
         M = check_matrix(M)
         feat_src, feat_dst = node_features(M, feat, self.feat_drop)
-        reduce_op = {"mean": "mean", "gcn": "sum", "pool": "max"}[self._aggre_type]
+        reduce_op = {"mean": "mean", "gcn": "sum", "pool": "max"}.get(self._aggre_type)
 
         def aggregate(h):
             if edge_weight is None:
@@ -94,6 +101,8 @@ class SAGEConv(nn.Module):
         transform_first = self._in_src_feats > self._out_feats   # aggregate the narrower side
         if self._aggre_type == "pool":
             h_neigh = self.fc_neigh(aggregate(functional.relu(self.fc_pool(feat_src))))
+        elif self._aggre_type == "lstm":
+            h_neigh = self.fc_neigh(self._lstm_neighbourhood(M, feat_src, edge_weight))
         elif self._aggre_type == "mean":
             h_neigh = (aggregate(self.fc_neigh(feat_src)) if transform_first
                        else self.fc_neigh(aggregate(feat_src)))
@@ -108,6 +117,20 @@ class SAGEConv(nn.Module):
             rst = self.activation(rst)
         return rst if self.norm is None else self.norm(rst)
 
+    def _lstm_neighbourhood(self, M, feat_src, edge_weight):
+        """The LSTM's last hidden state over each destination's messages (0: no in-edge)."""
+        if edge_weight is None:
+            messages = ops.copy_u(M, feat_src)
+        else:
+            messages = ops.u_mul_e(M, feat_src, edge_column("edge_weight", edge_weight, M,
+                                                             feat_src.dim()))
+        width = self._in_src_feats
+
+        def last_state(batch):
+            zeros = batch.new_zeros((1, batch.shape[0], width))
+            return self.lstm(batch, (zeros, zeros))[1][0].squeeze(0)
+        return per_destination(M, messages, last_state, (width,))
+
     def _gcn_neighbourhood(self, M, feat, feat_src, feat_dst, aggregate, transform_first):
         """``(x_v + sum of x_u) / (in-degree + 1)``, through ``fc_neigh``."""
         if isinstance(feat, tuple) and feat[0].shape[1:] != feat[1].shape[1:]:
@@ -120,6 +143,6 @@ class SAGEConv(nn.Module):
             h_dst = self.fc_neigh(feat_dst) if transform_first else feat_dst
         else:
             h_dst = leading_rows(h_src, M.shape[0])
-        degrees = torch.from_numpy(M.in_degrees()).to(feat_dst).unsqueeze(-1)
+        degrees = graph_tensors(M).in_degrees.to(feat_dst).unsqueeze(-1)
         h_neigh = (aggregate(h_src) + h_dst) / (degrees + 1)
         return h_neigh if transform_first else self.fc_neigh(h_neigh)

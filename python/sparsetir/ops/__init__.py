@@ -1,8 +1,8 @@
 """Sparse operators users call like torch's and DGL's, over a CSR matrix.
 
 ``spmm`` and ``sddmm``, and DGL's generalised operator set (``graph_ops``): ``gspmm``,
-``gsddmm``, ``edge_softmax``, ``segment_reduce``, the typed products ``gather_mm`` and
-``segment_mm``, and DGL's short names (``copy_u_sum``, ``u_mul_e_sum``, ``u_dot_v``,
+``gsddmm``, ``edge_softmax``, ``segment_reduce``, ``segment_softmax``, the typed products
+``gather_mm`` and ``segment_mm``, and DGL's short names (``copy_u_sum``, ``u_mul_e_sum``, ``u_dot_v``,
 ``u_add_v``, ``copy_u_mean``, ``copy_u_max``, ...). One convention, DGL's: a matrix's rows are
 destinations ``v``, its columns sources ``u``, its stored nonzeros the edges, in CSR order. So
 ``spmm(M, X)`` is ``u_mul_e_sum(M, X, M.values)`` and ``sddmm(M, X, Y)`` (``X[row] .
@@ -49,14 +49,15 @@ from ..runtime.threads import cooperate_with_torch
 from ..driver.cache import cache_dir, clear_cache
 from .aliases import *  # noqa: F401,F403  (DGL's short names: copy_u_sum, u_dot_v, ...)
 from .aliases import ALIASES
-from .graph_ops import edge_softmax, gsddmm, gspmm, segment_reduce
+from .graph_ops import edge_softmax, gsddmm, gspmm, segment_reduce, segment_softmax
 from .matrix import SparseMatrix
 from .operators import sddmm, spmm
 from .typed import gather_mm, segment_mm
+from . import custom_ops    # noqa: F401  (torch.ops.sparsetir.*, for torch.compile / export)
 from ..tune import TuneReport, tune
 
 cooperate_with_torch()      # kernels run on sparsetir's task pool (runtime/threads.py)
 
 __all__ = ["CacheWarning", "SparseMatrix", "TuneReport", "cache_dir", "clear_cache",
            "edge_softmax", "gather_mm", "gsddmm", "gspmm", "sddmm", "segment_mm",
-           "segment_reduce", "spmm", "tune"] + sorted(ALIASES)
+           "segment_reduce", "segment_softmax", "spmm", "tune"] + sorted(ALIASES)

@@ -17,7 +17,9 @@ Every backward is made of the same compiled kernels as the forward passes
 - ``edge_softmax``: ``s * (g - rowsum(g * s))``.
 
 Gradients of broadcast operands are summed over the broadcast dimensions. The backward passes
-are not differentiable themselves: a second derivative raises.
+are not differentiable themselves: one run with ``create_graph=True`` (the first step of a
+second derivative, ``autograd.grad(..., create_graph=True)``) raises a ``SparseTIRError``
+(``first_order``) instead of giving a gradient whose own derivative would be missing.
 
 Example
 -------
@@ -26,11 +28,36 @@ Example
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 import torch
-from torch.autograd.function import once_differentiable
 
+from ..errors import SparseTIRError
 from .generic import gsddmm_values, gspmm_values
+
+
+def first_order(backward):
+    """``backward`` (of a ``torch.autograd.Function``) refusing to run with
+    ``create_graph=True``: it is made of compiled kernels autograd cannot see, so the gradient
+    it gives has no derivative of its own, and ``autograd.grad`` would later say "not used in
+    the graph" (or give None with ``allow_unused=True``) for a second derivative that is not 0.
+
+    Example
+    -------
+    >>> # torch.autograd.grad(gspmm(...).sum(), x, create_graph=True)   # SparseTIRError
+    """
+    @functools.wraps(backward)
+    def checked(ctx, *grads):
+        if torch.is_grad_enabled():          # autograd runs a backward in grad mode only
+            raise SparseTIRError(              # for create_graph=True
+                f"{type(ctx).__name__.replace('Backward', '')}: sparsetir.ops has no double "
+                "backward (its backward passes are compiled kernels autograd cannot "
+                "differentiate): a gradient taken with create_graph=True, for a second "
+                "derivative, is not supported")
+        return backward(ctx, *grads)
+    return checked
 
 
 def _permuted(matrix, edge_data):
@@ -77,9 +104,10 @@ def aligned(operand, ndim: int):
 def _edge_message_grad(matrix, reduce_op: str, grad, arg):
     """The gradient of each edge's message: for max/min, the output gradient at the outputs
     the edge gave (``arg``), 0 elsewhere (nnz, *F)."""
-    flat = grad.reshape(grad.shape[0], -1)
-    edges = torch.zeros((matrix.nnz + 1, flat.shape[1]), dtype=grad.dtype)
-    edges.scatter_add_(0, arg.reshape(arg.shape[0], -1).long(), flat)
+    features = math.prod(grad.shape[1:])      # not -1: there may be no destination
+    flat = grad.reshape(grad.shape[0], features)
+    edges = torch.zeros((matrix.nnz + 1, features), dtype=grad.dtype)
+    edges.scatter_add_(0, arg.reshape(arg.shape[0], features).long(), flat)
     return edges[:matrix.nnz].reshape((matrix.nnz,) + tuple(grad.shape[1:]))
 
 
@@ -102,7 +130,7 @@ class GSpMM(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         matrix, op, reduce_op = ctx.matrix, ctx.op, ctx.reduce_op
         lhs, rhs = ctx.saved_tensors
@@ -237,7 +265,7 @@ class GSDDMM(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         matrix, op, (lhs_target, rhs_target) = ctx.matrix, ctx.op, ctx.targets
         lhs, rhs, out = ctx.saved_tensors
@@ -293,7 +321,7 @@ class EdgeSoftmax(torch.autograd.Function):
         return scores
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         (scores,) = ctx.saved_tensors
         weighted = (grad * scores).contiguous()

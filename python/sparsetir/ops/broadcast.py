@@ -49,7 +49,7 @@ def broadcast_shape(lhs: tuple, rhs: tuple, names=("lhs_data", "rhs_data")) -> t
             raise SparseTIRValueError(
                 f"the feature shapes of {names[0]} {tuple(lhs)} and {names[1]} {tuple(rhs)} do "
                 "not broadcast (each trailing dimension must be equal or 1)")
-        shape.append(max(a, b))
+        shape.append(b if a == 1 else a)      # 1 against 0 is 0, as in numpy
     return tuple(shape)
 
 

@@ -11,7 +11,8 @@ Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (or float16), the products
 (``spmm``, ``sddmm``, ``gspmm``, ``gsddmm``'s ``dot``) give the autocast dtype, as torch's own
 matrix products do; their operands are read as they are (a float32 operand is not rounded
 first); float64 operands keep float64, as torch's autocast leaves them. ``autocast_dtype()``
-says which dtype that is, if any.
+says which dtype that is, if any; ``autocast_result(lhs, rhs)`` which dtype a product of
+those operands gets.
 
 Example
 -------
@@ -64,3 +65,15 @@ def autocast_dtype() -> str | None:
     if torch is None or not torch.is_autocast_enabled("cpu"):
         return None
     return str(torch.get_autocast_dtype("cpu")).replace("torch.", "")
+
+
+def autocast_result(*operands) -> str | None:
+    """The result dtype torch's CPU autocast asks now of a product of ``operands`` (None
+    where unused): ``autocast_dtype()``, or None when no operand is a torch tensor or one is
+    float64 (autocast leaves float64 alone, as torch's does)."""
+    given = [value for value in operands if value is not None]
+    torch = sys.modules.get("torch")
+    if torch is None or not any(isinstance(value, torch.Tensor) for value in given) \
+            or any(dtype_name(value) == "float64" for value in given):
+        return None
+    return autocast_dtype()

@@ -19,10 +19,12 @@ Example
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..driver.build_module import build
-from ..driver.cache import remembered
+from ..driver.named import remembered
 from ..lower import lower_sparse_iter
 from ..schedule.generic import schedule_gsddmm_cpu, schedule_gspmm_cpu
 from ..schedule.operators import prefetch_distance
@@ -97,6 +99,9 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
     m, n = matrix.shape
     out = new_like(sample, (m,) + plan.shape, dtype)
     reduction = "sum" if reduce_op == "mean" else reduce_op
+    if not math.prod(out.shape):        # no destination or no feature: nothing to compute
+        return out, (new_like(sample, out.shape, "int32") if reduction in ("max", "min")
+                     and record_arg else None)
     blocks = (plan.sizes, plan.lhs_full, plan.rhs_full)
     operands = []
     if lhs is not None:
@@ -139,6 +144,8 @@ def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: 
     rows = {"u": matrix.shape[1], "v": matrix.shape[0], "e": matrix.nnz}
     tail = ((lhs.shape[-1],) if dot else ())
     out = new_like(sample, (matrix.nnz,) + plan.shape + ((1,) if dot else ()), dtype)
+    if not math.prod(out.shape):        # no edge or no feature: nothing to compute
+        return out
     operands = []
     for array, target, full in ((lhs, lhs_target, plan.lhs_full),
                                 (rhs, rhs_target, plan.rhs_full)):
@@ -160,5 +167,5 @@ def _index(like, array: np.ndarray):
     """``array`` as an index or operand for ``like``'s kind (a torch tensor for torch)."""
     if is_torch(like):
         import torch  # pylint: disable=import-outside-toplevel
-        return torch.from_numpy(array)
+        return torch.tensor(array)      # a copy: the matrix's arrays are read-only
     return array

@@ -52,7 +52,9 @@ _OPERATORS = {"add": "{} + {}", "sub": "{} - {}", "mul": "{} * {}", "div": "{} /
               "copy_lhs": "{0}", "copy_rhs": "{1}"}
 
 _INIT = {"sum": "T.{dtype}(0)", "max": 'T.{dtype}("-inf")', "min": 'T.{dtype}("inf")'}
-_COMBINE = {"sum": "{acc} + {msg}", "max": "T.max({acc}, {msg})", "min": "T.min({acc}, {msg})"}
+_COMBINE = {"sum": "{acc} + {msg}",
+            "max": "T.Select(T.isnan({acc}) or {acc} >= {msg}, {acc}, {msg})",
+            "min": "T.Select(T.isnan({acc}) or {acc} <= {msg}, {acc}, {msg})"}
 
 # where each target's data lives: its axes and its iterators
 _TARGET_AXES = {"u": (["J_detach"], ["j"]), "v": (["I_detach"], ["i"]),
@@ -78,6 +80,18 @@ def _widen(expr: str, dtype: str, acc: str) -> str:
 def _narrow(expr: str, dtype: str, acc: str) -> str:
     """``expr`` (of ``acc``) rounded once to the stored ``dtype``."""
     return expr if dtype == acc else f'T.Cast("{dtype}", {expr})'
+
+
+def _stored(expr: str, dtype: str, acc: str) -> str:
+    """``expr`` (of ``acc``) as it reads back once stored in ``dtype``. bfloat16 is rounded
+    to nearest even on the float32 bits: TVM computes bfloat16 in float32 and would fold a
+    float32 -> bfloat16 -> float32 cast pair away, unrounded."""
+    if dtype != "bfloat16":
+        return _widen(_narrow(expr, dtype, acc), dtype, acc)
+    bits = f'T.reinterpret("uint32", {expr})'
+    return (f'T.reinterpret("float32", T.bitwise_and({bits} + T.uint32(0x7FFF) + '
+            f'T.bitwise_and(T.shift_right({bits}, T.uint32(16)), T.uint32(1)), '
+            f'T.uint32(0xFFFF0000)))')
 
 
 def _feature_axes(sizes: tuple) -> str:
@@ -134,7 +148,9 @@ def gspmm_source(op: str, reduce_op: str, dtype, sizes: tuple, lhs_full: tuple,
                            "gspmm_arg") + _TILES_SHARE_NO_ROW
         return text + (f"        with T.init():\n            {arg} = nnz\n"
                        f"        {arg} = T.min({arg}, T.if_then_else("
-                       f"{_narrow(message, out_dtype, acc)} == {out}, {eid}, nnz))\n")
+                       f"{_stored(message, out_dtype, acc)} == {_widen(out, out_dtype, acc)} or "
+                       f"(T.isnan({_widen(out, out_dtype, acc)}) and T.isnan({message})), "
+                       f"{eid}, nnz))\n")
     text += _iteration(["O", "I", "J"] + features, iters, "SSR" + "S" * len(sizes), "gspmm") \
         + _TILES_SHARE_NO_ROW
     init = _narrow(_INIT[reduce_op].format(dtype=acc), out_dtype, acc)

@@ -5,14 +5,19 @@ destinations ``v``, whose columns are the sources ``u``, and whose stored nonzer
 edges ``e``, in CSR order (rows, then columns; ``SparseMatrix.source_order`` maps a caller's
 order to it). Node data of sources has ``num_src`` rows, of destinations ``num_dst``, edge data
 ``nnz``; trailing feature shapes broadcast as numpy's do (``(n, H, F)`` with ``(nnz, H, 1)``).
-``M``'s own values are not used unless passed (``M.values``).
+``M``'s own values are not used unless passed (``M.values``). A multigraph's parallel
+edges are edges of their own: repeated columns of ``SparseMatrix.from_csr``, or duplicates a
+``SparseMatrix`` summed (``M.edge_matrix()`` is the graph then, its ``source_order`` maps the
+caller's nonzeros to its edges).
 
 - ``gspmm(M, op, reduce_op, lhs_data, rhs_data)``: each destination reduces
   ``op(lhs_data[u], rhs_data[e])`` over its in-edges; empty rows give 0 for every reducer;
 - ``gsddmm(M, op, lhs_data, rhs_data, lhs_target="u", rhs_target="v")``: each edge computes
   ``op`` of its targets' data (``dot`` sums the last dimension, kept as size 1);
-- ``edge_softmax(M, logits)``: softmax over each destination's in-edges;
-- ``segment_reduce(seglen, value, reducer="sum")``: consecutive segments of rows reduced.
+- ``edge_softmax(M, logits, eids=None, norm_by="dst")``: softmax over each destination's
+  in-edges (``norm_by="src"``: each source's out-edges; ``eids``: over some edges only);
+- ``segment_reduce(seglen, value, reducer="sum")``: consecutive segments of rows reduced;
+- ``segment_softmax(seglen, value)``: softmax within consecutive segments of rows.
 
 numpy arrays in give numpy out; torch tensors (CPU) give torch out and carry autograd
 (``autograd``). Operands are float32, float64, bfloat16 or float16, combined as ``dtypes``
@@ -39,9 +44,10 @@ import numpy as np
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 from .arrays import check_tensor, is_torch
 from .broadcast import broadcast_shape
-from .dtypes import autocast_dtype, check_dtype, dtype_name, result_dtype
+from .dtypes import autocast_result, check_dtype, dtype_name, result_dtype
 from .generic import gsddmm_values, gspmm_values
 from .generic_kernels import GSDDMM_OPS, GSPMM_OPS, TARGETS
+from .graph_tensors import tracing
 from .matrix import SparseMatrix, as_sparse_matrix
 
 REDUCERS = ("sum", "max", "min", "mean")
@@ -114,26 +120,37 @@ def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data):
     ``copy_rhs`` (``lhs_data`` unused); ``reduce_op``: ``sum``, ``max``, ``min``, ``mean``.
     ``lhs_data``: (num_src, *F) node data of the sources; ``rhs_data``: (nnz, *F) edge data.
     Returns (num_dst, *F broadcast); a destination with no in-edge gets 0.
+
+    A ``sparsetir.distributed.DistSparseMatrix`` aggregates its rank's rows across processes
+    (its own ``gspmm``: ``copy_lhs`` or ``mul``, with ``sum`` or ``mean``).
     """
+    if getattr(M, "is_distributed", False):
+        return M.gspmm(op, reduce_op, lhs_data, rhs_data)
+    if tracing():
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.gspmm(M, op, reduce_op, lhs_data, rhs_data)
     return gspmm_entries(as_graph(M), op, reduce_op, lhs_data, rhs_data)
 
 
 def as_graph(M) -> SparseMatrix:
-    """``M`` as a ``SparseMatrix`` whose stored entries are its edges: one that summed
-    parallel edges into one entry is refused (its edge data would have fewer rows than the
-    caller's edges, and a ``max`` or ``mean`` would count them once)."""
-    matrix = as_sparse_matrix(M, "M")
-    if matrix.multiplicity is not None:
-        raise SparseTIRValueError(
-            f"M holds parallel edges summed into one entry ({int(matrix.multiplicity.max())} "
-            "in one); the graph operators take one edge per stored entry: pass a matrix "
-            "without duplicate entries")
-    return matrix
+    """``M`` as a ``SparseMatrix`` whose stored entries are its edges, one each: parallel
+    edges a matrix summed into one entry (``multiplicity``) are edges of their own again
+    (``SparseMatrix.edge_matrix``), as DGL counts them in a ``max``, a ``mean`` or a softmax."""
+    return as_sparse_matrix(M, "M").edge_matrix()
 
 
 def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data):
     """``gspmm`` over ``matrix``'s stored entries, which may sum parallel edges (``spmm``'s
     weights then count them)."""
+    lhs, rhs = gspmm_operands(matrix, op, reduce_op, lhs_data, rhs_data)
+    from .autograd import GSpMM  # pylint: disable=import-outside-toplevel
+    return _run(lambda m, o, r, x, e, d: gspmm_values(m, o, r, x, e, dtype=d)[0], GSpMM,
+                matrix, op, reduce_op, lhs, rhs, autocast_result(lhs, rhs))
+
+
+def gspmm_operands(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data) -> tuple:
+    """``(lhs, rhs)``: ``gspmm``'s operands checked against ``matrix`` and made contiguous
+    (None where ``op`` does not read one)."""
     _choice("op", op, GSPMM_OPS)
     _choice("reduce_op", reduce_op, REDUCERS)
     lhs, rhs = _operands([
@@ -143,19 +160,7 @@ def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_d
          matrix.nnz)])
     if lhs is not None and rhs is not None:
         broadcast_shape(tuple(lhs.shape[1:]), tuple(rhs.shape[1:]))
-    from .autograd import GSpMM  # pylint: disable=import-outside-toplevel
-    return _run(lambda m, o, r, x, e, d: gspmm_values(m, o, r, x, e, dtype=d)[0], GSpMM,
-                matrix, op, reduce_op, lhs, rhs, _autocast(lhs, rhs))
-
-
-def _autocast(*operands):
-    """The result dtype torch's CPU autocast asks of a product of torch ``operands``, or
-    None (``dtypes``; as torch's, autocast leaves float64 alone)."""
-    given = [value for value in operands if value is not None]
-    if not any(is_torch(value) for value in given) \
-            or any(dtype_name(value) == "float64" for value in given):
-        return None
-    return autocast_dtype()
+    return lhs, rhs
 
 
 def _required(name: str, value, op: str):
@@ -172,6 +177,9 @@ def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
     1), ``copy_lhs``, ``copy_rhs``; targets: ``u`` (source data, num_src rows), ``v``
     (destination data, num_dst rows), ``e`` (edge data, nnz rows). Returns (nnz, *F).
     """
+    if tracing():
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.gsddmm(M, op, lhs_data, rhs_data, lhs_target, rhs_target)
     return gsddmm_entries(as_graph(M), op, lhs_data, rhs_data, lhs_target, rhs_target)
 
 
@@ -179,6 +187,16 @@ def gsddmm_entries(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target
                    rhs_target: str = "v"):
     """``gsddmm`` over ``matrix``'s stored entries, which may sum parallel edges (``sddmm``
     gives each of them its entry's value)."""
+    lhs, rhs = gsddmm_operands(matrix, op, lhs_data, rhs_data, lhs_target, rhs_target)
+    from .autograd import GSDDMM  # pylint: disable=import-outside-toplevel
+    return _run(gsddmm_values, GSDDMM, matrix, op, lhs, rhs, lhs_target, rhs_target,
+                autocast_result(lhs, rhs) if op == "dot" else None)
+
+
+def gsddmm_operands(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target: str,
+                    rhs_target: str) -> tuple:
+    """``(lhs, rhs)``: ``gsddmm``'s operands checked against ``matrix`` and made contiguous
+    (None where ``op`` does not read one)."""
     _choice("op", op, GSDDMM_OPS)
     _choice("lhs_target", lhs_target, TARGETS)
     _choice("rhs_target", rhs_target, TARGETS)
@@ -197,15 +215,16 @@ def gsddmm_entries(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target
         broadcast_shape(tuple(lhs.shape[1:-1]), tuple(rhs.shape[1:-1]))
     elif lhs is not None and rhs is not None:
         broadcast_shape(tuple(lhs.shape[1:]), tuple(rhs.shape[1:]))
-    from .autograd import GSDDMM  # pylint: disable=import-outside-toplevel
-    return _run(gsddmm_values, GSDDMM, matrix, op, lhs, rhs, lhs_target, rhs_target,
-                _autocast(lhs, rhs) if op == "dot" else None)
+    return lhs, rhs
 
 
-def edge_softmax(M, logits):
+def edge_softmax(M, logits, eids=None, norm_by: str = "dst"):
     """The softmax of ``logits`` (nnz, *F) over each destination's in-edges (DGL's
-    ``edge_softmax`` with ``norm_by="dst"``): ``exp(logits[e]) / sum over the in-edges of e's
-    destination``, computed stably.
+    ``edge_softmax``): ``exp(logits[e]) / sum over the in-edges of e's destination``, computed
+    stably. ``norm_by="src"`` normalises over each source's out-edges instead. ``eids`` (edge
+    ids, positions in M's CSR order; None or DGL's ``"__ALL__"``: every edge) restricts the
+    graph to those edges, in that order: ``logits`` then has one row per id, the result too
+    (an id given twice is two parallel edges, as in DGL).
 
     Example
     -------
@@ -214,16 +233,61 @@ def edge_softmax(M, logits):
     >>> M = SparseMatrix(scipy.sparse.csr_matrix(np.float32([[1, 1], [0, 1]])))
     >>> edge_softmax(M, np.float32([[0.0], [0.0], [5.0]])).ravel().tolist()
     [0.5, 0.5, 1.0]
+    >>> edge_softmax(M, np.float32([[0.0], [0.0]]), eids=[1, 0]).ravel().tolist()  # row 0 only
+    [0.5, 0.5]
     """
-    matrix = as_graph(M)
-    (values,) = _operands([("logits", logits, matrix.nnz)])
+    _choice("norm_by", norm_by, ("dst", "src"))
+    if tracing():
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.edge_softmax(M, logits, eids, norm_by)
+    graph, order = _softmax_graph(as_graph(M), eids, norm_by)
+    (values,) = _operands([("logits", logits, graph.nnz)])
     from .autograd import EdgeSoftmax, edge_softmax_values  # pylint: disable=import-outside-toplevel
-    return _run(edge_softmax_values, EdgeSoftmax, matrix, values)
+    if order is None:
+        return _run(edge_softmax_values, EdgeSoftmax, graph, values)
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(order.size)
+    scores = _run(edge_softmax_values, EdgeSoftmax, graph, _rows(values, order))
+    return _rows(scores, inverse)
+
+
+def _softmax_graph(matrix: SparseMatrix, eids, norm_by: str) -> tuple:
+    """``(graph, order)``: the graph whose destinations' in-edges ``edge_softmax`` normalises
+    over (``matrix`` restricted to ``eids``, transposed for ``norm_by="src"``), and for each of
+    its entries the row of ``logits`` it holds (None: the same row)."""
+    order = None
+    if eids is not None and not (isinstance(eids, str) and eids == "__ALL__"):
+        ids = np.asarray(eids.detach().cpu().numpy() if is_torch(eids) else eids)
+        if ids.ndim != 1 or (ids.dtype.kind not in "iu" and ids.size):
+            raise SparseTIRTypeError(f"eids must be a 1-D array of integer edge ids, got "
+                                     f"{ids.dtype} of shape {ids.shape}")
+        if ids.size and (ids.min() < 0 or ids.max() >= matrix.nnz):
+            raise SparseTIRValueError(f"eids holds ids outside [0, {matrix.nnz}) (M's edges): "
+                                      f"{ids.min()}..{ids.max()}")
+        order = np.argsort(ids, kind="stable")
+        chosen = ids[order].astype(np.int64)
+        rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))[chosen]
+        matrix = SparseMatrix.from_csr(
+            np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=matrix.shape[0]))]),
+            matrix.indices[chosen], np.ones(chosen.size, matrix.dtype), matrix.shape)
+    if norm_by == "src":
+        matrix, perm = matrix.transposed()
+        order = perm if order is None else order[perm]
+    return matrix, order
+
+
+def _rows(array, order: np.ndarray):
+    """``array[order]`` along the first axis, for numpy or torch (autograd kept)."""
+    if is_torch(array):
+        import torch  # pylint: disable=import-outside-toplevel
+        return array.index_select(0, torch.from_numpy(np.array(order, np.int64)))
+    return array[order]
 
 
 def segment_reduce(seglen, value, reducer: str = "sum"):
     """Reduce consecutive segments of ``value``'s rows: segment ``i`` is the next
-    ``seglen[i]`` rows (DGL's ``segment_reduce``); an empty segment gives 0.
+    ``seglen[i]`` rows (DGL's ``segment_reduce``; ``seglen`` of any signed or unsigned integer
+    dtype); an empty segment gives 0.
 
     Example
     -------
@@ -231,7 +295,35 @@ def segment_reduce(seglen, value, reducer: str = "sum"):
     >>> segment_reduce(np.array([2, 0, 1]), np.float32([[1], [2], [7]]), "max").ravel().tolist()
     [2.0, 0.0, 7.0]
     """
+    if tracing():
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.segment_reduce(seglen, value, reducer)
+    return gspmm(segments_matrix(seglen, value, reducer), "copy_lhs", reducer, value, None)
+
+
+def segments_matrix(seglen, value, reducer: str) -> SparseMatrix:
+    """The matrix whose row ``i`` sums the ``seglen[i]`` rows of ``value`` after the earlier
+    segments' (``segment_reduce``'s arguments, checked by name)."""
     _choice("reducer", reducer, REDUCERS)
+    return _segments(seglen, value)
+
+
+def segment_softmax(seglen, value):
+    """The softmax of ``value``'s rows within each segment (DGL's ``segment_softmax``):
+    segment ``i`` is the next ``seglen[i]`` rows; the result has ``value``'s shape.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> segment_softmax(np.array([2, 0, 1]), np.float32([[0], [0], [7]])).ravel().tolist()
+    [0.5, 0.5, 1.0]
+    """
+    return edge_softmax(_segments(seglen, value), value)
+
+
+def _segments(seglen, value) -> SparseMatrix:
+    """The (segments x rows of ``value``) matrix whose row ``i`` holds the rows of segment
+    ``i``, one entry each, in order; ``seglen`` checked by name."""
     lengths = np.asarray(seglen.detach().cpu().numpy() if is_torch(seglen) else seglen)
     if lengths.ndim != 1 or lengths.dtype.kind not in "iu":
         raise SparseTIRTypeError(f"seglen must be a 1-D integer array, got {lengths.dtype} of "
@@ -239,10 +331,13 @@ def segment_reduce(seglen, value, reducer: str = "sum"):
     if (lengths < 0).any():
         raise SparseTIRValueError(f"seglen has a negative length ({lengths.min()})")
     rows = getattr(value, "shape", (None,))[0]
+    if lengths.size and rows is not None and lengths.max() > rows:
+        raise SparseTIRValueError(f"seglen holds {lengths.max()}, more than value's {rows} "
+                                  "rows")
+    lengths = lengths.astype(np.int64)   # unsigned too: cumsum with [0] would be float64
     if int(lengths.sum()) != rows:
         raise SparseTIRValueError(f"seglen sums to {int(lengths.sum())}, but value has {rows} "
                                   "rows")
     indptr = np.concatenate([[0], np.cumsum(lengths)])
-    segments = SparseMatrix.from_csr(indptr, np.arange(rows), np.ones(rows, np.float32),
-                                     (lengths.size, rows))
-    return gspmm(segments, "copy_lhs", reducer, value, None)
+    return SparseMatrix.from_csr(indptr, np.arange(rows), np.ones(rows, np.float32),
+                                 (lengths.size, rows))

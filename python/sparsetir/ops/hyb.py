@@ -17,6 +17,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,8 +107,13 @@ def hyb_kernel(config: HybConfig, feat_size: int, target: str = "llvm", prefetch
     scheduled = schedule_hyb_cpu(lower_sparse_iter(func), config, prefetch)
     kernel = build(scheduled, target, schedule="none", horizontal_fuse=True, cache=True)
     reads = [f"{array}_{name}" for name in config.rule_names() for array in ("tile_ptr", "rows")]
-    return kernel.with_argument_check(
-        lambda arguments: check_tiles(config, arguments, arguments["m"]), [*reads, "m"]), func
+    return kernel.with_argument_check(functools.partial(_check_tiles, config),
+                                      [*reads, "m"]), func
+
+
+def _check_tiles(config: HybConfig, arguments: dict) -> None:
+    """``check_tiles`` as a hyb kernel's argument check (a module-level function: it pickles)."""
+    check_tiles(config, arguments, arguments["m"])
 
 
 @dataclass

@@ -5,7 +5,9 @@ column indices sorted within each row, duplicates summed) over sealed memory (``
 sealed``: numpy will not make them writable, and no user holds them), checked once when the
 matrix is made; calls on it then skip the per-call index checks, which is sound because nobody
 can change them, and bind them without a copy, so that a call converts and copies nothing of
-the matrix. The public ``indptr``, ``indices``, ``data`` are read-only copies of them: writing
+the matrix. The public ``indptr``, ``indices``, ``data`` (and every other array a matrix gives:
+``source_order``, ``in_degrees()``, ...) are read-only copies that numpy will not make writable
+(``format.frozen``; an unpickled matrix's too): writing
 one through ``torch.from_numpy`` (which ignores the read-only flag) cannot reach a kernel.
 
 The values are float32 or float64 and keep their dtype (a silent cast would turn 1e39 into
@@ -37,9 +39,11 @@ import numpy as np
 import scipy.sparse
 
 from ..format import SparseTensor, check_csr
+from ..format.frozen import frozen
 from ..format.checks import index_array
 from ..runtime.arguments import sealed
 from .arrays import check_autograd
+from .graph_tensors import graph_tensors, refuse_tracing
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
@@ -95,6 +99,7 @@ class SparseMatrix:
     """
 
     def __init__(self, matrix, *, name: str = "matrix", tune: bool = False):
+        refuse_tracing()
         if isinstance(matrix, SparseMatrix):         # its arrays, checked already
             self._fill(matrix.shape, *(matrix._sealed.get(name) for name in (
                 "indptr", "indices", "data")), None, matrix._sealed.get("multiplicity"))
@@ -121,22 +126,28 @@ class SparseMatrix:
             if array is not None}
         self.__dict__.update(      # the fixed fields (see __setattr__), set here only
             _sealed=kept, _tiles={}, _derived={}, shape=shape, nnz=int(kept["indices"].size),
-            dtype=dtype, source_order=_read_only(order, np.int64),
-            **{name: _read_only(kept.get(name)) for name in
+            dtype=dtype, source_order=frozen(order, np.int64),
+            **{name: frozen(kept.get(name)) for name in
                ("indptr", "indices", "data", "multiplicity")})
         self.__dict__["values"] = self.data
         self.prepared = {}      # what the operators prepare once per matrix (bound kernels)
         self.calls = {}         # operator and operand shapes -> (bound kernel, result shape)
         self.tuned = {}         # (kernel, feature size) -> the bound kernel a search chose
         self.auto_tune = False  # search at a kernel's first call (``tune=True``)
+        self.__dict__["_graph_tensors"] = None
+        if "torch" in sys.modules:     # what torch.compile reads (``ops.graph_tensors``)
+            graph_tensors(self)
 
     @classmethod
     def from_csr(cls, indptr, indices, values, shape) -> "SparseMatrix":
-        """A matrix over CSR arrays already in CSR order: column indices strictly increasing
-        within each row (unsorted or duplicate columns are refused by name: the edge data of
-        the graph operators is in this order, and nothing may move it silently).
+        """A matrix over CSR arrays already in CSR order: column indices non-decreasing within
+        each row (unsorted columns are refused by name: the edge data of the graph operators
+        is in this order, and nothing may move it silently). A repeated column is kept as an
+        entry of its own (a multigraph's parallel edges: each is one edge of the graph
+        operators, and ``spmm`` sums them).
 
-        ``values`` (length nnz, float32 or float64, numpy or torch) keeps its dtype; a torch
+        ``values`` (length nnz, float32 or float64, numpy, torch, or a list, read as numpy
+        reads it: Python floats are float64) keeps its dtype; a torch
         tensor is kept itself as ``M.values`` and read by the operators at every call, so a
         ``values`` that requires grad gets ``values.grad`` (and an optimizer's update of it is
         seen). ``M.data`` is a copy made now.
@@ -148,27 +159,28 @@ class SparseMatrix:
         >>> M = SparseMatrix.from_csr([0, 2, 3], [0, 2, 1], w, (2, 3))
         >>> M.values is w, M.dtype
         (True, dtype('float64'))
+        >>> SparseMatrix.from_csr([0, 2, 2], [1, 1], np.float32([1, 2]), (2, 2)).nnz  # parallel edges
+        2
         """
+        refuse_tracing()
         if not isinstance(shape, (tuple, list)) or len(shape) != 2:
             raise SparseTIRValueError(f"shape must be (rows, columns), got {shape!r}")
         shape = tuple(int(size) for size in shape)
         indptr, indices = check_csr(_plain(indptr), _plain(indices), shape)
-        starts = indptr[1:-1]
-        falls = np.diff(indices) <= 0
-        falls[starts[(starts > 0) & (starts < indices.size)] - 1] = False
+        falls = _falls(indptr, indices, strictly=False)
         if falls.any():
             p = int(np.flatnonzero(falls)[0])
             row = int(np.searchsorted(indptr, p, side="right") - 1)
-            what = "a duplicate" if indices[p] == indices[p + 1] else "not sorted"
             raise SparseTIRValueError(
-                f"indices of row {row} are {what} (column {indices[p]} then "
-                f"{indices[p + 1]}): from_csr takes columns strictly increasing within each "
-                "row; use SparseMatrix(scipy.sparse.csr_matrix(...)) to sort and sum them")
+                f"indices of row {row} are not sorted (column {indices[p]} then "
+                f"{indices[p + 1]}): from_csr takes columns non-decreasing within each row; "
+                "use SparseMatrix(scipy.sparse.csr_matrix(...)) to sort them")
         data = _plain(values)
         if data.ndim != 1 or data.size != indices.size:
             raise SparseTIRValueError(f"values must have one value per index ({indices.size}),"
                                       f" got shape {tuple(data.shape)}")
-        _check_values("values", values.dtype, hasattr(values, "requires_grad"))
+        _check_values("values", getattr(values, "dtype", data.dtype),
+                      hasattr(values, "requires_grad"))     # a list: numpy's dtype of it
         matrix = cls.__new__(cls)
         matrix._fill(shape, indptr, indices, data, None, None)
         if hasattr(values, "requires_grad"):
@@ -179,18 +191,20 @@ class SparseMatrix:
         return matrix
 
     def in_degrees(self) -> np.ndarray:
-        """Each row's (destination's) number of stored entries (in-edges), int64."""
-        return self._derive("in_degrees", lambda: np.diff(self._sealed["indptr"]).astype(
-            np.int64))
+        """Each row's (destination's) number of stored entries (in-edges), int64 (read-only,
+        kept with the matrix, as the arrays below)."""
+        return self._derive("in_degrees", lambda: frozen(np.diff(self._sealed["indptr"]),
+                                                         np.int64))
 
     def out_degrees(self) -> np.ndarray:
         """Each column's (source's) number of stored entries (out-edges), int64."""
-        return self._derive("out_degrees", lambda: np.bincount(
-            self._sealed["indices"], minlength=self.shape[1]).astype(np.int64))
+        return self._derive("out_degrees", lambda: frozen(np.bincount(
+            self._sealed["indices"], minlength=self.shape[1]), np.int64))
 
     def empty_rows(self) -> np.ndarray:
         """The rows with no stored entry (destinations with no in-edge), int64."""
-        return self._derive("empty_rows", lambda: np.flatnonzero(self.in_degrees() == 0))
+        return self._derive("empty_rows",
+                            lambda: frozen(np.flatnonzero(self.in_degrees() == 0)))
 
     def edge_ids(self) -> np.ndarray:
         """``0..nnz-1`` (int32, sealed): each entry's position, which kernels that record an
@@ -209,8 +223,43 @@ class SparseMatrix:
             transpose = SparseMatrix.__new__(SparseMatrix)
             transpose._fill(self.shape[::-1], np.concatenate([[0], np.cumsum(counts)]),
                             rows[perm], kept["data"][perm], None, None)
-            return transpose, _read_only(perm)
+            return transpose, frozen(perm)
         return self._derive("transposed", make)
+
+    def edge_matrix(self) -> "SparseMatrix":
+        """This matrix with one stored entry per edge, as the graph operators and layers read
+        it: the matrix itself, unless it summed parallel edges into one entry (``multiplicity``;
+        ``SparseMatrix(A)`` does, for duplicates of ``A``), when each such entry is stored
+        ``multiplicity`` times in a row, each copy holding an equal share of the sum. Its
+        ``source_order`` maps the caller's nonzeros to these edges one to one (parallel edges
+        in the caller's order). Made once per matrix.
+
+        Example
+        -------
+        >>> import scipy.sparse
+        >>> A = scipy.sparse.csr_matrix((np.float32([1, 2, 3]), [1, 1, 0], [0, 2, 3]), (2, 2))
+        >>> M = SparseMatrix(A)
+        >>> M.nnz, M.edge_matrix().nnz, M.edge_matrix().indices.tolist()
+        (2, 3, [1, 1, 0])
+        """
+        if self.multiplicity is None:
+            return self
+
+        def make():
+            kept = self._sealed
+            copies = kept["multiplicity"].astype(np.int64)
+            ends = np.concatenate([[0], np.cumsum(copies)])
+            order = None
+            if self.source_order is not None:     # the caller's p-th nonzero: which edge
+                order = np.empty(self.source_order.size, np.int64)
+                order[np.argsort(self.source_order, kind="stable")] = np.arange(order.size)
+            edges = SparseMatrix.__new__(SparseMatrix)
+            edges._fill(self.shape, ends[kept["indptr"]], np.repeat(kept["indices"], copies),
+                        np.repeat(kept["data"] / copies.astype(self.dtype), copies),
+                        None if order is None or np.array_equal(order, np.arange(order.size))
+                        else order, None)
+            return edges
+        return self._derive("edge_matrix", make)
 
     def reorder(self, method: str = "rcm") -> tuple:
         """``(B, perm)``: this (square) matrix with its nodes renumbered so that neighbours
@@ -238,7 +287,7 @@ class SparseMatrix:
             B = SparseMatrix.from_csr(positions.indptr, positions.indices,
                                       self.values[order.to(self.values.device)], self.shape)
             B.auto_tune = self.auto_tune
-            return B, _read_only(perm)
+            return B, frozen(perm)
         B = SparseMatrix(permuted(self.to_scipy(), perm))
         if self.multiplicity is not None:     # the same pattern, so the same sorted order
             counts = permuted(scipy.sparse.csr_matrix(
@@ -248,7 +297,7 @@ class SparseMatrix:
             kept = B._sealed
             B._fill(B.shape, kept["indptr"], kept["indices"], kept["data"], None, counts.data)
         B.auto_tune = self.auto_tune
-        return B, _read_only(perm)
+        return B, frozen(perm)
 
     def _derive(self, name: str, make):
         """``make()``, computed once per matrix (the arrays cannot change)."""
@@ -261,7 +310,7 @@ class SparseMatrix:
         nonzeros each (``tile_ptr``, length ``tiles + 1``) and the row ids ``0..m-1``, as
         read-only copies (``_kernel_arrays`` has the ones kernels read)."""
         tile_ptr, rows = self._row_tiles(tiles)
-        return _read_only(tile_ptr), _read_only(rows)
+        return frozen(tile_ptr), frozen(rows)
 
     def _row_tiles(self, tiles: int) -> tuple:
         """``row_tiles``, sealed (for binding), kept."""
@@ -319,20 +368,12 @@ _FIXED = frozenset({"shape", "indptr", "indices", "data", "source_order", "multi
 
 
 def _restored(csr, source_order, multiplicity=None) -> SparseMatrix:
-    """The matrix ``SparseMatrix.__reduce__`` describes."""
-    matrix = SparseMatrix(csr)
+    """The matrix ``SparseMatrix.__reduce__`` describes (repeated columns, kept as entries of
+    their own, stay so)."""
+    matrix = SparseMatrix.from_csr(csr.indptr, csr.indices, csr.data, csr.shape)
     matrix._fill(matrix.shape, matrix._sealed["indptr"], matrix._sealed["indices"],
                  matrix._sealed["data"], source_order, multiplicity)
     return matrix
-
-
-def _read_only(array, dtype=None):
-    """A read-only copy of ``array`` (None stays None)."""
-    if array is None:
-        return None
-    copy = np.array(array, dtype=dtype)
-    copy.flags.writeable = False
-    return copy
 
 
 def _check_values(name: str, dtype, is_torch: bool) -> None:
@@ -436,15 +477,22 @@ def _entries(matrix, name: str) -> tuple:
                              f"{type(matrix).__name__}")
 
 
+def _falls(indptr: np.ndarray, indices: np.ndarray, strictly: bool) -> np.ndarray:
+    """For each entry but the last, whether the next entry of its row has a smaller column
+    (``strictly``: a smaller or equal one)."""
+    step = np.diff(indices)
+    falls = step <= 0 if strictly else step < 0
+    starts = indptr[1:-1]
+    falls[starts[(starts > 0) & (starts < indices.size)] - 1] = False  # a new row
+    return falls
+
+
 def _sorted_csr(shape: tuple, entries: _Entries) -> tuple:
     """``(indptr, indices, values, order, copies)``: the entries as CSR with the columns of
     each row sorted and duplicates summed, where each entry went (None: where it was) and how
     many entries each sums (None: one each)."""
     if entries.indptr is not None:            # CSR: sorted already when no row falls
-        falls = np.diff(entries.cols) <= 0
-        starts = entries.indptr[1:-1]
-        falls[starts[(starts > 0) & (starts < entries.cols.size)] - 1] = False  # a new row
-        if not falls.any():
+        if not _falls(entries.indptr, entries.cols, strictly=True).any():
             return entries.indptr, entries.cols, entries.values, None, None
     m, n = shape
     width = max(n, 1)

@@ -17,8 +17,9 @@ from .dtypes import HALF_DTYPES, autocast_dtype, result_dtype
 from .arrays import (DenseOperand, check_output, check_tensor, new_array, reordered_view,
                      writable_view)
 from ..driver.build_module import build
-from ..driver.cache import remembered
+from ..driver.named import remembered
 from .kernels import tiled_kernels
+from .graph_tensors import tracing
 from .matrix import SparseMatrix, as_sparse_matrix
 from .plain import PlainCSR
 from . import tuning
@@ -125,6 +126,9 @@ def spmm(A, X, out=None, weighted: bool = True):
     ``X``, or matrix values made by ``SparseMatrix.from_csr``, that require grad, the result
     carries autograd (``graph_ops``); float64 matrices and operands compute in float64.
     """
+    if tracing():
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.spmm(A, X, out, weighted)
     if _needs_graph_ops(A, X, out):
         return _spmm_graph(A, X, out, weighted)
     name = "spmm" if weighted else "spmm_unweighted"
@@ -172,6 +176,9 @@ def sddmm(A, X, Y, out=None):
     >>> sddmm(A, np.ones((1, 1), np.float32), np.float32([[10], [20]])).tolist()
     [20.0, 10.0]
     """
+    if tracing():
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.sddmm(A, X, Y, out)
     if _needs_graph_ops(A, X, out, Y):
         return _sddmm_graph(A, X, Y, out)
     key = ("sddmm", type(X), getattr(X, "shape", None), type(Y), getattr(Y, "shape", None))

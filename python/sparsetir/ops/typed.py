@@ -31,13 +31,14 @@ import sys
 import numpy as np
 
 from ..driver.build_module import build
-from ..driver.cache import remembered
+from ..driver.named import remembered
 from ..errors import FormatTypeError, SparseTIRTypeError, SparseTIRValueError
 from ..format.checks import index_array
 from ..lower import lower_sparse_iter
 from ..schedule.typed import schedule_gather_mm_cpu, schedule_relation_outer_cpu
 from .arrays import is_torch
 from .generic_kernels import accumulator_dtype
+from .graph_tensors import tracing
 from .typed_kernels import DTYPES, kernel
 
 __all__ = ["gather_mm", "segment_mm"]
@@ -56,6 +57,9 @@ def gather_mm(a, b, idx_b):
     -------
     (N, D2) array of ``a``'s kind and dtype.
     """
+    if tracing():
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.gather_mm(a, b, idx_b)
     operands = _Operands(a, b)
     return operands.product(_Relation.of_indices(idx_b, operands.n, operands.r))
 
@@ -74,6 +78,9 @@ def segment_mm(a, b, seglen_a):
     -------
     (N, D2) array of ``a``'s kind and dtype.
     """
+    if tracing():
+        from . import traced  # pylint: disable=import-outside-toplevel
+        return traced.segment_mm(a, b, seglen_a)
     operands = _Operands(a, b)
     return operands.product(_Relation.of_segments(seglen_a, operands.n, operands.r))
 
@@ -257,7 +264,7 @@ def _typed_product_function():
     importing sparsetir does not import torch)."""
     if not _FUNCTION:
         torch = sys.modules["torch"]
-        once_differentiable = torch.autograd.function.once_differentiable
+        from .autograd import first_order  # pylint: disable=import-outside-toplevel
 
         class TypedProduct(torch.autograd.Function):
             """``out[i] = a[i] @ b[idx[i]]``; backward by the compiled kernels."""
@@ -270,7 +277,7 @@ def _typed_product_function():
                 return gather_rows(a.detach(), b.detach(), relation, _dtype_name("a", a))
 
             @staticmethod
-            @once_differentiable
+            @first_order
             def backward(ctx, grad):
                 a, b = ctx.saved_tensors
                 dtype = _dtype_name("grad", grad)

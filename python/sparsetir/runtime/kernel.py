@@ -12,8 +12,9 @@ from .acceptance import acceptance
 from .aliasing import byte_ranges, check_no_aliasing
 from .arguments import (BufferConverter, ScalarConverter, host_array, is_sealed,
                         outgrows_storage, private_copy)
-from ..errors import ArgumentError, SparseTIRValueError
+from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from .fast_path import FastPath
+from .saved import save
 from .signature import BufferParam, IndicesCheck, ScalarParam, Signature
 from .threads import SERIAL_BYTES, size_launches
 from .validate import run_checks
@@ -52,6 +53,9 @@ class Kernel:
         with the converted arguments, it returns False when a check fails, and the numpy
         checks (``validate``) then say which. Without it the numpy checks run on every
         validated call.
+    origin : object or None
+        What the kernel was made of, for ``save`` and pickling (``sparsetir.build`` gives a
+        ``driver.portable.KernelOrigin``); a kernel made by hand has none and cannot be saved.
 
     Attributes
     ----------
@@ -67,11 +71,13 @@ class Kernel:
     >>> kernel(indptr, indices, data, x, y, m, n, nnz)  # y now holds A @ x
     >>> kernel(indptr, indices, data, x, y, m, n, nnz, validate=False)  # skip index checks
     >>> seconds = kernel.time(indptr, indices, data, x, y, m, n, nnz)
+    >>> kernel.save("spmv.stk"); same = sparsetir.load("spmv.stk")   # pickle works too
     """
 
     def __init__(self, executable: tvm.runtime.Executable, signature: Signature, device: str = "cpu",
-                 entry: str = "main", alignment="element", compiled_checks=None):
+                 entry: str = "main", alignment="element", compiled_checks=None, origin=None):
         self.executable = executable
+        self._origin = origin
         self.signature = signature
         self.device = tvm.device(device)
         self.entry = entry
@@ -111,6 +117,37 @@ class Kernel:
         size_launches(sum(map(_nbytes, args)), _has_torch(args))   # the checks' loops too
         values, copy_backs = self._convert(args, validate)
         self._invoke(values, copy_backs, args)
+
+    def save(self, path) -> None:
+        """Write the kernel to the file ``path``: ``sparsetir.load(path)`` gives it back, in
+        any process of a machine with the same CPU (or GPU) kind, TVM and tvm-ffi, with the
+        same call contract (signature, index and argument checks), verified first
+        (``runtime.saved``).
+
+        Example
+        -------
+        >>> kernel.save("/tmp/spmm64.stk")
+        >>> sparsetir.load("/tmp/spmm64.stk")(*args)       # as kernel(*args)
+        """
+        save(self, path)
+
+    def __reduce__(self):
+        """Pickled as the kernel's libraries, Stage III module and argument checks
+        (``driver.portable``), for ``torch.multiprocessing`` spawn and DataLoader workers."""
+        if self._origin is None:
+            raise SparseTIRTypeError(
+                "this Kernel was made by hand from an executable: only kernels made by "
+                "sparsetir.build (and so sparsetir.ops and sparsetir.algebra) can be saved or "
+                "pickled")
+        return self._origin.reduced(self._argument_checks)
+
+    def __copy__(self) -> "Kernel":
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        return clone
+
+    def __deepcopy__(self, memo) -> "Kernel":
+        return self            # nothing in a kernel changes after it is made
 
     def bind(self, validate: bool = True, **fixed) -> "BoundKernel":
         """Fix some arguments once, for a kernel called many times on the same sparse data.
@@ -407,6 +444,11 @@ class BoundKernel:
         self._fast = self._fast_path()
         self._written_free = [k for k, c in enumerate(self._free) if c.accept.written]
         self._fixed_bytes = sum(_nbytes(fixed[name]) for name in fixed)
+
+    def __reduce__(self):
+        raise SparseTIRTypeError(
+            "a bound kernel is not pickled (it holds pointers into this process): pickle its "
+            "Kernel (bound.kernel) and the arrays, and bind them again where they arrive")
 
     def protect(self, **arrays) -> "BoundKernel":
         """Refuse calls whose written arguments overlap ``arrays`` too: arrays the kernel does

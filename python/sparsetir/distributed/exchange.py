@@ -1,0 +1,141 @@
+"""How a rank gets the rows of X its blocks multiply, and returns the gradients of those rows.
+
+Two strategies, one interface:
+
+* ``gather(X_local)`` yields ``(q, X_q)`` for every rank ``q``: the rows block ``q`` multiplies
+  (``X_local`` itself for ``q`` = this rank);
+* ``scatter_add(product)`` is its transpose: ``product(q)`` gives block ``q``'s contribution to
+  the rows of rank ``q`` (the transposed block times a gradient), and the result is the sum, over
+  all ranks, of the contributions to this rank's rows.
+
+``BroadcastExchange`` is CAGNET's 1D algorithm: stage ``q`` broadcasts all of rank ``q``'s rows
+(and its transpose sums each stage's contributions onto rank ``q``). ``HaloExchange`` sends only
+the rows each rank's entries reference (its halo) with one ``all_to_all_single``, started before
+the local block is computed and waited for after; the counts and row ids are exchanged once,
+when it is made. ``bytes_sent`` counts the bytes of this rank's rows sent, once per rank that
+receives them (a broadcast of ``b`` bytes to ``P - 1`` ranks counts ``b (P - 1)``, whatever
+tree the backend uses), ``seconds`` the time this rank spent in or waiting for the
+collectives.
+
+Example
+-------
+>>> # for q, X_q in exchange.gather(X_local): Y += block(q) @ X_q
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from ..errors import SparseTIRValueError
+from . import collective
+
+
+class Counted:
+    """``bytes_sent`` and ``seconds`` (see the module docstring)."""
+
+    bytes_sent = 0
+    seconds = 0.0
+
+    @contextmanager
+    def timed(self):
+        """Add the body's time to ``seconds``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+class BroadcastExchange(Counted):
+    """CAGNET's broadcast per stage (see the module docstring)."""
+
+    kind = "broadcast"
+
+    def __init__(self, part):
+        self.rank = part.rank
+        self.sizes = [block.num_cols for block in part.blocks]
+
+    def gather(self, X_local: torch.Tensor):
+        for q, rows in enumerate(self.sizes):
+            if q == self.rank:
+                buffer = X_local.contiguous()
+                self.bytes_sent += buffer.numel() * buffer.element_size() * (len(self.sizes) - 1)
+            else:
+                buffer = X_local.new_empty((rows,) + tuple(X_local.shape[1:]))
+            with self.timed():
+                collective.broadcast(buffer, q, "rows of X")
+            yield q, buffer
+
+    def scatter_add(self, product) -> torch.Tensor:
+        result = None
+        for q in range(len(self.sizes)):
+            contribution = product(q).contiguous()
+            if q != self.rank:
+                self.bytes_sent += contribution.numel() * contribution.element_size()
+            with self.timed():
+                collective.reduce_sum(contribution, q, "row gradients")
+            if q == self.rank:
+                result = contribution
+        return result
+
+
+class HaloExchange(Counted):
+    """Halo rows through ``all_to_all_single`` (see the module docstring). Making one is a
+    collective: every rank makes its own at the same point."""
+
+    kind = "halo"
+
+    def __init__(self, part):
+        self.rank = part.rank
+        halos = [part.halo(q) if q != part.rank else np.zeros(0, np.int64)
+                 for q in range(part.num_parts)]
+        self.recv_counts = [int(h.size) for h in halos]
+        self.recv_offsets = np.concatenate([[0], np.cumsum(self.recv_counts)]).astype(np.int64)
+        counts = collective.all_to_all(torch.tensor(self.recv_counts, dtype=torch.int64),
+                                       [1] * part.num_parts, [1] * part.num_parts,
+                                       "halo counts").wait()
+        self.send_counts = [int(c) for c in counts]
+        wanted = torch.from_numpy(np.concatenate(halos).astype(np.int64))
+        self.send_rows = collective.all_to_all(wanted, self.recv_counts,
+                                               self.send_counts, "halo row ids").wait()
+
+    def gather(self, X_local: torch.Tensor):
+        send = X_local.index_select(0, self.send_rows)
+        self.bytes_sent += send.numel() * send.element_size()
+        with self.timed():
+            pending = collective.all_to_all(send, self.send_counts, self.recv_counts, "halo rows")
+        yield self.rank, X_local                 # computed while the exchange is in flight
+        with self.timed():
+            received = pending.wait()
+        for q, count in enumerate(self.recv_counts):
+            if q != self.rank:
+                yield q, received[self.recv_offsets[q]:self.recv_offsets[q] + count]
+
+    def scatter_add(self, product) -> torch.Tensor:
+        remote = [product(q) for q in range(len(self.recv_counts)) if q != self.rank]
+        if not remote:
+            return product(self.rank).contiguous()
+        send = torch.cat(remote)
+        self.bytes_sent += send.numel() * send.element_size()
+        with self.timed():
+            pending = collective.all_to_all(send, self.recv_counts, self.send_counts,
+                                            "halo row gradients")
+        local = product(self.rank).clone()       # computed while the exchange is in flight
+        with self.timed():
+            received = pending.wait()
+        local.index_add_(0, self.send_rows, received)
+        return local
+
+
+STRATEGIES = {"broadcast": BroadcastExchange, "halo": HaloExchange}
+
+
+def check_strategy(strategy) -> None:
+    """Refuse, by name, a strategy that is not one of ``STRATEGIES``."""
+    if strategy not in STRATEGIES:
+        raise SparseTIRValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got "
+                                  f"{strategy!r}")

@@ -1,0 +1,128 @@
+"""``DistSparseMatrix``: one rank's part of a partitioned matrix, ready for the distributed
+operators and for ``sparsetir.nn``'s ``GraphConv`` and ``SAGEConv``.
+
+Every rank makes its own from its part, at the same point of the program (making one
+exchanges the halo's counts and row ids with the other ranks). The rank's node features
+``X_local`` are the rows of the nodes it owns (``part.owned``, in that order); results of
+``dist_spmm`` are those rows too, and ``dist_sddmm`` gives one value per local edge, in the
+part's local edge order (``part.global_edges`` maps them to the global CSR order).
+
+To the layers, the matrix is the graph of the local nodes: ``shape`` is ``(num_owned,
+num_owned)`` (feature rows in, result rows out), ``nnz`` the local edges, ``in_degrees()`` and
+``out_degrees()`` the owned nodes' degrees in the whole graph, and ``gspmm`` the aggregation the
+layers call through ``sparsetir.ops``.
+
+Example
+-------
+>>> # torch.distributed.init_process_group("gloo", ...)   (sparsetir.distributed.launch.run)
+>>> # DM = DistSparseMatrix(load(folder, rank))
+>>> # Y_local = dist_spmm(DM, X[DM.part.owned])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from .. import ops
+from ..ops.graph_tensors import GraphTensors
+from ..errors import SparseTIRTypeError, SparseTIRValueError
+from .exchange import STRATEGIES, check_strategy
+from .part import Part
+
+
+class DistSparseMatrix:
+    """This rank's part (see the module docstring).
+
+    Parameters
+    ----------
+    part : Part
+        This rank's part (``partition(...)[rank]`` or ``load(folder, rank)``); the process
+        group must have ``part.num_parts`` ranks and this process rank ``part.rank``.
+    values : torch.Tensor or None
+        One value per local edge (float, ``(part.nnz,)``) to multiply by instead of the stored
+        ones; when it requires grad, ``dist_spmm`` gives it its gradient (computed locally).
+    strategy : {"halo", "broadcast"}
+        The exchange the operators use unless told otherwise (``sparsetir.nn`` layers use it).
+    """
+
+    is_distributed = True
+    multiplicity = None          # one stored entry per edge, as sparsetir.nn requires
+
+    def __init__(self, part: Part, values=None, strategy: str = "halo"):
+        if not isinstance(part, Part):
+            raise SparseTIRTypeError(f"part must be a sparsetir.distributed.Part, got "
+                                     f"{type(part).__name__}")
+        check_strategy(strategy)
+        if not dist.is_initialized():
+            raise SparseTIRValueError("DistSparseMatrix needs torch.distributed initialised "
+                                      "(init_process_group) on every rank first")
+        if dist.get_world_size() != part.num_parts or dist.get_rank() != part.rank:
+            raise SparseTIRValueError(
+                f"this process is rank {dist.get_rank()} of {dist.get_world_size()}, but part "
+                f"is part {part.rank} of {part.num_parts}: load(folder, rank) with this rank")
+        if values is not None:
+            if not torch.is_tensor(values) or not values.is_floating_point() \
+                    or tuple(values.shape) != (part.nnz,):
+                raise SparseTIRValueError(
+                    f"values must be a float torch tensor of shape ({part.nnz},), one per local "
+                    f"edge, got {getattr(values, 'shape', type(values).__name__)}")
+        self.part, self.values, self.strategy = part, values, strategy
+        self.shape = (part.num_owned, part.num_owned)
+        self.nnz = part.nnz
+        self.offsets = part.block_offsets()
+        self.blocks = [ops.SparseMatrix.from_csr(b.indptr, b.indices, b.data,
+                                                 (part.num_owned, b.num_cols))
+                       for b in part.blocks]
+        self.halo_blocks = [self.blocks[q] if q == part.rank else _compacted(b, part.halo(q))
+                            for q, b in enumerate(part.blocks)]
+        in_degrees = part.in_degrees()
+        # what the layers read of a graph through ops.graph_tensors: the owned nodes' degrees
+        self._graph_tensors = GraphTensors(
+            indptr=None, indices=None, data=None, in_degrees=torch.from_numpy(in_degrees),
+            out_degrees=torch.from_numpy(part.out_degrees), has_empty_rows=bool(
+                (in_degrees == 0).any()))
+        self._exchanges = {}
+        self.exchange("halo")           # a collective: made here, where every rank is
+
+    def exchange(self, strategy: str):
+        """The exchange for ``strategy`` (made once per matrix)."""
+        check_strategy(strategy)
+        if strategy not in self._exchanges:
+            self._exchanges[strategy] = STRATEGIES[strategy](self.part)
+        return self._exchanges[strategy]
+
+    def block(self, q: int, strategy: str) -> ops.SparseMatrix:
+        """Block ``q`` with its columns numbered as ``strategy``'s ``gather`` delivers the rows:
+        all of rank ``q``'s (broadcast) or its halo rows only (halo)."""
+        return (self.blocks if strategy == "broadcast" else self.halo_blocks)[q]
+
+    def bytes_sent(self) -> dict:
+        """Bytes this rank has sent so far, per strategy."""
+        return {name: exchange.bytes_sent for name, exchange in self._exchanges.items()}
+
+    def in_degrees(self) -> np.ndarray:
+        """Each owned node's in-edges (its row's entries), int64."""
+        return self.part.in_degrees()
+
+    def out_degrees(self) -> np.ndarray:
+        """Each owned node's out-edges in the whole graph (its column's entries), int64."""
+        return self.part.out_degrees
+
+    def gspmm(self, op: str, reduce_op: str, lhs_data, rhs_data):
+        """``sparsetir.ops.gspmm`` on this matrix, for the layers: ``copy_lhs`` or ``mul`` (by
+        per-edge data) with ``sum`` or ``mean``."""
+        from .aggregate import dist_gspmm  # pylint: disable=import-outside-toplevel
+        return dist_gspmm(self, op, reduce_op, lhs_data, rhs_data)
+
+    def __repr__(self):
+        return (f"DistSparseMatrix(rank={self.part.rank} of {self.part.num_parts}, "
+                f"rows={self.part.num_owned}, nnz={self.nnz}, strategy={self.strategy!r})")
+
+
+def _compacted(block, halo: np.ndarray) -> ops.SparseMatrix:
+    """``block`` with its columns renumbered into ``halo`` (the rows the exchange delivers)."""
+    columns = np.searchsorted(halo, block.indices).astype(np.int32)
+    return ops.SparseMatrix.from_csr(block.indptr, columns, block.data,
+                                     (block.indptr.size - 1, halo.size))

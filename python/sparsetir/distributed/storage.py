@@ -1,0 +1,151 @@
+"""``save(parts, folder)`` / ``load(folder, rank)``: a partition on disk, one file a part.
+
+``folder/partition.json`` describes the partition (its id, sizes, and for each part the file's
+name, byte count and SHA-256); ``folder/part-<rank>.npz`` holds one part's arrays. ``load``
+reads only the description and its own part, checks the file's size and checksum before
+parsing a byte of it, and then that the arrays are the part the description names (the
+partition id and rank stored inside it, the sizes): a truncated, corrupt or foreign file is
+refused with a ``PartitionFileError`` naming the file and the problem, never half-read.
+
+Example
+-------
+>>> import numpy as np, scipy.sparse, tempfile
+>>> from sparsetir.distributed import partition, save, load
+>>> A = scipy.sparse.random(20, 20, density=0.2, format="csr", dtype=np.float32)
+>>> folder = tempfile.mkdtemp()
+>>> save(partition(A, 2), folder)
+>>> load(folder, 1).rank
+1
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PartitionFileError, SparseTIRValueError
+from .part import Block, Part
+
+DESCRIPTION = "partition.json"
+FORMAT = "sparsetir.distributed.partition/1"
+
+
+def save(parts: list, folder) -> Path:
+    """Write ``parts`` (all of one ``partition``) into ``folder`` (made if missing); returns
+    the description's path. Each file is written under a temporary name and renamed."""
+    if not parts or any(not isinstance(p, Part) for p in parts):
+        raise SparseTIRValueError("parts must be the non-empty list partition() returns")
+    if [p.rank for p in parts] != list(range(parts[0].num_parts)):
+        raise SparseTIRValueError(f"parts must be all {parts[0].num_parts} parts of one "
+                                  f"partition in rank order, got ranks {[p.rank for p in parts]}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    partition_id = uuid.uuid4().hex
+    entries = []
+    for part in parts:
+        payload = _encode(part, partition_id)
+        name = f"part-{part.rank}.npz"
+        _write(folder / name, payload)
+        entries.append({"file": name, "bytes": len(payload),
+                        "sha256": hashlib.sha256(payload).hexdigest(),
+                        "num_owned": part.num_owned, "nnz": part.nnz})
+    description = {"format": FORMAT, "partition_id": partition_id,
+                   "num_parts": parts[0].num_parts, "num_nodes": parts[0].num_nodes,
+                   "nnz": parts[0].nnz_total, "dtype": str(parts[0].blocks[0].data.dtype),
+                   "parts": entries}
+    path = folder / DESCRIPTION
+    _write(path, json.dumps(description, indent=1).encode())
+    return path
+
+
+def load(folder, rank: int) -> Part:
+    """Part ``rank`` of the partition saved in ``folder`` (see the module docstring)."""
+    folder = Path(folder)
+    description = _description(folder)
+    count = description["num_parts"]
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) \
+            or not 0 <= rank < count:
+        raise PartitionFileError(f"rank {rank!r} is not a part of {folder} (it has {count} "
+                                 f"parts, ranks 0..{count - 1})")
+    entry = description["parts"][rank]
+    path = folder / entry["file"]
+    try:
+        payload = path.read_bytes()
+    except OSError as err:
+        raise PartitionFileError(f"cannot read part file {path}: {err.strerror}") from None
+    if len(payload) != entry["bytes"]:
+        raise PartitionFileError(f"part file {path} has {len(payload)} bytes, the description "
+                                 f"says {entry['bytes']}: truncated or replaced")
+    if hashlib.sha256(payload).hexdigest() != entry["sha256"]:
+        raise PartitionFileError(f"part file {path} does not match its SHA-256 in "
+                                 f"{folder / DESCRIPTION}: corrupt or from another partition")
+    part = _decode(payload, path, description["partition_id"])
+    if part.rank != rank or part.num_parts != count or part.num_owned != entry["num_owned"] \
+            or part.nnz != entry["nnz"]:
+        raise PartitionFileError(f"part file {path} holds part {part.rank} of {part.num_parts} "
+                                 f"({part.num_owned} rows, {part.nnz} edges), not part {rank} of "
+                                 f"{count} as {DESCRIPTION} says")
+    return part
+
+
+def _description(folder: Path) -> dict:
+    path = folder / DESCRIPTION
+    try:
+        description = json.loads(path.read_text())
+    except OSError as err:
+        raise PartitionFileError(f"cannot read {path}: {err.strerror}") from None
+    except ValueError as err:
+        raise PartitionFileError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(description, dict) or description.get("format") != FORMAT:
+        raise PartitionFileError(f"{path} does not describe a sparsetir partition "
+                                 f"(format {FORMAT!r} expected)")
+    parts = description.get("parts")
+    if not isinstance(parts, list) or len(parts) != description.get("num_parts"):
+        raise PartitionFileError(f"{path} lists {len(parts) if isinstance(parts, list) else 0} "
+                                 f"parts but says num_parts={description.get('num_parts')!r}")
+    return description
+
+
+def _write(path: Path, payload: bytes) -> None:
+    scratch = path.with_name(path.name + f".{os.getpid()}.tmp")
+    scratch.write_bytes(payload)
+    os.replace(scratch, path)
+
+
+def _encode(part: Part, partition_id: str) -> bytes:
+    arrays = {"meta": np.array([part.rank, part.num_parts, part.num_nodes, part.nnz_total],
+                               np.int64),
+              "partition_id": np.frombuffer(partition_id.encode(), np.uint8),
+              "owned": part.owned, "global_edges": part.global_edges,
+              "out_degrees": part.out_degrees,
+              "block_cols": np.array([b.num_cols for b in part.blocks], np.int64)}
+    for q, block in enumerate(part.blocks):
+        arrays.update({f"indptr{q}": block.indptr, f"indices{q}": block.indices,
+                       f"data{q}": block.data})
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def _decode(payload: bytes, path: Path, partition_id: str) -> Part:
+    try:
+        with np.load(io.BytesIO(payload), allow_pickle=False) as stored:
+            arrays = {name: stored[name] for name in stored.files}
+        rank, num_parts, num_nodes, nnz_total = (int(v) for v in arrays["meta"])
+        stored_id = arrays["partition_id"].tobytes().decode()
+        blocks = [Block(arrays[f"indptr{q}"], arrays[f"indices{q}"], arrays[f"data{q}"],
+                        int(arrays["block_cols"][q])) for q in range(num_parts)]
+    except (KeyError, ValueError, OSError, UnicodeDecodeError) as err:
+        raise PartitionFileError(f"part file {path} is not a sparsetir part: {err}") from None
+    if stored_id != partition_id:
+        raise PartitionFileError(f"part file {path} belongs to partition {stored_id}, not to "
+                                 f"{partition_id} which {DESCRIPTION} describes")
+    return Part(rank=rank, num_parts=num_parts, num_nodes=num_nodes, nnz_total=nnz_total,
+                owned=arrays["owned"], blocks=blocks, global_edges=arrays["global_edges"],
+                out_degrees=arrays["out_degrees"])

@@ -1,0 +1,83 @@
+"""Kernels kept under a name: ``remembered(key, make)`` makes one once per process and, through
+the disk cache, finds it again in a later process without lowering anything.
+
+``ops`` names each kernel it builds by what determines it (``key``: operator, dtype, feature
+sizes, ...), and ``make()`` writes, lowers, schedules and builds it (``build(..., cache=True)``).
+The disk cache keys a kernel by its scheduled module, so finding it there still costs the
+Stage I parse, the lowering and the schedule (about 0.1 s a kernel: most of a warm first
+epoch of GAT). So the first time ``make`` runs on a machine, the cache entry its kernel came
+from is recorded under the name: an entry of its own in ``$SPARSETIR_CACHE/names``, holding
+``name.json`` (the kernel entry's key and target kind), written and checked as every entry is
+(``cache_folder``). A later process loads the kernel entry through it directly. The digest
+covers the key, sparsetir's sources, TVM's versions and the host target, as a kernel's own
+key does; like the in-memory memo, it assumes that ``make`` depends on nothing else. A name
+whose entry is missing or damaged is made again.
+
+Example
+-------
+>>> kernel = remembered(("ops", "gspmm", "copy_lhs", "sum", "float32", (64,)), make)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import tvm
+import tvm_ffi
+
+from ..backend import cache_folder
+from ..backend.target import make_target
+from ..runtime import Kernel
+from . import cache, compile_log
+from .build_module import kernel_of
+
+
+def remembered(key: tuple, make):
+    """``make()``, kept in memory under ``key`` (``cache.remembered``) and, when it is one
+    kernel from the disk cache, found by ``key`` in later processes."""
+    return cache.remembered(key, lambda: _named(key, make))
+
+
+def _named(key: tuple, make):
+    folder = cache_folder.folder(cache.NAMES)            # None: unusable (it warned)
+    if folder is None:
+        return make()
+    name = folder / _digest(key)
+    kernel = _load_named(name)
+    if kernel is not None:
+        return kernel
+    with cache.used_entries() as used:
+        kernel = make()
+    if len(used) == 1 and type(kernel) is Kernel and not kernel._argument_checks:  # pylint: disable=protected-access
+        entry, kind = used[0]
+        record = json.dumps({"entry": entry, "target": kind})
+        cache_folder.write_entry(name, lambda staging: (staging / "name.json").write_text(record))
+    return kernel
+
+
+def _load_named(name) -> Kernel | None:
+    """The kernel the name entry ``name`` points to; None when either entry is missing,
+    damaged or refused."""
+    files = cache_folder.read_entry(name)
+    if files is None or "name.json" not in files:
+        return None
+    try:
+        record = json.loads(files["name.json"].read_text())
+        entry, kind = record["entry"], record["target"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(entry, str) or not re.fullmatch(r"[0-9a-f]{32}", entry) or \
+            kind not in ("llvm", "cuda"):
+        return None
+    kernel = cache.load_entry(cache.cache_dir() / entry, kind, kernel_of)
+    if kernel is not None:
+        compile_log.loaded(None, kind)
+    return kernel
+
+
+def _digest(key: tuple) -> str:
+    text = "\n".join([cache.FORMAT, cache.sources_digest(), tvm.__version__,
+                      tvm_ffi.__version__, str(make_target("llvm")), repr(key)])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -1,0 +1,104 @@
+"""A ``SparseMatrix`` as the torch tensors a custom operator takes, and back.
+
+``torch.compile`` and ``torch.export`` trace torch operators on tensors, not Python objects.
+So the operators of ``custom_ops`` take a matrix as its ``indptr`` and ``indices`` (int32
+tensors), and find the ``SparseMatrix`` behind them when they run (``custom_ops.matrix_of``):
+the matrix whose tensors they are (``LIVE``, by address, kept while the matrix lives), or one
+made from them. The kernels, their bindings and the transpose the backward passes walk all
+stay with that matrix, outside any traced region.
+
+``GraphTensors`` is made when a ``SparseMatrix`` is made while torch is loaded, so that a
+compiled function only reads it; tensors over the matrix's read-only public arrays (a write
+through them reaches no kernel: those read private copies).
+
+Example
+-------
+>>> import numpy as np, scipy.sparse, torch
+>>> from sparsetir.ops import SparseMatrix
+>>> M = SparseMatrix(scipy.sparse.csr_matrix(np.float32([[0, 1], [1, 0]])))
+>>> arrays = graph_tensors(M)
+>>> arrays.indptr.tolist(), arrays.has_empty_rows
+([0, 1, 2], False)
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+import weakref
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import SparseTIRTypeError, SparseTIRValueError
+
+
+class GraphTensors(NamedTuple):
+    """A ``SparseMatrix``'s arrays as CPU tensors (see the module docstring).
+
+    ``indptr`` (m + 1,) and ``indices`` (nnz,) int32; ``data`` (nnz,) the stored values;
+    ``in_degrees`` (m,) and ``out_degrees`` (n,) int64; ``has_empty_rows``: whether a row
+    (destination) has no entry."""
+    indptr: object
+    indices: object
+    data: object
+    in_degrees: object
+    out_degrees: object
+    has_empty_rows: bool
+
+
+LIVE: dict = {}
+"""(indptr address, indices address, nnz) -> weak reference to the matrix whose tensors
+they are."""
+
+def graph_tensors(M) -> GraphTensors:
+    """``M``'s ``GraphTensors``, made the first time (outside a traced region: inside one it
+    must have been made already, which it is for a matrix made while torch was loaded)."""
+    made = getattr(M, "_graph_tensors", None)
+    if made is None:
+        torch = sys.modules["torch"]
+        if torch.compiler.is_compiling():
+            raise SparseTIRValueError(
+                "this SparseMatrix was made before torch was imported, so torch.compile "
+                "cannot read it: import torch first, or call sparsetir.ops.graph_tensors(M) "
+                "once before the compiled call")
+        made = _made(M, torch)
+        M.__dict__["_graph_tensors"] = made
+    return made
+
+
+def _made(M, torch) -> GraphTensors:
+    with warnings.catch_warnings():          # the arrays are read-only on purpose
+        warnings.simplefilter("ignore", UserWarning)
+        indptr, indices, data, in_degrees, out_degrees = (
+            torch.from_numpy(array) for array in (M.indptr, M.indices, M.data,
+                                                  M.in_degrees(), M.out_degrees()))
+    arrays = GraphTensors(indptr, indices, data, in_degrees, out_degrees,
+                          bool(M.empty_rows().size))
+    key = (indptr.data_ptr(), indices.data_ptr(), M.nnz)
+    LIVE[key] = weakref.ref(M, lambda ref, key=key: _forget(key, ref))
+    return arrays
+
+
+def _forget(key: tuple, ref) -> None:
+    """Drop ``key`` from ``LIVE`` if it still names the matrix of ``ref`` (a matrix made
+    since at the same addresses keeps its entry)."""
+    if LIVE.get(key) is ref:
+        del LIVE[key]
+
+
+def tracing() -> bool:
+    """Whether torch is tracing the caller (``torch.compile`` or ``torch.export``): the
+    operators then call their ``custom_ops`` operators."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
+def refuse_tracing() -> None:
+    """Refuse to make a ``SparseMatrix`` while torch traces (its checks read the values of
+    the arrays, which a traced function does not know)."""
+    if tracing():
+        raise SparseTIRTypeError(
+            "a SparseMatrix cannot be made inside torch.compile / torch.export (its checks "
+            "read the arrays' values): make it once outside the compiled function and pass "
+            "it in, or keep it on the module")

@@ -1,0 +1,151 @@
+"""What each rank runs in the multi-process tests (``launch.run`` starts them; a module's
+top-level functions, so that spawned processes can import them). Each compares its own rows
+with the single-process ``sparsetir.ops`` result and raises on a difference.
+
+Example
+-------
+>>> # run(check_operators, 2, args=(A, parts_by_method))
+"""
+
+import numpy as np
+import torch
+
+from sparsetir import ops
+from sparsetir.distributed import DistSparseMatrix, dist_sddmm, dist_spmm
+
+FEATS = 8
+RTOL, ATOL = 1e-5, 1e-5
+
+
+def reference(A, seed: int = 0) -> dict:
+    """Single-process ``sparsetir.ops`` results and gradients on the whole matrix ``A``."""
+    rng = np.random.default_rng(seed)
+    n = A.shape[0]
+    data = {name: torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+            for name, shape in (("X", (n, FEATS)), ("Y", (n, FEATS)), ("W", (n, FEATS)),
+                                ("E", (A.nnz,)))}
+    X = data["X"].clone().requires_grad_()
+    values = torch.from_numpy(A.data.copy()).requires_grad_()
+    M = ops.SparseMatrix.from_csr(A.indptr, A.indices, values, A.shape)
+    spmm = ops.spmm(M, X)
+    (spmm * data["W"]).sum().backward()
+    out = dict(data, spmm=spmm.detach(), spmm_grad_x=X.grad, spmm_grad_values=values.grad)
+    X = data["X"].clone().requires_grad_()
+    Y = data["Y"].clone().requires_grad_()
+    sddmm = ops.sddmm(ops.SparseMatrix(A), X, Y)
+    (sddmm * data["E"]).sum().backward()
+    out.update(sddmm=sddmm.detach(), sddmm_grad_x=X.grad, sddmm_grad_y=Y.grad)
+    return out
+
+
+def _close(name, got, want, rank, what):
+    if not np.allclose(got.detach().numpy(), want.detach().numpy(), rtol=RTOL, atol=ATOL):
+        worst = float((got - want).abs().max())
+        raise AssertionError(f"rank {rank}, {what}: {name} differs (max |diff| {worst})")
+
+
+def check_operators(rank, world_size, A, parts_by_method):
+    """``dist_spmm`` and ``dist_sddmm``, values and gradients (X, Y and the edge values), for
+    every partition method and strategy; then the layers (``check_layers``)."""
+    ref = reference(A)
+    for method, parts in parts_by_method.items():
+        part = parts[rank]
+        rows = torch.from_numpy(part.owned)
+        edges = torch.from_numpy(part.global_edges)
+        for strategy in ("broadcast", "halo"):
+            what = f"{method}/{strategy}"
+            values = torch.from_numpy(A.data[part.global_edges]).requires_grad_()
+            DM = DistSparseMatrix(part, values=values, strategy=strategy)
+            X = ref["X"][rows].clone().requires_grad_()
+            Y = dist_spmm(DM, X)
+            _close("spmm", Y, ref["spmm"][rows], rank, what)
+            (Y * ref["W"][rows]).sum().backward()
+            _close("spmm grad X", X.grad, ref["spmm_grad_x"][rows], rank, what)
+            _close("spmm grad values", values.grad, ref["spmm_grad_values"][edges], rank, what)
+            plain = DistSparseMatrix(part)           # stored values, no gradient asked
+            _close("spmm (stored values)", dist_spmm(plain, ref["X"][rows], strategy),
+                   ref["spmm"][rows], rank, what)
+            X = ref["X"][rows].clone().requires_grad_()
+            Yl = ref["Y"][rows].clone().requires_grad_()
+            S = dist_sddmm(DM, X, Yl)
+            _close("sddmm", S, ref["sddmm"][edges], rank, what)
+            (S * ref["E"][edges]).sum().backward()
+            _close("sddmm grad X", X.grad, ref["sddmm_grad_x"][rows], rank, what)
+            _close("sddmm grad Y", Yl.grad, ref["sddmm_grad_y"][rows], rank, what)
+    check_layers(rank, world_size, A, parts_by_method["metis"])
+
+
+def train_example_rank(rank, world_size, example_path, folder, epochs, report):
+    """``examples/distributed_gcn.py``'s rank, loaded from its path, halo strategy."""
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    spec = importlib.util.spec_from_file_location("distributed_gcn", example_path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    example.spawned_rank(rank, world_size, folder, epochs, "halo", report)
+
+
+def check_layers(rank, world_size, A, parts):
+    """``SAGEConv`` (mean, gcn) and ``GraphConv`` with edge weights on this rank's
+    ``DistSparseMatrix`` equal the layers on the whole graph: outputs, input and edge-weight
+    gradients; the max aggregator is refused by name."""
+    from sparsetir.nn import GraphConv, SAGEConv  # pylint: disable=import-outside-toplevel
+    from sparsetir.errors import SparseTIRValueError  # pylint: disable=import-outside-toplevel
+    ref = reference(A)
+    part = parts[rank]
+    rows, edges = torch.from_numpy(part.owned), torch.from_numpy(part.global_edges)
+    M = ops.SparseMatrix(A)
+    weights = torch.from_numpy(A.data.copy())
+    for strategy in ("broadcast", "halo"):
+        DM = DistSparseMatrix(part, strategy=strategy)
+        for make in (lambda: SAGEConv(FEATS, 4, "mean"), lambda: SAGEConv(FEATS, 4, "gcn"),
+                     lambda: GraphConv(FEATS, 4, allow_zero_in_degree=True)):
+            torch.manual_seed(0)
+            layer = make()
+            kwargs_full, kwargs_local = {}, {}
+            if isinstance(layer, GraphConv):
+                full_w = weights.clone().requires_grad_()
+                local_w = weights[edges].clone().requires_grad_()
+                kwargs_full, kwargs_local = {"edge_weight": full_w}, {"edge_weight": local_w}
+            X = ref["X"].clone().requires_grad_()
+            want = layer(M, X, **kwargs_full)
+            (want * ref["W"][:, :4]).sum().backward()
+            X_local = ref["X"][rows].clone().requires_grad_()
+            got = layer(DM, X_local, **kwargs_local)
+            what = f"{strategy}/{type(layer).__name__}"
+            _close("layer output", got, want[rows], rank, what)
+            (got * ref["W"][rows, :4]).sum().backward()
+            _close("layer grad X", X_local.grad, X.grad[rows], rank, what)
+            if kwargs_local:
+                _close("edge_weight grad", local_w.grad, full_w.grad[edges], rank, what)
+        try:
+            SAGEConv(FEATS, 4, "pool")(DM, ref["X"][rows])
+        except SparseTIRValueError as err:
+            assert "max" in str(err), err
+        else:
+            raise AssertionError("SAGEConv pool on a DistSparseMatrix was not refused")
+
+
+def hang_or_die(rank, world_size, A, parts, behaviour, report):
+    """Rank 1 hangs (``behaviour="hang"``) or exits (``"die"``) after making its matrix; the
+    others call ``dist_spmm`` and write the error they get to ``report/error-<rank>.txt``."""
+    import os  # pylint: disable=import-outside-toplevel
+    import time  # pylint: disable=import-outside-toplevel
+    DM = DistSparseMatrix(parts[rank], strategy="broadcast")
+    if rank == 1:
+        if behaviour == "die":
+            os._exit(3)
+        time.sleep(600)
+    try:
+        dist_spmm(DM, torch.zeros(parts[rank].num_owned, FEATS))
+    except Exception as err:  # pylint: disable=broad-except
+        with open(os.path.join(report, f"error-{rank}.txt"), "w") as out:
+            out.write(f"{type(err).__name__}: {err}")
+
+
+def report_threads(rank, world_size, report):
+    """Write this rank's kernel threads and torch's to ``report/threads-<rank>.txt``."""
+    import os  # pylint: disable=import-outside-toplevel
+    from sparsetir.runtime.threads import thread_count  # pylint: disable=import-outside-toplevel
+    del world_size
+    with open(os.path.join(report, f"threads-{rank}.txt"), "w") as out:
+        out.write(f"{thread_count()} {torch.get_num_threads()}")

@@ -1,0 +1,35 @@
+"""A rank whose peer hangs or dies does not hang: its collective times out with a
+``CommunicationError`` naming the rank and the operation, the run stops every process, and
+none is left behind."""
+
+import multiprocessing
+import time
+
+import pytest
+import torch.multiprocessing as mp
+
+import dist_workers
+from dist_graphs import small_graph
+from sparsetir.distributed import partition, run
+from sparsetir.errors import CommunicationError
+
+
+def test_peer_that_hangs(tmp_path):
+    A = small_graph()
+    start = time.monotonic()
+    with pytest.raises(CommunicationError, match=r"ranks \[1\] of 2 still running"):
+        run(dist_workers.hang_or_die, 2, args=(A, partition(A, 2), "hang", str(tmp_path)),
+            timeout=40, collective_timeout=5)
+    assert time.monotonic() - start < 60
+    message = (tmp_path / "error-0.txt").read_text()
+    assert message.startswith("CommunicationError: rank 0: broadcast of rows of X from rank 0 "
+                              "failed (a peer died, hangs or left the group"), message
+    assert not multiprocessing.active_children()
+
+
+def test_peer_that_dies(tmp_path):
+    A = small_graph()
+    with pytest.raises(mp.ProcessExitedException, match="process 1 terminated with exit code 3"):
+        run(dist_workers.hang_or_die, 2, args=(A, partition(A, 2), "die", str(tmp_path)),
+            timeout=60, collective_timeout=5)
+    assert not multiprocessing.active_children()

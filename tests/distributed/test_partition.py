@@ -1,0 +1,159 @@
+"""``partition``, ``Part``, ``save`` / ``load``: invariants, the per-part aggregation check
+ported from DGL's ``tests/distributed/test_partition.py`` (``check_partition``), and refusals."""
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+from dist_graphs import small_graph
+from sparsetir import ops
+from sparsetir.distributed import load, partition, save
+from sparsetir.errors import PartitionFileError, SparseTIRTypeError, SparseTIRValueError
+
+METHODS = ("contiguous", "metis")
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("num_parts", [1, 2, 3, 4])
+def test_invariants(method, num_parts):
+    A = small_graph()
+    parts = partition(A, num_parts, method)
+    owned = np.concatenate([p.owned for p in parts])
+    assert np.array_equal(np.sort(owned), np.arange(A.shape[0]))      # every row owned once
+    assert all(p.num_owned > 0 for p in parts)
+    assert sum(p.nnz for p in parts) == A.nnz
+    edges = np.concatenate([p.global_edges for p in parts])
+    assert np.array_equal(np.sort(edges), np.arange(A.nnz))           # every edge once
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    for p in parts:
+        assert np.all(np.diff(p.owned) > 0)
+        assert p.block_offsets()[-1] == p.nnz
+        assert set(rows[p.global_edges]) <= set(p.owned.tolist())
+        referenced = set(A.indices[p.global_edges].tolist())
+        remote = referenced - set(p.owned.tolist())
+        halo = set()
+        for q, block in enumerate(p.blocks):
+            assert block.num_cols == parts[q].num_owned
+            global_cols = parts[q].owned[block.indices]
+            piece = p.global_edges[p.block_offsets()[q]:p.block_offsets()[q + 1]]
+            assert np.array_equal(global_cols, A.indices[piece])     # block q = q's columns
+            assert np.allclose(block.data, A.data[piece])
+            if q != p.rank:
+                halo |= set(parts[q].owned[p.halo(q)].tolist())
+        assert halo == remote                  # halo rows: exactly the remote columns used
+        assert np.array_equal(p.in_degrees(), np.diff(A.indptr)[p.owned])
+        assert np.array_equal(p.out_degrees,
+                              np.bincount(A.indices, minlength=A.shape[0])[p.owned])
+
+
+def test_contiguous_balances_nonzeros():
+    A = small_graph(200, 0.05)
+    parts = partition(A, 4)
+    for p in parts:
+        assert np.all(np.diff(p.owned) == 1)
+    counts = [p.nnz + p.num_owned for p in parts]
+    assert max(counts) - min(counts) <= 2 * np.diff(A.indptr).max() + 2
+
+
+def test_metis_cuts_fewer_edges_than_contiguous_on_a_shuffled_mesh():
+    grid = scipy.sparse.diags([1, 1, 1], [-1, 0, 1], shape=(20, 20), dtype=np.float32)
+    mesh = scipy.sparse.kronsum(grid, grid).tocsr().astype(np.float32)
+    perm = np.random.default_rng(0).permutation(mesh.shape[0])
+    shuffled = mesh[perm][:, perm].tocsr()
+
+    def cut(parts):
+        return sum(p.nnz - p.blocks[p.rank].nnz for p in parts)
+    assert cut(partition(shuffled, 4, "metis")) < cut(partition(shuffled, 4, "contiguous"))
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("num_parts", [1, 4])
+def test_check_partition_ported_from_dgl(method, num_parts):
+    """Aggregating over each part's blocks, with the halo rows fetched from their owners,
+    equals aggregating over the full graph, on the owned nodes."""
+    A = small_graph(120, 0.05, seed=1)
+    X = np.random.default_rng(0).standard_normal((A.shape[0], 16)).astype(np.float32)
+    full = ops.spmm(ops.SparseMatrix(A), X)
+    parts = partition(A, num_parts, method)
+    for p in parts:
+        local = np.zeros((p.num_owned, 16), np.float32)
+        for q, block in enumerate(p.blocks):
+            halo = p.halo(q)
+            if block.nnz:
+                compact = ops.SparseMatrix.from_csr(
+                    block.indptr, np.searchsorted(halo, block.indices), block.data,
+                    (p.num_owned, halo.size))
+                local += ops.spmm(compact, X[parts[q].owned[halo]])
+        np.testing.assert_allclose(local, full[p.owned], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(local, (A @ X)[p.owned], rtol=1e-5, atol=1e-5)
+
+
+def test_save_load_round_trip(tmp_path):
+    A = small_graph()
+    parts = partition(A, 3, "metis")
+    save(parts, tmp_path)
+    for p in parts:
+        back = load(tmp_path, p.rank)
+        assert (back.rank, back.num_parts, back.num_nodes, back.nnz_total) == \
+            (p.rank, p.num_parts, p.num_nodes, p.nnz_total)
+        for name in ("owned", "global_edges", "out_degrees"):
+            assert np.array_equal(getattr(back, name), getattr(p, name))
+        for b, c in zip(back.blocks, p.blocks):
+            assert b.num_cols == c.num_cols
+            for name in ("indptr", "indices", "data"):
+                assert np.array_equal(getattr(b, name), getattr(c, name))
+                assert getattr(b, name).dtype == getattr(c, name).dtype
+
+
+def test_load_refuses_corrupt_truncated_foreign_and_missing(tmp_path):
+    A = small_graph()
+    save(partition(A, 2), tmp_path / "a")
+    save(partition(A, 2), tmp_path / "b")        # same shapes, another partition id
+    part_file = tmp_path / "a" / "part-1.npz"
+    good = part_file.read_bytes()
+    corrupt = bytearray(good)
+    corrupt[len(corrupt) // 2] ^= 0xFF
+    part_file.write_bytes(bytes(corrupt))
+    with pytest.raises(PartitionFileError, match="SHA-256"):
+        load(tmp_path / "a", 1)
+    part_file.write_bytes(good[:-10])
+    with pytest.raises(PartitionFileError, match="truncated"):
+        load(tmp_path / "a", 1)
+    part_file.write_bytes((tmp_path / "b" / "part-1.npz").read_bytes())
+    with pytest.raises(PartitionFileError):
+        load(tmp_path / "a", 1)
+    # a foreign file whose description entry was patched: the stored partition id refuses it
+    description = json.loads((tmp_path / "a" / "partition.json").read_text())
+    other = json.loads((tmp_path / "b" / "partition.json").read_text())
+    description["parts"][1] = other["parts"][1]
+    (tmp_path / "a" / "partition.json").write_text(json.dumps(description))
+    with pytest.raises(PartitionFileError, match="belongs to partition"):
+        load(tmp_path / "a", 1)
+    with pytest.raises(PartitionFileError, match="rank 2 is not a part"):
+        load(tmp_path / "a", 2)
+    part_file.unlink()
+    with pytest.raises(PartitionFileError, match="cannot read part file"):
+        load(tmp_path / "a", 1)
+    with pytest.raises(PartitionFileError, match="cannot read"):
+        load(tmp_path / "missing", 0)
+    (tmp_path / "a" / "partition.json").write_text("{not json")
+    with pytest.raises(PartitionFileError, match="not valid JSON"):
+        load(tmp_path / "a", 0)
+
+
+def test_partition_refusals():
+    A = small_graph(12, 0.3)
+    with pytest.raises(SparseTIRValueError, match="square"):
+        partition(A[:5], 2)
+    with pytest.raises(SparseTIRTypeError, match="scipy sparse"):
+        partition(A.toarray(), 2)
+    with pytest.raises(SparseTIRValueError, match="num_parts"):
+        partition(A, 0)
+    with pytest.raises(SparseTIRValueError, match="exceeds"):
+        partition(A, 13)
+    with pytest.raises(SparseTIRValueError, match="method"):
+        partition(A, 2, "random")
+    with pytest.raises(SparseTIRTypeError, match="float32 or float64"):
+        partition(A.astype(np.int32), 2)

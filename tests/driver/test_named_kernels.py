@@ -1,0 +1,66 @@
+"""Kernels found by name in a later process (``driver.named``): no Stage I parse, lowering or
+schedule on a warm cache, the same numbers, and a name whose entry is gone or damaged is made
+again."""
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+import sparsetir.ops as ops
+from sparsetir.driver import cache
+from sparsetir.ops import generic
+
+A = scipy.sparse.random(9, 7, density=0.3, format="csr", dtype=np.float32, random_state=5)
+A = (scipy.sparse.diags((np.arange(9) != 3).astype(np.float32)) @ A).tocsr()    # row 3 empty
+X = np.random.default_rng(1).standard_normal((7, 5)).astype(np.float32)
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARSETIR_CACHE", str(tmp_path))
+    monkeypatch.setattr(cache, "_MEMORY", {})
+    return tmp_path
+
+
+def _max_right():
+    out = ops.copy_u_max(ops.SparseMatrix(A), X)
+    expected = np.array([[X[A.indices[s:e], j].max() if e > s else 0 for j in range(5)]
+                         for s, e in zip(A.indptr[:-1], A.indptr[1:])])
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+def _no_lowering(monkeypatch):
+    def refuse(*_):
+        raise AssertionError("lowered although the kernel is on disk under its name")
+    monkeypatch.setattr(generic, "lower_sparse_iter", refuse)
+
+
+def test_a_later_process_loads_by_name_without_lowering(fresh, monkeypatch):
+    _max_right()
+    assert len(list((fresh / "names").iterdir())) == 1
+    monkeypatch.setattr(cache, "_MEMORY", {})                      # a new process
+    with monkeypatch.context() as patched:
+        _no_lowering(patched)
+        _max_right()
+
+
+@pytest.mark.parametrize("damage", ["entry removed", "name altered"])
+def test_a_name_that_leads_nowhere_is_made_again(fresh, monkeypatch, damage):
+    _max_right()
+    name = next((fresh / "names").iterdir())
+    record = json.loads((name / "name.json").read_text())
+    if damage == "entry removed":
+        cache_entry = fresh / "kernels" / record["entry"]
+        for path in cache_entry.iterdir():
+            path.unlink()
+        cache_entry.rmdir()
+    else:
+        (name / "name.json").write_text(json.dumps({**record, "entry": "0" * 32}))
+    monkeypatch.setattr(cache, "_MEMORY", {})
+    _max_right()                                                   # compiled again
+    monkeypatch.setattr(cache, "_MEMORY", {})
+    with monkeypatch.context() as patched:
+        _no_lowering(patched)
+        _max_right()                                               # the name was replaced
