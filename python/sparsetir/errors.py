@@ -49,6 +49,11 @@ class FormatRewriteError(LoweringError):
     """A rule that does not describe a rewrite of the function it is applied to."""
 
 
+class MergeTooLargeError(LoweringError):
+    """A co-iteration whose merge cases pass the emitter's limit (``coiterate_emit.MAX_CASES``):
+    raised while emitting, before anything is compiled."""
+
+
 class LayoutError(SparseTIRError, ValueError):
     """A sparse buffer whose axes do not describe a storage layout."""
 
@@ -141,7 +146,7 @@ tvm_ffi.register_error(ARGUMENT_ERROR_KIND, ArgumentError)
 # An error raised inside a tvm.transform pass (or any FFI callback) crosses tvm-ffi by its kind,
 # the class name; registered, it comes back out of the pass as the same class.
 for _error in (SparseTIRValueError, SparseTIRTypeError, SparseScriptError, SparseScheduleError,
-               LoweringError, FormatRewriteError,
+               LoweringError, FormatRewriteError, MergeTooLargeError,
                LayoutError, InitPlacementError, AtomicBlockError,
                HorizontalFusionError, BufferReferenceError, FormatTypeError,
                PartitionFileError, CommunicationError):

@@ -1,6 +1,6 @@
 """Random matrices through decomposed kernels (hyb, BSR, ELL, padded; preprocess in the
-kernel or values from ``sparsetir.format``): every call equals scipy or is refused as
-expected. The calls run in a subprocess (``fuzz_decomposed.py``), so a crash fails this test
+kernel or values from ``sparsetir.format``): every call equals scipy, SparseTIR's ELL rule
+on rows cut into several ELL rows too. The calls run in a subprocess (``fuzz_decomposed.py``), so a crash fails this test
 and names the last case; ``SPARSETIR_FUZZ_CASES`` sets how many (240 by default)."""
 
 import json
@@ -21,5 +21,5 @@ def test_decomposed_kernels_equal_scipy_on_random_matrices():
     assert stats["cases"] == cases
     assert not stats["wrong"], stats["wrong"]
     assert not stats["bad_refusal"], stats["bad_refusal"]
-    assert stats["right"] + stats["refused"] == cases
-    assert stats["refused"] > 0
+    assert stats["right"] == cases
+    assert stats["split_rows"] > 0

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from ..lower.coiterate_onepass import CHUNKS_PARAM
 
-from .notation import Access, Binary, Const, Neg, NotationError, Statement
+from .notation import Access, Binary, Const, Neg, NotationError, Statement, signed_terms
 
 DENSE = "dense"
 """The merge of a variable some term of a sum does not depend on: every coordinate."""
@@ -132,8 +132,9 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel") -
             f"T.{dtype}(0)"
         body.append("    with T.init():")
         body.append(f"        {out_ref} = {first}")
+        added = " + ".join(_term_text(t, tensors, dtype, script) for t in summed)
         body.append(f"    {out_ref} = {out_ref} + "
-                    f"{' + '.join(_term_text(t, tensors, dtype, script) for t in summed)}")
+                    f"{added if len(summed) == 1 else f'({added})'}")
     else:
         body.append(f"    {out_ref} = {rhs}")
     lines += ["    " + b for b in body]
@@ -171,16 +172,13 @@ def _topological(preferred: list, chains: list):
     return tuple(loop)
 
 
-def _split_terms(expr, summed_vars: set, sign: int = 1):
+def _split_terms(expr, summed_vars: set):
     """The additive terms of ``expr`` (with signs) that use no summed variable, and the rest."""
-    if isinstance(expr, Binary) and expr.op in "+-":
-        once_a, sum_a = _split_terms(expr.a, summed_vars, sign)
-        once_b, sum_b = _split_terms(expr.b, summed_vars, sign if expr.op == "+" else -sign)
-        return once_a + once_b, sum_a + sum_b
-    if isinstance(expr, Neg):
-        return _split_terms(expr.operand, summed_vars, -sign)
-    uses = any(v in summed_vars for a in _accesses_of(expr) for v in a.indices)
-    return ([], [(sign, expr)]) if uses else ([(sign, expr)], [])
+    once, summed = [], []
+    for sign, term in signed_terms(expr):
+        uses = any(v in summed_vars for a in _accesses_of(term) for v in a.indices)
+        (summed if uses else once).append((sign, term))
+    return once, summed
 
 
 def _accesses_of(expr):
@@ -257,8 +255,10 @@ def _check_index_names(stmt: Statement) -> None:
 
 
 def _check_divisors(expr, tensors: dict, text: str) -> None:
-    """Refuse ``x / y`` where ``y`` reads a sparse operand: its unstored elements are zeros,
-    and dividing by them gives inf or nan everywhere the merge would skip."""
+    """Refuse ``x / y`` where ``y`` reads a sparse operand. Unstored entries are structural
+    zeros: an expression is computed only where the merge visits, which is right for a product
+    (a zero factor's product is zero) but not for a quotient, whose value at a divisor's
+    unstored entry (x / 0: inf or nan) is not zero and would be skipped."""
     if isinstance(expr, Neg):
         _check_divisors(expr.operand, tensors, text)
     elif isinstance(expr, Binary):
@@ -268,9 +268,9 @@ def _check_divisors(expr, tensors: dict, text: str) -> None:
             if "compressed" in tensors[access.name].kinds:
                 raise NotationError(
                     f"column {access.column}: {expr} divides by {access.name}, whose format is "
-                    f"sparse: its unstored elements are zeros and would give inf or nan; "
-                    f"division is by a dense operand only (leave {access.name} out of formats) "
-                    f"in {text!r}")
+                    f"sparse: its unstored entries are structural zeros, which the merge skips, "
+                    f"but x / 0 there is inf or nan, not zero; division is by a dense operand "
+                    f"only (leave {access.name} out of formats) in {text!r}")
 
 
 def _merge(expr, v):

@@ -1,4 +1,5 @@
-"""``sparsetir.algebra.compile``: a kernel for a statement in TACO's index notation.
+"""``AlgebraKernel``: the kernel ``sparsetir.algebra.compile`` makes of a statement in TACO's
+index notation.
 
 The statement becomes a Stage I co-iteration (``generate``), lowered by ``lower_sparse_iter``
 into ``main`` (and ``count`` when the result's pattern is assembled, ``onepass`` for a CSR
@@ -12,6 +13,7 @@ zeros included), a numpy array for a dense one, a 0-d array for a scalar.
 Example
 -------
 >>> import numpy as np, scipy.sparse as sp
+>>> from sparsetir.algebra import compile
 >>> k = compile("A(i,j) = B(i,j) + C(i,j)", formats={"A": "CSR", "B": "CSR", "C": "CSR"})
 >>> B = sp.random(4, 5, density=0.4, format="csr", random_state=0)
 >>> C = sp.random(4, 5, density=0.4, format="csr", random_state=1)
@@ -39,25 +41,11 @@ from ..runtime.threads import cooperate_with_torch, thread_count
 from ..script import from_source
 from .generate import generate
 from .lattice import lattices_of
-from .notation import parse
 from .sizes import INDEX_LIMIT, check_elements, check_positions, check_workspace
-from .storage import Levels, compile_arguments, level_format, to_levels, to_result
+from .storage import Levels, to_levels, to_result
 
 KERNEL_NAME = "kernel"
 """The generated function's and iteration's name (its blocks: ``kernel0``)."""
-
-
-def compile(statement: str, formats: dict = None, dtype: str = "float64"):  # pylint: disable=redefined-builtin
-    """Compile ``statement`` (e.g. ``"A(i,j) = B(i,j) + C(i,j)"``) with ``formats`` (tensor
-    name -> ``Encoding.named`` name, MLIR encoding text or ``Encoding``; others dense)."""
-    formats, dtype = compile_arguments(formats, dtype)
-    stmt = parse(statement)
-    ranks = {stmt.lhs.name: len(stmt.lhs.indices), **{a.name: len(a.indices) for a in stmt.accesses}}
-    for name in formats:
-        if name not in ranks:
-            raise SparseTIRValueError(f"formats names {name!r}, which {statement!r} does not use")
-    fmts = {name: level_format(formats.get(name), rank, name) for name, rank in ranks.items()}
-    return AlgebraKernel(stmt, fmts, dtype)
 
 
 class AlgebraKernel:
@@ -70,11 +58,11 @@ class AlgebraKernel:
         self.dtype = dtype
         self.generated = generate(stmt, formats, dtype, KERNEL_NAME)
         self.func = from_source(self.generated.text)
-        self.lattices = lattices_of(stmt, self.generated)
         sparse_result = not formats[stmt.lhs.name].is_dense
         if sparse_result and not has_coiteration(self.func):    # nothing merged: every
             raise _whole_result(stmt)                            # coordinate written
-        self._kernels = _build(self.func)
+        self._kernels = _build(self.func)      # before the lattices: a merge too large stops it
+        self.lattices = lattices_of(stmt, self.generated)
         if sparse_result and "count" not in self._kernels:
             raise _whole_result(stmt)
 
@@ -113,17 +101,7 @@ class AlgebraKernel:
     def __call__(self, **operands):
         stmt, gen = self.statement, self.generated
         out_name = stmt.lhs.name
-        wanted = [n for n in gen.tensors if n != out_name]
-        for name in operands:
-            if name not in wanted:
-                raise SparseTIRValueError(f"unknown operand {name!r}; {stmt.text!r} reads "
-                                          f"{', '.join(wanted)}")
-        levels = {}
-        for name in wanted:
-            if name not in operands:
-                raise SparseTIRValueError(f"missing operand {name!r} of {stmt.text!r}")
-            rank = len(next(a for a in stmt.accesses if a.name == name).indices)
-            levels[name] = to_levels(operands[name], gen.tensors[name], self.dtype, name, rank)
+        levels = read_operands(stmt, gen.tensors, self.dtype, operands)
         sizes = _sizes(stmt, levels)
         _check_row_pointers(stmt, gen, sizes)
         out_fmt = gen.tensors[out_name]
@@ -176,6 +154,23 @@ def _whole_result(stmt) -> SparseTIRValueError:
         f"{stmt.text!r}: every coordinate of {out} is written (a term without one of its "
         f"indices, or dense operands only), so a sparse format for {out} would store it whole: "
         f"leave {out} out of formats (dense)")
+
+
+def read_operands(stmt, formats: dict, dtype: str, operands: dict) -> dict:
+    """Each operand of ``stmt`` (by name) as ``Levels`` in its format (``formats``: name ->
+    ``LevelFormat``); unknown or missing names, types and dtypes refused by name."""
+    wanted = [n for n in formats if n != stmt.lhs.name]
+    for name in operands:
+        if name not in wanted:
+            raise SparseTIRValueError(f"unknown operand {name!r}; {stmt.text!r} reads "
+                                      f"{', '.join(wanted)}")
+    levels = {}
+    for name in wanted:
+        if name not in operands:
+            raise SparseTIRValueError(f"missing operand {name!r} of {stmt.text!r}")
+        rank = len(next(a for a in stmt.accesses if a.name == name).indices)
+        levels[name] = to_levels(operands[name], formats[name], dtype, name, rank)
+    return levels
 
 
 def _build(func) -> dict:

@@ -264,6 +264,17 @@ class _Parser:
         return self.access()
 
 
+def signed_terms(expr, sign: int = 1) -> list:
+    """The additive terms of ``expr`` in order, as ``(sign, term)`` (``sign`` 1 or -1):
+    ``B - (C - D)`` gives ``[(1, B), (-1, C), (1, D)]``."""
+    if isinstance(expr, Binary) and expr.op in "+-":
+        return signed_terms(expr.a, sign) + \
+            signed_terms(expr.b, sign if expr.op == "+" else -sign)
+    if isinstance(expr, Neg):
+        return signed_terms(expr.operand, -sign)
+    return [(sign, expr)]
+
+
 def _balanced(nodes: list, columns: list, op: str):
     """``nodes[0] op nodes[1] op ...`` as a balanced tree (``columns``: each ``op``'s)."""
     if len(nodes) == 1:

@@ -17,7 +17,7 @@ Example
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -26,6 +26,7 @@ import scipy.sparse
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 from ..format import Encoding, SparseTensor, check_csr
 from ..format.checks import coordinates_problem, row_pointer_problem
+from ..format.storage import slice_window
 from .sizes import INDEX_LIMIT, check_elements
 
 
@@ -41,6 +42,7 @@ class LevelFormat:
     dims: tuple
     encoding: object
     result: object = None      # the declared encoding when the kernel stores another (COO)
+    slices: tuple = None       # the declared dimension slices (an operand is their window)
 
     @property
     def is_dense(self) -> bool:
@@ -48,8 +50,9 @@ class LevelFormat:
 
     @cached_property
     def stored(self):
-        """The encoding of the arrays a kernel produces: 32-bit positions and coordinates."""
-        return self.encoding.with_widths(pos_width=32, crd_width=32)
+        """The encoding of the arrays a kernel produces or reads: 32-bit positions and
+        coordinates, no slices (those arrays hold the window itself)."""
+        return self.encoding.without_slices().with_widths(pos_width=32, crd_width=32)
 
 
 @dataclass
@@ -109,7 +112,7 @@ def level_format(spec, rank: int, name: str) -> LevelFormat:
     dims = enc.lvl_to_dim
     if dims is not None and all(lt.kind == "dense" for lt in enc.level_types):
         # dense data: a numpy array in the caller's layout, whatever the declared order
-        return LevelFormat(("dense",) * rank, tuple(range(rank)), None)
+        return LevelFormat(("dense",) * rank, tuple(range(rank)), None, slices=enc.slices)
     if dims is None or enc.is_block:
         raise SparseTIRValueError(f"format of {name}: {spec!r} is not a permutation of the "
                                   "dimensions; co-iteration takes dense and compressed levels")
@@ -119,7 +122,7 @@ def level_format(spec, rank: int, name: str) -> LevelFormat:
         # COO: computed over compressed levels (DCSR for a matrix), converted back in results
         text = ", ".join(f"d{d} : compressed" for d in dims)
         stored = Encoding.parse(f"map = ({', '.join(f'd{d}' for d in range(rank))}) -> ({text})")
-        return LevelFormat(("compressed",) * rank, tuple(dims), stored, enc)
+        return LevelFormat(("compressed",) * rank, tuple(dims), stored, enc, enc.slices)
     kinds = []
     for level in enc.levels:
         lt = level.type
@@ -127,12 +130,18 @@ def level_format(spec, rank: int, name: str) -> LevelFormat:
             raise SparseTIRValueError(f"format of {name}: level type {lt} is not supported "
                                       "(dense or compressed, unique and ordered)")
         kinds.append(lt.kind)
-    return LevelFormat(tuple(kinds), tuple(dims), enc)
+    return LevelFormat(tuple(kinds), tuple(dims), enc, slices=enc.slices)
 
 
 def to_levels(value, fmt: LevelFormat, dtype: str, name: str, rank: int) -> Levels:
     """The storage of operand ``name`` (numpy array, scipy sparse matrix, SparseTensor) in
-    ``fmt``; values must already have ``dtype`` (no silent cast)."""
+    ``fmt``; values must already have ``dtype`` (no silent cast). Where ``fmt`` has dimension
+    slices the operand is their window: of a ``SparseTensor`` whose encoding has these slices,
+    its own window (what ``to_coo`` gives); of anything else, the window of the whole value
+    (what ``SparseTensor.convert`` / ``from_scipy`` / ``from_dense`` to the encoding give)."""
+    if fmt.slices is not None and not (isinstance(value, SparseTensor)
+                                       and value.encoding.slices == fmt.slices):
+        return _window(value, fmt, dtype, name, rank)
     if scipy.sparse.issparse(value):
         _check_dtype(value.dtype, dtype, name)
         if rank != 2:
@@ -176,6 +185,20 @@ def to_levels(value, fmt: LevelFormat, dtype: str, name: str, rank: int) -> Leve
         return from_dense(array, fmt, dtype)
     raise SparseTIRTypeError(f"operand {name}: expected a numpy array, a scipy sparse matrix or "
                              f"a SparseTensor, got {type(value).__name__}")
+
+
+def _window(value, fmt: LevelFormat, dtype: str, name: str, rank: int) -> Levels:
+    """The storage of the window ``fmt``'s slices cut out of operand ``name`` (taken whole)."""
+    whole = replace(fmt, slices=None)
+    full = to_levels(value, whole, dtype, name, rank)
+    coords = np.zeros((rank, len(full.vals)), np.int64)
+    for level, crd in enumerate(level_coords(full, whole)):
+        coords[whole.dims[level]] = crd
+    try:
+        coords, inside, shape = slice_window(coords, fmt.slices, full.shape)
+    except SparseTIRValueError as err:
+        raise SparseTIRValueError(f"operand {name}: {err} (its format's slice)") from None
+    return from_coords(coords, full.vals[inside], shape, whole, dtype)
 
 
 def from_dense(array: np.ndarray, fmt: LevelFormat, dtype: str) -> Levels:

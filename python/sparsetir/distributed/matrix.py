@@ -80,7 +80,8 @@ class DistSparseMatrix:
         in_degrees = part.in_degrees()
         # what the layers read of a graph through ops.graph_tensors: the owned nodes' degrees
         self._graph_tensors = GraphTensors(
-            indptr=None, indices=None, data=None, in_degrees=torch.from_numpy(in_degrees),
+            indptr=None, indices=None, data=None, values=values,
+            in_degrees=torch.from_numpy(in_degrees),
             out_degrees=torch.from_numpy(part.out_degrees), has_empty_rows=bool(
                 (in_degrees == 0).any()))
         self._exchanges = {}

@@ -246,15 +246,8 @@ class SparseTensor:
         coords, values = self._stored_entries()
         if self.encoding.slices is None:
             return coords, values
-        inside = np.ones(coords.shape[1], bool)
-        for dim, piece in enumerate(self.encoding.slices):
-            if piece is None:
-                continue
-            offset, size, stride = piece.resolved(self.base_shape[dim])
-            shifted = coords[dim] - offset
-            inside &= (shifted >= 0) & (shifted % stride == 0) & (shifted // stride < size)
-            coords[dim] = shifted // stride
-        return coords[:, inside], values[inside]
+        coords, inside, _ = slice_window(coords, self.encoding.slices, self.base_shape)
+        return coords, values[inside]
 
     def _stored_entries(self) -> tuple:
         """``(coords, values)`` of the stored tensor (``base_shape``), in the order of
@@ -350,6 +343,34 @@ class SparseTensor:
                 lvl, slots = lvl[:, order], slots[order]
             self._walk = (frozen(lvl), slots)
         return self._walk
+
+
+def slice_window(coords, slices, shape) -> tuple:
+    """The entries at ``coords`` (int64, ``(rank, K)``) of a tensor of ``shape`` seen through
+    dimension ``slices`` (a ``Slice`` or None per dimension): ``(coordinates in the window of
+    the entries inside it, mask of those entries, the window's shape)``. A slice that does not
+    fit in its dimension raises ``SparseTIRValueError``.
+
+    Example
+    -------
+    >>> from sparsetir.format import Slice
+    >>> c, inside, shape = slice_window(np.array([[0, 1, 3]]), (Slice(1, 2, 2),), (4,))
+    >>> c.tolist(), inside.tolist(), shape
+    ([[0, 1]], [False, True, True], (2,))
+    """
+    coords = np.array(coords, np.int64)
+    inside = np.ones(coords.shape[1], bool)
+    window = []
+    for dim, piece in enumerate(slices):
+        if piece is None:
+            window.append(int(shape[dim]))
+            continue
+        offset, size, stride = piece.resolved(shape[dim])
+        shifted = coords[dim] - offset
+        inside &= (shifted >= 0) & (shifted % stride == 0) & (shifted // stride < size)
+        coords[dim] = shifted // stride
+        window.append(size)
+    return coords[:, inside], inside, tuple(window)
 
 
 _FIXED = frozenset({"encoding", "symbols", "base_shape", "lvl_shape", "dim_shape", "values",

@@ -19,16 +19,23 @@ from tvm import tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as Tb
 
-from ..errors import LoweringError
+from ..errors import LoweringError, MergeTooLargeError
 from ..ir.utils import is_handle
 from .coiterate_plan import Operand, Plan, level_at, positions, row_major
 from .coiterate_tir import INT, INT64, all_of, and_then, any_of, root_pos
 from .coiterate_onepass import OnePassRows
 from .coiterate_workspace import WorkspaceRows
-from .merge_lattice import EMPTY, FULL, lattice_points, simplify, sub_points
+from .merge_lattice import EMPTY, FULL, lattice_points, point_count, simplify, sub_points
 
 SUM_MODES = ("dense", "rows", "append")
 """Output modes that sum into a local once every output variable is bound."""
+MAX_CASES = 96
+"""The most places one function evaluates its expression at (one per case of each lattice
+point, per combination of followers present, at every level): a k-way union emits about 3^k
+of them (4 CSR operands: 65, compiled in about 6 s; 5: 211, 27 s; 6: 665, 69 s; 3 CSF
+operands: 127).
+``MergeTooLargeError`` past it, raised while emitting: ``sparsetir.algebra`` then splits
+the statement's sum into kernels under the limit (``algebra.grouped``)."""
 
 
 class Emitter(WorkspaceRows, OnePassRows):
@@ -46,6 +53,7 @@ class Emitter(WorkspaceRows, OnePassRows):
         self.acc = None
         self.counts = None
         self.ends = None
+        self.cases = 0             # evaluations of the expression emitted (``MAX_CASES``)
 
     # parameters ---------------------------------------------------------------------------
     def declare_params(self) -> None:
@@ -240,13 +248,32 @@ class Emitter(WorkspaceRows, OnePassRows):
             Tb.buffer_store(self.values(out), value, [self.get(slot)])
         self.set(slot, self.get(slot) + step)
 
+    def value_of(self, expr, env, present, loaded=None):
+        """``fold`` of the statement's ``expr`` (its value or its sum's initial value) at one
+        case, counted against ``MAX_CASES``."""
+        self.cases += 1
+        self.check_cases(self.cases)
+        return fold(self, expr, env, present, loaded)
+
+    def check_cases(self, cases: int) -> None:
+        """``MergeTooLargeError`` when ``cases`` pass ``MAX_CASES`` (counted as emitted, or a
+        lattice's points counted before they are listed: 2^k - 1 for k operands)."""
+        if cases > MAX_CASES:
+            plan = self.plan
+            sizes = ", ".join(f"{v.var.name}: {point_count(tree)} points"
+                              for v, tree in zip(plan.vars, plan.trees) if tree is not None)
+            raise MergeTooLargeError(
+                f"co-iteration {plan.name}: its merge ({sizes}) needs more than {MAX_CASES} "
+                "cases in one function, which would take minutes to compile; merge fewer "
+                "operands in one T.coiterate (sum the others in another kernel)")
+
     # levels ------------------------------------------------------------------------------------
     def level(self, t: int, env: dict, present: set, coords=None, summing: bool = False) -> None:
         """Emit variable ``t`` and everything inside it."""
         plan = self.plan
         coords = dict(coords or {})
         if t == plan.n_out_vars and plan.reduce and plan.out_mode in SUM_MODES and not summing:
-            init = fold(self, plan.init, env, present)
+            init = self.value_of(plan.init, env, present)
             Tb.buffer_store(self.acc, init if init is not None else
                             tirx.const(0, plan.out.buf.dtype), [t])
             self.acc_slot = t
@@ -254,7 +281,7 @@ class Emitter(WorkspaceRows, OnePassRows):
             self.store(env, self.acc[t], coords)
             return
         if t == len(plan.vars):
-            value = fold(self, plan.value, env, present)
+            value = self.value_of(plan.value, env, present)
             if plan.reduce and plan.out_mode in SUM_MODES:
                 if value is not None:
                     Tb.buffer_store(self.acc, self.acc[self.acc_slot] + value, [self.acc_slot])
@@ -314,6 +341,7 @@ class Emitter(WorkspaceRows, OnePassRows):
             ptrs[name] = self.slot()
             self.set(ptrs[name], bounds[name][0])
         c = self.slot()
+        self.check_cases(self.cases + point_count(simplified))   # each point has a case
         points = lattice_points(simplified)
         for point in points:
             cond = all_of([self.get(ptrs[x]) < bounds[x][1] for x in point])
@@ -370,7 +398,7 @@ class Emitter(WorkspaceRows, OnePassRows):
         def emit(case):
             if case in cases:
                 case_env = {**env, **{n: self.get(ptrs[n]) for n in case}}
-                value = fold(self, self.plan.value, case_env, (present - walked) | set(case))
+                value = self.value_of(self.plan.value, case_env, (present - walked) | set(case))
                 self.store(env, value if value is not None else tirx.const(0, dtype),
                            {**coords, t: crd[case[0]]})
             for n in case:
@@ -404,7 +432,7 @@ class Emitter(WorkspaceRows, OnePassRows):
         holds = {case: all_of([self.get(held[x]) != 0 for x in case]) for case in cases}
         value = None
         for case in reversed(cases):
-            folded = fold(self, self.plan.value, env, (present - walked) | set(case), loaded)
+            folded = self.value_of(self.plan.value, env, (present - walked) | set(case), loaded)
             folded = folded if folded is not None else tirx.const(0, dtype)
             value = folded if value is None else tirx.Select(holds[case], folded, value)
         kept = None if all((x,) in cases for x in crd) else any_of(list(holds.values()))

@@ -66,6 +66,27 @@ def lattice_points(tree) -> list:
     return sorted(unique, key=len, reverse=True)
 
 
+def point_count(tree) -> int:
+    """How many points ``lattice_points(tree)`` lists at most, counted without listing them
+    (a union of k operands has 2^k - 1).
+
+    Example
+    -------
+    >>> point_count(("union", ["B", ("intersect", ["C", "D"])]))
+    3
+    """
+    if tree in (FULL, EMPTY):
+        return 0
+    if isinstance(tree, str):
+        return 1
+    op, children = tree
+    counts = [point_count(child) for child in children]
+    product = 1
+    for count in counts:
+        product *= count + 1 if op == "union" else count
+    return product - 1 if op == "union" else product
+
+
 def sub_points(point: tuple, points: list) -> list:
     """The points of ``points`` whose operands all belong to ``point`` (its cases), largest first."""
     return [q for q in points if set(q) <= set(point)]

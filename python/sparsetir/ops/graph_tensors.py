@@ -37,11 +37,13 @@ class GraphTensors(NamedTuple):
     """A ``SparseMatrix``'s arrays as CPU tensors (see the module docstring).
 
     ``indptr`` (m + 1,) and ``indices`` (nnz,) int32; ``data`` (nnz,) the stored values;
-    ``in_degrees`` (m,) and ``out_degrees`` (n,) int64; ``has_empty_rows``: whether a row
+    ``values``: ``M.values`` where it is a tensor (``from_csr`` keeps its autograd), else
+    ``data``; ``in_degrees`` (m,) and ``out_degrees`` (n,) int64; ``has_empty_rows``: whether a row
     (destination) has no entry."""
     indptr: object
     indices: object
     data: object
+    values: object
     in_degrees: object
     out_degrees: object
     has_empty_rows: bool
@@ -73,7 +75,8 @@ def _made(M, torch) -> GraphTensors:
         indptr, indices, data, in_degrees, out_degrees = (
             torch.from_numpy(array) for array in (M.indptr, M.indices, M.data,
                                                   M.in_degrees(), M.out_degrees()))
-    arrays = GraphTensors(indptr, indices, data, in_degrees, out_degrees,
+    values = M.values if isinstance(M.values, torch.Tensor) else data
+    arrays = GraphTensors(indptr, indices, data, values, in_degrees, out_degrees,
                           bool(M.empty_rows().size))
     key = (indptr.data_ptr(), indices.data_ptr(), M.nnz)
     LIVE[key] = weakref.ref(M, lambda ref, key=key: _forget(key, ref))

@@ -79,7 +79,7 @@ def spmm(A, X, out, weighted: bool):
     ``copy_u_sum``)."""
     M = _graph(A)
     if weighted:
-        values = M.values if isinstance(M.values, Tensor) else graph_tensors(M).data
+        values = graph_tensors(M).values
         result = gspmm(M, "mul", "sum", X, values, edges_only=False)
     elif M.multiplicity is None:
         result = gspmm(M, "copy_lhs", "sum", X, None, edges_only=False)

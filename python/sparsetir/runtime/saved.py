@@ -30,8 +30,8 @@ FORMAT = 1
 
 
 def save(obj, path) -> None:
-    """Write ``obj`` (a ``Kernel`` or ``AlgebraKernel``) to ``path``, replacing it whole or
-    not at all."""
+    """Write ``obj`` (a ``Kernel``, ``AlgebraKernel`` or ``GroupedKernel``) to ``path``,
+    replacing it whole or not at all."""
     payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     header = {"format": FORMAT, "object": type(obj).__name__,
               **record(payload)}
@@ -52,7 +52,7 @@ def load(path):
     data = Path(path).read_bytes()
     if not data.startswith(MAGIC):
         raise KernelFileError(f"{path} is not a file saved by sparsetir "
-                              "(Kernel.save, AlgebraKernel.save)")
+                              "(Kernel.save, AlgebraKernel.save, GroupedKernel.save)")
     line, _, payload = data[len(MAGIC):].partition(b"\n")
     try:
         header = json.loads(line)
