@@ -122,8 +122,8 @@ def _message(op: str, lhs: str, rhs: str) -> str:
 def gspmm_source(op: str, reduce_op: str, dtype, sizes: tuple, lhs_full: tuple,
                  rhs_full: tuple, record_arg: bool = False) -> str:
     """TVMScript text of ``gspmm`` (or, with ``record_arg``, of ``gspmm_arg``: the first
-    in-edge whose message, rounded to the output's dtype, equals the reduced value ``y``, into
-    the int32 ``arg``, ``nnz`` where there is none). ``dtype``: see the module docstring."""
+    in-edge whose message, rounded to the output's dtype, equals the reduced value ``y``, or is
+    NaN where ``y`` is, into the int32 ``arg``, ``nnz`` where there is none). ``dtype``: see the module docstring."""
     uses_lhs, uses_rhs = op != "copy_rhs", op != "copy_lhs"
     params = ([("x", "X")] if uses_lhs else []) + ([("e", "E")] if uses_rhs else []) \
         + [("y", "Y")] + ([("eid", "EID"), ("arg", "ARG")] if record_arg else [])
