@@ -22,7 +22,7 @@ import scipy.sparse
 import sparsetir
 import sparsetir.algebra
 from csrmm_calls import build_kernel, call, make_args
-from saved_workers import refuses_bad_indices, spmm_error
+from saved_workers import CHILD_PATH, refuses_bad_indices, spmm_error
 from sparsetir.driver import cache, portable
 from sparsetir.runtime import Kernel
 
@@ -49,13 +49,14 @@ def test_saved_kernel_loads_in_a_new_process(kernel, tmp_path):
     kernel.save(path)
     script = textwrap.dedent(f"""
         import sparsetir
-        from saved_workers import refuses_bad_indices, spmm_error
+        from saved_workers import CHILD_PATH, refuses_bad_indices, spmm_error
         kernel = sparsetir.load({str(path)!r})
         print(spmm_error(kernel), refuses_bad_indices(kernel))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300, check=True,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                          timeout=300,
+                          env={**os.environ, "PYTHONPATH": CHILD_PATH})
+    assert done.returncode == 0, done.stderr[-3000:]
     error, refuses = done.stdout.split()
     assert float(error) < 1e-5 and refuses == "True"
 

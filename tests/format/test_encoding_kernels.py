@@ -250,9 +250,8 @@ def test_other_refusals(data):
 
 
 def test_the_example_checks_every_format_against_scipy():
-    # examples/encodings.py, loaded under another name (``encodings`` is a standard module)
-    path = Path(__file__).resolve().parents[2] / "examples" / "encodings.py"
-    spec = importlib.util.spec_from_file_location("encodings_example", path)
+    path = Path(__file__).resolve().parents[2] / "examples" / "mlir_encodings.py"
+    spec = importlib.util.spec_from_file_location("mlir_encodings", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     errors = example.run(rows=10, cols=13, feat=5)      # asserts against scipy itself
