@@ -331,8 +331,12 @@ def _segments(seglen, value) -> SparseMatrix:
                                  f"shape {lengths.shape}")
     if (lengths < 0).any():
         raise SparseTIRValueError(f"seglen has a negative length ({lengths.min()})")
-    rows = getattr(value, "shape", (None,))[0]
-    if lengths.size and rows is not None and lengths.max() > rows:
+    if len(getattr(value, "shape", ())) == 0:
+        raise SparseTIRTypeError(f"value must be a numpy array or torch tensor with one row per "
+                                 f"segment entry, got {type(value).__name__} "
+                                 f"of shape {getattr(value, 'shape', None)}")
+    rows = value.shape[0]
+    if lengths.size and lengths.max() > rows:
         raise SparseTIRValueError(f"seglen holds {lengths.max()}, more than value's {rows} "
                                   "rows")
     lengths = lengths.astype(np.int64)   # unsigned too: cumsum with [0] would be float64
