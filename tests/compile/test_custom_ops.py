@@ -106,3 +106,27 @@ def test_tensors_of_no_live_matrix_are_read_as_a_checked_matrix():
     broken[0] = 99
     with pytest.raises(SparseTIRError, match="99"):
         torch.ops.sparsetir.gspmm(T.indptr.clone(), broken, "copy_lhs", "sum", x, None)
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_compiled_spmm_keeps_the_gradient_of_from_csr_values(copy):
+    """A ``from_csr`` values tensor requiring grad gets its gradient through a compiled
+    ``spmm``, as eagerly (the traced call read the matrix's copied data: ``w.grad`` stayed
+    None while ``x.grad`` was filled). ``copy``: ``SparseMatrix(M)`` keeps the tensor too."""
+    A = scipy.sparse.random(8, 6, density=0.3, format="csr", dtype=np.float32, random_state=0)
+    w = torch.rand(A.nnz, requires_grad=True)
+    M = SparseMatrix.from_csr(A.indptr, A.indices, w, A.shape)
+    M = SparseMatrix(M) if copy else M
+    assert graph_tensors(M).values is w
+    x = torch.randn(6, 3, requires_grad=True)
+    compiled = torch.compile(lambda x: ops.spmm(M, x), fullgraph=True, backend="aot_eager")
+    y = compiled(x)
+    W = torch.randn_like(y)
+    (y * W).sum().backward()
+    Aw = scipy.sparse.csr_matrix((w.detach().numpy(), A.indices, A.indptr), A.shape)
+    dense = torch.from_numpy(Aw.toarray())
+    rows = np.repeat(np.arange(8), np.diff(A.indptr))
+    assert torch.allclose(y, dense @ x.detach(), atol=1e-5)
+    want_w = (W.numpy()[rows] * x.detach().numpy()[A.indices]).sum(1)
+    assert w.grad is not None and np.allclose(w.grad.numpy(), want_w, atol=1e-5)
+    assert torch.allclose(x.grad, dense.T @ W, atol=1e-5)

@@ -104,7 +104,7 @@ class SparseMatrix:
             self._fill(matrix.shape, *(matrix._sealed.get(name) for name in (
                 "indptr", "indices", "data")), None, matrix._sealed.get("multiplicity"))
             if matrix.values is not matrix.data:
-                self.__dict__["values"] = matrix.values
+                self._keep_values(matrix.values)
         else:
             shape, entries = _entries(matrix, name)
             if max(shape, default=0) >= 2**31 or entries.cols.size >= 2**31:
@@ -187,8 +187,17 @@ class SparseMatrix:
             if values.device.type != "cpu":
                 raise SparseTIRTypeError(f"values is on {values.device}; sparsetir.ops runs "
                                          "on the CPU")
-            matrix.__dict__["values"] = values
+            matrix._keep_values(values)  # pylint: disable=protected-access
         return matrix
+
+    def _keep_values(self, values) -> None:
+        """Make the torch tensor ``values`` this matrix's ``values``, in its ``graph_tensors``
+        too (made by ``_fill`` over the copied data): a compiled operator reads them there,
+        and without it the values' gradient was lost under ``torch.compile``."""
+        self.__dict__["values"] = values
+        made = self.__dict__["_graph_tensors"]
+        if made is not None:
+            self.__dict__["_graph_tensors"] = made._replace(values=values)
 
     def in_degrees(self) -> np.ndarray:
         """Each row's (destination's) number of stored entries (in-edges), int64 (read-only,
