@@ -130,3 +130,27 @@ def test_compiled_spmm_keeps_the_gradient_of_from_csr_values(copy):
     want_w = (W.numpy()[rows] * x.detach().numpy()[A.indices]).sum(1)
     assert w.grad is not None and np.allclose(w.grad.numpy(), want_w, atol=1e-5)
     assert torch.allclose(x.grad, dense.T @ W, atol=1e-5)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda ip, ix, x: torch.ops.sparsetir.gspmm(ip, ix, "copy_lhs", "sum", None, None)[0],
+     "op 'copy_lhs' reads lhs_data, got None"),
+    (lambda ip, ix, x: torch.ops.sparsetir.gspmm(ip, ix, "frob", "sum", x, None)[0],
+     "op must be one of"),
+    (lambda ip, ix, x: torch.ops.sparsetir.gsddmm(ip, ix, "dot", x, x, "u", "w"),
+     "rhs_target must be one of"),
+    (lambda ip, ix, x: torch.ops.sparsetir.gather_mm(x, x, torch.zeros(8, dtype=torch.int64)),
+     r"b must have shape \(R, D1, D2\)"),
+])
+def test_fake_implementations_refuse_by_name(call, message):
+    """Traced, the operators' fake implementations refuse what the operator refuses eagerly,
+    with its message (they raised AttributeError / IndexError on the missing shapes)."""
+    A = scipy.sparse.random(8, 8, density=0.3, format="csr", dtype=np.float32, random_state=0)
+    arrays = graph_tensors(SparseMatrix(A))
+    x = torch.randn(8, 4)
+    with pytest.raises(SparseTIRError, match=message):
+        call(arrays.indptr, arrays.indices, x)
+    compiled = torch.compile(lambda x: call(arrays.indptr, arrays.indices, x), fullgraph=True,
+                             backend="aot_eager")
+    with pytest.raises(Exception, match=message):
+        compiled(x)

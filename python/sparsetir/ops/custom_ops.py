@@ -46,7 +46,8 @@ from torch import Tensor
 
 from . import typed
 from .autograd import GSDDMM, EdgeSoftmax, GSpMM
-from .graph_ops import gsddmm_operands, gspmm_operands, segments_matrix
+from .graph_ops import (gsddmm_operands, gsddmm_read, gspmm_operands, gspmm_read,
+                        segments_matrix)
 from .graph_tensors import LIVE
 from .matrix import SparseMatrix
 
@@ -150,6 +151,7 @@ def gspmm(indptr: Tensor, indices: Tensor, op: str, reduce_op: str, lhs: Optiona
 
 @gspmm.register_fake
 def _(indptr, indices, op, reduce_op, lhs, rhs):
+    lhs, rhs = gspmm_read(op, reduce_op, lhs, rhs)
     sample = lhs if lhs is not None else rhs
     out = sample.new_empty((indptr.shape[0] - 1,) + _features(lhs, rhs))
     recorded = out.shape if reduce_op in ("max", "min") else (0,)
@@ -216,6 +218,7 @@ def gsddmm(indptr: Tensor, indices: Tensor, op: str, lhs: Optional[Tensor],
 
 @gsddmm.register_fake
 def _(indptr, indices, op, lhs, rhs, lhs_target, rhs_target):
+    lhs, rhs = gsddmm_read(op, lhs, rhs, lhs_target, rhs_target)
     sample = lhs if lhs is not None else rhs
     if op == "dot":
         return sample.new_empty((indices.shape[0],) + _features(lhs, rhs, 1) + (1,))
@@ -364,6 +367,7 @@ def segment_mm(a: Tensor, b: Tensor, seglen_a: Tensor) -> Tensor:
 
 
 def _typed_fake(a, b, relations):
+    typed.Operands(a, b)            # their shapes and dtypes, refused as eagerly
     return a.new_empty((a.shape[0], b.shape[2]))
 
 
