@@ -353,8 +353,10 @@ class SparseMatrix:
 
     def __reduce__(self):
         """Copies and pickles are made again from the arrays (validated; no kernels kept),
-        with the same ``source_order`` and ``multiplicity``."""
-        return _restored, (self.to_scipy(), self.source_order, self.multiplicity)
+        with the same ``source_order`` and ``multiplicity``, and a ``values`` tensor (a
+        ``from_csr`` one) as a tensor, ``requires_grad`` kept, as torch copies and pickles it."""
+        values = None if self.values is self.data else self.values
+        return _restored, (self.to_scipy(), self.source_order, self.multiplicity, values)
 
     def to_scipy(self) -> scipy.sparse.csr_matrix:
         """A scipy CSR matrix over copies of the arrays."""
@@ -376,12 +378,14 @@ _FIXED = frozenset({"shape", "indptr", "indices", "data", "source_order", "multi
 """The attributes of a ``SparseMatrix`` that cannot change once made."""
 
 
-def _restored(csr, source_order, multiplicity=None) -> SparseMatrix:
+def _restored(csr, source_order, multiplicity=None, values=None) -> SparseMatrix:
     """The matrix ``SparseMatrix.__reduce__`` describes (repeated columns, kept as entries of
-    their own, stay so)."""
+    their own, stay so; ``values``: its values tensor, None for its data)."""
     matrix = SparseMatrix.from_csr(csr.indptr, csr.indices, csr.data, csr.shape)
     matrix._fill(matrix.shape, matrix._sealed["indptr"], matrix._sealed["indices"],
                  matrix._sealed["data"], source_order, multiplicity)
+    if values is not None:
+        matrix._keep_values(values)
     return matrix
 
 
