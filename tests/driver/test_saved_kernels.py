@@ -103,8 +103,9 @@ def test_a_file_that_is_not_what_was_saved_is_refused(kernel, tmp_path, damage):
         sparsetir.load(path)
 
 
-@pytest.mark.parametrize("named, message", [("AlgebraKernel", "header names AlgebraKernel, its contents are Kernel"),
-                                             ("dict", "holds a 'dict'")])
+@pytest.mark.parametrize("named, message", [
+    ("AlgebraKernel", "header names AlgebraKernel, its contents are Kernel"),
+    ("dict", "holds a 'dict'")])
 def test_a_header_naming_another_object_is_refused(kernel, tmp_path, named, message):
     """The header's object is checked too: one naming another kernel type (its size and
     SHA-256 cover the pickle only) or something that is not a kernel is refused (both loaded)."""
