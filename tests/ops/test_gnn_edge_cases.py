@@ -75,7 +75,8 @@ NAN_EDGES = [(0, 0), (0, 1), (0, 2), (2, 3), (2, 4), (3, 5), (3, 6), (4, 7), (4,
 NAN_VALUES = [5, NAN, -3, NAN, 2, 1, 4, NAN, NAN]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16,
+                                   torch.float16])
 @pytest.mark.parametrize("feat", [1, 8])       # 8: the register-tiled (vectorised) schedule
 @pytest.mark.parametrize("reducer", ["max", "min"])
 @pytest.mark.parametrize("op", ["copy_lhs", "copy_rhs", "mul"])

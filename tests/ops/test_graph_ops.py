@@ -232,7 +232,7 @@ def test_from_csr_refuses_unsorted_columns():
     (lambda M, x: ops.gsddmm(M, "add", x.numpy(), torch.ones(M_ROWS, 2, dtype=torch.float64)),
      SparseTIRTypeError, "must all be numpy arrays or all torch tensors"),
     (lambda M, x: ops.gspmm(M, "copy_lhs", "sum", x.int(), None), SparseTIRTypeError,
-     "float32 or float64, got int32"),
+     "float32, float64, bfloat16 or float16, got int32"),
 ])
 def test_bad_input_names_the_argument(graph, call, error, message):
     x = torch.rand((N_COLS, 2), dtype=torch.float64)

@@ -192,7 +192,7 @@ BAD = [
     ("mixed dtypes", lambda a, b, i: gather_mm(a, b.double(), i), SparseTIRTypeError,
      r"a is float32 and b is float64"),
     ("integer a", lambda a, b, i: gather_mm(a.int(), b, i), SparseTIRTypeError,
-     r"a must be float32 or float64, got int32"),
+     r"a must be float32, float64, bfloat16 or float16, got int32"),
     ("mixed kinds", lambda a, b, i: gather_mm(a.numpy(), b, i), SparseTIRTypeError,
      r"a and b must both be numpy arrays or both torch tensors"),
     ("list a", lambda a, b, i: gather_mm(a.tolist(), b, i), SparseTIRTypeError,

@@ -115,9 +115,9 @@ class GSpMM(torch.autograd.Function):
     """``gspmm`` with its backward pass (see the module docstring)."""
 
     @staticmethod
-    def forward(ctx, matrix, op, reduce_op, lhs, rhs):  # pylint: disable=arguments-differ
+    def forward(ctx, matrix, op, reduce_op, lhs, rhs, dtype=None):  # pylint: disable=arguments-differ
         record = reduce_op in ("max", "min")
-        out, arg = gspmm_values(matrix, op, reduce_op, lhs, rhs, record_arg=record)
+        out, arg = gspmm_values(matrix, op, reduce_op, lhs, rhs, record_arg=record, dtype=dtype)
         ctx.matrix, ctx.op, ctx.reduce_op, ctx.arg = matrix, op, reduce_op, arg
         ctx.lhs_shape = None if lhs is None else tuple(lhs.shape)
         ctx.rhs_shape = None if rhs is None else tuple(rhs.shape)
@@ -138,7 +138,7 @@ class GSpMM(torch.autograd.Function):
         if reduce_op == "mean" and op == "copy_lhs":
             d_lhs = gspmm_values(matrix.transposed()[0], "mul", "sum", grad,
                                  _mean_weights(matrix, grad))[0]
-            return None, None, None, unbroadcast(d_lhs, ctx.lhs_shape), None
+            return None, None, None, unbroadcast(d_lhs, ctx.lhs_shape), None, None
         if reduce_op == "mean":
             degrees = torch.from_numpy(np.maximum(matrix.in_degrees(), 1)).to(grad.dtype)
             grad = grad / degrees.reshape((-1,) + (1,) * (grad.dim() - 1))
@@ -151,7 +151,7 @@ class GSpMM(torch.autograd.Function):
                                          ctx.needs_input_grad[3:])
         return (None, None, None,
                 None if d_lhs is None else unbroadcast(d_lhs, ctx.lhs_shape),
-                None if d_rhs is None else unbroadcast(d_rhs, ctx.rhs_shape))
+                None if d_rhs is None else unbroadcast(d_rhs, ctx.rhs_shape), None)
 
 
 def _mean_weights(matrix, grad):
@@ -251,8 +251,8 @@ class GSDDMM(torch.autograd.Function):
     """``gsddmm`` with its backward pass (see the module docstring)."""
 
     @staticmethod
-    def forward(ctx, matrix, op, lhs, rhs, lhs_target, rhs_target):  # pylint: disable=arguments-differ
-        out = gsddmm_values(matrix, op, lhs, rhs, lhs_target, rhs_target)
+    def forward(ctx, matrix, op, lhs, rhs, lhs_target, rhs_target, dtype=None):  # pylint: disable=arguments-differ
+        out = gsddmm_values(matrix, op, lhs, rhs, lhs_target, rhs_target, dtype)
         ctx.matrix, ctx.op, ctx.targets = matrix, op, (lhs_target, rhs_target)
         ctx.shapes = tuple(None if x is None else tuple(x.shape) for x in (lhs, rhs))
         # keep only what the backward reads: a product's other operand, a quotient's divisor
@@ -294,7 +294,7 @@ class GSDDMM(torch.autograd.Function):
                     edge = -grad if op == "sub" else grad
                 grads[1] = _to_nodes(matrix, edge.contiguous(), rhs_target)
             grads[1] = unbroadcast(grads[1], ctx.shapes[1])
-        return None, None, grads[0], grads[1], None, None
+        return None, None, grads[0], grads[1], None, None, None
 
 
 def edge_softmax_values(matrix, logits):

@@ -9,16 +9,22 @@ pass of ``autograd`` (the same compiled kernels). A matrix reaches an operator a
 its bound kernels and transpose when the operator runs.
 
 ========================  ===========================================================
-``gspmm``                 ``(indptr, indices, op, reduce_op, lhs?, rhs?) -> (out, arg)``
-``gsddmm``                ``(indptr, indices, op, lhs?, rhs?, lhs_target, rhs_target)``
+``gspmm``                 ``(indptr, indices, op, reduce_op, lhs?, rhs?, dtype?) -> (out, arg)``
+``gsddmm``                ``(indptr, indices, op, lhs?, rhs?, lhs_target, rhs_target, dtype?)``
 ``edge_softmax``          ``(indptr, indices, logits)``
-``segment_reduce``        ``(seglen, value, reducer) -> (out, arg)``
+``segment_reduce``        ``(seglen, value, reducer, dtype?) -> (out, arg)``
 ``gather_mm``             ``(a, b, idx_b)``
 ``segment_mm``            ``(a, b, seglen_a)``
 ========================  ===========================================================
 
 (``arg``: for ``max``/``min``, the edge each value came from, which the backward reads;
-empty otherwise.) Each has a ``<name>_backward`` operator. ``spmm``, ``sddmm`` and DGL's
+empty otherwise.) Operands may be float32, float64, bfloat16 or float16, combined as
+``dtypes`` says; ``dtype`` (None: ``dtypes.result_dtype`` of the operands) is the result's
+dtype, which ``traced`` sets to torch's autocast dtype (``dtypes.autocast_dtype``) when the
+public function would: it is read while torch traces, so the compiled graph holds it.
+``torch.library.register_autocast`` does not fit: it would round float32 operands to one dtype
+fixed when registered, where ``sparsetir.ops`` reads them as they are. A gradient has its
+operand's dtype. Each has a ``<name>_backward`` operator. ``spmm``, ``sddmm`` and DGL's
 short names run as ``gspmm`` and ``gsddmm``. While torch traces (``graph_tensors.tracing``),
 the public functions call ``traced`` instead of their eager path, which calls these
 operators: an operator whose forward is made of the public functions traces with no
@@ -46,6 +52,8 @@ from torch import Tensor
 
 from . import typed
 from .autograd import GSDDMM, EdgeSoftmax, GSpMM
+from .dtypes import check_dtype
+from .generic import kernel_dtypes
 from .graph_ops import (gsddmm_operands, gsddmm_read, gspmm_operands, gspmm_read,
                         segments_matrix)
 from .graph_tensors import LIVE
@@ -114,11 +122,26 @@ def _fresh(result: Tensor, *inputs) -> Tensor:
 
 
 def _gradient(grad, operand, needed: bool, like: Tensor) -> Tensor:
-    """An operand's gradient as the backward operators return it: zeros where the backward
-    gave none for an operand it does not read, an empty tensor where none was asked for."""
+    """An operand's gradient as the backward operators return it, in the operand's dtype:
+    zeros where the backward gave none for an operand it does not read, an empty tensor where
+    none was asked for."""
     if not needed or operand is None:
         return like.new_empty((0,))
-    return torch.zeros_like(operand) if grad is None else grad
+    return torch.zeros_like(operand) if grad is None else grad.to(operand.dtype)
+
+
+def _fake_gradients(grad, operands, needs) -> tuple:
+    """``_gradient``'s shapes and dtypes, for the backward operators' fake implementations."""
+    return tuple(operand.new_empty(operand.shape) if needed and operand is not None
+                 else grad.new_empty((0,)) for operand, needed in zip(operands, needs))
+
+
+def _out_dtype(lhs, rhs, dtype: Optional[str]) -> torch.dtype:
+    """The result dtype of a product of ``lhs`` and ``rhs`` (either None): ``dtype``, checked,
+    or the operands' (``dtypes.result_dtype``, which refuses a mixture by name)."""
+    if dtype is not None:
+        check_dtype("dtype", dtype)
+    return getattr(torch, kernel_dtypes(lhs, rhs, dtype)[1])
 
 
 def _contiguous(*tensors):
@@ -139,21 +162,24 @@ def _features(lhs, rhs, trim: int = 0) -> tuple:
 
 @torch.library.custom_op("sparsetir::gspmm", mutates_args=())
 def gspmm(indptr: Tensor, indices: Tensor, op: str, reduce_op: str, lhs: Optional[Tensor],
-          rhs: Optional[Tensor]) -> tuple[Tensor, Tensor]:
-    """``ops.gspmm`` over the CSR tensors ``indptr``, ``indices``; ``(out, arg)``."""
+          rhs: Optional[Tensor], dtype: Optional[str] = None) -> tuple[Tensor, Tensor]:
+    """``ops.gspmm`` over the CSR tensors ``indptr``, ``indices``; ``(out, arg)``, ``out`` of
+    ``dtype`` (None: the operands')."""
     matrix = matrix_of(indptr, indices, _rows(lhs))
     lhs, rhs = gspmm_operands(matrix, op, reduce_op, lhs, rhs)
+    _out_dtype(lhs, rhs, dtype)
     ctx = _Context(_NO_GRAD + (True, True))
-    out = GSpMM.forward(ctx, matrix, op, reduce_op, lhs, rhs)
+    out = GSpMM.forward(ctx, matrix, op, reduce_op, lhs, rhs, dtype)
     arg = ctx.arg if ctx.arg is not None else out.new_empty((0,), dtype=torch.int32)
     return _fresh(out, lhs, rhs), arg
 
 
 @gspmm.register_fake
-def _(indptr, indices, op, reduce_op, lhs, rhs):
+def _(indptr, indices, op, reduce_op, lhs, rhs, dtype=None):
     lhs, rhs = gspmm_read(op, reduce_op, lhs, rhs)
     sample = lhs if lhs is not None else rhs
-    out = sample.new_empty((indptr.shape[0] - 1,) + _features(lhs, rhs))
+    out = sample.new_empty((indptr.shape[0] - 1,) + _features(lhs, rhs),
+                           dtype=_out_dtype(lhs, rhs, dtype))
     recorded = out.shape if reduce_op in ("max", "min") else (0,)
     return out, sample.new_empty(recorded, dtype=torch.int32)
 
@@ -169,19 +195,18 @@ def gspmm_backward(indptr: Tensor, indices: Tensor, op: str, reduce_op: str,
                    reduce_op=reduce_op, arg=arg,
                    lhs_shape=None if lhs is None else tuple(lhs.shape),
                    rhs_shape=None if rhs is None else tuple(rhs.shape))
-    d_lhs, d_rhs = GSpMM.backward(ctx, grad)[3:]
+    d_lhs, d_rhs = GSpMM.backward(ctx, grad)[3:5]
     return (_fresh(_gradient(d_lhs, lhs, needs[0], grad), grad, lhs, rhs),
             _fresh(_gradient(d_rhs, rhs, needs[1], grad), grad, lhs, rhs))
 
 
 @gspmm_backward.register_fake
 def _(indptr, indices, op, reduce_op, lhs, rhs, arg, grad, needs):
-    return tuple(grad.new_empty(operand.shape if needed and operand is not None else (0,))
-                 for operand, needed in zip((lhs, rhs), needs))
+    return _fake_gradients(grad, (lhs, rhs), needs)
 
 
 def _gspmm_setup(ctx, inputs, output):
-    indptr, indices, ctx.op, ctx.reduce_op, lhs, rhs = inputs
+    indptr, indices, ctx.op, ctx.reduce_op, lhs, rhs = inputs[:6]
     ctx.save_for_backward(indptr, indices, lhs, rhs, output[1])
 
 
@@ -190,7 +215,8 @@ def _gspmm_grad(ctx, grad, _):
     needs = list(ctx.needs_input_grad[4:6])
     grads = torch.ops.sparsetir.gspmm_backward(indptr, indices, ctx.op, ctx.reduce_op, lhs,
                                                rhs, arg, grad, needs)
-    return (None,) * 4 + tuple(g if needed else None for g, needed in zip(grads, needs))
+    return (None,) * 4 + tuple(g if needed else None for g, needed in zip(grads, needs)) \
+        + (None,)
 
 
 gspmm.register_autograd(_gspmm_grad, setup_context=_gspmm_setup)
@@ -208,21 +234,25 @@ def _source_rows(lhs, rhs, lhs_target: str, rhs_target: str) -> Optional[int]:
 
 @torch.library.custom_op("sparsetir::gsddmm", mutates_args=())
 def gsddmm(indptr: Tensor, indices: Tensor, op: str, lhs: Optional[Tensor],
-           rhs: Optional[Tensor], lhs_target: str, rhs_target: str) -> Tensor:
-    """``ops.gsddmm`` over the CSR tensors ``indptr``, ``indices``."""
+           rhs: Optional[Tensor], lhs_target: str, rhs_target: str,
+           dtype: Optional[str] = None) -> Tensor:
+    """``ops.gsddmm`` over the CSR tensors ``indptr``, ``indices``, the result of ``dtype``
+    (None: the operands')."""
     matrix = matrix_of(indptr, indices, _source_rows(lhs, rhs, lhs_target, rhs_target))
     lhs, rhs = gsddmm_operands(matrix, op, lhs, rhs, lhs_target, rhs_target)
+    _out_dtype(lhs, rhs, dtype)
     ctx = _Context(_NO_GRAD[:2] + (True, True))
-    return _fresh(GSDDMM.forward(ctx, matrix, op, lhs, rhs, lhs_target, rhs_target), lhs, rhs)
+    return _fresh(GSDDMM.forward(ctx, matrix, op, lhs, rhs, lhs_target, rhs_target, dtype),
+                  lhs, rhs)
 
 
 @gsddmm.register_fake
-def _(indptr, indices, op, lhs, rhs, lhs_target, rhs_target):
+def _(indptr, indices, op, lhs, rhs, lhs_target, rhs_target, dtype=None):
     lhs, rhs = gsddmm_read(op, lhs, rhs, lhs_target, rhs_target)
     sample = lhs if lhs is not None else rhs
-    if op == "dot":
-        return sample.new_empty((indices.shape[0],) + _features(lhs, rhs, 1) + (1,))
-    return sample.new_empty((indices.shape[0],) + _features(lhs, rhs))
+    shape = (indices.shape[0],) + (_features(lhs, rhs, 1) + (1,) if op == "dot"
+                                   else _features(lhs, rhs))
+    return sample.new_empty(shape, dtype=_out_dtype(lhs, rhs, dtype))
 
 
 @torch.library.custom_op("sparsetir::gsddmm_backward", mutates_args=())
@@ -242,12 +272,11 @@ def gsddmm_backward(indptr: Tensor, indices: Tensor, op: str, lhs: Optional[Tens
 
 @gsddmm_backward.register_fake
 def _(indptr, indices, op, lhs, rhs, out, lhs_target, rhs_target, grad, needs):
-    return tuple(grad.new_empty(operand.shape if needed and operand is not None else (0,))
-                 for operand, needed in zip((lhs, rhs), needs))
+    return _fake_gradients(grad, (lhs, rhs), needs)
 
 
 def _gsddmm_setup(ctx, inputs, output):
-    indptr, indices, ctx.op, lhs, rhs, ctx.lhs_target, ctx.rhs_target = inputs
+    indptr, indices, ctx.op, lhs, rhs, ctx.lhs_target, ctx.rhs_target = inputs[:7]
     ctx.save_for_backward(indptr, indices, lhs, rhs, output)
 
 
@@ -257,7 +286,7 @@ def _gsddmm_grad(ctx, grad):
     grads = torch.ops.sparsetir.gsddmm_backward(indptr, indices, ctx.op, lhs, rhs, out,
                                                 ctx.lhs_target, ctx.rhs_target, grad, needs)
     return (None,) * 3 + tuple(g if needed else None for g, needed in zip(grads, needs)) \
-        + (None, None)
+        + (None, None, None)
 
 
 gsddmm.register_autograd(_gsddmm_grad, setup_context=_gsddmm_setup)
@@ -306,19 +335,22 @@ edge_softmax.register_autograd(_edge_softmax_grad, setup_context=_edge_softmax_s
 # ------------------------------------------------------------------------- segment_reduce
 
 @torch.library.custom_op("sparsetir::segment_reduce", mutates_args=())
-def segment_reduce(seglen: Tensor, value: Tensor, reducer: str) -> tuple[Tensor, Tensor]:
+def segment_reduce(seglen: Tensor, value: Tensor, reducer: str,
+                   dtype: Optional[str] = None) -> tuple[Tensor, Tensor]:
     """``ops.segment_reduce``; ``(out, arg)`` as ``gspmm``'s."""
     matrix = segments_matrix(seglen, value, reducer)
     (value,) = gspmm_operands(matrix, "copy_lhs", reducer, value, None)[:1]
+    _out_dtype(value, None, dtype)
     ctx = _Context(_NO_GRAD + (True, False))
-    out = GSpMM.forward(ctx, matrix, "copy_lhs", reducer, value, None)
+    out = GSpMM.forward(ctx, matrix, "copy_lhs", reducer, value, None, dtype)
     arg = ctx.arg if ctx.arg is not None else out.new_empty((0,), dtype=torch.int32)
     return _fresh(out, value), arg
 
 
 @segment_reduce.register_fake
-def _(seglen, value, reducer):
-    out = value.new_empty((seglen.shape[0],) + tuple(value.shape[1:]))
+def _(seglen, value, reducer, dtype=None):
+    out = value.new_empty((seglen.shape[0],) + tuple(value.shape[1:]),
+                          dtype=_out_dtype(value, None, dtype))
     recorded = out.shape if reducer in ("max", "min") else (0,)
     return out, value.new_empty(recorded, dtype=torch.int32)
 
@@ -330,7 +362,7 @@ def segment_reduce_backward(seglen: Tensor, value: Tensor, reducer: str, arg: Te
     matrix = segments_matrix(seglen, value, reducer)
     ctx = _Context(_NO_GRAD + (True, False), (None, None), matrix=matrix, op="copy_lhs",
                    reduce_op=reducer, arg=arg, lhs_shape=tuple(value.shape), rhs_shape=None)
-    return _fresh(GSpMM.backward(ctx, grad)[3], grad, value)
+    return _fresh(GSpMM.backward(ctx, grad)[3].to(value.dtype), grad, value)
 
 
 @segment_reduce_backward.register_fake
@@ -339,14 +371,14 @@ def _(seglen, value, reducer, arg, grad):
 
 
 def _segment_reduce_setup(ctx, inputs, output):
-    seglen, value, ctx.reducer = inputs
+    seglen, value, ctx.reducer = inputs[:3]
     ctx.save_for_backward(seglen, value, output[1])
 
 
 def _segment_reduce_grad(ctx, grad, _):
     seglen, value, arg = ctx.saved_tensors
     return None, torch.ops.sparsetir.segment_reduce_backward(seglen, value, ctx.reducer, arg,
-                                                             grad), None
+                                                             grad), None, None
 
 
 segment_reduce.register_autograd(_segment_reduce_grad, setup_context=_segment_reduce_setup)

@@ -2,9 +2,10 @@
 
 ``gspmm_values`` and ``gsddmm_values`` compile (once per operator, reduction, dtype and
 feature blocks) the kernels ``generic_kernels`` writes, bind the matrix's arrays once per
-matrix, and run them on contiguous arrays of one kind (numpy or torch) and one dtype
-(float32 or float64), as ``graph_ops`` hands them over after checking them. ``autograd``
-builds the backward passes from the same two functions.
+matrix, and run them on contiguous arrays of one kind (numpy or torch) and dtypes that
+``dtypes.result_dtype`` combines (float32, float64, bfloat16, float16), as ``graph_ops`` hands
+them over after checking them; the result has that dtype, or ``dtype`` where given.
+``autograd`` builds the backward passes from the same two functions.
 
 Example
 -------
@@ -26,16 +27,23 @@ from ..driver.build_module import build
 from ..driver.named import remembered
 from ..lower import lower_sparse_iter
 from ..schedule.generic import schedule_gsddmm_cpu, schedule_gspmm_cpu
+from ..schedule.operators import prefetch_distance
 from .arrays import is_torch
 from .broadcast import feature_blocks
+from .dtypes import dtype_name, result_dtype
 from .generic_kernels import gsddmm_kernel, gspmm_kernel
 from .tiles import row_tiles_for_threads
 
 
-def dtype_name(array) -> str:
-    """``"float32"`` or ``"float64"`` (or another dtype's plain name) of a numpy array or torch
-    tensor."""
-    return str(array.dtype).replace("torch.", "")
+def kernel_dtypes(lhs, rhs, dtype: str | None = None):
+    """``(kernel dtype key, result dtype)`` for operands ``lhs`` and ``rhs`` (either None when
+    unused): one name when every operand and the result share it, else the triple
+    ``(lhs, rhs, out)`` of ``generic_kernels``."""
+    given = [(name, dtype_name(array)) for name, array in (("lhs_data", lhs), ("rhs_data", rhs))
+             if array is not None]
+    out = dtype or result_dtype(given)
+    names = [dtype_name(array) if array is not None else out for array in (lhs, rhs)] + [out]
+    return (out if len(set(names)) == 1 else tuple(names)), out
 
 
 def new_like(like, shape: tuple, dtype: str | None = None):
@@ -76,18 +84,20 @@ def _feature_shape(array):
     return None if array is None else tuple(array.shape[1:])
 
 
-def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = False):
+def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = False,
+                 dtype: str | None = None):
     """``(out, arg)``: ``out[v] = reduce_op over in-edges e = (u, v) of op(lhs[u], rhs[e])``
     (0 where ``v`` has no in-edge), and for ``max``/``min`` with ``record_arg`` the edge
     that gave each value (int32; ``nnz`` for no edge), else None.
 
     ``lhs`` (num_src, *F) and ``rhs`` (nnz, *F), either None when ``op`` does not read it:
-    contiguous arrays of one kind and dtype, checked by the caller."""
+    contiguous arrays of one kind, checked by the caller. ``out`` has ``dtype`` (by default
+    the operands', ``dtypes.result_dtype``)."""
     sample = lhs if lhs is not None else rhs
-    dtype = dtype_name(sample)
+    kernel_dtype, dtype = kernel_dtypes(lhs, rhs, dtype)
     plan = feature_blocks(_feature_shape(lhs), _feature_shape(rhs))
     m, n = matrix.shape
-    out = new_like(sample, (m,) + plan.shape)
+    out = new_like(sample, (m,) + plan.shape, dtype)
     reduction = "sum" if reduce_op == "mean" else reduce_op
     if not math.prod(out.shape):        # no destination or no feature: nothing to compute
         return out, (new_like(sample, out.shape, "int32") if reduction in ("max", "min")
@@ -99,9 +109,10 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
     if rhs is not None:
         operands.append(_blocked(rhs, matrix.nnz, plan.sizes, plan.rhs_full))
     result = out.reshape((m,) + plan.sizes)
-    key = (op, reduction, dtype) + blocks
-    _bound(matrix, ("gspmm",) + key, lambda: gspmm_kernel(*key),
-           schedule_gspmm_cpu)(*operands, result)
+    key = (op, reduction, kernel_dtype) + blocks
+    prefetch = 0 if lhs is None else prefetch_distance(n, lhs[:1].nbytes // 4)
+    _bound(matrix, ("gspmm",) + key + (prefetch,), lambda: gspmm_kernel(*key),
+           lambda mod: schedule_gspmm_cpu(mod, prefetch=prefetch))(*operands, result)
     arg = None
     if reduction in ("max", "min") and record_arg:
         arg = new_like(sample, out.shape, "int32")
@@ -111,18 +122,20 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
     empty = matrix.empty_rows()
     if reduction != "sum" and empty.size:
         out[_index(out, empty)] = 0
-    if reduce_op == "mean":
-        degrees = np.maximum(matrix.in_degrees(), 1).astype(dtype)
+    if reduce_op == "mean":     # half precision: divided in float32, rounded a second time
+        degrees = np.maximum(matrix.in_degrees(), 1).astype(
+            "float64" if dtype == "float64" else "float32")
         out /= _index(out, degrees).reshape((m,) + (1,) * len(plan.shape))
     return out, arg
 
 
-def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: str = "v"):
+def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: str = "v",
+                  dtype: str | None = None):
     """``out[e] = op(lhs[lhs_target(e)], rhs[rhs_target(e)])`` for every edge ``e = (u, v)``
     (for ``dot``, summed over the last dimension, kept as size 1), shape (nnz, *F).
-    Operands as ``gspmm_values`` takes them, with the rows of their targets."""
+    Operands and ``dtype`` as ``gspmm_values`` takes them, with the rows of their targets."""
     sample = lhs if lhs is not None else rhs
-    dtype = dtype_name(sample)
+    kernel_dtype, dtype = kernel_dtypes(lhs, rhs, dtype)
     dot = op == "dot"
     lhs_shape, rhs_shape = _feature_shape(lhs), _feature_shape(rhs)
     if dot:
@@ -130,7 +143,7 @@ def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: 
     plan = feature_blocks(lhs_shape, rhs_shape)
     rows = {"u": matrix.shape[1], "v": matrix.shape[0], "e": matrix.nnz}
     tail = ((lhs.shape[-1],) if dot else ())
-    out = new_like(sample, (matrix.nnz,) + plan.shape + ((1,) if dot else ()))
+    out = new_like(sample, (matrix.nnz,) + plan.shape + ((1,) if dot else ()), dtype)
     if not math.prod(out.shape):        # no edge or no feature: nothing to compute
         return out
     operands = []
@@ -139,10 +152,13 @@ def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: 
         if array is not None:
             kept = tuple(s for s, has in zip(plan.sizes, full) if has)
             operands.append(array.reshape((rows[target],) + kept + tail))
-    key = (op, dtype, plan.sizes, plan.lhs_full, plan.rhs_full, lhs_target, rhs_target,
+    key = (op, kernel_dtype, plan.sizes, plan.lhs_full, plan.rhs_full, lhs_target, rhs_target,
            tail[0] if dot else 0)
-    _bound(matrix, ("gsddmm",) + key, lambda: gsddmm_kernel(*key),
-           lambda mod: schedule_gsddmm_cpu(mod, dot))(
+    gathered = [array[:1].nbytes for array, target in ((lhs, lhs_target), (rhs, rhs_target))
+                if array is not None and target == "u"]
+    prefetch = prefetch_distance(matrix.shape[1], max(gathered) // 4) if gathered else 0
+    _bound(matrix, ("gsddmm",) + key + (prefetch,), lambda: gsddmm_kernel(*key),
+           lambda mod: schedule_gsddmm_cpu(mod, dot, prefetch))(
         *operands, out.reshape((matrix.nnz,) + plan.sizes))
     return out
 

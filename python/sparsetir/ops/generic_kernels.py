@@ -9,6 +9,12 @@ has) are filled into TVMScript text, parsed by ``script.from_source`` and lowere
 compiler like any hand-written Stage I kernel. ``gspmm_arg`` records, for ``max`` and ``min``,
 the first in-edge whose message reached the result (the positions the backward pass uses).
 
+Dtypes: ``dtype`` is one name for every operand and the output, or ``(lhs, rhs, out)``. The
+arithmetic runs in ``accumulator_dtype`` (float64 when an operand is float64, else float32):
+bfloat16 and float16 loads are widened by a cast, and the result is rounded to the output's
+dtype by one cast at its store (the schedule keeps a reduction's running value in a
+float32 buffer, ``schedule.widen``, so a sum is rounded once, not at every edge).
+
 Example
 -------
 >>> from sparsetir.ops.generic_kernels import gspmm_source
@@ -55,6 +61,39 @@ _TARGET_AXES = {"u": (["J_detach"], ["j"]), "v": (["I_detach"], ["i"]),
                 "e": (["O", "I", "J"], ["o", "i", "j"])}
 
 
+def accumulator_dtype(*dtypes) -> str:
+    """The dtype a kernel computes in: float64 when one of ``dtypes`` is float64, else
+    float32 (bfloat16 and float16 are summed in float32)."""
+    return "float64" if "float64" in dtypes else "float32"
+
+
+def _dtypes(dtype) -> tuple:
+    """``(lhs, rhs, out)`` dtypes of one name or of a triple."""
+    return (dtype,) * 3 if isinstance(dtype, str) else tuple(dtype)
+
+
+def _widen(expr: str, dtype: str, acc: str) -> str:
+    """``expr`` (of ``dtype``) as the accumulator dtype ``acc`` reads it."""
+    return expr if dtype == acc else f'T.Cast("{acc}", {expr})'
+
+
+def _narrow(expr: str, dtype: str, acc: str) -> str:
+    """``expr`` (of ``acc``) rounded once to the stored ``dtype``."""
+    return expr if dtype == acc else f'T.Cast("{dtype}", {expr})'
+
+
+def _stored(expr: str, dtype: str, acc: str) -> str:
+    """``expr`` (of ``acc``) as it reads back once stored in ``dtype``. bfloat16 is rounded
+    to nearest even on the float32 bits: TVM computes bfloat16 in float32 and would fold a
+    float32 -> bfloat16 -> float32 cast pair away, unrounded."""
+    if dtype != "bfloat16":
+        return _widen(_narrow(expr, dtype, acc), dtype, acc)
+    bits = f'T.reinterpret("uint32", {expr})'
+    return (f'T.reinterpret("float32", T.bitwise_and({bits} + T.uint32(0x7FFF) + '
+            f'T.bitwise_and(T.shift_right({bits}, T.uint32(16)), T.uint32(1)), '
+            f'T.uint32(0xFFFF0000)))')
+
+
 def _feature_axes(sizes: tuple) -> str:
     return "".join(f"    K{b} = T.dense_fixed({size})\n" for b, size in enumerate(sizes))
 
@@ -80,24 +119,27 @@ def _message(op: str, lhs: str, rhs: str) -> str:
     return _OPERATORS[op].format(lhs, rhs)
 
 
-def gspmm_source(op: str, reduce_op: str, dtype: str, sizes: tuple, lhs_full: tuple,
+def gspmm_source(op: str, reduce_op: str, dtype, sizes: tuple, lhs_full: tuple,
                  rhs_full: tuple, record_arg: bool = False) -> str:
     """TVMScript text of ``gspmm`` (or, with ``record_arg``, of ``gspmm_arg``: the first
-    in-edge whose message equals the reduced value ``y``, into the int32 ``arg``, ``nnz``
-    where there is none)."""
+    in-edge whose message, rounded to the output's dtype, equals the reduced value ``y``, or is
+    NaN where ``y`` is, into the int32 ``arg``, ``nnz`` where there is none). ``dtype``: see the module docstring."""
     uses_lhs, uses_rhs = op != "copy_rhs", op != "copy_lhs"
     params = ([("x", "X")] if uses_lhs else []) + ([("e", "E")] if uses_rhs else []) \
         + [("y", "Y")] + ([("eid", "EID"), ("arg", "ARG")] if record_arg else [])
     text = _HEADER.format(params=", ".join(f"{handle}: T.handle" for handle, _ in params))
     text += _feature_axes(sizes)
     every = (True,) * len(sizes)
-    lhs_decl, lhs = _buffer("X", "x", "u", lhs_full, dtype)
-    rhs_decl, rhs = _buffer("E", "e", "e", rhs_full, dtype)
-    out_decl, out = _buffer("Y", "y", "v", every, dtype)
+    lhs_dtype, rhs_dtype, out_dtype = _dtypes(dtype)
+    acc = accumulator_dtype(*(d for d, used in ((lhs_dtype, uses_lhs), (rhs_dtype, uses_rhs),
+                                                (out_dtype, True)) if used))
+    lhs_decl, lhs = _buffer("X", "x", "u", lhs_full, lhs_dtype)
+    rhs_decl, rhs = _buffer("E", "e", "e", rhs_full, rhs_dtype)
+    out_decl, out = _buffer("Y", "y", "v", every, out_dtype)
     text += (lhs_decl if uses_lhs else "") + (rhs_decl if uses_rhs else "") + out_decl
     features = [f"K{b}" for b in range(len(sizes))]
     iters = ["o", "i", "j"] + [f"k{b}" for b in range(len(sizes))]
-    message = _message(op, lhs, rhs)
+    message = _message(op, _widen(lhs, lhs_dtype, acc), _widen(rhs, rhs_dtype, acc))
     if record_arg:
         eid_decl, eid = _buffer("EID", "eid", "e", (), "int32")
         arg_decl, arg = _buffer("ARG", "arg", "v", every, "int32")
@@ -105,19 +147,23 @@ def gspmm_source(op: str, reduce_op: str, dtype: str, sizes: tuple, lhs_full: tu
         text += _iteration(["O", "I", "J"] + features, iters, "SSR" + "S" * len(sizes),
                            "gspmm_arg") + _TILES_SHARE_NO_ROW
         return text + (f"        with T.init():\n            {arg} = nnz\n"
-                       f"        {arg} = T.min({arg}, T.if_then_else({message} == {out} or "
-                       f"(T.isnan({out}) and T.isnan({message})), {eid}, nnz))\n")
+                       f"        {arg} = T.min({arg}, T.if_then_else("
+                       f"{_stored(message, out_dtype, acc)} == {_widen(out, out_dtype, acc)} or "
+                       f"(T.isnan({_widen(out, out_dtype, acc)}) and T.isnan({message})), "
+                       f"{eid}, nnz))\n")
     text += _iteration(["O", "I", "J"] + features, iters, "SSR" + "S" * len(sizes), "gspmm") \
         + _TILES_SHARE_NO_ROW
-    init = _INIT[reduce_op].format(dtype=dtype)
+    init = _narrow(_INIT[reduce_op].format(dtype=acc), out_dtype, acc)
+    combined = _COMBINE[reduce_op].format(acc=_widen(out, out_dtype, acc), msg=message)
     return text + (f"        with T.init():\n            {out} = {init}\n"
-                   f"        {out} = {_COMBINE[reduce_op].format(acc=out, msg=message)}\n")
+                   f"        {out} = {_narrow(combined, out_dtype, acc)}\n")
 
 
-def gsddmm_source(op: str, dtype: str, sizes: tuple, lhs_full: tuple, rhs_full: tuple,
+def gsddmm_source(op: str, dtype, sizes: tuple, lhs_full: tuple, rhs_full: tuple,
                   lhs_target: str, rhs_target: str, dot_size: int = 0) -> str:
     """TVMScript text of ``gsddmm``; for ``op == "dot"``, ``dot_size`` is the length of the
-    last feature dimension, summed over (both operands have it)."""
+    last feature dimension, summed over (both operands have it). ``dtype``: see the module
+    docstring."""
     uses_lhs, uses_rhs = op != "copy_rhs", op != "copy_lhs"
     params = ([("x", "X")] if uses_lhs else []) + ([("y", "Y")] if uses_rhs else []) \
         + [("out", "OUT")]
@@ -126,19 +172,25 @@ def gsddmm_source(op: str, dtype: str, sizes: tuple, lhs_full: tuple, rhs_full: 
     reduced = (("D", "d"),) if op == "dot" else ()
     if op == "dot":
         text += f"    D = T.dense_fixed({dot_size})\n"
-    lhs_decl, lhs = _buffer("X", "x", lhs_target, lhs_full, dtype, reduced)
-    rhs_decl, rhs = _buffer("Y", "y", rhs_target, rhs_full, dtype, reduced)
-    out_decl, out = _buffer("OUT", "out", "e", (True,) * len(sizes), dtype)
+    lhs_dtype, rhs_dtype, out_dtype = _dtypes(dtype)
+    acc = accumulator_dtype(*(d for d, used in ((lhs_dtype, uses_lhs), (rhs_dtype, uses_rhs),
+                                                (out_dtype, True)) if used))
+    lhs_decl, lhs = _buffer("X", "x", lhs_target, lhs_full, lhs_dtype, reduced)
+    rhs_decl, rhs = _buffer("Y", "y", rhs_target, rhs_full, rhs_dtype, reduced)
+    out_decl, out = _buffer("OUT", "out", "e", (True,) * len(sizes), out_dtype)
     text += (lhs_decl if uses_lhs else "") + (rhs_decl if uses_rhs else "") + out_decl
+    lhs, rhs = _widen(lhs, lhs_dtype, acc), _widen(rhs, rhs_dtype, acc)
     axes = ["O", "I", "J"] + [f"K{b}" for b in range(len(sizes))]
     iters = ["o", "i", "j"] + [f"k{b}" for b in range(len(sizes))]
     if op == "dot":
         text += _iteration(axes + ["D"], iters + ["d"], "SSS" + "S" * len(sizes) + "R",
                            "gsddmm")
-        return text + (f"        with T.init():\n            {out} = T.{dtype}(0)\n"
-                       f"        {out} = {out} + {lhs} * {rhs}\n")
+        total = f"{_widen(out, out_dtype, acc)} + {lhs} * {rhs}"
+        return text + (f"        with T.init():\n"
+                       f"            {out} = {_narrow(f'T.{acc}(0)', out_dtype, acc)}\n"
+                       f"        {out} = {_narrow(total, out_dtype, acc)}\n")
     text += _iteration(axes, iters, "SSS" + "S" * len(sizes), "gsddmm")
-    return text + f"        {out} = {_message(op, lhs, rhs)}\n"
+    return text + f"        {out} = {_narrow(_message(op, lhs, rhs), out_dtype, acc)}\n"
 
 
 @lru_cache(maxsize=None)

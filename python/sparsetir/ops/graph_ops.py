@@ -19,9 +19,10 @@ caller's nonzeros to its edges).
 - ``segment_reduce(seglen, value, reducer="sum")``: consecutive segments of rows reduced;
 - ``segment_softmax(seglen, value)``: softmax within consecutive segments of rows.
 
-numpy arrays in give numpy out; torch tensors (CPU, float32 or float64, one dtype per call)
-give torch out and carry autograd (``autograd``). Every kernel is compiled from
-``generic_kernels``.
+numpy arrays in give numpy out; torch tensors (CPU) give torch out and carry autograd
+(``autograd``). Operands are float32, float64, bfloat16 or float16, combined as ``dtypes``
+says (one dtype, or a half dtype with float32); half precision is summed in float32 and
+rounded once at the store. Every kernel is compiled from ``generic_kernels``.
 
 Example
 -------
@@ -43,6 +44,7 @@ import numpy as np
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 from .arrays import check_tensor, is_torch
 from .broadcast import broadcast_shape
+from .dtypes import autocast_result, check_dtype, dtype_name, result_dtype
 from .generic import gsddmm_values, gspmm_values
 from .generic_kernels import GSDDMM_OPS, GSPMM_OPS, TARGETS
 from .graph_tensors import tracing
@@ -58,13 +60,14 @@ def _choice(name: str, value, choices: tuple) -> None:
 
 def _operands(named: list) -> list:
     """The operands ``[(name, value, rows)]`` (value None: unused) checked and made
-    contiguous: all numpy or all torch (CPU), one float dtype, ``rows`` rows each."""
+    contiguous: all numpy or all torch (CPU), float dtypes ``dtypes.result_dtype`` combines,
+    ``rows`` rows each."""
     given = [(name, value, rows) for name, value, rows in named if value is not None]
     kinds = {is_torch(value) for _, value, _ in given}
     if len(kinds) > 1:
         raise SparseTIRTypeError(f"{' and '.join(n for n, _, _ in given)} must all be numpy arrays or "
                                  "all torch tensors")
-    dtypes = set()
+    dtypes = []
     result = []
     for name, value, rows in named:
         if value is None:
@@ -80,18 +83,13 @@ def _operands(named: list) -> list:
                 raise SparseTIRTypeError(f"{name} must be a numpy array or torch tensor, got "
                                          f"{type(value).__name__}")
             value = np.ascontiguousarray(value)
-        dtype = str(value.dtype).replace("torch.", "")
-        if dtype not in ("float32", "float64"):
-            raise SparseTIRTypeError(f"{name} must be float32 or float64, got {dtype}")
-        dtypes.add(dtype)
+        check_dtype(name, dtype_name(value))
+        dtypes.append((name, dtype_name(value)))
         if value.ndim < 1 or value.shape[0] != rows:
             raise SparseTIRValueError(f"{name} must have {rows} rows (shape ({rows}, ...)), got "
                                       f"shape {tuple(value.shape)}")
         result.append(value)
-    if len(dtypes) > 1:
-        raise SparseTIRTypeError(f"{' and '.join(n for n, _, _ in given)} have different dtypes "
-                                 f"({', '.join(sorted(dtypes))}); pass one dtype, nothing is "
-                                 "cast")
+    result_dtype(dtypes)
     return result
 
 
@@ -146,8 +144,8 @@ def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_d
     weights then count them)."""
     lhs, rhs = gspmm_operands(matrix, op, reduce_op, lhs_data, rhs_data)
     from .autograd import GSpMM  # pylint: disable=import-outside-toplevel
-    return _run(lambda m, o, r, x, e: gspmm_values(m, o, r, x, e)[0], GSpMM, matrix, op,
-                reduce_op, lhs, rhs)
+    return _run(lambda m, o, r, x, e, d: gspmm_values(m, o, r, x, e, dtype=d)[0], GSpMM,
+                matrix, op, reduce_op, lhs, rhs, autocast_result(lhs, rhs))
 
 
 def gspmm_operands(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data) -> tuple:
@@ -209,7 +207,8 @@ def gsddmm_entries(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target
     gives each of them its entry's value)."""
     lhs, rhs = gsddmm_operands(matrix, op, lhs_data, rhs_data, lhs_target, rhs_target)
     from .autograd import GSDDMM  # pylint: disable=import-outside-toplevel
-    return _run(gsddmm_values, GSDDMM, matrix, op, lhs, rhs, lhs_target, rhs_target)
+    return _run(gsddmm_values, GSDDMM, matrix, op, lhs, rhs, lhs_target, rhs_target,
+                autocast_result(lhs, rhs) if op == "dot" else None)
 
 
 def gsddmm_operands(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target: str,

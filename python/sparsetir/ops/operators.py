@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from ..lower import lower_sparse_iter
+from .dtypes import HALF_DTYPES, autocast_dtype, result_dtype
 from .arrays import (DenseOperand, check_output, check_tensor, new_array, reordered_view,
                      writable_view)
 from ..driver.build_module import build
@@ -279,13 +280,16 @@ def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0,
 def _needs_graph_ops(A, *operands) -> bool:
     """Whether a call must take the general path (``graph_ops``): autograd records it (a
     torch operand or ``out`` requires grad in grad mode, or the matrix's values do), or it is
-    not float32 throughout, or the values are a ``from_csr`` tensor read at every call."""
+    not float32 throughout, or the values are a ``from_csr`` tensor read at every call, or
+    torch's autocast sets the result's dtype (``dtypes``)."""
     if isinstance(A, SparseMatrix):
         if A.values is not A.data or A.dtype != np.float32:
             return True
     elif str(getattr(A, "dtype", "float32")).replace("torch.", "") != "float32":
         return True
     torch = sys.modules.get("torch")
+    if autocast_dtype() is not None and any(isinstance(x, torch.Tensor) for x in operands):
+        return True
     for operand in operands:
         if str(getattr(operand, "dtype", "float32")).replace("torch.", "") != "float32":
             return True
@@ -297,13 +301,17 @@ def _needs_graph_ops(A, *operands) -> bool:
 
 def _graph_matrix(A, X):
     """``(matrix, values)``: A as a ``SparseMatrix`` and the values to multiply by, of X's
-    kind; a dtype that differs from X's is refused by name (nothing is cast)."""
+    kind; a dtype that differs from X's is refused by name (nothing is cast), but for
+    bfloat16 or float16 X with a float32 A (``dtypes``: the result is float32, or the
+    autocast dtype)."""
     matrix = as_sparse_matrix(A)
     x_dtype = str(getattr(X, "dtype", "")).replace("torch.", "")
     if x_dtype in ("float32", "float64") and np.dtype(x_dtype) != matrix.dtype:
         raise SparseTIRTypeError(
             f"A is {matrix.dtype} and X {x_dtype}: sparsetir.ops computes in one dtype and "
             "casts nothing; pass both as float32 or both as float64")
+    if x_dtype in HALF_DTYPES:
+        result_dtype([("A", matrix.dtype.name), ("X", x_dtype)])
     values = matrix.values
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(X, torch.Tensor):

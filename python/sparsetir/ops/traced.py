@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from ..errors import SparseTIRError, SparseTIRTypeError, SparseTIRValueError
+from .dtypes import autocast_result
 from .graph_tensors import graph_tensors
 from .matrix import SparseMatrix
 
@@ -39,23 +40,27 @@ def _edges_only(M: SparseMatrix) -> SparseMatrix:
 
 
 def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data, edges_only: bool = True):
-    """``ops.gspmm`` as ``torch.ops.sparsetir.gspmm``."""
+    """``ops.gspmm`` as ``torch.ops.sparsetir.gspmm`` (the autocast dtype, if any, read
+    while torch traces)."""
     M = _edges_only(_graph(M)) if edges_only else _graph(M)
     arrays = graph_tensors(M)
-    return torch.ops.sparsetir.gspmm(arrays.indptr, arrays.indices, op, reduce_op,
-                                     None if op == "copy_rhs" else lhs_data,
-                                     None if op == "copy_lhs" else rhs_data)[0]
+    lhs = None if op == "copy_rhs" else lhs_data
+    rhs = None if op == "copy_lhs" else rhs_data
+    return torch.ops.sparsetir.gspmm(arrays.indptr, arrays.indices, op, reduce_op, lhs, rhs,
+                                     autocast_result(lhs, rhs))[0]
 
 
 def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: str = "v",
            edges_only: bool = True):
-    """``ops.gsddmm`` as ``torch.ops.sparsetir.gsddmm``."""
+    """``ops.gsddmm`` as ``torch.ops.sparsetir.gsddmm`` (``dot`` in the autocast dtype, if
+    any, read while torch traces)."""
     M = _edges_only(_graph(M)) if edges_only else _graph(M)
     arrays = graph_tensors(M)
-    return torch.ops.sparsetir.gsddmm(arrays.indptr, arrays.indices, op,
-                                      None if op == "copy_rhs" else lhs_data,
-                                      None if op == "copy_lhs" else rhs_data,
-                                      lhs_target, rhs_target)
+    lhs = None if op == "copy_rhs" else lhs_data
+    rhs = None if op == "copy_lhs" else rhs_data
+    return torch.ops.sparsetir.gsddmm(arrays.indptr, arrays.indices, op, lhs, rhs, lhs_target,
+                                      rhs_target,
+                                      autocast_result(lhs, rhs) if op == "dot" else None)
 
 
 def edge_softmax(M, logits, eids=None, norm_by: str = "dst"):
@@ -93,8 +98,10 @@ def sddmm(A, X, Y, out):
 
 
 def segment_reduce(seglen, value, reducer: str):
-    """``ops.segment_reduce`` as ``torch.ops.sparsetir.segment_reduce``."""
-    return torch.ops.sparsetir.segment_reduce(torch.as_tensor(seglen), value, reducer)[0]
+    """``ops.segment_reduce`` as ``torch.ops.sparsetir.segment_reduce`` (in the autocast
+    dtype, if any, as ``ops.segment_reduce``'s ``gspmm``)."""
+    return torch.ops.sparsetir.segment_reduce(torch.as_tensor(seglen), value, reducer,
+                                              autocast_result(value))[0]
 
 
 def gather_mm(a, b, idx_b):

@@ -4,8 +4,9 @@ Each row ``i`` of ``a`` (N, D1) is multiplied by one matrix of ``b`` (R, D1, D2)
 the row's relation. ``gather_mm(a, b, idx_b)`` names it per row (``out[i] = a[i] @
 b[idx_b[i]]``); ``segment_mm(a, b, seglen_a)`` gives consecutive segments of rows (``seglen_a[r]``
 rows multiply ``b[r]``; a segment may be empty). The kernels are made by the compiler
-(``typed_kernels``, scheduled by ``schedule.typed``), one per dtype (float32 or float64; ``a``
-and ``b`` of different dtypes are refused, never cast) and feature sizes.
+(``typed_kernels``, scheduled by ``schedule.typed``), one per dtype (float32, float64,
+bfloat16 or float16, the half dtypes summed in float32; ``a`` and ``b`` of different dtypes
+are refused, never cast) and feature sizes.
 
 numpy in gives numpy out. torch in gives torch out, with autograd: ``da = gather_mm(dout,
 b^T, idx_b)`` and ``db[r] = sum of outer(a[i], dout[i])`` over the rows of relation ``r``, both
@@ -36,6 +37,7 @@ from ..format.checks import index_array
 from ..lower import lower_sparse_iter
 from ..schedule.typed import schedule_gather_mm_cpu, schedule_relation_outer_cpu
 from .arrays import is_torch
+from .generic_kernels import accumulator_dtype
 from .graph_tensors import tracing
 from .typed_kernels import DTYPES, kernel
 
@@ -47,7 +49,7 @@ def gather_mm(a, b, idx_b):
 
     Parameters
     ----------
-    a : numpy.ndarray or torch.Tensor, shape (N, D1), float32 or float64
+    a : numpy.ndarray or torch.Tensor, shape (N, D1), float32, float64, bfloat16 or float16
     b : numpy.ndarray or torch.Tensor, shape (R, D1, D2), the same kind and dtype as ``a``
     idx_b : integers (array, tensor or list), shape (N,), values in ``[0, R)``
 
@@ -68,7 +70,7 @@ def segment_mm(a, b, seglen_a):
 
     Parameters
     ----------
-    a : numpy.ndarray or torch.Tensor, shape (N, D1), float32 or float64
+    a : numpy.ndarray or torch.Tensor, shape (N, D1), float32, float64, bfloat16 or float16
     b : numpy.ndarray or torch.Tensor, shape (R, D1, D2), the same kind and dtype as ``a``
     seglen_a : integers (array, tensor or list), shape (R,), non-negative, summing to N
 
@@ -200,7 +202,8 @@ def _kind(name: str, value) -> bool:
 def _dtype_name(name: str, value) -> str:
     dtype = str(value.dtype).replace("torch.", "")
     if dtype not in DTYPES:
-        raise SparseTIRTypeError(f"{name} must be float32 or float64, got {dtype}")
+        raise SparseTIRTypeError(f"{name} must be float32, float64, bfloat16 or float16, got "
+                                 f"{dtype}")
     return dtype
 
 
@@ -244,7 +247,7 @@ def _kernel(name: str, dtype: str, d1: int, d2: int, gathered: bool = False):
     (``gathered``: see ``schedule_relation_outer_cpu``)."""
     def make():
         mod = lower_sparse_iter(kernel(name, dtype).specialize({"d1": d1, "d2": d2}))
-        itemsize = np.dtype(dtype).itemsize
+        itemsize = np.dtype(accumulator_dtype(dtype)).itemsize      # of the running sums
         if name == "gather_mm":
             scheduled = schedule_gather_mm_cpu(mod, d2, itemsize)
         else:

@@ -11,8 +11,11 @@ from each relation to its rows): ``db[r, d, k] = sum over rows i of r of a[i, d]
 a relation with no rows gets zeros. The input gradient is ``gather_mm`` again, of ``g`` and
 ``b`` transposed.
 
-One kernel per dtype (float32, float64): :func:`kernel` parses the function for the dtype
-asked, the same source for both.
+One kernel per dtype (float32, float64, bfloat16, float16): :func:`kernel` parses the function
+for the dtype asked, the same source for all. bfloat16 and float16 values are widened where
+they are loaded and the products summed in float32 (``generic_kernels.accumulator_dtype``),
+rounded once at the store (the schedule keeps the running sums in float32, ``schedule.widen``);
+for float32 and float64 the casts are no-ops and vanish.
 
 Example
 -------
@@ -28,11 +31,14 @@ from functools import lru_cache
 
 from ..errors import SparseTIRValueError
 from ..script import tir as T
+from .generic_kernels import accumulator_dtype
 
-DTYPES = ("float32", "float64")
+DTYPES = ("float32", "float64", "bfloat16", "float16")
 
 
 def _gather_mm(dtype: str):
+    acc = accumulator_dtype(dtype)
+
     @T.prim_func
     def gather_mm(a: T.handle, b: T.handle, out: T.handle, idx: T.handle, n: T.int32,
                   r: T.int32, d1: T.int32, d2: T.int32) -> None:
@@ -48,11 +54,14 @@ def _gather_mm(dtype: str):
         with T.sp_iter([I, R, D2, D1], "SRSR", "gather_mm") as [i, j, k, d]:
             with T.init():
                 OUT[i, k] = T.cast(0, dtype)
-            OUT[i, k] = OUT[i, k] + A[i, d] * B[j, d, k]
+            OUT[i, k] = T.cast(T.cast(OUT[i, k], acc) + T.cast(A[i, d], acc)
+                               * T.cast(B[j, d, k], acc), dtype)
     return gather_mm
 
 
 def _relation_outer(dtype: str):
+    acc = accumulator_dtype(dtype)
+
     @T.prim_func
     def relation_outer(a: T.handle, g: T.handle, db: T.handle, rel_ptr: T.handle,
                        rows: T.handle, n: T.int32, r: T.int32, d1: T.int32,
@@ -69,7 +78,8 @@ def _relation_outer(dtype: str):
         with T.sp_iter([R, I, D1, D2], "SRSS", "relation_outer") as [rel, i, d, k]:
             with T.init():
                 DB[rel, d, k] = T.cast(0, dtype)
-            DB[rel, d, k] = DB[rel, d, k] + A[i, d] * G[i, k]
+            DB[rel, d, k] = T.cast(T.cast(DB[rel, d, k], acc) + T.cast(A[i, d], acc)
+                                   * T.cast(G[i, k], acc), dtype)
     return relation_outer
 
 

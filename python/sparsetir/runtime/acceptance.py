@@ -33,6 +33,7 @@ from ..errors import ArgumentError
 from .signature import BufferParam, evaluate_int
 
 _DLPACK_CODES = {"i": 0, "u": 1, "f": 2}     # numpy dtype kind -> DLPack type code
+_DLPACK_BFLOAT = 4                           # kDLBfloat (numpy's bfloat16 is ml_dtypes')
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +91,9 @@ class Acceptance:
             else (self.length,),
             "any_shape": not self.dims,
             "on_host": self.device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU,
-            "buffer_format": memoryview(np.empty(1, dtype)).format,
-            "dlpack_code": _DLPACK_CODES.get(dtype.kind), "dlpack_bits": dtype.itemsize * 8,
+            "buffer_format": _buffer_format(dtype),
+            "dlpack_code": _DLPACK_BFLOAT if dtype.name == "bfloat16"
+            else _DLPACK_CODES.get(dtype.kind), "dlpack_bits": dtype.itemsize * 8,
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
@@ -105,6 +107,15 @@ class Acceptance:
     def aligned(self, address: int) -> bool:
         """Whether data starting at ``address`` is aligned as the compiled code assumes."""
         return address % self.alignment == 0
+
+
+def _buffer_format(dtype: np.dtype) -> str:
+    """The buffer protocol's format string of ``dtype``; "" for one the protocol has none for
+    (bfloat16: no numpy array of it exports a buffer, so the C path never takes one)."""
+    try:
+        return memoryview(np.empty(1, dtype)).format
+    except ValueError:
+        return ""
 
 
 def required_alignment(dtype: str) -> int:

@@ -23,6 +23,28 @@ from .acceptance import Acceptance
 from .signature import ScalarParam
 
 
+def tensor_of(array: np.ndarray) -> tvm_ffi.Tensor:
+    """A tvm tensor over a C-contiguous numpy ``array``'s memory (no copy); a bfloat16 array
+    (ml_dtypes', which numpy's DLPack export does not take) goes through a uint16 view.
+
+    Examples
+    --------
+    >>> tensor_of(np.zeros(3, "float32")).dtype
+    dtype('float32')
+    """
+    if array.dtype.name != "bfloat16":
+        return tvm_ffi.from_dlpack(array)
+    return tvm_ffi.from_dlpack(array.view(np.uint16))._create_view(array.shape, "bfloat16")
+
+
+def numpy_of(tensor: tvm_ffi.Tensor) -> np.ndarray:
+    """A numpy array over a host tvm ``tensor``'s memory (no copy; bfloat16 as ml_dtypes')."""
+    if str(tensor.dtype) != "bfloat16":
+        return np.from_dlpack(tensor)
+    return np.from_dlpack(tensor._create_view(tuple(tensor.shape), "uint16")).view(
+        np.dtype("bfloat16"))
+
+
 def host_array(data) -> np.ndarray:
     """Return the elements of an argument as a flat numpy array on the host.
 
@@ -45,7 +67,7 @@ def host_array(data) -> np.ndarray:
         return np.asarray(data).reshape(-1)
     if isinstance(data, tvm_ffi.Tensor):
         on_host = data.device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU
-        return (np.from_dlpack(data) if on_host else data.numpy()).reshape(-1)
+        return (numpy_of(data) if on_host else data.numpy()).reshape(-1)
     return data.detach().reshape(-1).cpu().numpy()
 
 
@@ -220,12 +242,12 @@ class BufferConverter:
         if accept.on_host and flags.c_contiguous:
             flat = array if array.ndim == 1 else array.reshape(-1)
             # DLPack cannot export read-only arrays; the kernel only reads this one
-            tensor = tvm_ffi.from_dlpack(flat if flags.writeable else writable_alias(flat))
+            tensor = tensor_of(flat if flags.writeable else writable_alias(flat))
             if accept.aligned(tensor.data_ptr()):
                 return tensor, None
         staged = self._staged()
         if accept.on_host:
-            np.from_dlpack(staged).reshape(array.shape)[...] = array
+            numpy_of(staged).reshape(array.shape)[...] = array
         else:
             staged.copyfrom(array.reshape(-1))
         return staged, partial(_numpy_copy_back, array, staged) if accept.written else None
@@ -242,7 +264,7 @@ class BufferConverter:
         if not accept.on_host:
             raise self._error(f"a tvm tensor on {accept.device} must be contiguous and "
                               f"{accept.alignment}-byte aligned")
-        return self._from_numpy(np.from_dlpack(tensor))
+        return self._from_numpy(numpy_of(tensor))
 
     def _from_torch(self, tensor) -> tuple:
         accept = self.accept

@@ -25,9 +25,8 @@ import sys
 from bisect import bisect_right
 
 import numpy as np
-import tvm_ffi
 
-from .arguments import outgrows_storage
+from .arguments import outgrows_storage, tensor_of
 from .native_call import native_plan
 
 
@@ -87,7 +86,7 @@ class FastPath:
                     if value.size != accept.length or not accept.shape_fits(shape):
                         return None
                     value = value.reshape(accept.passed_shape)
-                value = tvm_ffi.from_dlpack(value)
+                value = tensor_of(value)
             elif torch is not None and kind is torch.Tensor:
                 if self._torch_dtypes is None:
                     self._torch_dtypes = [getattr(torch, a.dtype.name) for a in self._accepts]

@@ -5,6 +5,8 @@ Both walk row tiles in parallel, as the ``spmm``/``sddmm`` schedules do (``opera
 (``operators.spmm_lanes``) each tile of the output row is reduced in vector registers while
 the row's in-edges are walked, whatever the reduction (sum, max, min). ``gsddmm``: the fused
 feature loop is vectorised by register tiles; a ``dot`` sums its last dimension in a register.
+A bfloat16 or float16 output's running value is always kept in a buffer of its own (a scalar
+where no register tile fits), held in float32 (``widen``): a sum is rounded once, at its store.
 
 Example
 -------
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import tvm
 
+from ..ir.attrs import PREFETCH_ANNOTATION
 from .operators import accumulate_in_registers, spmm_lanes
+from .widen import stores_half, widen_accumulators
 
 
 def _fused_features(sch, loops: list):
@@ -33,34 +37,53 @@ def _tile_lanes(sch, loops: list) -> int:
     return spmm_lanes(int(sch.get(loops[-1]).extent)) if loops else 1
 
 
-def schedule_gspmm_cpu(mod: tvm.IRModule, block: str = "gspmm") -> tvm.IRModule:
+
+def schedule_gspmm_cpu(mod: tvm.IRModule, block: str = "gspmm",
+                       prefetch: int = 0) -> tvm.IRModule:
     """Row tiles in parallel; the in-edge loop reduces register tiles of the fused feature
-    loop when a tile divides it (``block``: the kernel's name, ``gspmm`` or ``gspmm_arg``)."""
+    loop when a tile divides it (``block``: the kernel's name, ``gspmm`` or ``gspmm_arg``);
+    with ``prefetch``, the in-edge loop prefetches the source rows it gathers that many edges
+    ahead (``operators.prefetch_distance``)."""
     sch = tvm.s_tir.Schedule(mod)
     (tiles,) = sch.get_loops(sch.get_sblock(f"{block}0"))
     update = sch.get_sblock(f"{block}2")
     edges, *features = sch.get_loops(update)
     sch.parallel(tiles)
+    if prefetch:
+        sch.annotate(edges, PREFETCH_ANNOTATION, prefetch)
     lanes = _tile_lanes(sch, features)
     fused = _fused_features(sch, features)
-    if fused is None or block != "gspmm":
+    if block != "gspmm":
         return sch.mod
-    if lanes > 1:
+    if fused is not None and lanes > 1:
         accumulate_in_registers(sch, update, [edges], fused, lanes)
-    return sch.mod
+    elif stores_half(sch, update):          # one scalar running value per output element
+        if fused is not None:
+            sch.reorder(fused, edges)
+        accumulator = sch.cache_write(update, 0, "global")
+        if fused is not None:
+            sch.reverse_compute_at(accumulator, fused)
+        sch.decompose_reduction(update, edges)
+    return widen_accumulators(sch.mod)
 
 
-def schedule_gsddmm_cpu(mod: tvm.IRModule, dot: bool) -> tvm.IRModule:
+def schedule_gsddmm_cpu(mod: tvm.IRModule, dot: bool, prefetch: int = 0) -> tvm.IRModule:
     """Row tiles in parallel; the fused feature loop vectorised by register tiles; a dot's
-    sum starts from a zero moved out of its loop, so it stays in a register."""
+    sum starts from a zero moved out of its loop, so it stays in a register; with
+    ``prefetch``, the edge loop prefetches the source rows it gathers that many edges ahead."""
     sch = tvm.s_tir.Schedule(mod)
     (tiles,) = sch.get_loops(sch.get_sblock("gsddmm0"))
     update = sch.get_sblock("gsddmm2")
-    loops = sch.get_loops(update)[1:]
+    edges, *loops = sch.get_loops(update)
     sch.parallel(tiles)
+    if prefetch:
+        sch.annotate(edges, PREFETCH_ANNOTATION, prefetch)
     if dot:
+        if stores_half(sch, update):
+            sch.reverse_compute_at(sch.cache_write(update, 0, "global"),
+                                   sch.get_loops(update)[-2])
         sch.decompose_reduction(update, loops[-1])
-        return sch.mod
+        return widen_accumulators(sch.mod)
     lanes = _tile_lanes(sch, loops)
     fused = _fused_features(sch, loops)
     if fused is not None:

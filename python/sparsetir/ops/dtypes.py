@@ -1,0 +1,79 @@
+"""Which dtypes the operators take together, and the dtype of their result.
+
+Features and edge values may be float32, float64, bfloat16 or float16. Kernels compute in
+float32 (float64 for float64 operands): half-precision loads are widened, and the result is
+rounded once where it is stored (``generic_kernels``). Operands of one dtype give that dtype.
+A half-precision operand with a float32 one gives float32, torch's promotion (the half operand
+is read as it is, never copied into float32). Every other mixture (float32 with float64, a half
+dtype with float64, bfloat16 with float16) is refused by name: nothing is cast.
+
+Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (or float16), the products of features
+(``spmm``, ``sddmm``, ``gspmm``, ``gsddmm``'s ``dot``) give the autocast dtype, as torch's own
+matrix products do; their operands are read as they are (a float32 operand is not rounded
+first); float64 operands keep float64, as torch's autocast leaves them. ``autocast_dtype()``
+says which dtype that is, if any; ``autocast_result(lhs, rhs)`` which dtype a product of
+those operands gets.
+
+Example
+-------
+>>> result_dtype([("X", "bfloat16"), ("E", "float32")])
+'float32'
+>>> result_dtype([("X", "bfloat16"), ("Y", "bfloat16")])
+'bfloat16'
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import SparseTIRTypeError
+from ..schedule.widen import HALF_DTYPES
+
+FLOAT_DTYPES = ("float32", "float64") + HALF_DTYPES
+
+
+def dtype_name(array) -> str:
+    """``"float32"``, ``"bfloat16"``... (the plain name) of a numpy array or torch tensor."""
+    return str(array.dtype).replace("torch.", "")
+
+
+def check_dtype(name: str, dtype: str) -> None:
+    """Refuse, naming the operand, a dtype the operators do not take."""
+    if dtype not in FLOAT_DTYPES:
+        raise SparseTIRTypeError(f"{name} must be float32, float64, bfloat16 or float16, got "
+                                 f"{dtype}")
+
+
+def result_dtype(named: list) -> str:
+    """The dtype of a result computed from ``[(name, dtype)]`` (see the module docstring);
+    a mixture that is not a half dtype with float32 is refused, naming the operands."""
+    dtypes = {dtype for _, dtype in named}
+    if len(dtypes) == 1:
+        return dtypes.pop()
+    if dtypes - set(HALF_DTYPES) == {"float32"} and len(dtypes) == 2:
+        return "float32"
+    raise SparseTIRTypeError(
+        f"{' and '.join(name for name, _ in named)} have different dtypes "
+        f"({', '.join(dtype for _, dtype in named)}); sparsetir.ops combines only a bfloat16 "
+        "or float16 operand with a float32 one and casts nothing: pass them in one dtype")
+
+
+def autocast_dtype() -> str | None:
+    """The dtype torch's CPU autocast gives matrix products now (``"bfloat16"`` or
+    ``"float16"``), or None when autocast is off (or torch is not imported)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.is_autocast_enabled("cpu"):
+        return None
+    return str(torch.get_autocast_dtype("cpu")).replace("torch.", "")
+
+
+def autocast_result(*operands) -> str | None:
+    """The result dtype torch's CPU autocast asks now of a product of ``operands`` (None
+    where unused): ``autocast_dtype()``, or None when no operand is a torch tensor or one is
+    float64 (autocast leaves float64 alone, as torch's does)."""
+    given = [value for value in operands if value is not None]
+    torch = sys.modules.get("torch")
+    if torch is None or not any(isinstance(value, torch.Tensor) for value in given) \
+            or any(dtype_name(value) == "float64" for value in given):
+        return None
+    return autocast_dtype()

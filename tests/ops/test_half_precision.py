@@ -1,0 +1,258 @@
+"""bfloat16 and float16 operands of ``sparsetir.ops``: sums in float32, one rounding at the store.
+
+Every operator in half precision is checked against its float32 result on the same rounded
+inputs (float32 is checked against dense torch by ``test_graph_ops``; ``spmm``/``sddmm`` here
+also against float64 dense products). Tolerance: one rounding of the float32 value to the
+output dtype, ``|half - f32| <= u * |f32|`` with the unit roundoff ``u`` (2^-8 for bfloat16,
+2^-11 for float16), plus 1e-6 * (1 + |f32|) for float32's own summation-order differences;
+``mean`` (a rounded sum divided and rounded again) and ``edge_softmax`` (four rounded stages)
+get 2u and 4u. The graph has empty rows and outputs are filled with NaN before the call.
+"""
+
+import ml_dtypes
+import numpy as np
+import pytest
+import scipy.sparse
+import torch
+
+import sparsetir.ops as ops
+from sparsetir.errors import SparseTIRTypeError
+from sparsetir.lower import lower_sparse_iter
+from sparsetir.ops.generic_kernels import gspmm_kernel
+from sparsetir.schedule.generic import schedule_gspmm_cpu
+
+UNIT_ROUNDOFF = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+HALVES = pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+ROWS, COLS, FEAT = 40, 30, 16
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    dense = scipy.sparse.random(ROWS, COLS, density=0.2, format="csr", dtype=np.float32,
+                                random_state=3).toarray()
+    dense[[0, 5, 17]] = 0                                   # rows without a nonzero
+    return ops.SparseMatrix(scipy.sparse.csr_matrix(dense)), torch.from_numpy(dense)
+
+
+def _rounded(shape, dtype, seed):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def assert_one_rounding(half, reference, dtype, roundings=1):
+    """``half`` is ``reference`` (float32 or float64) rounded ``roundings`` times to ``dtype``."""
+    assert half.dtype == dtype
+    reference = reference.double()
+    bound = roundings * UNIT_ROUNDOFF[dtype] * reference.abs() + 1e-6 * (1 + reference.abs())
+    error = (half.double() - reference).abs()
+    assert torch.isnan(half).eq(torch.isnan(reference)).all()
+    finite = torch.isfinite(reference)
+    assert (half[~finite].double() == reference[~finite]).logical_or(
+        torch.isnan(reference[~finite])).all()
+    assert (error[finite] <= bound[finite]).all(), float((error - bound)[finite].max())
+
+
+@HALVES
+def test_spmm_and_sddmm_against_float64_products(matrix, dtype):
+    M, dense = matrix
+    x, y = _rounded((COLS, FEAT), dtype, 1), _rounded((ROWS, FEAT), dtype, 2)
+    pattern = (dense != 0).double()
+    assert_one_rounding(ops.spmm(M, x, weighted=False), pattern @ x.double(), dtype)
+    values = ops.sddmm(M, y, x)
+    rows, cols = np.repeat(np.arange(ROWS), np.diff(M.indptr)), np.array(M.indices)
+    reference = (y.double()[rows] * x.double()[cols]).sum(1)
+    assert_one_rounding(values, reference, dtype)
+    # a float32 matrix with half features: float32 (torch's promotion), the features read as
+    # they are
+    weighted = ops.spmm(M, x)
+    assert weighted.dtype == torch.float32
+    torch.testing.assert_close(weighted.double(), dense.double() @ x.double(), rtol=1e-5,
+                               atol=1e-5)
+
+
+@HALVES
+def test_empty_rows_give_zero_and_out_is_written(matrix, dtype):
+    M, _ = matrix
+    out = torch.full((ROWS, FEAT), float("nan"), dtype=dtype)
+    result = ops.spmm(M, _rounded((COLS, FEAT), dtype, 4), out=out, weighted=False)
+    assert result is out and not torch.isnan(out).any()
+    assert (out[[0, 5, 17]] == 0).all()
+    for reducer in ("sum", "max", "min", "mean"):
+        y = ops.gspmm(M, "copy_lhs", reducer, _rounded((COLS, FEAT), dtype, 5), None)
+        assert (y[[0, 5, 17]] == 0).all(), reducer
+
+
+@HALVES
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "copy_lhs", "copy_rhs"])
+@pytest.mark.parametrize("reducer", ["sum", "max", "min", "mean"])
+def test_gspmm_is_the_float32_result_rounded_once(matrix, dtype, op, reducer):
+    M, _ = matrix
+    x = _rounded((COLS, 2, 8), dtype, 6)
+    e = _rounded((M.nnz, 2, 1), dtype, 7)
+    if op == "div":
+        e = e.abs() + 0.5
+    half = ops.gspmm(M, op, reducer, x, e)
+    single = ops.gspmm(M, op, reducer, x.float(), e.float())
+    assert_one_rounding(half, single, dtype, roundings=2 if reducer == "mean" else 1)
+
+
+@HALVES
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "dot", "copy_lhs", "copy_rhs"])
+@pytest.mark.parametrize("targets", [("u", "v"), ("v", "e"), ("e", "u")])
+def test_gsddmm_is_the_float32_result_rounded_once(matrix, dtype, op, targets):
+    M, _ = matrix
+    rows = {"u": COLS, "v": ROWS, "e": M.nnz}
+    lhs = _rounded((rows[targets[0]], 12), dtype, 8)
+    rhs = _rounded((rows[targets[1]], 12), dtype, 9)
+    if op == "div":
+        rhs = rhs.abs() + 0.5
+    half = ops.gsddmm(M, op, lhs, rhs, *targets)
+    assert_one_rounding(half, ops.gsddmm(M, op, lhs.float(), rhs.float(), *targets), dtype)
+
+
+@HALVES
+def test_edge_softmax_and_segment_reduce(matrix, dtype):
+    M, _ = matrix
+    logits = _rounded((M.nnz, 3), dtype, 10)
+    half = ops.edge_softmax(M, logits)
+    assert half.dtype == dtype
+    torch.testing.assert_close(half.double(), ops.edge_softmax(M, logits.float()).double(),
+                               rtol=0, atol=4 * UNIT_ROUNDOFF[dtype])
+    seglen = np.array([3, 0, 5, 2])
+    value = _rounded((10, 4), dtype, 11)
+    for reducer in ("sum", "max", "min", "mean"):
+        assert_one_rounding(ops.segment_reduce(seglen, value, reducer),
+                            ops.segment_reduce(seglen, value.float(), reducer), dtype,
+                            roundings=2 if reducer == "mean" else 1)
+
+
+@HALVES
+def test_gradients_in_the_input_dtype(matrix, dtype):
+    M, _ = matrix
+    x = _rounded((COLS, FEAT), dtype, 12).requires_grad_()
+    y = _rounded((ROWS, FEAT), dtype, 13).requires_grad_()
+    e = _rounded((M.nnz, 1), dtype, 14).requires_grad_()
+    upstream = _rounded((ROWS, FEAT), dtype, 15)
+    x32, y32, e32 = (t.detach().float().requires_grad_() for t in (x, y, e))
+    (ops.gspmm(M, "mul", "sum", x, e) * upstream).sum().backward()
+    (ops.gspmm(M, "mul", "sum", x32, e32) * upstream.float()).sum().backward()
+    dots = _rounded((M.nnz, 1), dtype, 16)
+    (ops.gsddmm(M, "dot", x.detach(), y) * dots).sum().backward()
+    (ops.gsddmm(M, "dot", x32.detach(), y32) * dots.float()).sum().backward()
+    assert x.grad.dtype == e.grad.dtype == y.grad.dtype == dtype
+    # the product's own rounding, then the upstream product's: two roundings per gradient
+    assert_one_rounding(e.grad, e32.grad, dtype, roundings=2)
+    assert_one_rounding(y.grad, y32.grad, dtype, roundings=2)
+    x_max = _rounded((COLS, FEAT), dtype, 17).requires_grad_()
+    ops.gspmm(M, "copy_lhs", "max", x_max, None).sum().backward()
+    x_max32 = x_max.detach().float().requires_grad_()
+    ops.gspmm(M, "copy_lhs", "max", x_max32, None).sum().backward()
+    assert torch.equal(x_max.grad.float(), x_max32.grad)
+
+
+@HALVES
+def test_nan_and_inf_propagate_as_in_float32(matrix, dtype):
+    M, dense = matrix
+    x = _rounded((COLS, FEAT), dtype, 18)
+    used = int(np.flatnonzero(np.diff(M.indptr))[0])
+    x[M.indices[M.indptr[used]], 0] = float("nan")
+    x[M.indices[M.indptr[used]], 1] = float("inf")
+    for reducer in ("sum", "max", "min"):
+        half = ops.gspmm(M, "copy_lhs", reducer, x, None)
+        single = ops.gspmm(M, "copy_lhs", reducer, x.float(), None)
+        assert torch.equal(torch.isnan(half), torch.isnan(single)), reducer
+        assert torch.equal(torch.isinf(half), torch.isinf(single)), reducer
+    values = ops.sddmm(M, _rounded((ROWS, FEAT), dtype, 19), x)
+    assert torch.equal(torch.isnan(values), torch.isnan(ops.sddmm(
+        M, _rounded((ROWS, FEAT), dtype, 19).float(), x.float())))
+
+
+@HALVES
+def test_autocast_runs_products_in_its_dtype(matrix, dtype):
+    M, dense = matrix
+    x = torch.randn(COLS, FEAT)
+    with torch.autocast("cpu", dtype=dtype):
+        y = ops.spmm(M, x)
+        values = ops.sddmm(M, torch.randn(ROWS, FEAT), x)
+        unchanged = ops.edge_softmax(M, torch.randn(M.nnz, 1))
+    assert y.dtype == values.dtype == dtype and unchanged.dtype == torch.float32
+    assert_one_rounding(y, dense.double() @ x.double(), dtype)
+    double = ops.SparseMatrix(M.to_scipy().astype(np.float64))
+    with torch.autocast("cpu", dtype=dtype):               # float64 is left alone, as in torch
+        assert ops.spmm(double, x.double()).dtype == torch.float64
+
+
+@pytest.mark.parametrize("layer_name", ["GraphConv", "SAGEConv", "GATConv"])
+def test_layers_train_under_bf16_autocast(layer_name):
+    import sparsetir.nn                           # pylint: disable=import-outside-toplevel
+    A = scipy.sparse.random(COLS, COLS, density=0.2, format="csr", dtype=np.float32,
+                            random_state=4)
+    M = ops.SparseMatrix(A + scipy.sparse.identity(COLS, dtype=np.float32, format="csr"))
+    torch.manual_seed(0)
+    layer = {"GraphConv": lambda: sparsetir.nn.GraphConv(8, 4),
+             "SAGEConv": lambda: sparsetir.nn.SAGEConv(8, 4, "mean"),
+             "GATConv": lambda: sparsetir.nn.GATConv(8, 4, num_heads=2)}[layer_name]()
+    feat = torch.randn(COLS, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = layer(M, feat)
+    reference = layer(M, feat)
+    out.float().sum().backward()
+    grads = [p.grad for p in layer.parameters()]
+    assert all(g is not None and g.dtype == torch.float32 for g in grads)
+    torch.testing.assert_close(out.float(), reference, rtol=0.05, atol=0.05)
+
+
+@pytest.mark.parametrize("call, names", [
+    (lambda M: ops.gspmm(M, "mul", "sum", torch.ones(COLS, 2, dtype=torch.bfloat16),
+                         torch.ones(M.nnz, 2, dtype=torch.float16)), "lhs_data and rhs_data"),
+    (lambda M: ops.gspmm(M, "mul", "sum", torch.ones(COLS, 2, dtype=torch.bfloat16),
+                         torch.ones(M.nnz, 2, dtype=torch.float64)), "lhs_data and rhs_data"),
+    (lambda M: ops.spmm(ops.SparseMatrix(M.to_scipy().astype(np.float64)),
+                        torch.ones(COLS, 2, dtype=torch.float16)), "A and X"),
+    (lambda M: ops.gsddmm(M, "dot", torch.ones(COLS, 2, dtype=torch.float8_e4m3fn),
+                          torch.ones(ROWS, 2)), "lhs_data must be float32, float64, bfloat16"),
+])
+def test_refused_mixtures_name_the_arguments(matrix, call, names):
+    with pytest.raises(SparseTIRTypeError, match=names):
+        call(matrix[0])
+
+
+def test_numpy_float16_and_bfloat16(matrix):
+    M, dense = matrix
+    pattern = (dense != 0).double().numpy()
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        x = np.random.default_rng(20).standard_normal((COLS, FEAT)).astype(dtype)
+        y = ops.spmm(M, x, weighted=False)
+        assert y.dtype == np.dtype(dtype)
+        reference = pattern @ x.astype(np.float64)
+        u = 2.0 ** (-11 if dtype is np.float16 else -8)
+        assert (np.abs(y.astype(np.float64) - reference)
+                <= u * np.abs(reference) + 1e-6 * (1 + np.abs(reference))).all()
+
+
+def test_half_reduction_keeps_its_running_sum_in_float32():
+    mod = schedule_gspmm_cpu(lower_sparse_iter(gspmm_kernel(
+        "mul", "sum", "bfloat16", (64,), (True,), (False,))))
+    text = mod.script()
+    accumulator = [line for line in text.splitlines() if "Y_global = T.sblock_alloc_buffer" in line]
+    assert accumulator and '"bfloat16"' not in accumulator[0]     # float32, TVMScript's default
+    stores = [line.strip() for line in text.splitlines() if line.strip().startswith("Y[")]
+    assert stores == [stores[0]] and 'T.Cast("bfloat16", Y_global[' in stores[0]
+
+
+@HALVES
+@pytest.mark.parametrize("d2", [16, 300])          # a register tile, and none (300)
+def test_typed_products_and_their_gradients(dtype, d2):
+    a = _rounded((50, 24), dtype, 21).requires_grad_()
+    b = _rounded((3, 24, d2), dtype, 22).requires_grad_()
+    idx = torch.randint(0, 3, (50,), generator=torch.Generator().manual_seed(23))
+    a32, b32 = (t.detach().float().requires_grad_() for t in (a, b))
+    y, y32 = ops.gather_mm(a, b, idx), ops.gather_mm(a32, b32, idx)
+    assert_one_rounding(y, y32, dtype)
+    upstream = _rounded((50, d2), dtype, 24)
+    (y * upstream).sum().backward()
+    (y32 * upstream.float()).sum().backward()
+    assert_one_rounding(a.grad, a32.grad, dtype, roundings=2)
+    assert_one_rounding(b.grad, b32.grad, dtype, roundings=2)
+    seglen = torch.tensor([20, 0, 30])
+    assert_one_rounding(ops.segment_mm(a.detach(), b.detach(), seglen),
+                        ops.segment_mm(a32.detach(), b32.detach(), seglen), dtype)
