@@ -106,3 +106,51 @@ def test_tensors_of_no_live_matrix_are_read_as_a_checked_matrix():
     broken[0] = 99
     with pytest.raises(SparseTIRError, match="99"):
         torch.ops.sparsetir.gspmm(T.indptr.clone(), broken, "copy_lhs", "sum", x, None)
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_compiled_spmm_keeps_the_gradient_of_from_csr_values(copy):
+    """A ``from_csr`` values tensor requiring grad gets its gradient through a compiled
+    ``spmm``, as eagerly (the traced call read the matrix's copied data: ``w.grad`` stayed
+    None while ``x.grad`` was filled). ``copy``: ``SparseMatrix(M)`` keeps the tensor too."""
+    A = scipy.sparse.random(8, 6, density=0.3, format="csr", dtype=np.float32, random_state=0)
+    w = torch.rand(A.nnz, requires_grad=True)
+    M = SparseMatrix.from_csr(A.indptr, A.indices, w, A.shape)
+    M = SparseMatrix(M) if copy else M
+    assert graph_tensors(M).values is w
+    x = torch.randn(6, 3, requires_grad=True)
+    compiled = torch.compile(lambda x: ops.spmm(M, x), fullgraph=True, backend="aot_eager")
+    y = compiled(x)
+    W = torch.randn_like(y)
+    (y * W).sum().backward()
+    Aw = scipy.sparse.csr_matrix((w.detach().numpy(), A.indices, A.indptr), A.shape)
+    dense = torch.from_numpy(Aw.toarray())
+    rows = np.repeat(np.arange(8), np.diff(A.indptr))
+    assert torch.allclose(y, dense @ x.detach(), atol=1e-5)
+    want_w = (W.numpy()[rows] * x.detach().numpy()[A.indices]).sum(1)
+    assert w.grad is not None and np.allclose(w.grad.numpy(), want_w, atol=1e-5)
+    assert torch.allclose(x.grad, dense.T @ W, atol=1e-5)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda ip, ix, x: torch.ops.sparsetir.gspmm(ip, ix, "copy_lhs", "sum", None, None)[0],
+     "op 'copy_lhs' reads lhs_data, got None"),
+    (lambda ip, ix, x: torch.ops.sparsetir.gspmm(ip, ix, "frob", "sum", x, None)[0],
+     "op must be one of"),
+    (lambda ip, ix, x: torch.ops.sparsetir.gsddmm(ip, ix, "dot", x, x, "u", "w"),
+     "rhs_target must be one of"),
+    (lambda ip, ix, x: torch.ops.sparsetir.gather_mm(x, x, torch.zeros(8, dtype=torch.int64)),
+     r"b must have shape \(R, D1, D2\)"),
+])
+def test_fake_implementations_refuse_by_name(call, message):
+    """Traced, the operators' fake implementations refuse what the operator refuses eagerly,
+    with its message (they raised AttributeError / IndexError on the missing shapes)."""
+    A = scipy.sparse.random(8, 8, density=0.3, format="csr", dtype=np.float32, random_state=0)
+    arrays = graph_tensors(SparseMatrix(A))
+    x = torch.randn(8, 4)
+    with pytest.raises(SparseTIRError, match=message):
+        call(arrays.indptr, arrays.indices, x)
+    compiled = torch.compile(lambda x: call(arrays.indptr, arrays.indices, x), fullgraph=True,
+                             backend="aot_eager")
+    with pytest.raises(Exception, match=message):
+        compiled(x)

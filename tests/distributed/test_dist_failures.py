@@ -11,7 +11,7 @@ import torch.multiprocessing as mp
 import dist_workers
 from dist_graphs import small_graph
 from sparsetir.distributed import partition, run
-from sparsetir.errors import CommunicationError
+from sparsetir.errors import CommunicationError, SparseTIRTypeError
 
 
 def test_peer_that_hangs(tmp_path):
@@ -33,3 +33,12 @@ def test_peer_that_dies(tmp_path):
         run(dist_workers.hang_or_die, 2, args=(A, partition(A, 2), "die", str(tmp_path)),
             timeout=60, collective_timeout=5)
     assert not multiprocessing.active_children()
+
+
+def test_run_refuses_what_spawn_cannot_pickle():
+    """A lambda or a local function cannot reach a spawned rank: refused by name before any
+    process starts (was the pickler's AttributeError)."""
+    with pytest.raises(SparseTIRTypeError, match="fn must be a function defined at a module"):
+        run(lambda rank, world_size: None, 1)
+    with pytest.raises(SparseTIRTypeError, match="args picklable"):
+        run(dist_workers.check_operators, 1, args=(lambda: None,))

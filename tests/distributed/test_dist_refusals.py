@@ -64,6 +64,10 @@ def test_refusals_name_the_argument(group_of_one):
         dist_sddmm(DM, X, torch.zeros(A.shape[0], 3))
     with pytest.raises(SparseTIRValueError, match="values must be"):
         DistSparseMatrix(part, values=torch.ones(3))
+    with pytest.raises(SparseTIRTypeError, match="values are torch.float64"):
+        DistSparseMatrix(part, values=torch.ones(part.nnz, dtype=torch.float64))
+    with pytest.raises(SparseTIRTypeError, match="values are torch.int32"):
+        DistSparseMatrix(part, values=torch.ones(part.nnz, dtype=torch.int32))
     with pytest.raises(SparseTIRValueError, match="part 0 of 2"):
         DistSparseMatrix(partition(A, 2)[0])
     with pytest.raises(SparseTIRTypeError, match="part must be"):

@@ -157,3 +157,27 @@ def test_partition_refusals():
         partition(A, 2, "random")
     with pytest.raises(SparseTIRTypeError, match="float32 or float64"):
         partition(A.astype(np.int32), 2)
+
+
+def test_partition_refuses_malformed_csr():
+    """scipy builds these without a full check; partitioned, they read out of bounds or give
+    another graph than the arrays say."""
+    data, n = np.ones(3, np.float32), 3
+    for indices, indptr, problem in (([0, 7, 1], [0, 1, 2, 3], "indices must be < 3"),
+                                     ([0, -1, 1], [0, 1, 2, 3], "indices must be >= 0"),
+                                     ([0, 1, 1], [0, 2, 1, 3], "indptr must be a non-decreasing")):
+        A = scipy.sparse.csr_matrix((data, np.array(indices, np.int32),
+                                     np.array(indptr, np.int32)), shape=(n, n))
+        with pytest.raises(SparseTIRValueError, match=f"A is not a valid CSR matrix.*{problem}"):
+            partition(A, 2)
+
+
+def test_save_refuses_parts_of_different_partitions(tmp_path):
+    A = small_graph(12, 0.3)
+    with pytest.raises(SparseTIRValueError, match="rank order"):
+        save([partition(A, 2)[0], partition(A, 3)[1]], tmp_path)
+    contiguous, metis = partition(A, 2), partition(A, 2, "metis")
+    assert not np.array_equal(contiguous[0].owned, metis[0].owned)
+    with pytest.raises(SparseTIRValueError, match="cover the 12 nodes once"):
+        save([contiguous[0], metis[1]], tmp_path)
+    assert not list(tmp_path.iterdir())

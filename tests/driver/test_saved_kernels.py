@@ -104,6 +104,22 @@ def test_a_file_that_is_not_what_was_saved_is_refused(kernel, tmp_path, damage):
         sparsetir.load(path)
 
 
+@pytest.mark.parametrize("named, message", [
+    ("AlgebraKernel", "header names AlgebraKernel, its contents are Kernel"),
+    ("dict", "holds a 'dict'")])
+def test_a_header_naming_another_object_is_refused(kernel, tmp_path, named, message):
+    """The header's object is checked too: one naming another kernel type (its size and
+    SHA-256 cover the pickle only) or something that is not a kernel is refused (both loaded)."""
+    path = tmp_path / "csrmm.stk"
+    kernel.save(path)
+    data = path.read_bytes()
+    altered = data.replace(b'"object": "Kernel"', b'"object": "' + named.encode() + b'"', 1)
+    assert altered != data
+    path.write_bytes(altered)
+    with pytest.raises(sparsetir.KernelFileError, match=message):
+        sparsetir.load(path)
+
+
 def test_kernel_from_another_tvm_is_refused(kernel):
     function, (contents, checks, make_kernel) = kernel.__reduce__()
     with pytest.raises(sparsetir.KernelFileError, match="tvm 0.0.1"):

@@ -277,3 +277,13 @@ def test_a_second_derivative_is_refused_by_name(name):
         torch.autograd.grad(loss, inputs, create_graph=True, allow_unused=True)
     first = torch.autograd.grad(call().pow(2).sum(), inputs, allow_unused=True)  # still works
     assert all(g is None or g.shape == x.shape for g, x in zip(first, inputs))
+
+
+@pytest.mark.parametrize("value", [[[1.0], [2.0], [3.0]], 3.0, np.float32(3.0)])
+def test_segment_ops_refuse_a_value_without_rows_by_name(value):
+    """A list or a scalar has no rows to segment: refused naming ``value`` (was "value has
+    None rows" or an IndexError)."""
+    for call in (lambda: ops.segment_softmax(np.array([1, 2]), value),
+                 lambda: ops.segment_reduce(np.array([1, 2]), value, "sum")):
+        with pytest.raises(SparseTIRError, match="value must be a numpy array or torch tensor"):
+            call()

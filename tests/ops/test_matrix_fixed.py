@@ -91,3 +91,22 @@ def test_a_copy_keeps_the_parallel_edges():
     X = np.ones((4, 2), np.float32)
     np.testing.assert_allclose(ops.spmm(copy, X, weighted=False), ops.spmm(M, X, weighted=False))
 
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy"])
+def test_copies_keep_a_values_tensor_and_its_gradient(how):
+    """A ``from_csr`` values tensor requiring grad stays a tensor requiring grad in a pickled
+    or deep-copied matrix (it came back as the numpy data: spmm on the copy gave values no
+    gradient, silently); the copy's numbers are the original's."""
+    import copy                                          # pylint: disable=import-outside-toplevel
+    import torch                                         # pylint: disable=import-outside-toplevel
+    A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=2)
+    w = torch.rand(A.nnz, requires_grad=True)
+    M = ops.SparseMatrix.from_csr(A.indptr, A.indices, w, A.shape)
+    same = pickle.loads(pickle.dumps(M)) if how == "pickle" else copy.deepcopy(M)
+    assert torch.is_tensor(same.values) and same.values.requires_grad
+    X = torch.randn(5, 3)
+    y = ops.spmm(same, X)
+    assert torch.allclose(y, ops.spmm(M, X), atol=1e-6)
+    y.sum().backward()
+    assert np.allclose(same.values.grad.numpy(), X.sum(1).numpy()[A.indices], atol=1e-5)

@@ -21,6 +21,7 @@ Example
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import time
 from datetime import timedelta
@@ -28,7 +29,7 @@ from datetime import timedelta
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from ..errors import CommunicationError, SparseTIRValueError
+from ..errors import CommunicationError, SparseTIRTypeError, SparseTIRValueError
 
 
 def free_port() -> int:
@@ -59,6 +60,12 @@ def run(fn, world_size: int, args: tuple = (), timeout: float = 120.0,
     """See the module docstring."""
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise SparseTIRValueError(f"world_size must be a positive integer, got {world_size!r}")
+    try:
+        pickle.dumps((fn, tuple(args)))
+    except (pickle.PicklingError, AttributeError, TypeError) as err:
+        raise SparseTIRTypeError(f"fn and args go to the ranks by pickle (spawn): fn must be a "
+                                 f"function defined at a module's top level and args picklable "
+                                 f"({err})") from None
     if threads is None:
         given = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
         threads = int(given) if given.isdigit() and int(given) > 0 else max(

@@ -63,11 +63,14 @@ class DistSparseMatrix:
                 f"this process is rank {dist.get_rank()} of {dist.get_world_size()}, but part "
                 f"is part {part.rank} of {part.num_parts}: load(folder, rank) with this rank")
         if values is not None:
-            if not torch.is_tensor(values) or not values.is_floating_point() \
-                    or tuple(values.shape) != (part.nnz,):
+            if not torch.is_tensor(values) or tuple(values.shape) != (part.nnz,):
                 raise SparseTIRValueError(
-                    f"values must be a float torch tensor of shape ({part.nnz},), one per local "
+                    f"values must be a torch tensor of shape ({part.nnz},), one per local "
                     f"edge, got {getattr(values, 'shape', type(values).__name__)}")
+            if str(values.dtype) != f"torch.{part.blocks[0].data.dtype}":
+                raise SparseTIRTypeError(f"values are {values.dtype} and the part's entries "
+                                         f"{part.blocks[0].data.dtype}: nothing is cast, pass "
+                                         "one dtype")
         self.part, self.values, self.strategy = part, values, strategy
         self.shape = (part.num_owned, part.num_owned)
         self.nnz = part.nnz

@@ -60,6 +60,12 @@ def _canonical(A) -> scipy.sparse.csr_matrix:
                                   f"got shape {A.shape}")
     if A.dtype not in (np.float32, np.float64):
         raise SparseTIRTypeError(f"A must be float32 or float64, got {A.dtype}")
+    if A.format in ("csr", "csc", "bsr"):
+        try:
+            A.check_format(full_check=True)
+        except ValueError as err:       # scipy would read out of bounds or build a wrong graph
+            raise SparseTIRValueError(f"A is not a valid {A.format.upper()} matrix: {err}") \
+                from None
     matrix = scipy.sparse.csr_matrix(A, copy=True)
     matrix.sum_duplicates()
     matrix.sort_indices()

@@ -41,9 +41,16 @@ def save(parts: list, folder) -> Path:
     the description's path. Each file is written under a temporary name and renamed."""
     if not parts or any(not isinstance(p, Part) for p in parts):
         raise SparseTIRValueError("parts must be the non-empty list partition() returns")
-    if [p.rank for p in parts] != list(range(parts[0].num_parts)):
-        raise SparseTIRValueError(f"parts must be all {parts[0].num_parts} parts of one "
-                                  f"partition in rank order, got ranks {[p.rank for p in parts]}")
+    if [p.rank for p in parts] != list(range(parts[0].num_parts)) or len(
+            {(p.num_parts, p.num_nodes, p.nnz_total) for p in parts}) != 1:
+        raise SparseTIRValueError(
+            f"parts must be all {parts[0].num_parts} parts of one partition in rank order, got "
+            "(rank, num_parts, num_nodes, nnz_total) "
+            f"{[(p.rank, p.num_parts, p.num_nodes, p.nnz_total) for p in parts]}")
+    owned = np.sort(np.concatenate([p.owned for p in parts]))
+    if not np.array_equal(owned, np.arange(parts[0].num_nodes)):
+        raise SparseTIRValueError("parts must be the parts of one partition: their owned nodes "
+                                  f"do not cover the {parts[0].num_nodes} nodes once each")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     partition_id = uuid.uuid4().hex

@@ -54,7 +54,8 @@ from . import typed
 from .autograd import GSDDMM, EdgeSoftmax, GSpMM
 from .dtypes import check_dtype
 from .generic import kernel_dtypes
-from .graph_ops import gsddmm_operands, gspmm_operands, segments_matrix
+from .graph_ops import (gsddmm_operands, gsddmm_read, gspmm_operands, gspmm_read,
+                        segments_matrix)
 from .graph_tensors import LIVE
 from .matrix import SparseMatrix
 
@@ -175,6 +176,7 @@ def gspmm(indptr: Tensor, indices: Tensor, op: str, reduce_op: str, lhs: Optiona
 
 @gspmm.register_fake
 def _(indptr, indices, op, reduce_op, lhs, rhs, dtype=None):
+    lhs, rhs = gspmm_read(op, reduce_op, lhs, rhs)
     sample = lhs if lhs is not None else rhs
     out = sample.new_empty((indptr.shape[0] - 1,) + _features(lhs, rhs),
                            dtype=_out_dtype(lhs, rhs, dtype))
@@ -246,6 +248,7 @@ def gsddmm(indptr: Tensor, indices: Tensor, op: str, lhs: Optional[Tensor],
 
 @gsddmm.register_fake
 def _(indptr, indices, op, lhs, rhs, lhs_target, rhs_target, dtype=None):
+    lhs, rhs = gsddmm_read(op, lhs, rhs, lhs_target, rhs_target)
     sample = lhs if lhs is not None else rhs
     shape = (indices.shape[0],) + (_features(lhs, rhs, 1) + (1,) if op == "dot"
                                    else _features(lhs, rhs))
@@ -396,6 +399,7 @@ def segment_mm(a: Tensor, b: Tensor, seglen_a: Tensor) -> Tensor:
 
 
 def _typed_fake(a, b, relations):
+    typed.Operands(a, b)            # their shapes and dtypes, refused as eagerly
     return a.new_empty((a.shape[0], b.shape[2]))
 
 

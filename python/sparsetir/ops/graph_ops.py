@@ -151,16 +151,34 @@ def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_d
 def gspmm_operands(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data) -> tuple:
     """``(lhs, rhs)``: ``gspmm``'s operands checked against ``matrix`` and made contiguous
     (None where ``op`` does not read one)."""
-    _choice("op", op, GSPMM_OPS)
-    _choice("reduce_op", reduce_op, REDUCERS)
-    lhs, rhs = _operands([
-        ("lhs_data", None if op == "copy_rhs" else _required("lhs_data", lhs_data, op),
-         matrix.shape[1]),
-        ("rhs_data", None if op == "copy_lhs" else _required("rhs_data", rhs_data, op),
-         matrix.nnz)])
+    lhs_data, rhs_data = gspmm_read(op, reduce_op, lhs_data, rhs_data)
+    lhs, rhs = _operands([("lhs_data", lhs_data, matrix.shape[1]),
+                          ("rhs_data", rhs_data, matrix.nnz)])
     if lhs is not None and rhs is not None:
         broadcast_shape(tuple(lhs.shape[1:]), tuple(rhs.shape[1:]))
     return lhs, rhs
+
+
+def gspmm_read(op: str, reduce_op: str, lhs_data, rhs_data) -> tuple:
+    """``(lhs, rhs)``: the operands ``op`` reads (None for the other), after the checks of
+    ``gspmm``'s arguments that need neither the matrix nor any value (``op``, ``reduce_op``, an
+    operand ``op`` reads given as None); the operator's fake implementation makes them too."""
+    _choice("op", op, GSPMM_OPS)
+    _choice("reduce_op", reduce_op, REDUCERS)
+    return _read(op, lhs_data, rhs_data)
+
+
+def gsddmm_read(op: str, lhs_data, rhs_data, lhs_target: str, rhs_target: str) -> tuple:
+    """``gspmm_read`` for ``gsddmm``: ``op`` and the targets checked by name."""
+    _choice("op", op, GSDDMM_OPS)
+    _choice("lhs_target", lhs_target, TARGETS)
+    _choice("rhs_target", rhs_target, TARGETS)
+    return _read(op, lhs_data, rhs_data)
+
+
+def _read(op: str, lhs_data, rhs_data) -> tuple:
+    return (None if op == "copy_rhs" else _required("lhs_data", lhs_data, op),
+            None if op == "copy_lhs" else _required("rhs_data", rhs_data, op))
 
 
 def _required(name: str, value, op: str):
@@ -197,15 +215,10 @@ def gsddmm_operands(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_targe
                     rhs_target: str) -> tuple:
     """``(lhs, rhs)``: ``gsddmm``'s operands checked against ``matrix`` and made contiguous
     (None where ``op`` does not read one)."""
-    _choice("op", op, GSDDMM_OPS)
-    _choice("lhs_target", lhs_target, TARGETS)
-    _choice("rhs_target", rhs_target, TARGETS)
+    lhs_data, rhs_data = gsddmm_read(op, lhs_data, rhs_data, lhs_target, rhs_target)
     rows = {"u": matrix.shape[1], "v": matrix.shape[0], "e": matrix.nnz}
-    lhs, rhs = _operands([
-        ("lhs_data", None if op == "copy_rhs" else _required("lhs_data", lhs_data, op),
-         rows[lhs_target]),
-        ("rhs_data", None if op == "copy_lhs" else _required("rhs_data", rhs_data, op),
-         rows[rhs_target])])
+    lhs, rhs = _operands([("lhs_data", lhs_data, rows[lhs_target]),
+                          ("rhs_data", rhs_data, rows[rhs_target])])
     if op == "dot":
         if lhs.ndim < 2 or rhs.ndim < 2 or lhs.shape[-1] != rhs.shape[-1]:
             raise SparseTIRValueError(
@@ -330,8 +343,12 @@ def _segments(seglen, value) -> SparseMatrix:
                                  f"shape {lengths.shape}")
     if (lengths < 0).any():
         raise SparseTIRValueError(f"seglen has a negative length ({lengths.min()})")
-    rows = getattr(value, "shape", (None,))[0]
-    if lengths.size and rows is not None and lengths.max() > rows:
+    if len(getattr(value, "shape", ())) == 0:
+        raise SparseTIRTypeError(f"value must be a numpy array or torch tensor with one row per "
+                                 f"segment entry, got {type(value).__name__} "
+                                 f"of shape {getattr(value, 'shape', None)}")
+    rows = value.shape[0]
+    if lengths.size and lengths.max() > rows:
         raise SparseTIRValueError(f"seglen holds {lengths.max()}, more than value's {rows} "
                                   "rows")
     lengths = lengths.astype(np.int64)   # unsigned too: cumsum with [0] would be float64

@@ -104,7 +104,7 @@ class SparseMatrix:
             self._fill(matrix.shape, *(matrix._sealed.get(name) for name in (
                 "indptr", "indices", "data")), None, matrix._sealed.get("multiplicity"))
             if matrix.values is not matrix.data:
-                self.__dict__["values"] = matrix.values
+                self._keep_values(matrix.values)
         else:
             shape, entries = _entries(matrix, name)
             if max(shape, default=0) >= 2**31 or entries.cols.size >= 2**31:
@@ -187,8 +187,17 @@ class SparseMatrix:
             if values.device.type != "cpu":
                 raise SparseTIRTypeError(f"values is on {values.device}; sparsetir.ops runs "
                                          "on the CPU")
-            matrix.__dict__["values"] = values
+            matrix._keep_values(values)  # pylint: disable=protected-access
         return matrix
+
+    def _keep_values(self, values) -> None:
+        """Make the torch tensor ``values`` this matrix's ``values``, in its ``graph_tensors``
+        too (made by ``_fill`` over the copied data): a compiled operator reads them there,
+        and without it the values' gradient was lost under ``torch.compile``."""
+        self.__dict__["values"] = values
+        made = self.__dict__["_graph_tensors"]
+        if made is not None:
+            self.__dict__["_graph_tensors"] = made._replace(values=values)
 
     def in_degrees(self) -> np.ndarray:
         """Each row's (destination's) number of stored entries (in-edges), int64 (read-only,
@@ -344,8 +353,10 @@ class SparseMatrix:
 
     def __reduce__(self):
         """Copies and pickles are made again from the arrays (validated; no kernels kept),
-        with the same ``source_order`` and ``multiplicity``."""
-        return _restored, (self.to_scipy(), self.source_order, self.multiplicity)
+        with the same ``source_order`` and ``multiplicity``, and a ``values`` tensor (a
+        ``from_csr`` one) as a tensor, ``requires_grad`` kept, as torch copies and pickles it."""
+        values = None if self.values is self.data else self.values
+        return _restored, (self.to_scipy(), self.source_order, self.multiplicity, values)
 
     def to_scipy(self) -> scipy.sparse.csr_matrix:
         """A scipy CSR matrix over copies of the arrays."""
@@ -367,12 +378,14 @@ _FIXED = frozenset({"shape", "indptr", "indices", "data", "source_order", "multi
 """The attributes of a ``SparseMatrix`` that cannot change once made."""
 
 
-def _restored(csr, source_order, multiplicity=None) -> SparseMatrix:
+def _restored(csr, source_order, multiplicity=None, values=None) -> SparseMatrix:
     """The matrix ``SparseMatrix.__reduce__`` describes (repeated columns, kept as entries of
-    their own, stay so)."""
+    their own, stay so; ``values``: its values tensor, None for its data)."""
     matrix = SparseMatrix.from_csr(csr.indptr, csr.indices, csr.data, csr.shape)
     matrix._fill(matrix.shape, matrix._sealed["indptr"], matrix._sealed["indices"],
                  matrix._sealed["data"], source_order, multiplicity)
+    if values is not None:
+        matrix._keep_values(values)
     return matrix
 
 

@@ -60,7 +60,7 @@ def gather_mm(a, b, idx_b):
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.gather_mm(a, b, idx_b)
-    operands = _Operands(a, b)
+    operands = Operands(a, b)
     return operands.product(_Relation.of_indices(idx_b, operands.n, operands.r))
 
 
@@ -81,7 +81,7 @@ def segment_mm(a, b, seglen_a):
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.segment_mm(a, b, seglen_a)
-    operands = _Operands(a, b)
+    operands = Operands(a, b)
     return operands.product(_Relation.of_segments(seglen_a, operands.n, operands.r))
 
 
@@ -148,7 +148,7 @@ def _indices(name: str, value) -> np.ndarray:
         raise SparseTIRTypeError(str(err)) from None
 
 
-class _Operands:
+class Operands:
     """``a`` and ``b`` after their checks: both numpy arrays or both CPU torch tensors, of one
     dtype in ``typed_kernels.DTYPES``, shapes (n, d1) and (r, d1, d2)."""
 

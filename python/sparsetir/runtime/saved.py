@@ -27,6 +27,8 @@ from ..errors import KernelFileError
 
 MAGIC = b"sparsetir saved object\n"
 FORMAT = 1
+KINDS = ("Kernel", "AlgebraKernel", "GroupedKernel")
+"""The types of what ``save`` writes and ``load`` returns."""
 
 
 def save(obj, path) -> None:
@@ -57,14 +59,21 @@ def load(path):
     try:
         header = json.loads(line)
         expected = {"size": header["size"], "sha256": header["sha256"]}
-        saved_format = header["format"]
+        saved_format, kind = header["format"], header["object"]
     except (ValueError, TypeError, KeyError) as err:
         raise KernelFileError(f"{path} is damaged: its header cannot be read ({err})") from None
     if saved_format != FORMAT:
         raise KernelFileError(f"{path} has format {saved_format!r}; this sparsetir reads "
                               f"format {FORMAT}")
+    if kind not in KINDS:
+        raise KernelFileError(f"{path} holds a {kind!r}; sparsetir.load reads "
+                              f"{', '.join(KINDS)}; not loaded")
     if record(payload) != expected:
         raise KernelFileError(
             f"{path} is not what was saved: its {len(payload)} bytes do not have the size and "
             "SHA-256 recorded when it was saved (damaged, cut short or altered); not loaded")
-    return pickle.loads(payload)
+    loaded = pickle.loads(payload)
+    if type(loaded).__name__ != kind:
+        raise KernelFileError(f"{path} is not what was saved: its header names {kind}, its "
+                              f"contents are {type(loaded).__name__} (altered)")
+    return loaded
