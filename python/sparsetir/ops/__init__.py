@@ -53,7 +53,12 @@ from .graph_ops import edge_softmax, gsddmm, gspmm, segment_reduce, segment_soft
 from .matrix import SparseMatrix
 from .operators import sddmm, spmm
 from .typed import gather_mm, segment_mm
-from . import custom_ops    # noqa: F401  (torch.ops.sparsetir.*, for torch.compile / export)
+try:                        # torch is optional: without it the operators take numpy arrays
+    import torch  # noqa: F401  pylint: disable=unused-import
+except ImportError:
+    pass
+else:
+    from . import custom_ops    # noqa: F401  (torch.ops.sparsetir.*, for torch.compile / export)
 from ..tune import TuneReport, tune
 
 cooperate_with_torch()      # kernels run on sparsetir's task pool (runtime/threads.py)
