@@ -197,3 +197,17 @@ def test_matrix_made_inside_the_compiled_function_is_refused_by_name():
                              backend="eager")
     with pytest.raises(Exception, match="cannot be made inside torch.compile"):
         compiled(torch.randn(5, 2))
+
+
+FIVE_NODES = SparseMatrix(scipy.sparse.random(5, 5, density=0.5, format="csr", dtype=np.float32,
+                                              random_state=1))
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: ops.segment_softmax(np.array([2, 0, 3]), x),
+    lambda x: ops.edge_softmax(FIVE_NODES, x, norm_by="src"),
+], ids=["segment_softmax", "edge_softmax_by_src"])
+def test_untraceable_softmax_forms_are_refused_by_name(call):
+    compiled = torch.compile(call, fullgraph=True, backend="eager")
+    with pytest.raises(Exception, match="cannot be traced"):
+        compiled(torch.randn(5, 2))

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SparseTIRTypeError, SparseTIRValueError
+from ..errors import SparseTIRError, SparseTIRTypeError, SparseTIRValueError
 from .arrays import check_tensor, is_torch
 from .broadcast import broadcast_shape
 from .dtypes import autocast_result, check_dtype, dtype_name, result_dtype
@@ -331,6 +331,10 @@ def segment_softmax(seglen, value):
     >>> segment_softmax(np.array([2, 0, 1]), np.float32([[0], [0], [7]])).ravel().tolist()
     [0.5, 0.5, 1.0]
     """
+    if tracing():
+        raise SparseTIRError("segment_softmax cannot be traced (torch.compile / torch.export): "
+                             "it makes a SparseMatrix of the segments; call it outside the "
+                             "compiled region, or edge_softmax on a matrix made outside it")
     return edge_softmax(_segments(seglen, value), value)
 
 
