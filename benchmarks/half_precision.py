@@ -29,18 +29,7 @@ import torch
 
 import sparsetir.ops as ops
 from sparsetir.data import load_graph, power_law_graph
-
-
-def median_ms(call, reps: int) -> float:
-    """Median wall time of ``call()`` in ms, after two warm-up calls."""
-    call()
-    call()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+from sparsetir.runtime.timing import median_seconds
 
 
 def interleaved_ms(calls: dict, reps: int) -> dict:
@@ -89,7 +78,7 @@ def contender_rows(A, x, y, reps: int) -> dict:
 
 def _attempt(call, reps: int):
     try:
-        return median_ms(call, reps)
+        return median_seconds(call, reps) * 1e3
     except Exception as err:  # noqa: BLE001  (a library's refusal, of whatever class, is a row)
         return f"refused: {type(err).__name__}: {str(err).splitlines()[0][:90]}"
 
