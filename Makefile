@@ -17,10 +17,10 @@ venv: $(STAMP)
 test: $(STAMP)
 	TVM_NUM_THREADS=2 $(PY) -m pytest -n 2 -q tests
 
-# Ops' commonest kernels compiled for x86-64-v3 (sparsetir.driver.prebuild; docs/cold-start.md),
+# Ops' commonest kernels compiled for x86-64-v3 (sparsetir.prebuild; docs/cold-start.md),
 # shipped in the wheel as package data: python/sparsetir/prebuilt/ (not in git).
 prebuilt: $(STAMP)
-	PYTHONPATH=$(CURDIR)/python TVM_NUM_THREADS=2 $(PY) -m sparsetir.driver.prebuild python/sparsetir/prebuilt
+	PYTHONPATH=$(CURDIR)/python TVM_NUM_THREADS=2 $(PY) -m sparsetir.prebuild python/sparsetir/prebuilt
 
 # The package as users install it: a wheel from `python -m build` and a plain `pip install .`,
 # each into a fresh environment, smoke-tested from outside the source tree (with the prebuilt

@@ -4,7 +4,7 @@ The C sources under ``src/`` (the libcuda stand-in that lets CUDA kernels compil
 without a driver) are shipped inside the package as ``sparsetir/native/``, so a plain
 ``pip install .`` or a wheel from ``python -m build`` has them; the library is compiled on first
 use (see ``sparsetir.backend.target``). The kernels ``make prebuilt`` compiled into
-``python/sparsetir/prebuilt/`` (``sparsetir.driver.prebuild``; absent in a plain checkout) are
+``python/sparsetir/prebuilt/`` (``sparsetir.prebuild``; absent in a plain checkout) are
 package data: ``make package-test`` makes them before it builds the wheel.
 """
 import re

@@ -1,4 +1,4 @@
-"""Prebuilt kernels (``driver.prebuild``, ``driver.prebuilt``, ``driver.upgrade``): built for
+"""Prebuilt kernels (``sparsetir.prebuild``, ``driver.prebuilt``, ``driver.upgrade``): built for
 the portable target, loaded on a cache miss without compiling, refused when a file differs from
 the manifest or the CPU lacks what the target needs, and replaced by the kernel compiled for
 this CPU in the background; numbers checked against scipy."""
@@ -16,7 +16,8 @@ import scipy.sparse
 
 import sparsetir.ops as ops
 from sparsetir.backend.target import host_target, make_target
-from sparsetir.driver import build_module, cache, prebuild, prebuilt, upgrade
+from sparsetir import prebuild
+from sparsetir.driver import build_module, cache, prebuilt, upgrade
 
 pytest.importorskip("torch")       # the build step runs sparsetir.nn layers
 

@@ -43,7 +43,7 @@ _HOST = contextvars.ContextVar("sparsetir_host_target", default=None)
 @contextlib.contextmanager
 def host_target(target):
     """Make ``"llvm"`` mean ``target`` (a dict or Target of kind llvm) in this block, for this
-    thread: how ``driver.prebuild`` compiles ``ops``' kernels for a portable CPU baseline
+    thread: how ``sparsetir.prebuild`` compiles ``ops``' kernels for a portable CPU baseline
     instead of this machine's CPU.
 
     Example

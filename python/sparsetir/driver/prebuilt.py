@@ -1,5 +1,5 @@
 """Kernels shipped prebuilt in the package: ``ops``' commonest kernels, compiled at packaging
-time (``driver.prebuild``) for a portable CPU baseline, found by name when the disk cache
+time (``sparsetir.prebuild``) for a portable CPU baseline, found by name when the disk cache
 misses.
 
 The baseline is x86-64-v3 (``PORTABLE``: AVX, AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE, the

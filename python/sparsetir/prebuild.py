@@ -1,6 +1,6 @@
-"""The packaging step that makes ``driver.prebuilt``'s kernels: ``python -m
-sparsetir.driver.prebuild OUT`` (``make prebuilt`` writes ``python/sparsetir/prebuilt``, which
-the wheel ships).
+"""The packaging step that makes ``driver.prebuilt``'s kernels: ``python -m sparsetir.prebuild
+OUT`` (``make prebuilt`` writes ``python/sparsetir/prebuilt``, which the wheel ships). It sits
+on top of the package, beside ``warmup``: it runs ``sparsetir.nn`` layers.
 
 It trains, for one step, the layers of ``sparsetir.nn`` in the configurations of ``MODELS``
 on the bundled Cora graph (forward and backward: every kernel a first epoch compiles; which
@@ -13,7 +13,7 @@ writes no kernels and says why, and the package simply has none.
 
 Example
 -------
-``python -m sparsetir.driver.prebuild python/sparsetir/prebuilt``
+``python -m sparsetir.prebuild python/sparsetir/prebuilt``
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from ..backend import cache_folder
-from ..backend.target import host_target
-from . import cache
-from .prebuilt import CPU_FLAGS, FORMAT, MANIFEST, PORTABLE, host_runs
+from .backend import cache_folder
+from .backend.target import host_target
+from .driver import cache
+from .driver.prebuilt import CPU_FLAGS, FORMAT, MANIFEST, PORTABLE, host_runs
 
 
 class Model(NamedTuple):
@@ -110,8 +110,8 @@ def _compile(models, root: Path, out: Path) -> dict:
 def _train_step(model: Model) -> None:
     """One forward and backward pass of ``model`` on Cora (seeded features)."""
     import torch  # pylint: disable=import-outside-toplevel
-    from .. import nn, ops  # pylint: disable=import-outside-toplevel
-    from ..data import load_graph  # pylint: disable=import-outside-toplevel
+    from . import nn, ops  # pylint: disable=import-outside-toplevel
+    from .data import load_graph  # pylint: disable=import-outside-toplevel
     A = load_graph("cora")
     graph = ops.SparseMatrix.from_csr(A.indptr, A.indices,
                                       torch.ones(A.nnz, dtype=torch.float32), A.shape)
