@@ -36,7 +36,7 @@ setup(
     package_dir={"": "python"},
     packages=find_packages("python"),
     package_data={"sparsetir": ["data/*.npz", "data/*.json", "data/README.md",
-                                "prebuilt/manifest.json", "prebuilt/*/*"]},
+                                "prebuilt/manifest.json", "prebuilt/files/*"]},
     cmdclass={"build_py": BuildPyWithNativeSources},
     python_requires=">=3.10",
     install_requires=[

@@ -6,8 +6,9 @@ It trains, for one step, the layers of ``sparsetir.nn`` in the configurations of
 on the bundled Cora graph (forward and backward: every kernel a first epoch compiles; which
 kernels ``ops`` needs depends on the layer, the dtype and the feature sizes, not on the
 graph), with ``"llvm"`` meaning the portable target (``backend.target.host_target``) and a
-disk cache of its own. Every kernel ``driver.named`` recorded there is copied to ``OUT`` with a
-manifest of its files' sizes and SHA-256 (``driver.prebuilt``). It needs torch, and a machine
+disk cache of its own. The files of every kernel ``driver.named`` recorded there are copied to
+``OUT/files``, with a manifest of each kernel's files, their sizes and SHA-256
+(``driver.prebuilt``). It needs torch, and a machine
 that runs the portable target (the step runs the kernels it compiles); without either it
 writes no kernels and says why, and the package simply has none.
 
@@ -32,6 +33,7 @@ from typing import NamedTuple
 from .backend import cache_folder
 from .backend.target import host_target
 from .driver import cache
+from .driver import prebuilt
 from .driver.prebuilt import CPU_FLAGS, FORMAT, MANIFEST, PORTABLE, host_runs
 
 
@@ -139,10 +141,12 @@ def _train_step(model: Model) -> None:
 
 
 def _copy_named(root: Path, out: Path) -> dict:
-    """Copy the kernel of every name entry under ``root`` into ``out/<name>``; return the
-    manifest's records of them."""
+    """Copy the files of the kernel of every name entry under ``root`` into ``out/files``, each
+    once under its SHA-256 (the kernels share one index-checks library); return the manifest's
+    records of the kernels."""
     kernels = {}
     names = root / cache.NAMES
+    (out / prebuilt.FILES).mkdir()
     for name in sorted(names.iterdir() if names.is_dir() else []):
         named = cache_folder.read_entry(name)
         if named is None or "name.json" not in named:
@@ -151,11 +155,11 @@ def _copy_named(root: Path, out: Path) -> dict:
         files = cache_folder.read_entry(root / cache.FOLDER / record["entry"])
         if record["target"] != "llvm" or files is None:
             continue
-        (out / name.name).mkdir()
+        kept = {}
         for file, path in files.items():
-            shutil.copyfile(path, out / name.name / file)
-        kernels[name.name] = {"key": record["key"], "files": {
-            file: cache_folder.record(path.read_bytes()) for file, path in files.items()}}
+            kept[file] = cache_folder.record(path.read_bytes())
+            shutil.copyfile(path, out / prebuilt.FILES / kept[file]["sha256"])
+        kernels[name.name] = {"key": record["key"], "files": kept}
     return kernels
 
 

@@ -86,9 +86,10 @@ def test_the_build_records_every_file_with_its_size_and_sha256(shipped):
     manifest = _manifest(shipped)
     assert manifest["target"] == prebuilt.PORTABLE and manifest["format"] == prebuilt.FORMAT
     ((name, entry),) = manifest["kernels"].items()
+    assert name == cache.name_digest(KEY, make_target(prebuilt.PORTABLE))
     assert set(entry["files"]) == {"kernel.so", "checks.so", "stage3.json"}
-    for file, kept in entry["files"].items():
-        data = (shipped / name / file).read_bytes()
+    for kept in entry["files"].values():
+        data = (shipped / prebuilt.FILES / kept["sha256"]).read_bytes()
         assert kept == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
@@ -115,8 +116,8 @@ def test_a_cache_miss_runs_the_prebuilt_kernel_and_the_host_kernel_replaces_it(
 
 
 def test_a_tampered_prebuilt_file_is_refused_and_the_kernel_compiled(package, compiles, caplog):
-    ((name, _),) = _manifest(package)["kernels"].items()
-    library = package / name / "kernel.so"
+    (entry,) = _manifest(package)["kernels"].values()
+    library = package / prebuilt.FILES / entry["files"]["kernel.so"]["sha256"]
     data = bytearray(library.read_bytes())
     data[len(data) // 2] ^= 0xFF
     library.write_bytes(bytes(data))

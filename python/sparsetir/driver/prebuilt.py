@@ -11,12 +11,13 @@ flags (``/proc/cpuinfo``, which the kernel clears for what the OS does not enabl
 every one the manifest requires (``CPU_FLAGS``); anywhere else the kernel is compiled, as
 without prebuilt kernels.
 
-The package folder ``sparsetir/prebuilt`` holds ``manifest.json`` and a folder per kernel,
-named as ``driver.named`` names kernels (``cache.name_digest``: the operator's key,
-sparsetir's sources, TVM's versions, here with the portable target), with the files of a disk
-cache entry (``kernel.so``, ``checks.so``, ``stage3.json``). The manifest records each file's
-size and SHA-256 as the disk cache's metadata does; a file that differs (cut short, changed,
-swapped, missing) makes the kernel a miss, and it is compiled. The verified bytes are what is
+The package folder ``sparsetir/prebuilt`` holds ``manifest.json``, which lists each kernel
+under the name ``driver.named`` gives it (``cache.name_digest``: the operator's key,
+sparsetir's sources, TVM's versions, here with the portable target) with the files of a disk
+cache entry (``kernel.so``, ``checks.so``, ``stage3.json``), each file's size and SHA-256 as
+the disk cache's metadata records them, and ``files/``, where each file is stored once under
+its SHA-256 (the kernels share one index-checks library). A file that differs from its record
+(cut short, changed, swapped, missing) makes the kernel a miss, and it is compiled. The verified bytes are what is
 loaded (copied into the process's private folder first, ``portable.restore_kernel``), never
 the file read a second time. The package's files are as trusted as its Python code: anyone who
 can change them can change that too; the check is against damage and mismatched files, not an
@@ -35,6 +36,7 @@ import functools
 import json
 import os
 import platform
+import re
 from pathlib import Path
 
 import tvm
@@ -54,6 +56,7 @@ CPU_FLAGS = ("avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsav
 """``/proc/cpuinfo``'s names of what x86-64-v3 requires beyond x86-64 (``abm``: LZCNT,
 ``pni``: SSE3)."""
 MANIFEST = "manifest.json"
+FILES = "files"
 FORMAT = 1
 
 
@@ -76,7 +79,7 @@ def prebuilt_kernel(key: tuple):
     entry = manifest["kernels"].get(name)
     if not isinstance(entry, dict):
         return None
-    files = _verified(folder() / name, entry.get("files"))
+    files = _verified(folder() / FILES, entry.get("files"))
     if files is None:
         compile_log.LOGGER.warning("the prebuilt kernel %s (%s) in %s is damaged (a file "
                                    "differs from its manifest): it is compiled instead",
@@ -130,17 +133,19 @@ def _manifest(where: Path) -> dict | None:
     return manifest if usable and host_runs(manifest) else None
 
 
-def _verified(entry: Path, records) -> dict | None:
-    """``{name: bytes}`` of the files ``records`` lists in ``entry`` when each has the recorded
-    size and SHA-256; None otherwise."""
+def _verified(stored: Path, records) -> dict | None:
+    """``{name: bytes}`` of the files ``records`` lists (``{name: {"size", "sha256"}}``), read
+    from ``stored`` (by SHA-256), when each has the recorded size and SHA-256; None
+    otherwise."""
     if not isinstance(records, dict) or not {"kernel.so", "stage3.json"} <= records.keys():
         return None
     files = {}
     for name, kept in records.items():
-        if not isinstance(name, str) or "/" in name or name.startswith("."):
+        digest = kept.get("sha256") if isinstance(kept, dict) else None
+        if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
             return None
         try:
-            data = (entry / name).read_bytes()
+            data = (stored / digest).read_bytes()
         except OSError:
             return None
         if record(data) != kept:
