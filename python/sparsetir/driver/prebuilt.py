@@ -91,7 +91,8 @@ def prebuilt_kernel(key: tuple):
         kernel = restore_kernel(contents, (), kernel_of)
     except Exception:  # pylint: disable=broad-exception-caught
         return None                            # whatever TVM raised: compile it instead
-    compile_log.loaded(None, str(manifest["target"].get("mcpu", "llvm")), "the package's prebuilt kernels")
+    compile_log.loaded(None, str(manifest["target"].get("mcpu", "llvm")),
+                       "the package's prebuilt kernels")
     return kernel
 
 
