@@ -115,6 +115,16 @@ def test_a_cache_miss_runs_the_prebuilt_kernel_and_the_host_kernel_replaces_it(
     assert compiles == ["sparsetir-upgrade"]
 
 
+def test_the_caller_compiles_a_kernel_not_shipped_while_the_upgrade_compiles(package, compiles):
+    _aggregate()                                     # prebuilt: the upgrade starts
+    x = np.random.default_rng(4).standard_normal((7, 24)).astype(np.float32)
+    out = ops.gspmm(ops.SparseMatrix(A), "copy_lhs", "sum", x, None)     # 24: not shipped
+    np.testing.assert_allclose(out, ONES @ x, rtol=1e-5, atol=1e-5)
+    upgrade.wait()
+    assert sorted(compiles) == sorted(["sparsetir-upgrade", threading.current_thread().name])
+    _aggregate()
+
+
 def test_a_tampered_prebuilt_file_is_refused_and_the_kernel_compiled(package, compiles, caplog):
     (entry,) = _manifest(package)["kernels"].values()
     library = package / prebuilt.FILES / entry["files"]["kernel.so"]["sha256"]
