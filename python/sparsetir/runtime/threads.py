@@ -45,7 +45,7 @@ module loaded from then on):
 * Torch's own operators run on its OpenMP team, whose two threads can end up on one core of a
   loaded machine for a whole run (two runnable threads a core look balanced to the scheduler),
   each then waiting out the other's time slices at every barrier (RGCN training on Citeseer: 500
-  ms an epoch instead of 80-140). So a kernel call also moves, at most every
+  ms an epoch instead of 80-140). So a kernel call on torch tensors also moves, at most every
   ``SPREAD_INTERVAL_S`` seconds, the threads of torch's team that share a CPU onto CPUs none
   of the team is on (:func:`spread_team`, ``src/openmp_spread``), without binding them: a moved
   thread's affinity is narrowed to its new CPU for the one system call that migrates it and
@@ -137,9 +137,11 @@ def size_launches(nbytes: int, torch_call: bool = False) -> None:
     torch tensors (``torch_call``) and on the task pool otherwise; nothing changes where TVM's
     pool runs the kernels. Cheap when nothing changes.
 
-    At most every ``SPREAD_INTERVAL_S`` seconds per thread, a call from the main thread (whose
-    team is the one torch's operators use) or a large call from another thread first moves
-    torch's team apart (:func:`spread_team`).
+    At most every ``SPREAD_INTERVAL_S`` seconds per thread, a call on torch tensors from the
+    main thread (whose team is the one torch's operators use) or a large one from another
+    thread first moves torch's team apart (:func:`spread_team`). A call on numpy arrays never
+    does: it does not run on that team, and spreading it opens an OpenMP region, which wakes
+    (or first starts) the team's threads, and they then spin beside the pool's workers.
 
     Example
     -------
@@ -150,7 +152,8 @@ def size_launches(nbytes: int, torch_call: bool = False) -> None:
     if _set_mode is not None and getattr(_this_thread, "mode", POOL) != mode:
         _set_mode(mode)
         _this_thread.mode = mode
-    if _spread is not None and (not serial or threading.current_thread() is _MAIN_THREAD):
+    if _spread is not None and torch_call \
+            and (not serial or threading.current_thread() is _MAIN_THREAD):
         now = time.monotonic()
         if now >= getattr(_this_thread, "next_spread", 0.0):
             _this_thread.next_spread = now + SPREAD_INTERVAL_S
