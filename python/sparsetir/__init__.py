@@ -35,6 +35,7 @@ from .errors import (  # noqa: E402
                         HorizontalFusionError,
                         InitPlacementError,
                         KernelFileError,
+                        KernelPathError,
                         LayoutError,
                         LoweringError,
                         SparseScheduleError,
@@ -61,7 +62,7 @@ _configure_log()        # SPARSETIR_LOG=info: compile records on stderr
 
 __all__ = ["ArgumentError", "AtomicBlockError", "BufferReferenceError", "FormatRewriteError",
            "FormatRewriteRule", "FormatTypeError", "HorizontalFusionError", "InitPlacementError",
-           "KernelFileError", "LayoutError", "LoweringError", "Schedule", "SparseFunction",
+           "KernelFileError", "KernelPathError", "LayoutError", "LoweringError", "Schedule", "SparseFunction",
            "SparseScheduleError", "SparseScriptError", "SparseTIRError", "SparseTIRTypeError",
            "SparseTIRValueError", "build",
            "extract_preprocess", "format", "format_decompose", "ir", "load", "lower_sparse_buffer",

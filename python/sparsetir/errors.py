@@ -118,6 +118,20 @@ class KernelFileError(SparseTIRError, ValueError):
     """
 
 
+class KernelPathError(SparseTIRError, OSError):
+    """A path ``sparsetir.load`` cannot read or ``save`` cannot write (missing, a directory,
+    not writable): ``errno`` and ``filename`` are the path's, and the error raised is also the
+    builtin ``OSError`` subclass of its problem (``FileNotFoundError``, ``IsADirectoryError``,
+    ``PermissionError``, ...), so ``except FileNotFoundError`` keeps working.
+
+    Examples
+    --------
+    >>> sparsetir.load("missing.stk")
+    Traceback (most recent call last):
+    KernelPathError: [Errno 2] sparsetir.load cannot read the saved kernel: No such file or directory: 'missing.stk'
+    """
+
+
 class FormatTypeError(SparseTIRError, TypeError, ValueError):
     """An argument of the wrong kind (float or bool indices, a size of 2.5, integer values):
     a ``TypeError`` that is also the ``ValueError`` every check here raises."""
