@@ -105,6 +105,11 @@ class ArgumentError(SparseTIRError, ValueError):
     """
 
 
+class SparseTIRMemoryError(SparseTIRError, MemoryError):
+    """A computation whose arrays cannot fit in this machine's memory, refused before they are
+    allocated; the message names them, their bytes and the memory."""
+
+
 class KernelFileError(SparseTIRError, ValueError):
     """A file given to ``sparsetir.load`` that is not what ``save`` wrote (damaged, cut short,
     altered, not a saved kernel) or that this installation cannot load (saved with another

@@ -43,8 +43,11 @@ class Generated:
     merges: dict         # index variable -> merge tree (names) or DENSE
 
 
-def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel") -> Generated:
-    """The Stage I function text of ``stmt`` over operands in ``formats`` (name -> LevelFormat)."""
+def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel",
+             index_dtype: str = "int32") -> Generated:
+    """The Stage I function text of ``stmt`` over operands in ``formats`` (name -> LevelFormat),
+    its sizes, positions and coordinates in ``index_dtype`` (``"int32"``, or ``"int64"`` for
+    results past the int32 positions: ``algebra.sizes``)."""
     lhs = stmt.lhs
     out_fmt = formats[lhs.name]
     tensors = {lhs.name: out_fmt}
@@ -92,7 +95,7 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel") -
             entry["crd"].append(crd)
             entry["nnz"].append(nnz)
             decls.append(f'{axis} = T.sparse_variable({parent}, (n_{var}, {nnz}), ({pos}, {crd}), '
-                         '"int32")')
+                         f'"{index_dtype}")')
             parent = axis
             axes.append(axis)
         if not fmt.kinds:
@@ -102,7 +105,7 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel") -
                      f'"{dtype}")')
         names[tname] = entry
     scalars = [f"n_{v}" for v in loop] + sizes
-    sig = ", ".join([f"{p}: T.handle" for p in params] + [f"{s}: T.int32" for s in scalars])
+    sig = ", ".join([f"{p}: T.handle" for p in params] + [f"{s}: T.{index_dtype}" for s in scalars])
     lines.append("@T.prim_func")
     lines.append(f"def {name}({sig}):")
     body = ['T.func_attr({"global_symbol": "main", "tir.noalias": True})']

@@ -257,11 +257,14 @@ def from_coords(coords, vals, shape, fmt: LevelFormat, dtype: str,
 
 
 def to_result(levels: Levels, fmt: LevelFormat):
-    """A sparse result as a ``SparseTensor`` whose encoding is ``fmt``'s with 32-bit positions
-    and coordinates (the kernels' index type). The arrays come from the kernel, sorted and
-    unique by construction, so they are kept as they are (``SparseTensor.from_arrays`` would
-    check them again, at twice the kernel's cost)."""
-    tensor = SparseTensor(fmt.stored, levels.shape, levels.pos, levels.crd, levels.vals, ())
+    """A sparse result as a ``SparseTensor`` whose encoding is ``fmt``'s with the kernel's
+    index type: 32-bit positions and coordinates, 64-bit for a result computed with int64
+    positions (``algebra.sizes``). The arrays come from the kernel, sorted and unique by
+    construction, so they are kept as they are (``SparseTensor.from_arrays`` would check them
+    again, at twice the kernel's cost)."""
+    wide = any(p is not None and p.dtype == np.int64 for p in levels.pos)
+    encoding = fmt.stored.with_widths(pos_width=64, crd_width=64) if wide else fmt.stored
+    tensor = SparseTensor(encoding, levels.shape, levels.pos, levels.crd, levels.vals, ())
     return tensor if fmt.result is None else tensor.convert(fmt.result)
 
 
