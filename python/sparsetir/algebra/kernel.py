@@ -56,6 +56,9 @@ class AlgebraKernel:
     """A compiled statement: ``.func`` (Stage I), ``.lattices``, ``rebuild(func)``, and a call
     with the operands by name."""
 
+    _wide = None        # the kernels with int64 positions, once a call needs them
+    _rebuilt = False    # from rebuild: its function has int32 positions only
+
     def __init__(self, stmt, formats: dict, dtype: str):
         self.statement = stmt
         self.formats = formats
@@ -66,8 +69,6 @@ class AlgebraKernel:
         if sparse_result and not has_coiteration(self.func):    # nothing merged: every
             raise _whole_result(stmt)                            # coordinate written
         self._kernels = _build(self.func)      # before the lattices: a merge too large stops it
-        self._wide = None                      # the int64-position kernels, once a call needs them
-        self._rebuilt = False
         self.lattices = lattices_of(stmt, self.generated)
         if sparse_result and "count" not in self._kernels:
             raise _whole_result(stmt)
@@ -120,10 +121,11 @@ class AlgebraKernel:
         operand_index = index_dtype(max((len(lv.vals) for lv in levels.values()), default=0))
         if out_fmt.is_dense:
             elements = int(np.prod(out_shape, dtype=object))
-            check_result_memory(stmt, {self.dtype: elements}, f"{elements} elements")
+            index = wider(operand_index, index_dtype(elements))
+            check_result_memory(stmt, index, 0, elements, self.dtype, "elements")
             stored = np.empty([out_shape[d] for d in out_fmt.dims], self.dtype)
             args[names["vals"]] = stored.reshape(-1)        # main writes every element
-            self._run("main", args, wider(operand_index, index_dtype(elements)))
+            self._run("main", args, index)
             return stored.transpose(np.argsort(out_fmt.dims))
         self._check_workspace(sizes)
         bounds = _row_bounds(stmt, gen, levels, self._kernels) if operand_index == "int32" \
@@ -148,7 +150,8 @@ class AlgebraKernel:
 
     def _kernels_of(self, index: str) -> dict:
         """The kernels with ``index`` positions (``"int32"``: those compiled; ``"int64"``:
-        generated again with int64 positions at the first call that needs them)."""
+        generated again with int64 positions at the first call that needs them, without
+        ``onepass``, whose room is bounded in int32)."""
         if index == "int32":
             return self._kernels
         if self._wide is None:
@@ -160,7 +163,7 @@ class AlgebraKernel:
                     "sparsetir.algebra.compile")
             wide = generate(self.statement, self.formats, self.dtype, KERNEL_NAME,
                             index_dtype="int64")
-            self._wide = _build(from_source(wide.text))
+            self._wide = _build(from_source(wide.text), without=("onepass",))
         return self._wide
 
     def _run(self, which: str, args: dict, index: str = "int32",
@@ -208,14 +211,17 @@ def read_operands(stmt, formats: dict, dtype: str, operands: dict) -> dict:
     return levels
 
 
-def _build(func) -> dict:
-    """The kernels (``main``, and ``count``) of a Stage I function or a Stage II module, each
-    with its parameters' Stage I names in call order."""
+def _build(func, without=()) -> dict:
+    """The kernels (``main``, and ``count``, ``onepass``) of a Stage I function or a Stage II
+    module but those named in ``without``, each with its parameters' Stage I names in call
+    order."""
     cooperate_with_torch()       # parallel loops on sparsetir's task pool (as ops does)
     mod = lower_sparse_iter(func) if isinstance(func, SparseFunction) else func
     scheduled = isinstance(func, tvm.IRModule)
     kernels = {}
     for gv in mod.functions:
+        if gv.name_hint in without:
+            continue
         prim = mod[gv.name_hint]
         single = tvm.IRModule({"main": prim.with_attr("global_symbol", "main")})
         if not scheduled:
@@ -296,8 +302,7 @@ def _assemble(kernel: AlgebraKernel, args: dict, names: dict, fmt, shape,
         sizes = [parents + 1 for parents in [1] + nnz[:-1]]
     index = wider(operand_index, index_dtype(max(n for n in nnz if n is not None)))
     positions = sum(sizes) + sum(n for n in nnz if n is not None)
-    check_result_memory(kernel.statement, {index: positions, kernel.dtype: nnz[-1]},
-                        f"{nnz[-1]} stored values")
+    check_result_memory(kernel.statement, index, positions, nnz[-1], kernel.dtype)
     if fmt.kinds[0] == "dense":
         pos = [None, total.astype(index, copy=False)]
         args[names["pos"][1]] = pos[1]

@@ -49,27 +49,26 @@ def wider(*dtypes: str) -> str:
     return max(dtypes, key=lambda d: np.dtype(d).itemsize)
 
 
-def check_result_memory(stmt, arrays: dict, what: str) -> int:
-    """The bytes of a result's arrays (``arrays``: numpy dtype -> entries), after checking the
-    machine's memory holds them (``SparseTIRMemoryError`` naming the result, ``what`` it would
-    hold and the bytes otherwise).
+def check_result_memory(stmt, index: str, positions: int, values: int, dtype: str,
+                        what: str = "stored values") -> int:
+    """The bytes of a result of ``positions`` positions and coordinates (of type ``index``) and
+    ``values`` values (``dtype``), after checking the machine's memory holds them
+    (``SparseTIRMemoryError`` naming the result, its size and the bytes otherwise).
 
     Example
     -------
     >>> from sparsetir.algebra.notation import parse
-    >>> check_result_memory(parse("A(i,j) = b(i) * c(j)"),
-    ...                     {"int64": 2 * 2**32 + 2, "float64": 2**32}, "4294967296 stored values")
+    >>> check_result_memory(parse("A(i,j) = b(i) * c(j)"), "int64", 2**33 + 2, 2**32, "float64")
     Traceback (most recent call last):
-    sparsetir.errors.SparseTIRMemoryError: 'A(i,j) = b(i) * c(j)': the result A would hold 4294967296 stored values (int64 positions): 103079215120 bytes, more than this machine's ... bytes of memory; nothing was allocated
+    sparsetir.errors.SparseTIRMemoryError: 'A(i,j) = b(i) * c(j)': the result A would hold 4294967296 stored values (int64 positions): 103079215120 bytes, more than this machine's ... bytes of memory; nothing was allocated. Compute it in pieces (e.g. by rows)
     """
-    needed = sum(int(n) * np.dtype(dtype).itemsize for dtype, n in arrays.items())
+    needed = positions * np.dtype(index).itemsize + values * np.dtype(dtype).itemsize
     memory = physical_memory()
     if memory is not None and needed > memory:
-        wide = "int64" if "int64" in arrays else "int32"
         raise SparseTIRMemoryError(
-            f"{stmt.text!r}: the result {stmt.lhs.name} would hold {what} ({wide} positions): "
-            f"{needed} bytes, more than this machine's {memory} bytes of memory; nothing was "
-            "allocated. Compute it in pieces (e.g. by rows)")
+            f"{stmt.text!r}: the result {stmt.lhs.name} would hold {values} {what} ({index} "
+            f"positions): {needed} bytes, more than this machine's {memory} bytes of memory; "
+            "nothing was allocated. Compute it in pieces (e.g. by rows)")
     return needed
 
 
