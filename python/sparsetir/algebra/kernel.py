@@ -233,10 +233,14 @@ def _build(func, without=()) -> dict:
 
 
 def _default_schedule(mod: tvm.IRModule) -> tvm.IRModule:
-    """The outer loop of each top-level block parallel (each iteration owns its rows)."""
+    """The outer loop of the top-level block parallel where it walks an output index (each
+    iteration owns its rows); serial where it is summed (a scalar result: ``s = 2 + B(i,j)``
+    over dense walks, every iteration adds into ``s``)."""
     sch = tvm.s_tir.Schedule(mod)
-    loops = sch.get_loops(sch.get_sblock(f"{KERNEL_NAME}0"))
-    if loops:
+    block = sch.get_sblock(f"{KERNEL_NAME}0")
+    loops = sch.get_loops(block)
+    iter_vars = sch.get(block).iter_vars
+    if loops and iter_vars and iter_vars[0].iter_type == tvm.tirx.IterVar.DataPar:
         sch.parallel(loops[0])
     return sch.mod
 
