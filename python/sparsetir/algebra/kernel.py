@@ -35,7 +35,8 @@ from ..driver.build_module import build
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 from ..ir.attrs import param_names
 from ..ir.function import SparseFunction
-from ..lower.coiterate import has_coiteration
+from ..ir.coiteration import CoiteratedAxis
+from ..ir.iteration import SparseIteration
 from ..lower.lower_sparse_iter import lower_sparse_iter
 from ..lower.coiterate.onepass import CHUNKS_PARAM
 from ..lower.coiterate.workspace import WORKSPACE_CHUNKS, workspace_bytes
@@ -66,8 +67,8 @@ class AlgebraKernel:
         self.generated = generate(stmt, formats, dtype, KERNEL_NAME)
         self.func = from_source(self.generated.text)
         sparse_result = not formats[stmt.lhs.name].is_dense
-        if sparse_result and not has_coiteration(self.func):    # nothing merged: every
-            raise _whole_result(stmt)                            # coordinate written
+        if sparse_result and not _merges_an_output_index(self.func):    # every coordinate
+            raise _whole_result(stmt)                                    # written
         self._kernels = _build(self.func)      # before the lattices: a merge too large stops it
         self.lattices = lattices_of(stmt, self.generated)
         if sparse_result and "count" not in self._kernels:
@@ -125,7 +126,7 @@ class AlgebraKernel:
             check_result_memory(stmt, index, 0, elements, self.dtype, "elements")
             stored = np.empty([out_shape[d] for d in out_fmt.dims], self.dtype)
             args[names["vals"]] = stored.reshape(-1)        # main writes every element
-            self._run("main", args, index)
+            self._run("main", args, index=index)
             return stored.transpose(np.argsort(out_fmt.dims))
         self._check_workspace(sizes)
         bounds = _row_bounds(stmt, gen, levels, self._kernels) if operand_index == "int32" \
@@ -166,8 +167,8 @@ class AlgebraKernel:
             self._wide = _build(from_source(wide.text), without=("onepass",))
         return self._wide
 
-    def _run(self, which: str, args: dict, index: str = "int32",
-             validate: bool = True) -> None:
+    def _run(self, which: str, args: dict, validate: bool = True,
+             index: str = "int32") -> None:
         """Run kernel ``which`` with ``index`` positions; for int64 ones the int32 index
         arrays (the operands': the caller allocates the results' arrays as int64) are
         widened."""
@@ -183,6 +184,14 @@ class AlgebraKernel:
                 raise
             raise MemoryError(f"{self.statement.text!r}: {which} could not allocate its "
                               f"workspace (std::bad_alloc); sizes {_size_text(args)}") from None
+
+
+def _merges_an_output_index(func: SparseFunction) -> bool:
+    """Whether an output index of ``func``'s iteration walks a merge (``T.coiterate``); where
+    none does, every coordinate of the result is written (a merge of summed indices only,
+    as in ``A(i,j) = B(i,j) + C(i,k)``, still writes every ``(i, j)``)."""
+    return any(isinstance(v.axis, CoiteratedAxis) and not v.is_reduction for it in func.body
+               if isinstance(it, SparseIteration) for v in it.sp_iter_vars)
 
 
 def _whole_result(stmt) -> SparseTIRValueError:
@@ -294,14 +303,14 @@ def _assemble(kernel: AlgebraKernel, args: dict, names: dict, fmt, shape,
         rows = shape[fmt.dims[0]]
         lengths = np.zeros(rows + 1, operand_index)   # a row's count fits: at most n_j
         args[names["pos"][1]] = lengths
-        kernel._run("count", args, operand_index)
+        kernel._run("count", args, index=operand_index)
         total = np.cumsum(lengths, dtype=np.int64)
         nnz = [None, int(total[-1])]
         sizes = [rows + 1]
     else:                                             # appended: count writes each level's total
         counts = np.zeros(len(compressed), np.int64)      # counted in int64: never wraps
         args[f"{names['buffer']}_counts"] = counts
-        kernel._run("count", args, operand_index)
+        kernel._run("count", args, index=operand_index)
         nnz = [int(c) for c in counts]
         sizes = [parents + 1 for parents in [1] + nnz[:-1]]
     index = wider(operand_index, index_dtype(max(n for n in nnz if n is not None)))
@@ -319,7 +328,7 @@ def _assemble(kernel: AlgebraKernel, args: dict, names: dict, fmt, shape,
     for l in compressed:
         args[names["crd"][l]], args[names["nnz"][l]] = crd[l], nnz[l]
     args[names["vals"]] = vals
-    kernel._run("main", args, index, validate=False)   # count checked the same index arrays
+    kernel._run("main", args, validate=False, index=index)   # count checked the same index arrays
     return Levels(shape, pos, crd, vals)
 
 
