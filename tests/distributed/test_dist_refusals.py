@@ -72,8 +72,6 @@ def test_refusals_name_the_argument(group_of_one):
         DistSparseMatrix(partition(A, 2)[0])
     with pytest.raises(SparseTIRTypeError, match="part must be"):
         DistSparseMatrix(A)
-    with pytest.raises(SparseTIRValueError, match="max"):
-        nn.SAGEConv(4, 2, "pool")(DM, X)
     with pytest.raises(SparseTIRValueError, match="edge_weight has shape"):
         nn.GraphConv(4, 2, allow_zero_in_degree=True)(DM, X, edge_weight=torch.ones(3))
     with pytest.raises(SparseTIRValueError, match="no in-edge"):

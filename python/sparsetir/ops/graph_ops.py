@@ -121,8 +121,7 @@ def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data):
     ``lhs_data``: (num_src, *F) node data of the sources; ``rhs_data``: (nnz, *F) edge data.
     Returns (num_dst, *F broadcast); a destination with no in-edge gets 0.
 
-    A ``sparsetir.distributed.DistSparseMatrix`` aggregates its rank's rows across processes
-    (its own ``gspmm``: ``copy_lhs`` or ``mul``, with ``sum`` or ``mean``).
+    A ``sparsetir.distributed.DistSparseMatrix`` gives its rank's rows (its own ``gspmm``).
     """
     if getattr(M, "is_distributed", False):
         return M.gspmm(op, reduce_op, lhs_data, rhs_data)
@@ -194,7 +193,11 @@ def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
     ``op``: ``add``, ``sub``, ``mul``, ``div``, ``dot`` (over the last dimension, kept as size
     1), ``copy_lhs``, ``copy_rhs``; targets: ``u`` (source data, num_src rows), ``v``
     (destination data, num_dst rows), ``e`` (edge data, nnz rows). Returns (nnz, *F).
+    A ``sparsetir.distributed.DistSparseMatrix`` gives its rank's local edges (its own
+    ``gsddmm``).
     """
+    if getattr(M, "is_distributed", False):
+        return M.gsddmm(op, lhs_data, rhs_data, lhs_target, rhs_target)
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.gsddmm(M, op, lhs_data, rhs_data, lhs_target, rhs_target)
@@ -250,6 +253,8 @@ def edge_softmax(M, logits, eids=None, norm_by: str = "dst"):
     [0.5, 0.5]
     """
     _choice("norm_by", norm_by, ("dst", "src"))
+    if getattr(M, "is_distributed", False):     # its rank's local edges
+        return M.edge_softmax(logits, eids, norm_by)
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.edge_softmax(M, logits, eids, norm_by)
