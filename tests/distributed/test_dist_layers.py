@@ -7,13 +7,11 @@ import multiprocessing
 
 import pytest
 import torch
-import torch.distributed as dist
 
 import layer_workers
 from dist_graphs import small_graph
 from sparsetir import nn, ops
 from sparsetir.distributed import DistSparseMatrix, partition, run
-from sparsetir.distributed.launch import free_port, init_group
 from sparsetir.errors import SparseTIRValueError
 
 
@@ -23,13 +21,6 @@ def test_local_graph_layers_match_one_process(world_size, method):
     parts = partition(A, world_size, method)
     run(layer_workers.check_local_graph_layers, world_size, args=(A, parts), timeout=240)
     assert not multiprocessing.active_children()
-
-
-@pytest.fixture(scope="module")
-def group_of_one():
-    init_group(0, 1, f"127.0.0.1:{free_port()}", 30)
-    yield
-    dist.destroy_process_group()
 
 
 def test_what_local_edges_cannot_give_is_refused(group_of_one):

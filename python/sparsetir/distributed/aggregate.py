@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from .. import ops
-from ..errors import SparseTIRTypeError, SparseTIRValueError
+from ..errors import SparseTIRValueError
+from ..ops.graph_ops import edge_ids
 from .operands import check_node_rows
 from .spmm import DistSpMM, dist_spmm
 
@@ -78,16 +79,10 @@ def dist_edge_softmax(DM, logits, eids=None, norm_by: str = "dst"):
             "edge_softmax on a DistSparseMatrix normalises over destinations only (norm_by="
             f"'dst'): got norm_by={norm_by!r}, whose sources' out-edges live on several ranks")
     graph = DM.local_graph()
-    if eids is None or (isinstance(eids, str) and eids == "__ALL__"):
+    ids = edge_ids(eids, DM.nnz, "this rank's local edges")
+    if ids is None:
         return graph.to_local_order(ops.edge_softmax(
             graph.matrix, graph.to_matrix_order("logits", logits)))
-    ids = np.asarray(eids.detach().cpu().numpy() if torch.is_tensor(eids) else eids)
-    if ids.ndim != 1 or (ids.dtype.kind not in "iu" and ids.size):
-        raise SparseTIRTypeError(f"eids must be a 1-D array of integer local edge ids, got "
-                                 f"{ids.dtype} of shape {ids.shape}")
-    if ids.size and (ids.min() < 0 or ids.max() >= DM.nnz):
-        raise SparseTIRValueError(f"eids holds ids outside [0, {DM.nnz}) (this rank's local "
-                                  f"edges): {ids.min()}..{ids.max()}")
     return ops.edge_softmax(graph.matrix, logits,
                             eids=graph.position.numpy()[ids.astype(np.int64)])
 

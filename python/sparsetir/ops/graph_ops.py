@@ -274,14 +274,8 @@ def _softmax_graph(matrix: SparseMatrix, eids, norm_by: str) -> tuple:
     over (``matrix`` restricted to ``eids``, transposed for ``norm_by="src"``), and for each of
     its entries the row of ``logits`` it holds (None: the same row)."""
     order = None
-    if eids is not None and not (isinstance(eids, str) and eids == "__ALL__"):
-        ids = np.asarray(eids.detach().cpu().numpy() if is_torch(eids) else eids)
-        if ids.ndim != 1 or (ids.dtype.kind not in "iu" and ids.size):
-            raise SparseTIRTypeError(f"eids must be a 1-D array of integer edge ids, got "
-                                     f"{ids.dtype} of shape {ids.shape}")
-        if ids.size and (ids.min() < 0 or ids.max() >= matrix.nnz):
-            raise SparseTIRValueError(f"eids holds ids outside [0, {matrix.nnz}) (M's edges): "
-                                      f"{ids.min()}..{ids.max()}")
+    ids = edge_ids(eids, matrix.nnz, "M's edges")
+    if ids is not None:
         order = np.argsort(ids, kind="stable")
         chosen = ids[order].astype(np.int64)
         rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))[chosen]
@@ -292,6 +286,21 @@ def _softmax_graph(matrix: SparseMatrix, eids, norm_by: str) -> tuple:
         matrix, perm = matrix.transposed()
         order = perm if order is None else order[perm]
     return matrix, order
+
+
+def edge_ids(eids, nnz: int, edges: str):
+    """``eids`` as a 1-D numpy array of ids below ``nnz`` (refused by name otherwise, ``edges``
+    saying whose edges they number), or None for every edge (None or DGL's ``"__ALL__"``)."""
+    if eids is None or (isinstance(eids, str) and eids == "__ALL__"):
+        return None
+    ids = np.asarray(eids.detach().cpu().numpy() if is_torch(eids) else eids)
+    if ids.ndim != 1 or (ids.dtype.kind not in "iu" and ids.size):
+        raise SparseTIRTypeError(f"eids must be a 1-D array of integer edge ids, got "
+                                 f"{ids.dtype} of shape {ids.shape}")
+    if ids.size and (ids.min() < 0 or ids.max() >= nnz):
+        raise SparseTIRValueError(f"eids holds ids outside [0, {nnz}) ({edges}): "
+                                  f"{ids.min()}..{ids.max()}")
+    return ids
 
 
 def _rows(array, order: np.ndarray):
