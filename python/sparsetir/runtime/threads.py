@@ -136,28 +136,27 @@ def thread_count() -> int:
     return _count(os.environ.get("TVM_NUM_THREADS", ""))
 
 
-def follow_torch() -> int:
+def follow_torch() -> None:
     """Look at torch's thread count (``torch.get_num_threads()``) where torch is imported and
     sparsetir's task pool runs the kernels; when it changed since the last look (a
     ``torch.set_num_threads`` call), kernels' launches use that many threads from now on.
-    Every kernel call does this (:func:`size_launches`). Returns :func:`thread_count`.
+    Every kernel call does this (:func:`size_launches`); the count in use is
+    :func:`thread_count`.
 
     Example
     -------
-    >>> follow_torch() == thread_count()
-    True
+    >>> follow_torch()          # as every kernel call does; thread_count() is the count in use
     """
     global _torch_threads, _followed
     torch = sys.modules.get("torch")
     if torch is None or _pool is None:
-        return thread_count()
+        return
     count = torch.get_num_threads()
     if count != _torch_threads:
         if _torch_threads is not None:
             _followed = count
             _pool.sparsetir_task_pool_threads(count)
         _torch_threads = count
-    return thread_count()
 
 
 @lru_cache(maxsize=None)
