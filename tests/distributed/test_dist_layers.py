@@ -12,7 +12,7 @@ import layer_workers
 from dist_graphs import small_graph
 from sparsetir import nn, ops
 from sparsetir.distributed import DistSparseMatrix, partition, run
-from sparsetir.errors import SparseTIRValueError
+from sparsetir.errors import SparseTIRTypeError, SparseTIRValueError
 
 
 @pytest.mark.parametrize("world_size,method", [(2, "metis"), (3, "contiguous")])
@@ -35,5 +35,7 @@ def test_what_local_edges_cannot_give_is_refused(group_of_one):
         ops.edge_softmax(DM, torch.zeros(1, 1), eids=[DM.nnz])
     with pytest.raises(SparseTIRValueError, match="etypes has shape"):
         nn.RelGraphConv(4, 2, 3)(DM, X, torch.zeros(3, dtype=torch.int64))
+    with pytest.raises(SparseTIRTypeError, match="etypes must be a torch tensor or numpy"):
+        nn.RelGraphConv(4, 2, 3)(DM, X, list(range(DM.nnz)))
     with pytest.raises(SparseTIRValueError, match="lhs_data has shape"):
         ops.copy_u_max(DM, X[:-1])

@@ -73,14 +73,18 @@ class LocalGraph:
         return GatherRows.apply(self, X_local)
 
     def to_matrix_order(self, name: str, data):
-        """Per-edge ``data`` (a torch tensor, one row per local edge) in the matrix's order."""
+        """Per-edge ``data`` (a torch tensor, or a numpy array such as ``RelGraphConv``'s
+        ``etypes`` may be; one row per local edge) in the matrix's order."""
         if data is None:
             return None
-        if not torch.is_tensor(data):
-            raise SparseTIRTypeError(f"{name} must be a torch tensor, got {type(data).__name__}")
-        if data.dim() == 0 or data.shape[0] != self.DM.nnz:
+        if not torch.is_tensor(data) and not isinstance(data, np.ndarray):
+            raise SparseTIRTypeError(f"{name} must be a torch tensor or numpy array, got "
+                                     f"{type(data).__name__}")
+        if data.ndim == 0 or data.shape[0] != self.DM.nnz:
             raise SparseTIRValueError(f"{name} has shape {tuple(data.shape)}: it needs one row "
                                       f"per local edge ({self.DM.nnz})")
+        if isinstance(data, np.ndarray):
+            return data[self.order.numpy()]
         return data.index_select(0, self.order)
 
     def to_local_order(self, data: torch.Tensor) -> torch.Tensor:
