@@ -52,4 +52,11 @@ bench: $(BENCH_STAMP)
 bench-gnn: $(BENCH_STAMP)
 	$(PY) benchmarks/gnn.py $(GNN_ARGS)
 
-.PHONY: venv test bench bench-gnn package-test
+# The folder for a GPU machine (benchmarks/gpu/package.py: runtime-only, no TVM there); on the
+# GPU machine: `sh build/gpu_bundle/device_run.sh OUT_DIR` (docs/benchmark.md, its README).
+GPU_ARCH ?= sm_90
+gpu-bundle: $(STAMP)
+	$(PY) benchmarks/gpu/package.py --out build/gpu_bundle --arch $(GPU_ARCH)
+	$(PY) build/gpu_bundle/run.py --selftest-cpu
+
+.PHONY: venv test bench bench-gnn package-test gpu-bundle

@@ -32,7 +32,8 @@ def run_check(check: str, *arguments: str, **env: str) -> dict:
     added to the environment (a None value removes the variable; TVM's pool settings are removed
     unless given); its findings."""
     base = {k: v for k, v in os.environ.items() if k not in threads.TVM_POOL_SETTINGS}
-    with subprocess.Popen([sys.executable, str(HERE), check, *arguments], env={k: v for k, v in {**base, **env}.items() if v is not None},
+    environment = {k: v for k, v in {**base, **env}.items() if v is not None}
+    with subprocess.Popen([sys.executable, str(HERE), check, *arguments], env=environment,
                           text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           start_new_session=True) as proc:
@@ -359,10 +360,15 @@ def check_spread_leaves_threads_unbound() -> dict:
     bind_all(usable)
     before_free = masks()
     moved_free = module.spread_team()
+    regions = module.spread_regions()
+    for _ in range(5):
+        torch.ones(1 << 22).mul_(2)
+        module.spread_team()
     return {"pool": decision.pool, "cpus": len(usable), "moved_bound": moved_bound,
             "kept_bound": after_bound == before_bound, "moved_free": moved_free,
             "kept_free": masks() == before_free,
-            "spreads": module._spread is not None}
+            "spreads": module._spread is not None,
+            "regions_first": regions, "regions_later": module.spread_regions() - regions}
 
 
 # ---------------------------------------------------------------------------------- the tests
@@ -455,6 +461,8 @@ def test_spreading_the_team_never_binds_it():
     assert 0 <= found["moved_free"] <= 1 and found["kept_free"]   # moved ones are not bound
     if found["cpus"] < 2:
         assert found["moved_free"] == 0
+    else:       # one region learnt the team; later spreads read /proc and wake nobody
+        assert found["regions_first"] == 1 and found["regions_later"] == 0
 
 
 def test_small_calls_off_the_main_thread_start_no_team():
