@@ -1,8 +1,8 @@
 """One contender training one model on one graph, in a process of its own (``gnn.py`` starts
 one per case and condition).
 
-Steps: build the task (``gnn_data``), the framework's graph (timed: ``setup_ms``), the network
-with the canonical initial weights (``gnn_models``) and Adam (lr 0.01); then ``--warmup``
+Steps: build the task (``tasks``), the framework's graph (timed: ``setup_ms``), the network
+with the canonical initial weights (``models``) and Adam (lr 0.01); then ``--warmup``
 epochs (kernels compiled or loaded, optimizer state allocated), the C heap's free pages handed
 back and the peak resident set reset to the current one (``/proc/self/clear_refs``), and
 ``--epochs`` timed epochs, each one ``zero_grad``, forward, cross-entropy over every node,
@@ -11,7 +11,7 @@ process's peak resident set during the timed epochs minus its resident set just 
 what one training epoch needs on top of the model, the graph and the optimizer state.
 The losses of all those epochs are reported (the harness compares them across contenders).
 Then ``--profile-epochs`` more epochs under ``torch.profiler`` give the share of an epoch spent
-in sparse operators (``gnn_profile``). Last, the check: the same network trained from the same
+in sparse operators (``sparse_time``). Last, the check: the same network trained from the same
 weights in float64 for ``--check-epochs`` epochs; its losses are what the harness compares
 across contenders (float32 rounding differences grow too fast in training to compare float32
 losses at 1e-4 after more than a few epochs: see ``docs/gnn-benchmark.md``). One line
@@ -22,8 +22,8 @@ Threads: ``torch.set_num_threads(--threads)``; ``OMP_NUM_THREADS``, ``MKL_NUM_TH
 
 Example
 -------
-``python benchmarks/gnn_worker.py --contender dgl --model gcn --graph cora --threads 2 --cache DIR``
-(``DIR`` holding ``gnn-cora.npz`` from ``gnn_data.prepare``)
+``cd benchmarks; python -m gnn_training.worker --contender dgl --model gcn --graph cora --threads 2 --cache DIR``
+(``DIR`` holding ``gnn-cora.npz`` from ``tasks.prepare``)
 """
 
 from __future__ import annotations
@@ -39,10 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import gnn_data
-import gnn_frameworks
-import gnn_models
-import gnn_profile
+from . import frameworks, models, sparse_time, tasks
 
 PREFIX = "RESULT "
 LEARNING_RATE = 0.01
@@ -86,8 +83,8 @@ class Training:
         self.inputs = framework.inputs(task, dtype)
         self.setup_s = time.perf_counter() - start
         width = task.features.shape[1]
-        self.net = gnn_models.Net(spec, framework, width, task.num_classes)
-        framework.load(self.net, gnn_models.canonical_weights(spec, width, task.num_classes,
+        self.net = models.Net(spec, framework, width, task.num_classes)
+        framework.load(self.net, models.canonical_weights(spec, width, task.num_classes,
                                                               seed))
         self.net.to(dtype)
         self.features = torch.from_numpy(task.features).to(dtype)
@@ -107,9 +104,9 @@ class Training:
 
 def train(args) -> dict:
     """Everything the worker measures, as the fields of its result."""
-    framework = gnn_frameworks.load_framework(args.contender)
-    spec = gnn_models.MODELS[args.model]
-    task = gnn_data.make_task(args.graph, gnn_data.load(args.graph, args.cache), spec.self_loops)
+    framework = frameworks.load_framework(args.contender)
+    spec = models.MODELS[args.model]
+    task = tasks.make_task(args.graph, tasks.load(args.graph, args.cache), spec.self_loops)
     run = Training(spec, framework, task)
     seconds, losses = [], []
 
@@ -134,7 +131,7 @@ def train(args) -> dict:
               "peak_mib": (peak_kib - baseline_kib) / 1024, "baseline_mib": baseline_kib / 1024}
     if args.profile_epochs:
         framework.mark_sparse_calls(run.net)
-        sparse_s, total_s = gnn_profile.sparse_seconds(
+        sparse_s, total_s = sparse_time.sparse_seconds(
             run.epoch, framework.sparse_operator_names(), args.profile_epochs)
         share = sparse_s / total_s
         fields.update(sparse_share=share, sparse_ms=share * fields["epoch_ms"],
@@ -148,9 +145,9 @@ def train(args) -> dict:
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--contender", required=True, choices=gnn_frameworks.NAMES)
-    parser.add_argument("--model", required=True, choices=list(gnn_models.MODELS))
-    parser.add_argument("--graph", required=True, choices=gnn_data.labels())
+    parser.add_argument("--contender", required=True, choices=frameworks.NAMES)
+    parser.add_argument("--model", required=True, choices=list(models.MODELS))
+    parser.add_argument("--graph", required=True, choices=tasks.labels())
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=20, help="timed epochs")

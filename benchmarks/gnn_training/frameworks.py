@@ -41,8 +41,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-import gnn_data
-import gnn_models
+from . import models, tasks
 
 NAMES = ("ours", "dgl", "pyg")
 
@@ -87,8 +86,8 @@ class DglStyle:
         if spec.name == "gat":
             return self.nn.GATConv(i, o, spec.heads)
         if spec.name == "rgcn":
-            return self.nn.RelGraphConv(i, o, gnn_data.NUM_RELATIONS,
-                                        regularizer="basis", num_bases=gnn_models.NUM_BASES,
+            return self.nn.RelGraphConv(i, o, tasks.NUM_RELATIONS,
+                                        regularizer="basis", num_bases=models.NUM_BASES,
                                         self_loop=True)
         raise KeyError(spec.name)
 
@@ -171,8 +170,8 @@ class PyG:
         if spec.name == "gat":
             return self.nn.GATConv(i, o, heads=spec.heads, concat=True, add_self_loops=False)
         if spec.name == "rgcn":
-            return self.nn.RGCNConv(i, o, gnn_data.NUM_RELATIONS,
-                                    num_bases=gnn_models.NUM_BASES, aggr="mean")
+            return self.nn.RGCNConv(i, o, tasks.NUM_RELATIONS,
+                                    num_bases=models.NUM_BASES, aggr="mean")
         raise KeyError(spec.name)
 
     def call(self, spec, layer, inputs, h):

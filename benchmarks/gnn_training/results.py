@@ -24,8 +24,7 @@ import csv
 import json
 from pathlib import Path
 
-import gnn_frameworks
-import gnn_models
+from . import frameworks, models
 
 LOSS_RTOL = 1e-4
 REFERENCE = "dgl"
@@ -141,14 +140,14 @@ def table(rows: list, machine: dict, settings: dict) -> str:
     """Per model: each graph and contender idle (epoch ms, sparse ms and share, live and
     resident-set peak MiB, float32
     final loss, float64 check) and under load (epoch ms, slowdown); then ours' ratios."""
-    names = [n for n in gnn_frameworks.NAMES if any(r["contender"] == n for r in rows)]
+    names = [n for n in frameworks.NAMES if any(r["contender"] == n for r in rows)]
     by_key = {(r["model"], r["graph"], r["contender"], r["condition"]): r for r in rows}
     out = [header(machine, settings), ""]
     columns = (f"{'graph':16s}{'contender':>10s}{'epoch ms':>11s}{'sparse ms':>11s}"
                f"{'share':>7s}{'live MiB':>10s}{'rss MiB':>9s}{'f32 loss':>12s}{'f64 check':>10s}"
                f"{'load ms':>10s}{'slowdown':>9s}")
     for model in settings["models"]:
-        out += [gnn_models.MODELS[model].title, columns]
+        out += [models.MODELS[model].title, columns]
         for graph in settings["graphs"]:
             for name in names:
                 idle = by_key.get((model, graph, name, "idle"))
@@ -216,12 +215,13 @@ def chart(rows: list, settings: dict, path: Path) -> bool:
     import matplotlib.pyplot as plt
 
     series = [(n, c) for c in ("idle", "load") for n in ("dgl", "pyg")]
-    models, graphs = settings["models"], settings["graphs"]
-    fig, axes = plt.subplots(2, len(models), figsize=(max(3.2 * len(models) + 1, 6), 6.5),
-                             sharey="row", squeeze=False)
+    model_names, graphs = settings["models"], settings["graphs"]
+    width = max(3.2 * len(model_names) + 1, 6)
+    fig, axes = plt.subplots(2, len(model_names), figsize=(width, 6.5), sharey="row",
+                             squeeze=False)
     step = 0.8 / len(series)
     colors = plt.get_cmap("tab10")
-    for col, model in enumerate(models):
+    for col, model in enumerate(model_names):
         for row_index, field in enumerate(("ours_over_this_epoch", "ours_over_this_sparse")):
             ax = axes[row_index, col]
             for i, (name, condition) in enumerate(series):
