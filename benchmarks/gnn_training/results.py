@@ -4,6 +4,8 @@ JSON sidecar and the PNG chart.
 The check (``check_losses``): on each model and graph, every contender's float64 losses (the
 workers' ``check_losses``) must agree with DGL's within ``LOSS_RTOL`` relative at every epoch;
 a contender that does not is marked ``error`` on every row of that case, its times withheld.
+The variants of ours (``frameworks.VARIANTS``) are checked in their worker instead, against
+ours in float32 (``check_vs_eager``); a compiled variant's ``compile_ms`` is listed apart.
 Derived columns: ``loss_vs_dgl`` (the relative difference of the float32 final loss from DGL's,
 for information: float32 rounding grows in training), ``check_vs_dgl`` (the float64 one that is
 checked), ``ours_over_this_*`` (ours' epoch time, sparse time, live and resident-set peak
@@ -30,7 +32,8 @@ LOSS_RTOL = 1e-4
 REFERENCE = "dgl"
 COLUMNS = ("model", "graph", "nodes", "edges", "contender", "condition", "status", "epoch_ms",
            "p25_ms", "p75_ms", "sparse_ms", "sparse_share", "live_peak_mib", "peak_mib",
-           "final_loss", "loss_vs_dgl", "check_vs_dgl", "ours_over_this_epoch",
+           "final_loss", "loss_vs_dgl", "check_vs_dgl", "check_vs_eager", "compile_ms",
+           "ours_over_this_epoch",
            "ours_over_this_sparse", "ours_over_this_live", "ours_over_this_peak",
            "load_slowdown", "epochs", "first_epoch_ms", "prewarm_ms", "setup_ms",
            "profiled_epoch_ms", "profiled_sparse_ms", "baseline_mib", "rounds", "round_ms",
@@ -119,7 +122,10 @@ def header(machine: dict, settings: dict) -> str:
         f"{settings['profile_epochs']} profiled epochs; load: {settings['load_processes']} busy "
         "processes beside the worker",
         f"check: float64 losses over {settings['check_epochs']} epochs agree with DGL's within "
-        f"{LOSS_RTOL:g} relative, else ERROR",
+        f"{LOSS_RTOL:g} relative, else ERROR; ours_bf16 (torch.autocast bfloat16) and "
+        "ours_compiled (torch.compile): warm-up losses agree with eager float32 ours' within "
+        f"{frameworks.OursBf16.loss_rtol:g} and {frameworks.OursCompiled.loss_rtol:g} "
+        "relative ('eager' in the check column), else ERROR",
     ])
 
 
@@ -144,7 +150,7 @@ def table(rows: list, machine: dict, settings: dict) -> str:
     by_key = {(r["model"], r["graph"], r["contender"], r["condition"]): r for r in rows}
     out = [header(machine, settings), ""]
     columns = (f"{'graph':16s}{'contender':>10s}{'epoch ms':>11s}{'sparse ms':>11s}"
-               f"{'share':>7s}{'live MiB':>10s}{'rss MiB':>9s}{'f32 loss':>12s}{'f64 check':>10s}"
+               f"{'share':>7s}{'live MiB':>10s}{'rss MiB':>9s}{'f32 loss':>12s}{'check':>14s}"
                f"{'load ms':>10s}{'slowdown':>9s}")
     for model in settings["models"]:
         out += [models.MODELS[model].title, columns]
@@ -154,23 +160,42 @@ def table(rows: list, machine: dict, settings: dict) -> str:
                 load = by_key.get((model, graph, name, "load"))
                 if idle is None and load is None:
                     continue
-                check = idle["check_vs_dgl"] if idle else ""
-                check = "ref" if name == REFERENCE and idle and idle["status"] == "ok" else \
-                    (f"{check:.0e}" if check != "" else "-")
+                check = _check_cell(name, idle)
                 out.append(f"{graph:16s}{name:>10s}{_cell(idle, 'epoch_ms', '.4g'):>11s}"
                            f"{_cell(idle, 'sparse_ms', '.4g'):>11s}"
                            f"{_cell(idle, 'sparse_share', '.0%'):>7s}"
                            f"{_cell(idle, 'live_peak_mib', '.1f'):>10s}"
                            f"{_cell(idle, 'peak_mib', '.1f'):>9s}"
-                           f"{_cell(idle, 'final_loss', '.6g'):>12s}{check:>10s}"
+                           f"{_cell(idle, 'final_loss', '.6g'):>12s}{check:>14s}"
                            f"{_cell(load, 'epoch_ms', '.4g'):>10s}"
                            f"{_cell(load, 'load_slowdown', '.2f'):>9s}")
         out.append("")
-    out += [ratios(rows, settings), ""]
+    out += [ratios(rows, settings), "", compile_times(rows), ""]
     notes = sorted({f"{r['contender']} {r['model']} {r['graph']} {r['condition']}: "
                     f"{r['status'].upper()}, {r['note']}" for r in rows if r["status"] != "ok"})
     out += [f"  {n}" for n in notes]
     return "\n".join(out)
+
+
+def _check_cell(name: str, idle) -> str:
+    """The check column: ``ref`` for DGL, the float64 difference from DGL's, or for a variant
+    of ours its difference from eager float32 ours' (``... eager``)."""
+    if idle is None:
+        return "-"
+    if name == REFERENCE and idle["status"] == "ok":
+        return "ref"
+    if idle.get("check_vs_eager", "") != "":
+        return f"{idle['check_vs_eager']:.0e} eager"
+    return f"{idle['check_vs_dgl']:.0e}" if idle["check_vs_dgl"] != "" else "-"
+
+
+def compile_times(rows: list) -> str:
+    """The compile time of each compiled case (its first epoch less its median epoch), apart
+    from the epoch times."""
+    cases = [f"{r['model']}/{r['graph']} {r['compile_ms'] / 1e3:.1f} s" for r in rows
+             if r["compile_ms"] != "" and r["condition"] == "idle"]
+    return "torch.compile time (first epoch less a median epoch, idle): " + \
+        (", ".join(cases) if cases else "none measured")
 
 
 def ratios(rows: list, settings: dict) -> str:

@@ -14,7 +14,13 @@ Then ``--profile-epochs`` more epochs under ``torch.profiler`` give the share of
 in sparse operators (``sparse_time``). Last, the check: the same network trained from the same
 weights in float64 for ``--check-epochs`` epochs; its losses are what the harness compares
 across contenders (float32 rounding differences grow too fast in training to compare float32
-losses at 1e-4 after more than a few epochs: see ``docs/gnn-benchmark.md``). One line
+losses at 1e-4 after more than a few epochs: see ``docs/gnn-benchmark.md``). A variant of
+ours (``frameworks.VARIANTS``: bfloat16 autocast, ``torch.compile``) is checked otherwise,
+before its timed epochs: ours in float32, eagerly, trains from the same weights for as many
+epochs as the variant's warm-up (at most ``--check-epochs``), and the variant's warm-up losses
+must agree with those within the variant's ``loss_rtol``, else the case is an error with no
+time (``check_vs_eager``: the largest relative difference). A compiled network's first epoch
+compiles it: ``compile_ms`` is that epoch's time less the median epoch's. One line
 ``RESULT {json}`` on stdout.
 
 Threads: ``torch.set_num_threads(--threads)``; ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and
@@ -87,19 +93,37 @@ class Training:
         framework.load(self.net, models.canonical_weights(spec, width, task.num_classes,
                                                               seed))
         self.net.to(dtype)
+        self.framework, self.model = framework, framework.prepare(self.net)
         self.features = torch.from_numpy(task.features).to(dtype)
         self.labels = torch.from_numpy(task.labels)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=LEARNING_RATE)
 
     def logits(self):
-        return self.net(self.inputs, self.features)
+        return self.model(self.inputs, self.features)
 
     def epoch(self) -> float:
         self.optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(self.logits(), self.labels)
+        with self.framework.forward_context():
+            loss = torch.nn.functional.cross_entropy(self.logits(), self.labels)
         loss.backward()
         self.optimizer.step()
         return loss.item()
+
+
+def eager_check(framework, spec, task, losses: list, epochs: int) -> tuple:
+    """``(worst, note)``: the largest relative difference of a variant's first ``epochs``
+    ``losses`` from ours' in float32, eagerly, from the same weights; ``note`` says where they
+    part when that is beyond the variant's ``loss_rtol`` (empty otherwise)."""
+    eager = Training(spec, frameworks.load_framework("ours"), task)
+    reference = [eager.epoch() for _ in range(epochs)]
+    gaps = [abs(v - r) / abs(r) for v, r in zip(losses, reference)]
+    worst = max(gaps)
+    if worst <= framework.loss_rtol:
+        return worst, ""
+    k = next(i for i, gap in enumerate(gaps) if gap > framework.loss_rtol)
+    return worst, (f"NOT THE SAME MODEL: loss at epoch {k + 1} is {losses[k]:.8g}, eager "
+                   f"float32 ours' {reference[k]:.8g} (relative difference {gaps[k]:.2g}, "
+                   f"allowed {framework.loss_rtol:g})")
 
 
 def train(args) -> dict:
@@ -117,6 +141,13 @@ def train(args) -> dict:
             seconds.append(time.perf_counter() - start)
 
     timed_epochs(args.warmup)
+    checked = {}
+    if args.contender in frameworks.VARIANTS and min(args.warmup, args.check_epochs):
+        worst, note = eager_check(framework, spec, task, losses,
+                                  min(args.warmup, args.check_epochs))
+        if note:
+            return {"status": "error", "note": note, "check_vs_eager": worst}
+        checked["check_vs_eager"] = worst
     gc.collect()
     release_free_memory()
     baseline_kib = reset_peak_memory()
@@ -128,7 +159,10 @@ def train(args) -> dict:
               "epoch_ms": float(np.median(ms)), "p25_ms": float(np.percentile(ms, 25)),
               "p75_ms": float(np.percentile(ms, 75)), "epochs": len(losses),
               "final_loss": losses[-1], "losses": losses,
-              "peak_mib": (peak_kib - baseline_kib) / 1024, "baseline_mib": baseline_kib / 1024}
+              "peak_mib": (peak_kib - baseline_kib) / 1024, "baseline_mib": baseline_kib / 1024,
+              **checked}
+    if framework.compiles:
+        fields["compile_ms"] = fields["first_epoch_ms"] - fields["epoch_ms"]
     if args.profile_epochs:
         framework.mark_sparse_calls(run.net)
         sparse_s, total_s = sparse_time.sparse_seconds(
@@ -137,7 +171,7 @@ def train(args) -> dict:
         fields.update(sparse_share=share, sparse_ms=share * fields["epoch_ms"],
                       profiled_epoch_ms=1e3 * total_s / args.profile_epochs,
                       profiled_sparse_ms=1e3 * sparse_s / args.profile_epochs)
-    if args.check_epochs:
+    if args.check_epochs and args.contender not in frameworks.VARIANTS:
         check = Training(spec, framework, task, torch.float64)
         fields["check_losses"] = [check.epoch() for _ in range(args.check_epochs)]
     return fields

@@ -9,6 +9,8 @@
   is sparse when no operator is named;
 - the loss check marks a contender whose float64 losses drift beyond 1e-4 as an error, and
   the ratios and table follow;
+- the variants of ours (bfloat16 autocast, ``torch.compile``) train the same model as eager
+  float32 ours within their tolerance, and a variant that does not is refused before timing;
 - the command line: ``--quick`` is GCN on cora, options override the preset.
 """
 
@@ -25,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import gnn  # noqa: E402
 from gnn_training import frameworks, models, results, sparse_time, tasks  # noqa: E402
+from gnn_training import worker  # noqa: E402
 from gnn_training.worker import Training  # noqa: E402
 
 WIDTH, CLASSES = 6, 6   # GAT's output layer: 4 heads x 6 classes, as on citeseer
@@ -120,6 +123,26 @@ def test_profiler_rule_counts_dgl_sparse_calls(tiny_graph):
     assert sparse_time.sparse_seconds(run.epoch, set(), epochs=1)[0] == 0
 
 
+@pytest.mark.parametrize("name", frameworks.VARIANTS)
+def test_variants_train_the_eager_model(tiny_graph, name):
+    spec = models.MODELS["sage"]
+    task = tasks.seeded_task("tiny", tiny_graph, WIDTH, CLASSES, spec.self_loops)
+    framework = frameworks.load_framework(name)
+    run = Training(spec, framework, task)
+    losses = [run.epoch() for _ in range(3)]
+    worst, note = worker.eager_check(framework, spec, task, losses, 3)
+    assert note == "" and worst <= framework.loss_rtol
+    if name == "ours_bf16":          # the products do run in bfloat16: the losses differ
+        assert worst > 0
+        with framework.forward_context():
+            assert run.net.layers[0].fc_neigh(run.features).dtype == torch.bfloat16
+    else:
+        assert run.model is not run.net and framework.compiles
+        assert "sparsetir::gspmm" in framework.sparse_operator_names()
+    worst, note = worker.eager_check(framework, spec, task, [x * 1.05 for x in losses], 3)
+    assert "NOT THE SAME MODEL: loss at epoch 1" in note and worst > 0.04
+
+
 def _record(contender, condition="idle", epoch_ms=10.0, losses=(1.0, 0.9, 0.8), live=4.0):
     return {"contender": contender, "model": "gcn", "graph": "cora", "condition": condition,
             "status": "ok", "epoch_ms": epoch_ms, "sparse_ms": epoch_ms / 2, "peak_mib": 8.0,
@@ -181,7 +204,8 @@ def test_idle_cases_measure_live_memory_in_a_second_run(monkeypatch, tmp_path):
 def test_command_line():
     quick = gnn.settings_of(gnn.parse_args(["--quick"]))
     assert quick["models"] == ["gcn"] and quick["graphs"] == ["cora"]
-    assert quick["contenders"] == ["ours", "dgl", "pyg"] and quick["conditions"] == ["idle", "load"]
+    assert quick["contenders"] == ["ours", "ours_bf16", "ours_compiled", "dgl", "pyg"]
+    assert quick["conditions"] == ["idle", "load"]
     full = gnn.settings_of(gnn.parse_args(["--models", "sage", "gat", "--epochs", "7",
                                            "--conditions", "idle", "--threads", "1"]))
     assert full["models"] == ["sage", "gat"] and full["graphs"] == tasks.labels()
