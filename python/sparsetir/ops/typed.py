@@ -67,7 +67,7 @@ def gather_mm(a, b, idx_b):
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.gather_mm(a, b, idx_b)
-    return typed_product(a, b, idx_b, False, autocast_result(a, b))
+    return typed_product(a, b, idx_b, False, _autocast_dtype(a, b))
 
 
 def segment_mm(a, b, seglen_a):
@@ -87,7 +87,13 @@ def segment_mm(a, b, seglen_a):
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.segment_mm(a, b, seglen_a)
-    return typed_product(a, b, seglen_a, True, autocast_result(a, b))
+    return typed_product(a, b, seglen_a, True, _autocast_dtype(a, b))
+
+
+def _autocast_dtype(a, b):
+    """The autocast dtype of a product of ``a`` and ``b`` (``dtypes.autocast_result``) when
+    both are torch tensors; None otherwise (anything else is refused by ``Operands``)."""
+    return autocast_result(a, b) if is_torch(a) and is_torch(b) else None
 
 
 def typed_product(a, b, relations, segments: bool, dtype=None):
