@@ -13,13 +13,14 @@ its bound kernels and transpose when the operator runs.
 ``gsddmm``                ``(indptr, indices, op, lhs?, rhs?, lhs_target, rhs_target, dtype?)``
 ``edge_softmax``          ``(indptr, indices, logits)``
 ``segment_reduce``        ``(seglen, value, reducer, dtype?) -> (out, arg)``
-``gather_mm``             ``(a, b, idx_b)``
-``segment_mm``            ``(a, b, seglen_a)``
+``gather_mm``             ``(a, b, idx_b, dtype?)``
+``segment_mm``            ``(a, b, seglen_a, dtype?)``
 ========================  ===========================================================
 
 (``arg``: for ``max``/``min``, the edge each value came from, which the backward reads;
 empty otherwise.) Operands may be float32, float64, bfloat16 or float16, combined as
-``dtypes`` says; ``dtype`` (None: ``dtypes.result_dtype`` of the operands) is the result's
+``dtypes`` says (``gather_mm``/``segment_mm``: one dtype, or with ``dtype`` each float32 or
+``dtype``, as ``typed`` says); ``dtype`` (None: ``dtypes.result_dtype`` of the operands) is the result's
 dtype, which ``traced`` sets to torch's autocast dtype (``dtypes.autocast_dtype``) when the
 public function would: it is read while torch traces, so the compiled graph holds it.
 ``torch.library.register_autocast`` does not fit: it would round float32 operands to one dtype
