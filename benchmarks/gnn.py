@@ -1,21 +1,29 @@
 """End-to-end GNN training on the CPU: sparsetir.nn against DGL and PyG.
 
-Models (``models.py``): GCN (2 layers, hidden 16), GraphSAGE (3 layers, hidden 128, mean),
+The pieces are in the package ``gnn_training`` (its docstring lists them).
+
+Contenders (``gnn_training/frameworks.py``): ours (``sparsetir.nn``) eagerly in float32, ours
+under bfloat16 autocast (``ours_bf16``) and under ``torch.compile`` (``ours_compiled``), DGL
+and PyG.
+
+Models (``gnn_training/models.py``): GCN (2 layers, hidden 16), GraphSAGE (3 layers, hidden 128, mean),
 GAT (2 layers, 4 heads) and RGCN (2 layers, synthetic relations), trained full batch with Adam
 from the same seeded initial weights on cora, citeseer, pubmed and the ogbn-arxiv-sized
 synthetic power-law graph, with seeded synthetic features at the datasets' published widths and
-seeded synthetic labels (``tasks.py``).
+seeded synthetic labels (``gnn_training/tasks.py``).
 
-Method: every (contender, model, graph) runs in a process of its own (``gnn_training/worker.py``), all
-with the same thread count, once idle and once beside one busy process per usable core
+Method: every (contender, model, graph) runs in a process of its own
+(``gnn_training/worker.py``), all with the same thread count, once idle and once beside one busy process per usable core
 (``background_load.busy_processes``); contenders in a rotated order each round. Measured: ms
 per epoch (forward, backward, Adam step; the median of the timed epochs after warm-up), the part
-of it in sparse operators (``sparse_time.py``), the peak memory of training (peak resident set
+of it in sparse operators (``gnn_training/sparse_time.py``), the peak memory of training (peak resident set
 minus the resident set before the first epoch: ``rss``, and the same from a second, short run
 whose C heap hands every block of 128 KiB or more back when it is freed: ``live``, see
 ``LIVE_MEMORY_ENV``) and the losses. The check: each contender's
 float64 losses from the same weights must agree with DGL's within 1e-4 relative
-(``results.check_losses``); a contender that fails it is an ERROR, not a time. sparsetir's
+(``results.check_losses``); a contender that fails it is an ERROR, not a time. The two
+variants of ours are checked against eager float32 ours instead, in their worker, before
+timing (``worker.eager_check``); a compiled variant's compile time is reported apart. sparsetir's
 kernels come from the user's kernel cache (``SPARSETIR_CACHE``, default ``~/.cache/sparsetir``),
 filled first by a one-epoch run of its own (``prewarm_ms``: that run's epoch, compiles included).
 ``OMP_WAIT_POLICY`` is left as the caller set it: how the libraries' thread pools behave under
@@ -25,8 +33,8 @@ load with their defaults is part of what is measured. Outputs (``--out``, defaul
 
 Example
 -------
-``.venv/bin/python benchmarks/gnn.py --quick`` (GCN on cora: under a minute with a warm kernel
-cache); ``.venv/bin/python benchmarks/gnn.py`` (everything); ``.venv/bin/python benchmarks/gnn.py
+``.venv/bin/python benchmarks/gnn.py --quick`` (GCN on cora, five contenders: a few
+minutes, most of it inductor compiling ``ours_compiled``); ``.venv/bin/python benchmarks/gnn.py`` (everything); ``.venv/bin/python benchmarks/gnn.py
 --models sage --graphs cora pubmed --conditions idle``
 """
 
