@@ -20,7 +20,9 @@ timed region, and its result is checked against the float32 reference with ``RTO
 rounding X (and Y, or a library's edge values) moves each term by at most ``u`` of its
 magnitude, the result's rounding at most ``u`` of the sum, and a float32 accumulation adds
 next to nothing, so a kernel that sums in float32 stays within ``2 u``-``3 u``; one that sums in
-bfloat16 drifts beyond it on rows of many terms.
+bfloat16 drifts beyond it on long rows of terms of one sign (its running sum outgrows the
+terms, whose low bits it drops), though not necessarily on the benchmark's random-sign inputs,
+where the sum of magnitudes is far above the sum.
 
 No-reuse traffic (:func:`no_reuse_bytes`): what the CSR layout of ``sparsetir.ops`` moves when
 no gathered row is found in a cache: as above, but one row of X (SpMM) or Y (SDDMM) per nonzero,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 from sparsetir.data import power_law_graph
 
@@ -99,3 +100,24 @@ def test_power_law_graph():
     assert (power_law_graph(20_000, 150_000, seed=4) != A).nnz > 0
     with pytest.raises(ValueError):
         power_law_graph(100, 5_000)
+
+
+def test_bfloat16_check_passes_float32_sums_and_catches_bfloat16_sums():
+    """The bfloat16 tolerance (``workload.RTOL``): a product of bfloat16-rounded inputs summed
+    in float32 and rounded once passes; the same summed in bfloat16 along a long row of
+    positive terms (where the running sum outgrows the terms) fails."""
+    import torch   # pylint: disable=import-outside-toplevel
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import workload   # pylint: disable=import-outside-toplevel
+    A = scipy.sparse.csr_matrix(np.random.default_rng(5).uniform(0.5, 1.5, (3, 2000))
+                                .astype(np.float32))
+    X = np.random.default_rng(6).uniform(0, 1, (2000, 8)).astype(np.float32)
+    expected, bound = workload.reference(A, "spmm", X, None)
+    rounded = torch.from_numpy(X).bfloat16().float().numpy()
+    wide = torch.from_numpy(np.asarray(A @ rounded)).bfloat16().float().numpy()
+    assert workload.check(wide, expected, bound, "bfloat16") <= 1
+    narrow = torch.zeros(3, 8, dtype=torch.bfloat16)
+    values, Xb = torch.from_numpy(A.toarray()).bfloat16(), torch.from_numpy(X).bfloat16()
+    for k in range(2000):
+        narrow += values[:, k:k + 1] * Xb[k]
+    assert workload.check(narrow.float().numpy(), expected, bound, "bfloat16") > 1
