@@ -149,7 +149,7 @@ def table(rows: list, machine: dict, settings: dict) -> str:
     names = [n for n in frameworks.NAMES if any(r["contender"] == n for r in rows)]
     by_key = {(r["model"], r["graph"], r["contender"], r["condition"]): r for r in rows}
     out = [header(machine, settings), ""]
-    columns = (f"{'graph':16s}{'contender':>10s}{'epoch ms':>11s}{'sparse ms':>11s}"
+    columns = (f"{'graph':16s}{'contender':>14s}{'epoch ms':>11s}{'sparse ms':>11s}"
                f"{'share':>7s}{'live MiB':>10s}{'rss MiB':>9s}{'f32 loss':>12s}{'check':>14s}"
                f"{'load ms':>10s}{'slowdown':>9s}")
     for model in settings["models"]:
@@ -161,7 +161,7 @@ def table(rows: list, machine: dict, settings: dict) -> str:
                 if idle is None and load is None:
                     continue
                 check = _check_cell(name, idle)
-                out.append(f"{graph:16s}{name:>10s}{_cell(idle, 'epoch_ms', '.4g'):>11s}"
+                out.append(f"{graph:16s}{name:>14s}{_cell(idle, 'epoch_ms', '.4g'):>11s}"
                            f"{_cell(idle, 'sparse_ms', '.4g'):>11s}"
                            f"{_cell(idle, 'sparse_share', '.0%'):>7s}"
                            f"{_cell(idle, 'live_peak_mib', '.1f'):>10s}"
