@@ -46,12 +46,12 @@ class Refused(Exception):
     """A library's refusal of a dtype (its own exception, of whatever class, as the cause)."""
 
 
-def _prepared_call(contender, op: str, X, Y, dtype: str):
+def _prepared_call(contender, op: str, X, Y, dtype: str, library: bool):
     """``(run, first)``: the contender's callable for ``op`` in ``dtype`` (None: no such call)
-    and a callable making its first call; a library's exception in either, in a dtype other
-    than float32, becomes :class:`Refused`."""
+    and a callable making its first call; a ``library``'s exception in either, in a dtype
+    other than float32, becomes :class:`Refused` (ours' stays an error)."""
     kwargs = {} if dtype == "float32" else {"dtype": dtype}
-    may_refuse = dtype != "float32" and contender.name not in contenders.OURS
+    may_refuse = dtype != "float32" and library
 
     def guarded(call):
         try:
@@ -73,7 +73,8 @@ def measure(contender, A, op: str, feat: int, args, dtype: str = "float32") -> d
     X, Y = workload.inputs(A, op, feat)
     start = time.perf_counter()
     try:
-        run, first_call = _prepared_call(contender, op, X, Y, dtype)
+        run, first_call = _prepared_call(contender, op, X, Y, dtype,
+                                         args.contender not in contenders.OURS)
         prepare_ms = 1e3 * (time.perf_counter() - start)
         if run is None:
             return {"status": "n/a", "note": "no such call in this library"}
@@ -144,7 +145,6 @@ def main() -> None:
     try:
         start = time.perf_counter()
         contender = Contender(A, args.threads)
-        contender.name = args.contender
         setup_ms = 1e3 * (time.perf_counter() - start)
     except Exception:  # reported as this contender's error on every measurement
         emit_all(status="error", note="setup: " + traceback.format_exc(limit=1).splitlines()[-1])
