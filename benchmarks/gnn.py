@@ -59,13 +59,15 @@ from gnn_training import frameworks, models, results, tasks
 from gnn_training.worker import PREFIX
 
 HERE = Path(__file__).resolve().parent
-QUICK = {"models": ["gcn"], "graphs": ["cora"], "rounds": 1}
-FULL = {"models": list(models.MODELS), "graphs": tasks.labels(), "rounds": 1}
+CONDITIONS = ("idle", "load")
+QUICK = {"models": ["gcn"], "graphs": ["cora"], "rounds": 1, "contenders": ["ours", "dgl"],
+         "conditions": ["idle"]}
+FULL = {"models": list(models.MODELS), "graphs": tasks.labels(), "rounds": 1,
+        "contenders": list(frameworks.NAMES), "conditions": list(CONDITIONS)}
 EPOCHS = {"warmup": 3, "epochs": 20, "profile_epochs": 5, "check_epochs": 10}
 LARGE = "synthetic-arxiv"
 LARGE_EPOCHS = {"warmup": 1, "epochs": 5, "profile_epochs": 1, "check_epochs": 3}
 MEMORY_EPOCHS = {"warmup": 3, "epochs": 3, "profile_epochs": 0, "check_epochs": 0}
-CONDITIONS = ("idle", "load")
 WORKER_TIMEOUT_S = 1800
 LIVE_MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 """The environment of the run that measures live memory. By default glibc raises its mmap
@@ -79,12 +81,14 @@ slower so (GAT/pubmed 34 -> 64 ms), so times come from the default run."""
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="GCN on cora only")
+    parser.add_argument("--quick", action="store_true",
+                        help="GCN on cora, ours and DGL, idle only (about a minute)")
     parser.add_argument("--models", nargs="+", choices=list(models.MODELS))
     parser.add_argument("--graphs", nargs="+", choices=tasks.labels())
     parser.add_argument("--contenders", nargs="+", choices=frameworks.NAMES,
-                        default=list(frameworks.NAMES))
-    parser.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
+                        help="default: all (--quick: ours and dgl)")
+    parser.add_argument("--conditions", nargs="+", choices=CONDITIONS,
+                        help="default: idle and load (--quick: idle)")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="threads for every contender (default: all usable cores)")
     parser.add_argument("--epochs", type=int, help=f"timed epochs (default {EPOCHS['epochs']}; "
@@ -99,10 +103,10 @@ def settings_of(args: argparse.Namespace) -> dict:
     """The run's settings: the preset (quick or full) overridden by the options given."""
     preset = dict(QUICK if args.quick else FULL)
     preset.update({k: v for k, v in {"models": args.models, "graphs": args.graphs,
-                                     "rounds": args.rounds}.items() if v})
+                                     "rounds": args.rounds, "contenders": args.contenders,
+                                     "conditions": args.conditions}.items() if v})
     epochs = dict(EPOCHS, epochs=args.epochs or EPOCHS["epochs"])
     return {**preset, **epochs, "large_epochs": args.epochs or LARGE_EPOCHS["epochs"],
-            "contenders": args.contenders, "conditions": args.conditions,
             "threads": args.threads, "load_processes": len(os.sched_getaffinity(0)),
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset (library defaults)")}
 

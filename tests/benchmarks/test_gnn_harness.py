@@ -204,10 +204,12 @@ def test_idle_cases_measure_live_memory_in_a_second_run(monkeypatch, tmp_path):
 def test_command_line():
     quick = gnn.settings_of(gnn.parse_args(["--quick"]))
     assert quick["models"] == ["gcn"] and quick["graphs"] == ["cora"]
-    assert quick["contenders"] == ["ours", "ours_bf16", "ours_compiled", "dgl", "pyg"]
-    assert quick["conditions"] == ["idle", "load"]
+    assert quick["contenders"] == ["ours", "dgl"] and quick["conditions"] == ["idle"]
+    assert gnn.settings_of(gnn.parse_args(["--quick", "--contenders", "pyg"]))["contenders"] \
+        == ["pyg"]
     full = gnn.settings_of(gnn.parse_args(["--models", "sage", "gat", "--epochs", "7",
                                            "--conditions", "idle", "--threads", "1"]))
+    assert full["contenders"] == ["ours", "ours_bf16", "ours_compiled", "dgl", "pyg"]
     assert full["models"] == ["sage", "gat"] and full["graphs"] == tasks.labels()
     assert full["epochs"] == 7 and full["threads"] == 1 and full["conditions"] == ["idle"]
     assert gnn.epochs_for("synthetic-arxiv", full)["epochs"] == 7
