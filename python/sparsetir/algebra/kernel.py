@@ -8,7 +8,8 @@ declared formats, checks that the sizes agree, and runs ``onepass`` once (every 
 room per chunk of rows bounded from the operands' row pointers, the chunks moved together after)
 or ``count``, allocates, and runs ``main``; it returns the result: a
 ``SparseTensor`` for a sparse result (every coordinate the merge visits is kept, explicit
-zeros included), a numpy array for a dense one, a 0-d array for a scalar.
+zeros included; a result written at every coordinate, as by dense operands only, is computed
+dense and stored whole), a numpy array for a dense one, a 0-d array for a scalar.
 
 Example
 -------
@@ -42,7 +43,7 @@ from ..script import from_source
 from .generate import generate
 from .lattice import lattices_of
 from .sizes import INDEX_LIMIT, check_elements, check_positions, check_workspace
-from .storage import Levels, to_levels, to_result
+from .storage import Levels, level_format, to_levels, to_result
 
 KERNEL_NAME = "kernel"
 """The generated function's and iteration's name (its blocks: ``kernel0``)."""
@@ -52,19 +53,20 @@ class AlgebraKernel:
     """A compiled statement: ``.func`` (Stage I), ``.lattices``, ``rebuild(func)``, and a call
     with the operands by name."""
 
+    whole = None
+    """The declared format of a sparse result written at every coordinate (computed dense,
+    stored whole in it); None otherwise."""
+
     def __init__(self, stmt, formats: dict, dtype: str):
         self.statement = stmt
         self.formats = formats
         self.dtype = dtype
-        self.generated = generate(stmt, formats, dtype, KERNEL_NAME)
-        self.func = from_source(self.generated.text)
-        sparse_result = not formats[stmt.lhs.name].is_dense
-        if sparse_result and not has_coiteration(self.func):    # nothing merged: every
-            raise _whole_result(stmt)                            # coordinate written
-        self._kernels = _build(self.func)      # before the lattices: a merge too large stops it
-        self.lattices = lattices_of(stmt, self.generated)
-        if sparse_result and "count" not in self._kernels:
-            raise _whole_result(stmt)
+        compiled = _compiled(stmt, formats, dtype)
+        if compiled is None:    # computed as a dense result, stored whole in its format
+            self.whole = formats[stmt.lhs.name]
+            dense = level_format(None, len(stmt.lhs.indices), stmt.lhs.name)
+            compiled = _compiled(stmt, {**formats, stmt.lhs.name: dense}, dtype)
+        self.generated, self.func, self._kernels, self.lattices = compiled
 
     def rebuild(self, func) -> "AlgebraKernel":
         """The kernel for ``func``: a rewritten Stage I function, or a Stage II module from
@@ -115,7 +117,9 @@ class AlgebraKernel:
             stored = np.empty([out_shape[d] for d in out_fmt.dims], self.dtype)
             args[names["vals"]] = stored.reshape(-1)        # main writes every element
             self._run("main", args)
-            return stored.transpose(np.argsort(out_fmt.dims))
+            dense = stored.transpose(np.argsort(out_fmt.dims))
+            return dense if self.whole is None else to_result(
+                stored_whole(stmt, dense, self.whole), self.whole)
         self._check_workspace(sizes)
         bounds = _row_bounds(stmt, gen, levels, self._kernels)
         if bounds is not None:
@@ -147,13 +151,47 @@ class AlgebraKernel:
                               f"workspace (std::bad_alloc); sizes {_size_text(args)}") from None
 
 
-def _whole_result(stmt) -> SparseTIRValueError:
-    """The refusal of a sparse format for a result written at every coordinate."""
-    out = stmt.lhs.name
-    return SparseTIRValueError(
-        f"{stmt.text!r}: every coordinate of {out} is written (a term without one of its "
-        f"indices, or dense operands only), so a sparse format for {out} would store it whole: "
-        f"leave {out} out of formats (dense)")
+def _compiled(stmt, formats: dict, dtype: str):
+    """``(generated, func, kernels, lattices)`` of ``stmt`` in ``formats``; None for a sparse
+    result that every term writes at every coordinate (dense operands only, or a term without
+    one of its indices): nothing merges there, so no kernel counts the result's pattern."""
+    generated = generate(stmt, formats, dtype, KERNEL_NAME)
+    func = from_source(generated.text)
+    sparse_result = not formats[stmt.lhs.name].is_dense
+    if sparse_result and not has_coiteration(func):
+        return None
+    kernels = _build(func)      # before the lattices: a merge too large stops it
+    if sparse_result and "count" not in kernels:
+        return None
+    return generated, func, kernels, lattices_of(stmt, generated)
+
+
+def stored_whole(stmt, dense: np.ndarray, fmt) -> Levels:
+    """The storage in ``fmt`` of every coordinate of the result ``dense`` (its zeros kept, as a
+    merge keeps every coordinate it visits): each compressed level holds all of its
+    dimension's coordinates under every parent position.
+
+    Example
+    -------
+    >>> from sparsetir.algebra.notation import parse
+    >>> from sparsetir.algebra.storage import level_format
+    >>> lv = stored_whole(parse("A(i,j) = C(i,j) * D(i,j)"), np.arange(6.).reshape(2, 3),
+    ...                   level_format("DCSR", 2, "A"))
+    >>> [p.tolist() for p in lv.pos], [c.tolist() for c in lv.crd], lv.vals.tolist()
+    ([[0, 2], [0, 3, 6]], [[0, 1], [0, 1, 2, 0, 1, 2]], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    """
+    pos, crd, parents = [], [], 1
+    for kind, dim in zip(fmt.kinds, fmt.dims):
+        size = dense.shape[dim]
+        if kind == "compressed":
+            check_positions(stmt, parents * size, "stored coordinates")
+            pos.append(np.arange(parents + 1, dtype=np.int32) * np.int32(size))
+            crd.append(np.tile(np.arange(size, dtype=np.int32), parents))
+        else:
+            pos.append(None)
+            crd.append(None)
+        parents *= size
+    return Levels(dense.shape, pos, crd, np.ascontiguousarray(dense.transpose(fmt.dims)).reshape(-1))
 
 
 def read_operands(stmt, formats: dict, dtype: str, operands: dict) -> dict:
