@@ -303,19 +303,20 @@ def _same_levels(tensor, fmt: LevelFormat, name: str):
     kinds = tuple(lt.kind if lt.unique and lt.ordered else None for lt in enc.level_types)
     if kinds != fmt.kinds or enc.lvl_to_dim != fmt.dims or enc.slices is not None:
         return None
+    positions, coordinates, values = tensor.storage()
     pos, crd = [], []
     for level, kind in enumerate(kinds):
         if kind == "dense":
             pos.append(None)
             crd.append(None)
             continue
-        p, c = tensor.positions(level), tensor.coordinates(level)
+        p, c = positions[level], coordinates[level]
         if (len(p) and p[-1] > np.iinfo(np.int32).max) or \
                 max(tensor.dim_shape, default=0) > np.iinfo(np.int32).max:
             raise SparseTIRValueError(f"operand {name}: sizes past the int32 index range")
         pos.append(p.astype(np.int32, copy=False))
         crd.append(c.astype(np.int32, copy=False))
-    return Levels(tuple(tensor.dim_shape), pos, crd, np.ascontiguousarray(tensor.values))
+    return Levels(tuple(tensor.dim_shape), pos, crd, np.ascontiguousarray(values))
 
 
 def _compressed_rows(value, fmt: LevelFormat):

@@ -7,8 +7,12 @@ matrix is made; calls on it then skip the per-call index checks, which is sound 
 can change them, and bind them without a copy, so that a call converts and copies nothing of
 the matrix. The public ``indptr``, ``indices``, ``data`` (and every other array a matrix gives:
 ``source_order``, ``in_degrees()``, ...) are read-only copies that numpy will not make writable
-(``format.frozen``; an unpickled matrix's too): writing
-one through ``torch.from_numpy`` (which ignores the read-only flag) cannot reach a kernel.
+(``format.frozen``; an unpickled matrix's too): writing one through ``torch.from_numpy``
+(which ignores the read-only flag) cannot reach a kernel, nor anything else sparsetir computes
+from the matrix (its transpose, ``to_scipy``, pickles, ``reorder``, the float64 and autograd
+paths): all of them read the private arrays (``storage``). The one exception is
+``graph_tensors(M)``: torch tensors over the public copies, which ``torch.compile``'d calls
+read (torch has no read-only tensors); do not write them.
 
 The values are float32 or float64 and keep their dtype (a silent cast would turn 1e39 into
 inf). When the caller's nonzeros are not in that sorted order (columns unsorted within a row,
@@ -127,6 +131,7 @@ class SparseMatrix:
         self.__dict__.update(      # the fixed fields (see __setattr__), set here only
             _sealed=kept, _tiles={}, _derived={}, shape=shape, nnz=int(kept["indices"].size),
             dtype=dtype, source_order=frozen(order, np.int64),
+            _order=None if order is None else sealed(order, np.int64),
             **{name: frozen(kept.get(name)) for name in
                ("indptr", "indices", "data", "multiplicity")})
         self.__dict__["values"] = self.data
@@ -189,6 +194,29 @@ class SparseMatrix:
                                          "on the CPU")
             matrix._keep_values(values)  # pylint: disable=protected-access
         return matrix
+
+    def storage(self, name: str):
+        """The private array ``name`` (``"indptr"``, ``"indices"``, ``"data"``,
+        ``"multiplicity"``, ``"source_order"``; None where the matrix has none) that kernels
+        and sparsetir's own code read, over sealed memory: bind or read it, never write it nor
+        hand it to users (``M.indptr`` and the other attributes are copies of it).
+
+        Example
+        -------
+        >>> M = SparseMatrix(scipy.sparse.eye(2, format="csr", dtype=np.float32))
+        >>> M.storage("indptr").tolist(), M.storage("indptr") is M.indptr
+        ([0, 1, 2], False)
+        """
+        if name == "source_order":
+            return self._order
+        if name not in ("indptr", "indices", "data", "multiplicity"):
+            raise SparseTIRValueError(f"a SparseMatrix stores no array {name!r}")
+        return self._sealed.get(name)
+
+    def edge_values(self):
+        """The values the operators multiply by: ``values`` where it is a ``from_csr`` tensor,
+        else the private data (``storage("data")``; never to be written)."""
+        return self.values if self.values is not self.data else self._sealed["data"]
 
     def _keep_values(self, values) -> None:
         """Make the torch tensor ``values`` this matrix's ``values``, in its ``graph_tensors``
@@ -259,9 +287,9 @@ class SparseMatrix:
             copies = kept["multiplicity"].astype(np.int64)
             ends = np.concatenate([[0], np.cumsum(copies)])
             order = None
-            if self.source_order is not None:     # the caller's p-th nonzero: which edge
-                order = np.empty(self.source_order.size, np.int64)
-                order[np.argsort(self.source_order, kind="stable")] = np.arange(order.size)
+            if self._order is not None:     # the caller's p-th nonzero: which edge
+                order = np.empty(self._order.size, np.int64)
+                order[np.argsort(self._order, kind="stable")] = np.arange(order.size)
             edges = SparseMatrix.__new__(SparseMatrix)
             edges._fill(self.shape, ends[kept["indptr"]], np.repeat(kept["indices"], copies),
                         np.repeat(kept["data"] / copies.astype(self.dtype), copies),
@@ -286,10 +314,11 @@ class SparseMatrix:
         """
         from .reorder import permuted, reordering  # pylint: disable=import-outside-toplevel
         perm = reordering(self, method)
+        kept = self._sealed
         if self.values is not self.data:      # a from_csr tensor: keep its autograd link
             positions = permuted(scipy.sparse.csr_matrix(
-                (np.arange(1, self.nnz + 1), self.indices.copy(), self.indptr.copy()),
-                shape=self.shape), perm)
+                (np.arange(1, self.nnz + 1), np.array(kept["indices"]),
+                 np.array(kept["indptr"])), shape=self.shape), perm)
             positions.sort_indices()
             torch = sys.modules["torch"]     # loaded: the values are a torch tensor
             order = torch.from_numpy(positions.data.astype(np.int64) - 1)
@@ -300,11 +329,11 @@ class SparseMatrix:
         B = SparseMatrix(permuted(self.to_scipy(), perm))
         if self.multiplicity is not None:     # the same pattern, so the same sorted order
             counts = permuted(scipy.sparse.csr_matrix(
-                (self.multiplicity.copy(), self.indices.copy(), self.indptr.copy()),
-                shape=self.shape), perm)
+                (np.array(kept["multiplicity"]), np.array(kept["indices"]),
+                 np.array(kept["indptr"])), shape=self.shape), perm)
             counts.sort_indices()
-            kept = B._sealed
-            B._fill(B.shape, kept["indptr"], kept["indices"], kept["data"], None, counts.data)
+            made = B._sealed
+            B._fill(B.shape, made["indptr"], made["indices"], made["data"], None, counts.data)
         B.auto_tune = self.auto_tune
         return B, frozen(perm)
 
@@ -356,12 +385,14 @@ class SparseMatrix:
         with the same ``source_order`` and ``multiplicity``, and a ``values`` tensor (a
         ``from_csr`` one) as a tensor, ``requires_grad`` kept, as torch copies and pickles it."""
         values = None if self.values is self.data else self.values
-        return _restored, (self.to_scipy(), self.source_order, self.multiplicity, values)
+        return _restored, (self.to_scipy(), self._order, self._sealed.get("multiplicity"),
+                           values)
 
     def to_scipy(self) -> scipy.sparse.csr_matrix:
-        """A scipy CSR matrix over copies of the arrays."""
-        return scipy.sparse.csr_matrix((self.data.copy(), self.indices.copy(),
-                                        self.indptr.copy()), shape=self.shape)
+        """A scipy CSR matrix over copies of the (private) arrays."""
+        kept = self._sealed
+        return scipy.sparse.csr_matrix((np.array(kept["data"]), np.array(kept["indices"]),
+                                        np.array(kept["indptr"])), shape=self.shape)
 
     def __repr__(self) -> str:
         return f"SparseMatrix(shape={self.shape}, nnz={self.nnz})"
