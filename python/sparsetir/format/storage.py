@@ -18,7 +18,8 @@ kernels bound by ``declare`` and ``sparsetir.algebra``, pickles) reads that copy
 hands out (``values``, ``positions``, ``coordinates``, ``coordinates_buffer``, ``lvl_coords``)
 are read-only copies of it, made at first use and kept, which numpy will not make writable:
 writing one through an alias that ignores the flag (``torch.from_numpy``, a raw pointer)
-changes only that copy, never the tensor or anything computed from it.
+changes only that copy, never the tensor or anything computed from it. (``storage()``, and the
+arguments ``declare``'s kernels are given, are the private arrays themselves: never write them.)
 
 Example
 -------
