@@ -22,6 +22,7 @@ import sparsetir
 import sparsetir.algebra as alg
 from sparsetir import ops
 from sparsetir.format import Encoding, SparseTensor, encoded_spmm
+from sparsetir.ops.graph_tensors import graph_tensors
 
 torch = pytest.importorskip("torch")
 
@@ -197,3 +198,37 @@ def test_a_pickled_matrix_keeps_its_private_source_order_and_multiplicity():
     assert matrix.storage("source_order").tolist() == order.tolist()
     with pytest.raises(sparsetir.SparseTIRValueError, match="stores no array 'rows'"):
         matrix.storage("rows")
+
+
+def test_writing_a_matrix_s_derived_arrays_through_torch_changes_no_result():
+    """Degrees, empty rows, edge ids and the transpose's permutation: each call hands out a
+    copy; the operators (mean, max with its argmax edges, their gradients) read kept ones."""
+    dense = np.float64([[1, 0, 2, 0], [0, 0, 0, 0], [3, 4, 0, 5], [0, 6, 0, 0]])
+    matrix = ops.SparseMatrix(scipy.sparse.csr_matrix(dense))
+    for array in (matrix.in_degrees(), matrix.out_degrees(), matrix.empty_rows(),
+                  matrix.edge_ids(), matrix.transposed()[1]):
+        _scribble(array)
+    assert matrix.in_degrees().tolist() == [2, 0, 3, 1]
+    assert matrix.empty_rows().tolist() == [1] and matrix.edge_ids().tolist() == list(range(6))
+    assert matrix.in_degrees() is not matrix.in_degrees()
+    x = torch.arange(8, dtype=torch.float64).reshape(4, 2).requires_grad_()
+    mean = ops.copy_u_mean(matrix, x)
+    mask = torch.from_numpy(dense != 0)
+    want = (mask.double() @ x) / mask.sum(1, keepdim=True).clamp(min=1)
+    torch.testing.assert_close(mean, want)
+    grad, = torch.autograd.grad(mean.sum(), x)
+    torch.testing.assert_close(grad, (mask.double() / mask.sum(1, keepdim=True).clamp(min=1))
+                               .sum(0)[:, None].expand(4, 2))
+    largest = ops.copy_u_max(matrix, x.detach())
+    want_max = torch.stack([torch.where(mask[v][:, None], x.detach(), -torch.inf).amax(0)
+                            if mask[v].any() else torch.zeros(2) for v in range(4)])
+    torch.testing.assert_close(largest, want_max.double())
+
+
+def test_graph_tensors_are_copies_of_their_own():
+    matrix = ops.SparseMatrix(scipy.sparse.csr_matrix(DENSE))
+    arrays = graph_tensors(matrix)
+    _scribble(matrix.data)
+    _scribble(matrix.indices)
+    np.testing.assert_array_equal(arrays.data.numpy(), scipy.sparse.csr_matrix(DENSE).data)
+    np.testing.assert_array_equal(arrays.indices.numpy(), scipy.sparse.csr_matrix(DENSE).indices)

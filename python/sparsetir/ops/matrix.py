@@ -10,9 +10,10 @@ the matrix. The public ``indptr``, ``indices``, ``data`` (and every other array 
 (``format.frozen``; an unpickled matrix's too): writing one through ``torch.from_numpy``
 (which ignores the read-only flag) cannot reach a kernel, nor anything else sparsetir computes
 from the matrix (its transpose, ``to_scipy``, pickles, ``reorder``, the float64 and autograd
-paths): all of them read the private arrays (``storage``). The one exception is
-``graph_tensors(M)``: torch tensors over the public copies, which ``torch.compile``'d calls
-read (torch has no read-only tensors); do not write them.
+paths, ``graph_tensors(M)``): all of them read the private arrays (``storage``) or copies of
+their own. Derived arrays (``in_degrees()``, ``transposed()[1]``...) are a new read-only copy
+at each call. What is left: ``graph_tensors(M)`` are torch tensors that ``torch.compile``'d
+calls read, and torch has no read-only tensors: do not write them.
 
 The values are float32 or float64 and keep their dtype (a silent cast would turn 1e39 into
 inf). When the caller's nonzeros are not in that sorted order (columns unsorted within a row,
@@ -197,9 +198,11 @@ class SparseMatrix:
 
     def storage(self, name: str):
         """The private array ``name`` (``"indptr"``, ``"indices"``, ``"data"``,
-        ``"multiplicity"``, ``"source_order"``; None where the matrix has none) that kernels
-        and sparsetir's own code read, over sealed memory: bind or read it, never write it nor
-        hand it to users (``M.indptr`` and the other attributes are copies of it).
+        ``"multiplicity"``, ``"source_order"``; None where the matrix has none; or one derived
+        from them once and kept: ``"in_degrees"``, ``"out_degrees"``, ``"empty_rows"``,
+        ``"edge_ids"``) that kernels and sparsetir's own code read, over sealed memory: bind or
+        read it, never write it nor hand it to users (``M.indptr``, ``M.in_degrees()`` and
+        the others are copies of it).
 
         Example
         -------
@@ -209,8 +212,12 @@ class SparseMatrix:
         """
         if name == "source_order":
             return self._order
+        if name in _DERIVED:
+            return self._derive(name, lambda: sealed(*_DERIVED[name](self)))
         if name not in ("indptr", "indices", "data", "multiplicity"):
-            raise SparseTIRValueError(f"a SparseMatrix stores no array {name!r}")
+            raise SparseTIRValueError(f"a SparseMatrix stores no array {name!r}; it stores "
+                                      "indptr, indices, data, multiplicity, source_order, "
+                                      f"{', '.join(_DERIVED)}")
         return self._sealed.get(name)
 
     def edge_values(self):
@@ -228,30 +235,29 @@ class SparseMatrix:
             self.__dict__["_graph_tensors"] = made._replace(values=values)
 
     def in_degrees(self) -> np.ndarray:
-        """Each row's (destination's) number of stored entries (in-edges), int64 (read-only,
-        kept with the matrix, as the arrays below)."""
-        return self._derive("in_degrees", lambda: frozen(np.diff(self._sealed["indptr"]),
-                                                         np.int64))
+        """Each row's (destination's) number of stored entries (in-edges), int64: a
+        read-only copy of the array the matrix keeps (``storage("in_degrees")``), as are the
+        arrays of the methods below, each call's its own."""
+        return frozen(self.storage("in_degrees"))
 
     def out_degrees(self) -> np.ndarray:
         """Each column's (source's) number of stored entries (out-edges), int64."""
-        return self._derive("out_degrees", lambda: frozen(np.bincount(
-            self._sealed["indices"], minlength=self.shape[1]), np.int64))
+        return frozen(self.storage("out_degrees"))
 
     def empty_rows(self) -> np.ndarray:
         """The rows with no stored entry (destinations with no in-edge), int64."""
-        return self._derive("empty_rows",
-                            lambda: frozen(np.flatnonzero(self.in_degrees() == 0)))
+        return frozen(self.storage("empty_rows"))
 
     def edge_ids(self) -> np.ndarray:
-        """``0..nnz-1`` (int32, sealed): each entry's position, which kernels that record an
-        edge read."""
-        return self._derive("edge_ids", lambda: sealed(np.arange(self.nnz), np.int32))
+        """``0..nnz-1`` (int32): each entry's position, which kernels that record an edge read
+        (they bind ``storage("edge_ids")``)."""
+        return frozen(self.storage("edge_ids"))
 
     def transposed(self) -> tuple:
         """``(T, perm)``: this matrix's transpose as a ``SparseMatrix`` (sources become rows)
         and, for each entry of ``T`` in its CSR order, the position of the same entry in this
-        matrix (int64). Made once per matrix: the backward passes walk edges by source."""
+        matrix (int64; a read-only copy, each call's its own). Made once per matrix: the
+        backward passes walk edges by source."""
         def make():
             kept = self._sealed
             perm = np.argsort(kept["indices"], kind="stable")   # by column, then row
@@ -260,8 +266,9 @@ class SparseMatrix:
             transpose = SparseMatrix.__new__(SparseMatrix)
             transpose._fill(self.shape[::-1], np.concatenate([[0], np.cumsum(counts)]),
                             rows[perm], kept["data"][perm], None, None)
-            return transpose, frozen(perm)
-        return self._derive("transposed", make)
+            return transpose, sealed(perm, np.int64)
+        transpose, perm = self._derive("transposed", make)
+        return transpose, frozen(perm)
 
     def edge_matrix(self) -> "SparseMatrix":
         """This matrix with one stored entry per edge, as the graph operators and layers read
@@ -403,6 +410,16 @@ def as_sparse_matrix(matrix, name: str = "A") -> SparseMatrix:
     call it ``name``)."""
     return matrix if isinstance(matrix, SparseMatrix) else SparseMatrix(matrix, name=name)
 
+
+_DERIVED = {
+    "in_degrees": lambda M: (np.diff(M.storage("indptr")), np.int64),
+    "out_degrees": lambda M: (np.bincount(M.storage("indices"), minlength=M.shape[1]),
+                              np.int64),
+    "empty_rows": lambda M: (np.flatnonzero(M.storage("in_degrees") == 0), np.int64),
+    "edge_ids": lambda M: (np.arange(M.nnz), np.int32),
+}
+"""The arrays ``SparseMatrix.storage`` derives once from the stored ones: name -> ``(array,
+dtype)`` of a matrix."""
 
 _FIXED = frozenset({"shape", "indptr", "indices", "data", "source_order", "multiplicity", "nnz",
                     "values", "dtype"})
