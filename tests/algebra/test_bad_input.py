@@ -102,26 +102,6 @@ def test_dense_operands_of_the_wrong_shape_or_dtype(spmv, c, error, message):
         spmv(B=b, c=c)
 
 
-@pytest.mark.parametrize("statement, formats", [
-    ("A(i,j) = B(i,j) + 1", {"A": "CSR", "B": "CSR"}),
-    ("A(i,j) = B(i,j) + C(i,k)", {"A": "CSR", "B": "CSR", "C": "CSR"}),
-    ("A(i,j) = B(i,j) * C(i,j)", {"A": "CSR"}),
-])
-def test_a_result_written_at_every_coordinate_must_be_dense(statement, formats):
-    with pytest.raises(sparsetir.SparseTIRValueError, match="every coordinate of A is written"):
-        alg.compile(statement, formats=formats)
-    dense = dict(formats)
-    del dense["A"]
-    b = np.array([[1.0, 0.0], [0.0, 2.0]])
-    operands = {"B": sp.csr_matrix(b) if "B" in dense else b}
-    if "C(i" in statement:
-        operands["C"] = sp.csr_matrix(b) if "C" in dense else b
-    want = {"A(i,j) = B(i,j) + 1": b + 1,
-            "A(i,j) = B(i,j) + C(i,k)": b + b.sum(1, keepdims=True),
-            "A(i,j) = B(i,j) * C(i,j)": b * b}[statement]
-    np.testing.assert_allclose(alg.compile(statement, formats=dense)(**operands), want)
-
-
 def test_rebuild_refuses_a_module_without_count(add):
     mod = sparsetir.lower_sparse_iter(add.func)
     with pytest.raises(sparsetir.SparseTIRValueError, match="no 'count'"):

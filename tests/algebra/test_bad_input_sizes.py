@@ -1,6 +1,6 @@
 """``sparsetir.algebra`` kernels whose results, operands or workspaces pass what int32 positions
-or the machine's memory hold, malformed scipy operands, sparse results of dense operands and
-unsupported dtypes. Each gives scipy's numbers or a clear error from ``sparsetir.errors`` (or
+or the machine's memory hold, malformed scipy operands and unsupported
+dtypes. Each gives scipy's numbers or a clear error from ``sparsetir.errors`` (or
 ``MemoryError``) naming the size and the limit, raised before anything large is allocated.
 (Issue #34.)
 """
@@ -136,16 +136,6 @@ def test_out_of_range_indices_of_a_converted_operand(indices, message):
     k = alg.compile("a(i) = B(i,j) * c(j)", formats={"B": "DCSR"})    # scipy CSR converted
     with pytest.raises(sparsetir.SparseTIRValueError, match=f"operand B: {message}"):
         k(B=_csr([1., 2.], indices, [0, 1, 2, 2], (3, 3)), c=np.ones(3))
-
-
-@pytest.mark.parametrize("fmt", ["DCSR", "COO", "CSR"])
-@pytest.mark.parametrize("statement", ["A(i,j) = B(i,j) + C(i,j)", "A(i,j) = B(i,j) * C(i,j)"])
-def test_a_sparse_result_of_dense_operands_is_refused_by_name(fmt, statement):
-    with pytest.raises(sparsetir.SparseTIRValueError, match="every coordinate of A is written"):
-        alg.compile(statement, formats={"A": fmt})
-    b = np.array([[1., 0], [0, 2]])
-    dense = alg.compile(statement)(B=b, C=b + 1)
-    np.testing.assert_array_equal(dense, b + (b + 1) if "+" in statement else b * (b + 1))
 
 
 @pytest.mark.parametrize("dtype", [np.longdouble, "float128", np.clongdouble])

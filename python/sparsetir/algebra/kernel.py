@@ -11,7 +11,8 @@ or ``count``, allocates, and runs ``main``. A result past int32 positions (more 
 generated with int64 positions (built at the first such call, then kept), where memory holds
 it. It returns the result: a
 ``SparseTensor`` for a sparse result (every coordinate the merge visits is kept, explicit
-zeros included), a numpy array for a dense one, a 0-d array for a scalar.
+zeros included; a result written at every coordinate, as by dense operands only, is computed
+dense and stored whole), a numpy array for a dense one, a 0-d array for a scalar.
 
 Example
 -------
@@ -47,7 +48,7 @@ from .generate import generate
 from .lattice import lattices_of
 from .sizes import (INDEX_LIMIT, check_elements, check_result_memory, check_workspace,
                     index_dtype, wider)
-from .storage import Levels, to_levels, to_result
+from .storage import Levels, level_format, to_levels, to_result
 
 KERNEL_NAME = "kernel"
 """The generated function's and iteration's name (its blocks: ``kernel0``)."""
@@ -59,20 +60,20 @@ class AlgebraKernel:
 
     _wide = None        # the kernels with int64 positions, once a call needs them
     _rebuilt = False    # from rebuild: its function has int32 positions only
+    whole = None
+    """The declared format of a sparse result written at every coordinate (computed dense,
+    stored whole in it); None otherwise."""
 
     def __init__(self, stmt, formats: dict, dtype: str):
         self.statement = stmt
         self.formats = formats
         self.dtype = dtype
-        self.generated = generate(stmt, formats, dtype, KERNEL_NAME)
-        self.func = from_source(self.generated.text)
-        sparse_result = not formats[stmt.lhs.name].is_dense
-        if sparse_result and not _merges_an_output_index(self.func):    # every coordinate
-            raise _whole_result(stmt)                                    # written
-        self._kernels = _build(self.func)      # before the lattices: a merge too large stops it
-        self.lattices = lattices_of(stmt, self.generated)
-        if sparse_result and "count" not in self._kernels:
-            raise _whole_result(stmt)
+        compiled = _compiled(stmt, formats, dtype)
+        if compiled is None:    # computed as a dense result, stored whole in its format
+            self.whole = formats[stmt.lhs.name]
+            dense = level_format(None, len(stmt.lhs.indices), stmt.lhs.name)
+            compiled = _compiled(stmt, {**formats, stmt.lhs.name: dense}, dtype)
+        self.generated, self.func, self._kernels, self.lattices = compiled
 
     def rebuild(self, func) -> "AlgebraKernel":
         """The kernel for ``func``: a rewritten Stage I function, or a Stage II module from
@@ -127,7 +128,9 @@ class AlgebraKernel:
             stored = np.empty([out_shape[d] for d in out_fmt.dims], self.dtype)
             args[names["vals"]] = stored.reshape(-1)        # main writes every element
             self._run("main", args, index=index)
-            return stored.transpose(np.argsort(out_fmt.dims))
+            dense = stored.transpose(np.argsort(out_fmt.dims))
+            return dense if self.whole is None else to_result(
+                stored_whole(dense, self.whole), self.whole)
         self._check_workspace(sizes)
         bounds = _row_bounds(stmt, gen, levels, self._kernels) if operand_index == "int32" \
             else None
@@ -194,13 +197,45 @@ def _merges_an_output_index(func: SparseFunction) -> bool:
                if isinstance(it, SparseIteration) for v in it.sp_iter_vars)
 
 
-def _whole_result(stmt) -> SparseTIRValueError:
-    """The refusal of a sparse format for a result written at every coordinate."""
-    out = stmt.lhs.name
-    return SparseTIRValueError(
-        f"{stmt.text!r}: every coordinate of {out} is written (a term without one of its "
-        f"indices, or dense operands only), so a sparse format for {out} would store it whole: "
-        f"leave {out} out of formats (dense)")
+def _compiled(stmt, formats: dict, dtype: str):
+    """``(generated, func, kernels, lattices)`` of ``stmt`` in ``formats``; None for a sparse
+    result that every term writes at every coordinate (dense operands only, or a term without
+    one of its indices): nothing merges there, so no kernel counts the result's pattern."""
+    generated = generate(stmt, formats, dtype, KERNEL_NAME)
+    func = from_source(generated.text)
+    sparse_result = not formats[stmt.lhs.name].is_dense
+    if sparse_result and not _merges_an_output_index(func):
+        return None
+    kernels = _build(func)      # before the lattices: a merge too large stops it
+    if sparse_result and "count" not in kernels:
+        return None
+    return generated, func, kernels, lattices_of(stmt, generated)
+
+
+def stored_whole(dense: np.ndarray, fmt) -> Levels:
+    """The storage in ``fmt`` of every coordinate of the result ``dense`` (its zeros kept, as a
+    merge keeps every coordinate it visits): each compressed level holds all of its
+    dimension's coordinates under every parent position, in int64 where they pass int32.
+
+    Example
+    -------
+    >>> from sparsetir.algebra.storage import level_format
+    >>> lv = stored_whole(np.arange(6.).reshape(2, 3), level_format("DCSR", 2, "A"))
+    >>> [p.tolist() for p in lv.pos], [c.tolist() for c in lv.crd], lv.vals.tolist()
+    ([[0, 2], [0, 3, 6]], [[0, 1], [0, 1, 2, 0, 1, 2]], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    """
+    pos, crd, parents = [], [], 1
+    for kind, dim in zip(fmt.kinds, fmt.dims):
+        size = dense.shape[dim]
+        if kind == "compressed":
+            index = np.dtype(index_dtype(parents * size))
+            pos.append(np.arange(parents + 1, dtype=index) * index.type(size))
+            crd.append(np.tile(np.arange(size, dtype=index), parents))
+        else:
+            pos.append(None)
+            crd.append(None)
+        parents *= size
+    return Levels(dense.shape, pos, crd, np.ascontiguousarray(dense.transpose(fmt.dims)).reshape(-1))
 
 
 def read_operands(stmt, formats: dict, dtype: str, operands: dict) -> dict:

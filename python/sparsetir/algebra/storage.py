@@ -307,20 +307,21 @@ def _same_levels(tensor, fmt: LevelFormat, name: str):
     kinds = tuple(lt.kind if lt.unique and lt.ordered else None for lt in enc.level_types)
     if kinds != fmt.kinds or enc.lvl_to_dim != fmt.dims or enc.slices is not None:
         return None
+    positions, coordinates, values = tensor.storage()
     pos, crd = [], []
     for level, kind in enumerate(kinds):
         if kind == "dense":
             pos.append(None)
             crd.append(None)
             continue
-        p, c = tensor.positions(level), tensor.coordinates(level)
+        p, c = positions[level], coordinates[level]
         if max(tensor.dim_shape, default=0) > INDEX_LIMIT:
             raise SparseTIRValueError(f"operand {name}: a dimension of {tensor.dim_shape} is "
                                       f"past the {INDEX_LIMIT} coordinates kernels address")
         index = np.int64 if len(p) and p[-1] > INDEX_LIMIT else np.int32   # the int64 kernels
         pos.append(p.astype(index, copy=False))                          # read it then
         crd.append(c.astype(index, copy=False))
-    return Levels(tuple(tensor.dim_shape), pos, crd, np.ascontiguousarray(tensor.values))
+    return Levels(tuple(tensor.dim_shape), pos, crd, np.ascontiguousarray(values))
 
 
 def _compressed_rows(value, fmt: LevelFormat):

@@ -107,19 +107,23 @@ class EncodedDeclaration:
     def arguments(self, tensor) -> dict:
         """Parameter name -> value for :attr:`handles` and :attr:`scalars`, from ``tensor`` (a
         ``SparseTensor`` in this encoding): its values, each level's positions and coordinates
-        (the tensor's own arrays) and the sizes."""
+        (the tensor's private storage, ``SparseTensor.storage``, bound without a copy:
+        numpy will not make them writable; do not write them through ``torch.from_numpy`` or
+        a pointer, which would change the tensor under what was computed from it) and the
+        sizes."""
         if getattr(tensor, "encoding", None) != self.encoding:
             raise SparseTIRValueError(
                 f"tensor must be a SparseTensor in {self.encoding}, got "
                 f"{getattr(tensor, 'encoding', type(tensor).__name__)}")
-        arrays = {self.handles[0]: tensor.values}
+        positions, coordinates, values = tensor.storage()
+        arrays = {self.handles[0]: values}
         levels = [axis for axis in self.levels if axis.dim is not None]    # not the root
         for number, level in enumerate(levels):
             if level.pos is not None:
-                arrays[level.pos] = tensor.positions(number)
+                arrays[level.pos] = positions[number]
             if level.crd is not None:
-                arrays[level.crd] = tensor.coordinates(number)
-        return {**arrays, **_sizes(self.encoding, tensor)}
+                arrays[level.crd] = coordinates[number]
+        return {**arrays, **_sizes(self.encoding, tensor, coordinates)}
 
 
 def declare(encoding, name: str = "A", dtype: str = "float32") -> EncodedDeclaration:
@@ -273,8 +277,9 @@ def _scalars(enc: Encoding) -> tuple:
     return tuple(names)
 
 
-def _sizes(enc: Encoding, tensor) -> dict:
-    """The value of every scalar :func:`_scalars` names, for ``tensor``."""
+def _sizes(enc: Encoding, tensor, coordinates: list) -> dict:
+    """The value of every scalar :func:`_scalars` names, for ``tensor`` (its levels'
+    ``coordinates``)."""
     sizes = {"m": int(tensor.dim_shape[0]), "n": int(tensor.dim_shape[1])}
     compressed = [n for n, lv in enumerate(enc.levels) if lv.type.kind == "compressed"]
     for number, (level, extent) in enumerate(zip(enc.levels, tensor.lvl_shape)):
@@ -282,5 +287,5 @@ def _sizes(enc: Encoding, tensor) -> dict:
             sizes[_BLOCK_COUNTS[level.dim]] = int(extent)
         if number in compressed:
             nnz = "nnz" if len(compressed) == 1 else f"nnz{number}"
-            sizes[nnz] = len(tensor.coordinates(number))
+            sizes[nnz] = len(coordinates[number])
     return sizes

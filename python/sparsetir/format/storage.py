@@ -12,6 +12,15 @@ For a slice encoding the storage is the underlying tensor's (``base_shape``) and
 the slice of it (``dim_shape``, what ``to_dense`` and ``to_coo`` give); converting to a slice
 encoding takes the tensor as the underlying one.
 
+The storage is private: a tensor copies the arrays it is made from once (changing the caller's
+arrays afterwards changes nothing), and everything computed from it (conversions, its walk,
+kernels bound by ``declare`` and ``sparsetir.algebra``, pickles) reads that copy. The arrays it
+hands out (``values``, ``positions``, ``coordinates``, ``coordinates_buffer``, ``lvl_coords``)
+are read-only copies of it, made at first use and kept, which numpy will not make writable:
+writing one through an alias that ignores the flag (``torch.from_numpy``, a raw pointer)
+changes only that copy, never the tensor or anything computed from it. (``storage()``, and the
+arguments ``declare``'s kernels are given, are the private arrays themselves: never write them.)
+
 Example
 -------
 >>> import numpy as np
@@ -50,8 +59,9 @@ class SparseTensor:
         The stored tensor's shape (``dim_shape`` unless the encoding has slices).
     lvl_shape : tuple of int
         The level sizes of the stored tensor.
-    values : numpy.ndarray (read-only: it cannot be made writable, nor can the arrays of
-        ``positions``, ``coordinates``, ``coordinates_buffer`` and ``lvl_coords``)
+    values : numpy.ndarray (a read-only copy of the private storage that cannot be made
+        writable, as are the arrays of ``positions``, ``coordinates``, ``coordinates_buffer``
+        and ``lvl_coords``; see the module docstring)
     nse : int
         The number of stored values (``values.size``).
     dtype : numpy.dtype
@@ -61,7 +71,8 @@ class SparseTensor:
     """
 
     def __init__(self, encoding: Encoding, shape, positions, coordinates, values, symbols):
-        """Use the class methods; this keeps checked arrays as they are."""
+        """Use the class methods; this keeps copies of checked arrays as they are (each
+        copied once, into memory numpy will not make writable: ``format.frozen``)."""
         self.encoding, self.symbols = encoding, tuple(symbols)
         self.base_shape = encoding._shape(shape)          # pylint: disable=protected-access
         self.lvl_shape = encoding.lvl_shape(self.base_shape, symbols or None)
@@ -70,12 +81,18 @@ class SparseTensor:
             for piece, size in zip(encoding.slices, self.base_shape))
         self._positions = [frozen(array) for array in positions]
         self._coordinates = [frozen(array) for array in coordinates]
-        self.values = frozen(values)
-        self.nse, self.dtype = int(self.values.size), self.values.dtype
+        self._values = frozen(values)
+        self.nse, self.dtype = int(self._values.size), self._values.dtype
         self._walk = None
+        self._public = {}         # the read-only copies handed out, by array
+
+    @property
+    def values(self) -> np.ndarray:
+        """The stored values (a read-only copy: see the module docstring)."""
+        return self._handed_out("values", self._values)
 
     def __setattr__(self, name: str, value) -> None:
-        if name in _FIXED and name in self.__dict__:
+        if name in _FIXED and (name in self.__dict__ or name == "values"):
             raise AttributeError(f"SparseTensor.{name} cannot be changed: what was computed from "
                                  "the tensor keeps its arrays; make a new tensor "
                                  "(SparseTensor.from_arrays)")
@@ -91,7 +108,7 @@ class SparseTensor:
         ``from_arrays`` checks them), so an unpickled tensor's arrays are frozen too."""
         return SparseTensor.from_arrays, (self.encoding, self.base_shape,
                                           list(self._positions), list(self._coordinates),
-                                          self.values, self.symbols or None)
+                                          self._values, self.symbols or None)
 
     # ---- constructors -------------------------------------------------------------------
 
@@ -192,17 +209,15 @@ class SparseTensor:
                     raise SparseTIRValueError(f"{name}: a {kind} level stores "
                                               f"{'' if getattr(kind, wanted) else 'no '}{what}")
                 arrays[what].append(None if array is None else _fit(
-                    _index_array(name, array, 1), dtype, name, width))
+                    _index_array(name, array, 1, as_int64=False), dtype, name, width))
         tensor = cls(enc, shape, arrays["positions"], arrays["coordinates"],
-                     _values(values, None), symbols)
+                     _values(values, None), symbols)      # each array copied once, there
+        lvl, slots = tensor._walked()                      # checks the arrays
         if enc.is_block:
-            lvl, slots = tensor._walked()                  # pylint: disable=protected-access
             outside = (enc.to_dims(lvl) >= np.array(tensor.base_shape)[:, None]).any(axis=0)
-            if (tensor.values[slots][outside] != 0).any():
+            if (tensor._values[slots][outside] != 0).any():
                 raise SparseTIRValueError("values: a stored block holds a nonzero past the "
                                           f"tensor's shape {tensor.base_shape}")
-        else:
-            tensor.lvl_coords()                            # checks the arrays
         return tensor
 
     def convert(self, encoding, symbols=None) -> "SparseTensor":
@@ -219,11 +234,13 @@ class SparseTensor:
     def positions(self, level: int):
         """Level ``level``'s positions (``posWidth``'s dtype), None where it stores none;
         ``loose_compressed`` positions are ``(lo, hi)`` pairs, one per parent position."""
-        return self._positions[self._level(level)]
+        level = self._level(level)
+        return self._handed_out(f"positions{level}", self._positions[level])
 
     def coordinates(self, level: int):
         """Level ``level``'s own coordinates (``crdWidth``'s dtype), None for a dense level."""
-        return self._coordinates[self._level(level)]
+        level = self._level(level)
+        return self._handed_out(f"coordinates{level}", self._coordinates[level])
 
     def coordinates_buffer(self, level: int):
         """The buffer level ``level``'s coordinates live in: for the levels of an AoS COO region
@@ -232,13 +249,13 @@ class SparseTensor:
         level = self._level(level)
         region = self._aos_region(level)
         if region is None:
-            return self._coordinates[level]
+            return self.coordinates(level)
         return frozen(np.stack([self._coordinates[l] for l in region], 1).ravel())
 
     def lvl_coords(self) -> np.ndarray:
         """Every stored value's level coordinates (int64, ``(lvl_rank, nse)`` for storage
         reached from the root), in the order of ``values``."""
-        return self._walked()[0]
+        return self._handed_out("lvl_coords", self._walked()[0])
 
     def to_coo(self) -> tuple:
         """``(coords, values)``: the tensor's entries (int64 ``(rank, K)``, in the order of
@@ -253,7 +270,7 @@ class SparseTensor:
         """``(coords, values)`` of the stored tensor (``base_shape``), in the order of
         ``values``, without the padding of blocks that reach past the shape."""
         lvl, slots = self._walked()
-        coords, values = self.encoding.to_dims(lvl), self.values[slots]
+        coords, values = self.encoding.to_dims(lvl), self._values[slots]
         if self.encoding.is_block:
             inside = (coords < np.array(self.base_shape)[:, None]).all(axis=0)
             if not inside.all():
@@ -306,7 +323,7 @@ class SparseTensor:
             for key, array in (("pos", self._positions[level]), ("crd", crd)):
                 if array is not None:
                     lines.append(f"{key}[{level}] : {row(array)}")
-        lines.append(f"values : {row(self.values)}")
+        lines.append(f"values : {row(self._values)}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -333,6 +350,20 @@ class SparseTensor:
                     return region
         return None
 
+    def _handed_out(self, name: str, array):
+        """The read-only copy of the private ``array`` handed to users as ``name`` (made once;
+        None stays None)."""
+        if array is not None and name not in self._public:
+            self._public[name] = frozen(array)
+        return self._public.get(name)
+
+    def storage(self) -> tuple:
+        """``(positions, coordinates, values)``: the private arrays themselves (lists with
+        one entry per level, None where a level stores none), for binding to kernels without
+        a copy. Never write them, nor hand them to users (``positions`` and the other
+        accessors give copies)."""
+        return list(self._positions), list(self._coordinates), self._values
+
     def _walked(self) -> tuple:
         """``(lvl_coords, slots)`` in the order of ``values`` (computed once)."""
         if self._walk is None:
@@ -341,7 +372,9 @@ class SparseTensor:
             if slots.size > 1 and (np.diff(slots) < 0).any():
                 order = np.argsort(slots, kind="stable")
                 lvl, slots = lvl[:, order], slots[order]
-            self._walk = (frozen(lvl), slots)
+            lvl.setflags(write=False)                      # private: never handed out
+            slots.setflags(write=False)
+            self._walk = (lvl, slots)
         return self._walk
 
 
@@ -378,8 +411,9 @@ _FIXED = frozenset({"encoding", "symbols", "base_shape", "lvl_shape", "dim_shape
 """The attributes of a ``SparseTensor`` that cannot change once made."""
 
 
-def _index_array(name: str, array, ndim: int) -> np.ndarray:
-    """An integer array of ``ndim`` dimensions as int64 (bools and floats refused)."""
+def _index_array(name: str, array, ndim: int, as_int64: bool = True) -> np.ndarray:
+    """An integer array of ``ndim`` dimensions as int64 (``as_int64=False``: in its own
+    integer dtype; bools and floats refused)."""
     array = np.asarray(array)
     if array.size == 0 and array.dtype.kind == "f":
         array = array.astype(np.int64)
@@ -389,7 +423,7 @@ def _index_array(name: str, array, ndim: int) -> np.ndarray:
         raise SparseTIRValueError(f"{name} must be {ndim}-D, got shape {array.shape}")
     if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
         raise SparseTIRValueError(f"{name} holds {array.max()}, beyond int64")
-    return array.astype(np.int64, copy=False)
+    return array.astype(np.int64, copy=False) if as_int64 else array
 
 
 def _values(values, size) -> np.ndarray:
@@ -405,7 +439,8 @@ def _values(values, size) -> np.ndarray:
 
 
 def _fit(array, dtype: np.dtype, name: str, width: str):
-    """``array`` in ``dtype``, refused when a value does not fit (instead of wrapping)."""
+    """``array`` in ``dtype`` (itself when it is of ``dtype``: the tensor copies it), refused
+    when a value does not fit (instead of wrapping)."""
     if array is None:
         return None
     if array.size:
@@ -415,7 +450,7 @@ def _fit(array, dtype: np.dtype, name: str, width: str):
             raise SparseTIRValueError(
                 f"{name} holds {top if top > info.max else low}, which {width} = "
                 f"{info.bits} (numpy {dtype}) cannot hold: use a wider {width}")
-    return array.astype(dtype)
+    return array.astype(dtype, copy=False)
 
 
 def _sorted_unique(lvl: np.ndarray, values: np.ndarray, lvl_shape) -> tuple:

@@ -159,7 +159,7 @@ def _mean_weights(matrix, grad):
     ``grad``'s dtype and a size-1 dimension per feature dimension of ``grad``."""
     def make():
         perm = np.asarray(matrix.transposed()[1])
-        destinations = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+        destinations = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.storage("indptr")))
         inverse = 1.0 / np.maximum(matrix.in_degrees(), 1)
         return torch.from_numpy(inverse[destinations[perm]]).to(grad.dtype)
     weights = matrix._derive(f"mean_weights_{grad.dtype}", make)  # pylint: disable=protected-access

@@ -118,12 +118,12 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
         arg = new_like(sample, out.shape, "int32")
         _bound(matrix, ("gspmm_arg",) + key, lambda: gspmm_kernel(*key, True),
                lambda mod: schedule_gspmm_cpu(mod, "gspmm_arg"),
-               {"eid": matrix.edge_ids()})(*operands, result, arg.reshape(result.shape))
-    empty = matrix.empty_rows()
+               {"eid": matrix.storage("edge_ids")})(*operands, result, arg.reshape(result.shape))
+    empty = matrix.storage("empty_rows")
     if reduction != "sum" and empty.size:
         out[_index(out, empty)] = 0
     if reduce_op == "mean":     # half precision: divided in float32, rounded a second time
-        degrees = np.maximum(matrix.in_degrees(), 1).astype(
+        degrees = np.maximum(matrix.storage("in_degrees"), 1).astype(
             "float64" if dtype == "float64" else "float32")
         out /= _index(out, degrees).reshape((m,) + (1,) * len(plan.shape))
     return out, arg

@@ -278,10 +278,12 @@ def _softmax_graph(matrix: SparseMatrix, eids, norm_by: str) -> tuple:
     if ids is not None:
         order = np.argsort(ids, kind="stable")
         chosen = ids[order].astype(np.int64)
-        rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))[chosen]
+        rows = np.repeat(np.arange(matrix.shape[0]),
+                         np.diff(matrix.storage("indptr")))[chosen]
         matrix = SparseMatrix.from_csr(
             np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=matrix.shape[0]))]),
-            matrix.indices[chosen], np.ones(chosen.size, matrix.dtype), matrix.shape)
+            matrix.storage("indices")[chosen], np.ones(chosen.size, matrix.dtype),
+            matrix.shape)
     if norm_by == "src":
         matrix, perm = matrix.transposed()
         order = perm if order is None else order[perm]

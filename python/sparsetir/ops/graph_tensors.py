@@ -8,8 +8,10 @@ made from them. The kernels, their bindings and the transpose the backward passe
 stay with that matrix, outside any traced region.
 
 ``GraphTensors`` is made when a ``SparseMatrix`` is made while torch is loaded, so that a
-compiled function only reads it; tensors over the matrix's read-only public arrays (a write
-through them reaches no kernel: those read private copies).
+compiled function only reads it: tensors over copies of the matrix's private arrays, their own
+(a write through ``M.indptr`` or another public copy does not reach them; a write through
+these tensors themselves reaches compiled calls, which read ``data`` and ``values``: torch has
+no read-only tensors, so do not write them).
 
 Example
 -------
@@ -24,7 +26,6 @@ Example
 from __future__ import annotations
 
 import sys
-import warnings
 import weakref
 from typing import NamedTuple
 
@@ -70,14 +71,12 @@ def graph_tensors(M) -> GraphTensors:
 
 
 def _made(M, torch) -> GraphTensors:
-    with warnings.catch_warnings():          # the arrays are read-only on purpose
-        warnings.simplefilter("ignore", UserWarning)
-        indptr, indices, data, in_degrees, out_degrees = (
-            torch.from_numpy(array) for array in (M.indptr, M.indices, M.data,
-                                                  M.in_degrees(), M.out_degrees()))
+    indptr, indices, data, in_degrees, out_degrees = (     # copies of their own
+        torch.from_numpy(np.array(M.storage(name))) for name in (
+            "indptr", "indices", "data", "in_degrees", "out_degrees"))
     values = M.values if isinstance(M.values, torch.Tensor) else data
     arrays = GraphTensors(indptr, indices, data, values, in_degrees, out_degrees,
-                          bool(M.empty_rows().size))
+                          bool(M.storage("empty_rows").size))
     key = (indptr.data_ptr(), indices.data_ptr(), M.nnz)
     LIVE[key] = weakref.ref(M, lambda ref, key=key: _forget(key, ref))
     return arrays

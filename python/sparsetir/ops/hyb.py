@@ -126,8 +126,8 @@ class HybLayout:
     def of(cls, matrix, parts: int, widths: tuple, tiles: int) -> "HybLayout":
         m, n = matrix.shape
         config = HybConfig(parts, tuple(widths), tiles)
-        hyb = column_part_hyb(m, n, matrix.indptr, matrix.indices, parts, list(widths),
-                              data=matrix.data)
+        hyb = column_part_hyb(m, n, matrix.storage("indptr"), matrix.storage("indices"),
+                              parts, list(widths), data=matrix.storage("data"))
         bounds, _ = matrix.row_tiles(tiles)      # the same rows per tile in every bucket
         arrays = {}
         for name, bucket in zip(config.rule_names(), [b for part in hyb for b in part]):
@@ -145,8 +145,9 @@ class HybLayout:
         row tiles are safe to run in parallel (``check_tiles``)."""
         m, n = matrix.shape
         check_tiles(self.config, self.arrays, m)
-        values = dict(self.arrays, a=matrix.data, x=x, y=y, indptr=matrix.indptr,
-                      indices=matrix.indices, m=m, n=n, nnz=matrix.nnz)
+        values = dict(self.arrays, a=matrix.storage("data"), x=x, y=y,
+                      indptr=matrix.storage("indptr"), indices=matrix.storage("indices"),
+                      m=m, n=n, nnz=matrix.nnz)
         return [values[p.name] for p in params]
 
 

@@ -7,8 +7,13 @@ matrix is made; calls on it then skip the per-call index checks, which is sound 
 can change them, and bind them without a copy, so that a call converts and copies nothing of
 the matrix. The public ``indptr``, ``indices``, ``data`` (and every other array a matrix gives:
 ``source_order``, ``in_degrees()``, ...) are read-only copies that numpy will not make writable
-(``format.frozen``; an unpickled matrix's too): writing
-one through ``torch.from_numpy`` (which ignores the read-only flag) cannot reach a kernel.
+(``format.frozen``; an unpickled matrix's too): writing one through ``torch.from_numpy``
+(which ignores the read-only flag) cannot reach a kernel, nor anything else sparsetir computes
+from the matrix (its transpose, ``to_scipy``, pickles, ``reorder``, the float64 and autograd
+paths, ``graph_tensors(M)``): all of them read the private arrays (``storage``) or copies of
+their own. Derived arrays (``in_degrees()``, ``transposed()[1]``...) are a new read-only copy
+at each call. What is left: ``graph_tensors(M)`` are torch tensors that ``torch.compile``'d
+calls read, and torch has no read-only tensors: do not write them.
 
 The values are float32 or float64 and keep their dtype (a silent cast would turn 1e39 into
 inf). When the caller's nonzeros are not in that sorted order (columns unsorted within a row,
@@ -128,6 +133,7 @@ class SparseMatrix:
         self.__dict__.update(      # the fixed fields (see __setattr__), set here only
             _sealed=kept, _tiles={}, _derived={}, shape=shape, nnz=int(kept["indices"].size),
             dtype=dtype, source_order=frozen(order, np.int64),
+            _order=None if order is None else sealed(order, np.int64),
             **{name: frozen(kept.get(name)) for name in
                ("indptr", "indices", "data", "multiplicity")})
         self.__dict__["values"] = self.data
@@ -191,6 +197,35 @@ class SparseMatrix:
             matrix._keep_values(values)  # pylint: disable=protected-access
         return matrix
 
+    def storage(self, name: str):
+        """The private array ``name`` (``"indptr"``, ``"indices"``, ``"data"``,
+        ``"multiplicity"``, ``"source_order"``; None where the matrix has none; or one derived
+        from them once and kept: ``"in_degrees"``, ``"out_degrees"``, ``"empty_rows"``,
+        ``"edge_ids"``) that kernels and sparsetir's own code read, over sealed memory: bind or
+        read it, never write it nor hand it to users (``M.indptr``, ``M.in_degrees()`` and
+        the others are copies of it).
+
+        Example
+        -------
+        >>> M = SparseMatrix(scipy.sparse.eye(2, format="csr", dtype=np.float32))
+        >>> M.storage("indptr").tolist(), M.storage("indptr") is M.indptr
+        ([0, 1, 2], False)
+        """
+        if name == "source_order":
+            return self._order
+        if name in _DERIVED:
+            return self._derive(name, lambda: sealed(*_DERIVED[name](self)))
+        if name not in ("indptr", "indices", "data", "multiplicity"):
+            raise SparseTIRValueError(f"a SparseMatrix stores no array {name!r}; it stores "
+                                      "indptr, indices, data, multiplicity, source_order, "
+                                      f"{', '.join(_DERIVED)}")
+        return self._sealed.get(name)
+
+    def edge_values(self):
+        """The values the operators multiply by: ``values`` where it is a ``from_csr`` tensor,
+        else the private data (``storage("data")``; never to be written)."""
+        return self.values if self.values is not self.data else self._sealed["data"]
+
     def _keep_values(self, values) -> None:
         """Make the torch tensor ``values`` this matrix's ``values``, in its ``graph_tensors``
         too (made by ``_fill`` over the copied data): a compiled operator reads them there,
@@ -201,30 +236,29 @@ class SparseMatrix:
             self.__dict__["_graph_tensors"] = made._replace(values=values)
 
     def in_degrees(self) -> np.ndarray:
-        """Each row's (destination's) number of stored entries (in-edges), int64 (read-only,
-        kept with the matrix, as the arrays below)."""
-        return self._derive("in_degrees", lambda: frozen(np.diff(self._sealed["indptr"]),
-                                                         np.int64))
+        """Each row's (destination's) number of stored entries (in-edges), int64: a
+        read-only copy of the array the matrix keeps (``storage("in_degrees")``), as are the
+        arrays of the methods below, each call's its own."""
+        return frozen(self.storage("in_degrees"))
 
     def out_degrees(self) -> np.ndarray:
         """Each column's (source's) number of stored entries (out-edges), int64."""
-        return self._derive("out_degrees", lambda: frozen(np.bincount(
-            self._sealed["indices"], minlength=self.shape[1]), np.int64))
+        return frozen(self.storage("out_degrees"))
 
     def empty_rows(self) -> np.ndarray:
         """The rows with no stored entry (destinations with no in-edge), int64."""
-        return self._derive("empty_rows",
-                            lambda: frozen(np.flatnonzero(self.in_degrees() == 0)))
+        return frozen(self.storage("empty_rows"))
 
     def edge_ids(self) -> np.ndarray:
-        """``0..nnz-1`` (int32, sealed): each entry's position, which kernels that record an
-        edge read."""
-        return self._derive("edge_ids", lambda: sealed(np.arange(self.nnz), np.int32))
+        """``0..nnz-1`` (int32): each entry's position, which kernels that record an edge read
+        (they bind ``storage("edge_ids")``)."""
+        return frozen(self.storage("edge_ids"))
 
     def transposed(self) -> tuple:
         """``(T, perm)``: this matrix's transpose as a ``SparseMatrix`` (sources become rows)
         and, for each entry of ``T`` in its CSR order, the position of the same entry in this
-        matrix (int64). Made once per matrix: the backward passes walk edges by source."""
+        matrix (int64; a read-only copy, each call's its own). Made once per matrix: the
+        backward passes walk edges by source."""
         def make():
             kept = self._sealed
             perm = np.argsort(kept["indices"], kind="stable")   # by column, then row
@@ -233,8 +267,9 @@ class SparseMatrix:
             transpose = SparseMatrix.__new__(SparseMatrix)
             transpose._fill(self.shape[::-1], np.concatenate([[0], np.cumsum(counts)]),
                             rows[perm], kept["data"][perm], None, None)
-            return transpose, frozen(perm)
-        return self._derive("transposed", make)
+            return transpose, sealed(perm, np.int64)
+        transpose, perm = self._derive("transposed", make)
+        return transpose, frozen(perm)
 
     def edge_matrix(self) -> "SparseMatrix":
         """This matrix with one stored entry per edge, as the graph operators and layers read
@@ -260,9 +295,9 @@ class SparseMatrix:
             copies = kept["multiplicity"].astype(np.int64)
             ends = np.concatenate([[0], np.cumsum(copies)])
             order = None
-            if self.source_order is not None:     # the caller's p-th nonzero: which edge
-                order = np.empty(self.source_order.size, np.int64)
-                order[np.argsort(self.source_order, kind="stable")] = np.arange(order.size)
+            if self._order is not None:     # the caller's p-th nonzero: which edge
+                order = np.empty(self._order.size, np.int64)
+                order[np.argsort(self._order, kind="stable")] = np.arange(order.size)
             edges = SparseMatrix.__new__(SparseMatrix)
             edges._fill(self.shape, ends[kept["indptr"]], np.repeat(kept["indices"], copies),
                         np.repeat(kept["data"] / copies.astype(self.dtype), copies),
@@ -287,10 +322,11 @@ class SparseMatrix:
         """
         from .reorder import permuted, reordering  # pylint: disable=import-outside-toplevel
         perm = reordering(self, method)
+        kept = self._sealed
         if self.values is not self.data:      # a from_csr tensor: keep its autograd link
             positions = permuted(scipy.sparse.csr_matrix(
-                (np.arange(1, self.nnz + 1), self.indices.copy(), self.indptr.copy()),
-                shape=self.shape), perm)
+                (np.arange(1, self.nnz + 1), np.array(kept["indices"]),
+                 np.array(kept["indptr"])), shape=self.shape), perm)
             positions.sort_indices()
             torch = sys.modules["torch"]     # loaded: the values are a torch tensor
             order = torch.from_numpy(positions.data.astype(np.int64) - 1)
@@ -301,11 +337,11 @@ class SparseMatrix:
         B = SparseMatrix(permuted(self.to_scipy(), perm))
         if self.multiplicity is not None:     # the same pattern, so the same sorted order
             counts = permuted(scipy.sparse.csr_matrix(
-                (self.multiplicity.copy(), self.indices.copy(), self.indptr.copy()),
-                shape=self.shape), perm)
+                (np.array(kept["multiplicity"]), np.array(kept["indices"]),
+                 np.array(kept["indptr"])), shape=self.shape), perm)
             counts.sort_indices()
-            kept = B._sealed
-            B._fill(B.shape, kept["indptr"], kept["indices"], kept["data"], None, counts.data)
+            made = B._sealed
+            B._fill(B.shape, made["indptr"], made["indices"], made["data"], None, counts.data)
         B.auto_tune = self.auto_tune
         return B, frozen(perm)
 
@@ -355,12 +391,14 @@ class SparseMatrix:
         with the same ``source_order`` and ``multiplicity``, and a ``values`` tensor (a
         ``from_csr`` one) as a tensor, ``requires_grad`` kept, as torch copies and pickles it."""
         values = None if self.values is self.data else self.values
-        return _restored, (self.to_scipy(), self.source_order, self.multiplicity, values)
+        return _restored, (self.to_scipy(), self._order, self._sealed.get("multiplicity"),
+                           values)
 
     def to_scipy(self) -> scipy.sparse.csr_matrix:
-        """A scipy CSR matrix over copies of the arrays."""
-        return scipy.sparse.csr_matrix((self.data.copy(), self.indices.copy(),
-                                        self.indptr.copy()), shape=self.shape)
+        """A scipy CSR matrix over copies of the (private) arrays."""
+        kept = self._sealed
+        return scipy.sparse.csr_matrix((np.array(kept["data"]), np.array(kept["indices"]),
+                                        np.array(kept["indptr"])), shape=self.shape)
 
     def __repr__(self) -> str:
         return f"SparseMatrix(shape={self.shape}, nnz={self.nnz})"
@@ -371,6 +409,16 @@ def as_sparse_matrix(matrix, name: str = "A") -> SparseMatrix:
     call it ``name``)."""
     return matrix if isinstance(matrix, SparseMatrix) else SparseMatrix(matrix, name=name)
 
+
+_DERIVED = {
+    "in_degrees": lambda M: (np.diff(M.storage("indptr")), np.int64),
+    "out_degrees": lambda M: (np.bincount(M.storage("indices"), minlength=M.shape[1]),
+                              np.int64),
+    "empty_rows": lambda M: (np.flatnonzero(M.storage("in_degrees") == 0), np.int64),
+    "edge_ids": lambda M: (np.arange(M.nnz), np.int32),
+}
+"""The arrays ``SparseMatrix.storage`` derives once from the stored ones: name -> ``(array,
+dtype)`` of a matrix."""
 
 _FIXED = frozenset({"shape", "indptr", "indices", "data", "source_order", "multiplicity", "nnz",
                     "values", "dtype"})

@@ -312,7 +312,7 @@ def _graph_matrix(A, X):
             "casts nothing; pass both as float32 or both as float64")
     if x_dtype in HALF_DTYPES:
         result_dtype([("A", matrix.dtype.name), ("X", x_dtype)])
-    values = matrix.values
+    values = matrix.edge_values()
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(X, torch.Tensor):
         if not isinstance(values, torch.Tensor):

@@ -47,9 +47,10 @@ def reordering(matrix, method: str = "rcm") -> np.ndarray:
     n = shape[0]
     if n == 0:
         return np.arange(0, dtype=np.int64)
+    indptr, indices = (matrix.storage("indptr"), matrix.storage("indices")) \
+        if hasattr(matrix, "storage") else (matrix.indptr, matrix.indices)
     pattern = scipy.sparse.csr_matrix(
-        (np.ones(len(matrix.indices), np.int8), np.asarray(matrix.indices),
-         np.asarray(matrix.indptr)), shape=shape)
+        (np.ones(len(indices), np.int8), np.array(indices), np.array(indptr)), shape=shape)
     symmetric = (pattern + pattern.T).tocsr()
     if method == "rcm":
         return reverse_cuthill_mckee(symmetric, symmetric_mode=True).astype(np.int64)
