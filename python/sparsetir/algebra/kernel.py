@@ -124,7 +124,8 @@ class AlgebraKernel:
         if out_fmt.is_dense:
             elements = int(np.prod(out_shape, dtype=object))
             index = wider(operand_index, index_dtype(elements))
-            check_result_memory(stmt, index, 0, elements, self.dtype, "elements")
+            check_result_memory(stmt, index, 0 if self.whole is None else 2 * elements, elements,
+                                self.dtype, "elements")   # a whole result: coordinates too
             stored = np.empty([out_shape[d] for d in out_fmt.dims], self.dtype)
             args[names["vals"]] = stored.reshape(-1)        # main writes every element
             self._run("main", args, index=index)
