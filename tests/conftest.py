@@ -1,11 +1,17 @@
-"""Shared pytest setup: GPU tests skipped without a GPU, and the ``golden`` fixture
+"""Shared pytest setup: GPU tests skipped without a GPU, the ``golden`` fixture
 (``golden_text``: generated text compared with ``<test folder>/golden/...``; ``--update-golden``
-writes those files instead)."""
+writes those files instead), and background compiles off unless ``SPARSETIR_BACKGROUND_COMPILE``
+is set (a layer's constructor would otherwise compile on other threads while tests count,
+time and clear kernels; ``tests/nn/test_background_compile.py`` turns them on)."""
+
+import os
 
 import pytest
 
 from golden_text import UPDATE_OPTION, Golden
 from sparsetir.backend.target import cuda_available
+
+os.environ.setdefault("SPARSETIR_BACKGROUND_COMPILE", "0")
 
 
 def pytest_addoption(parser):

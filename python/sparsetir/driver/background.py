@@ -8,8 +8,7 @@ makes a kernel, every other thread that needs it waits for that compile instead 
 a second one, and a thread needing a kernel nobody is making compiles it itself, so a caller
 never waits behind the pool's queue, only for the kernel it needs now. A compile that fails in
 the background is kept with its key and raised at the first call that needs the kernel (a later
-call compiles it again); a failure of the planning itself (no kernel to hold it) is logged as a
-warning on the ``"sparsetir"`` logger.
+call compiles it again); any other error of ``work`` is its future's.
 
 Threads, not processes: tvm-ffi releases the GIL inside every call into TVM, so the lowering
 passes, LLVM's code generation and object emission and the link (about 60% of a compile,
@@ -37,7 +36,6 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from . import named
-from .compile_log import LOGGER
 
 ENV = "SPARSETIR_BACKGROUND_COMPILE"
 THREAD_PREFIX = "sparsetir-compile"
@@ -118,17 +116,17 @@ def _land(key: tuple, flight: Future) -> None:
             del _FLIGHTS[key]
 
 
+def held_by_kernel(error: BaseException) -> bool:
+    """Whether ``error``, raised on this pool thread, is a kernel's failed compile, kept for
+    the call that needs the kernel."""
+    return error is getattr(_WORKER, "failed", None)
+
+
 def _run(work):
-    """``work()`` on a pool thread; an error no kernel holds is logged, then raised to the
-    future."""
+    """``work()`` on a pool thread."""
     _WORKER.active, _WORKER.failed = True, None
     try:
         return work()
-    except BaseException as error:
-        if error is not _WORKER.failed:
-            LOGGER.warning("a background compile failed outside any kernel: %r", error,
-                           exc_info=error)
-        raise
     finally:
         _WORKER.active, _WORKER.failed = False, None
 

@@ -31,6 +31,7 @@ import torch
 
 from .. import ops
 from ..driver import background
+from ..driver.compile_log import LOGGER
 
 
 class Nodes(NamedTuple):
@@ -66,7 +67,17 @@ def precompile(calls: list, dtype) -> None:
         new = [call for call in calls if (call, name) not in _SUBMITTED]
         _SUBMITTED.update((call, name) for call in new)
     for call in new:
-        background.submit(lambda call=call: run_with_gradient(call, name))
+        background.submit(lambda call=call: _planned(call, name))
+
+
+def _planned(call: Call, dtype: str) -> None:
+    """``run_with_gradient`` on a pool thread: a kernel's failed compile stays with the
+    kernel (raised where it is needed); any other error is a wrong plan, logged."""
+    try:
+        run_with_gradient(call, dtype)
+    except Exception as error:  # pylint: disable=broad-exception-caught
+        if not background.held_by_kernel(error):
+            LOGGER.warning("planning %s for %s failed: %r", call, dtype, error, exc_info=error)
 
 
 def run_with_gradient(call: Call, dtype: str) -> None:
