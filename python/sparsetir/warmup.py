@@ -10,11 +10,10 @@ updates its statistics, as a forward pass does). Each kernel compiled is printed
 done (``driver.compile_log``'s records); kernels found in the disk cache are counted. Later
 calls, in this process, or in another through the disk cache, compile nothing.
 
-The compiles run in parallel (``driver.background``, a pool of threads bounded by the cores):
-a list of operator calls runs on the pool, each call with its backward; a model runs here,
-while the kernels its ``sparsetir.nn`` layers planned when they were built compile on the pool
-(``nn.kernel_plans``), its calls waiting only for the kernel they need. With
-``SPARSETIR_BACKGROUND_COMPILE=0`` everything runs here, one call after another.
+A model's ``sparsetir.nn`` layers started compiling their kernels in background workers when
+they were built (``driver.background``, ``nn.kernel_plans``): the model's calls here wait for
+the kernel they need while the others go on compiling, and the workers' compiles are printed
+and counted here as they end. Operator calls run here, one after another.
 
 Example
 -------
@@ -33,7 +32,6 @@ import sys
 import time
 from typing import NamedTuple
 
-from .driver import background
 from .driver.compile_log import EVENT, LOGGER
 from .errors import SparseTIRTypeError
 
@@ -60,14 +58,10 @@ def warmup(model_or_ops, *inputs, backward: bool = True, progress: bool = True,
     LOGGER.setLevel(logging.DEBUG)
     start = time.perf_counter()
     try:
-        runs = [lambda call=call, roots=roots: _run(call, roots, backward)
-                for call, roots in calls]
-        futures = [background.submit(run) if len(runs) > 1 else None for run in runs]
-        for run, future in zip(runs, futures):
-            if future is None:
-                run()
-            else:
-                future.result()        # the first failure is raised, in the calls' order
+        for call, roots in calls:
+            outputs = call()
+            if backward:
+                _backward(outputs, roots())
     finally:
         LOGGER.setLevel(level)
         LOGGER.removeHandler(listener)
@@ -75,12 +69,6 @@ def warmup(model_or_ops, *inputs, backward: bool = True, progress: bool = True,
     listener.say(f"{report.compiled} kernels compiled, {report.loaded} loaded from the disk "
                  f"cache, {report.seconds:.1f} s")
     return report
-
-
-def _run(call, roots, backward: bool) -> None:
-    outputs = call()
-    if backward:
-        _backward(outputs, roots())
 
 
 def _calls(model_or_ops, inputs: tuple, kwargs: dict) -> list:

@@ -1,22 +1,28 @@
-"""Compiles in the background: a pool of threads, one per usable core, and kernels made once
-however many threads ask for them.
+"""Compiles in the background: worker processes, one per usable core but the caller's, that compile
+into the disk cache while this process goes on, and a caller that waits only for the kernel
+it needs now.
 
-``submit(work)`` runs ``work()`` (e.g. a ``sparsetir.nn`` layer's planned operator calls,
-``nn.kernel_plans``) on the pool and returns its future. ``remembered(key, make)`` is the way
-``ops`` gets each kernel (``driver.named.remembered``, made single-flight): while one thread
-makes a kernel, every other thread that needs it waits for that compile instead of starting
-a second one, and a thread needing a kernel nobody is making compiles it itself, so a caller
-never waits behind the pool's queue, only for the kernel it needs now. A compile that fails in
-the background is kept with its key and raised at the first call that needs the kernel (a later
-call compiles it again); any other error of ``work`` is its future's.
+``submit(work, *args)`` runs ``work(*args)`` (a module-level function and picklable arguments:
+a ``sparsetir.nn`` layer's planned operator calls, ``nn.kernel_plans``) in a worker
+(``driver.compile_worker``). Each kernel a worker starts, finishes or fails to compile is
+reported to this process (a kernel is known by its ``ops`` key); ``remembered(key, make)``,
+the way ``ops`` gets each kernel (``driver.named.remembered``), waits for a kernel a worker is
+compiling and then loads it from the disk cache instead of compiling it a second time, and
+compiles here any kernel no worker has started, so a caller never waits behind the queue. A
+compile that fails in a worker is raised at the first call here that needs the kernel (once: a
+later call compiles it again); a worker that dies leaves its kernels to their callers. The
+workers' compile records (``driver.compile_log``) are logged here, so ``SPARSETIR_LOG`` and
+``sparsetir.warmup``'s progress show them.
 
-Threads, not processes: tvm-ffi releases the GIL inside every call into TVM, so the lowering
-passes, LLVM's code generation and object emission and the link (about 60% of a compile,
-profiled) run in parallel; the Stage I lowering and schedules are Python and take turns. A
-process pool would run those too, but each worker pays ``import sparsetir`` (with TVM and
-torch: 3-12 s on the 2-core machine of ``docs/cold-start.md``), more than most first epochs
-compile. At exit, work not yet started is cancelled and a compile under way is finished (its
-cache entry is whole); a forked child starts with no pool and no compile under way.
+Processes, not threads: tvm-ffi releases the GIL at every call into TVM, and the lowering and
+scheduling make thousands of small calls from Python; with compiles on threads each such call
+waited for the GIL (up to the 5 ms switch interval): two GCN kernels took 6.6-7.4 s of compile
+instead of 0.7-1.3 s (``docs/cold-start.md``). A worker is a ``python -m
+sparsetir.driver.compile_worker`` started when the first job comes (it imports sparsetir
+once, and never the caller's script), fed jobs through a pipe, restarted when the job's
+``SPARSETIR_*``/``TVM_*`` environment differs from its own. At exit, jobs not started are
+dropped, each worker finishes the job under way (its cache entries are whole) and is waited
+for: no process is left behind. With no usable disk cache nothing is submitted.
 
 ``SPARSETIR_BACKGROUND_COMPILE=0`` turns it off (``enabled()``): nothing is submitted, and
 every kernel is compiled by the call that needs it, as before.
@@ -24,28 +30,36 @@ every kernel is compiled by the call that needs it, as before.
 Example
 -------
 >>> from sparsetir.driver import background
->>> future = background.submit(lambda: 6 * 7)      # None when turned off
->>> future is None or future.result() == 42
+>>> future = background.submit(pow, 6, 2)       # None when turned off
+>>> future is None or future.result() == 36
 True
 """
 
 from __future__ import annotations
 
 import os
+import pickle
+import queue
+import subprocess
+import sys
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
+from pathlib import Path
 
-from . import named
+from ..backend import cache_folder
+from . import cache, named
 
 ENV = "SPARSETIR_BACKGROUND_COMPILE"
-THREAD_PREFIX = "sparsetir-compile"
-
+_PASSED = ("SPARSETIR_", "TVM_")
+"""The environment variables a job carries to its worker."""
 _LOCK = threading.Lock()
 _FLIGHTS: dict = {}
-"""Kernel key -> Future while a thread makes the kernel; a failed background compile stays
-until a call needing the key raises its error."""
-_WORKER = threading.local()
-_STATE: dict = {"pool": None, "submitted": []}
+"""Kernel key -> Future while a worker compiles it; a failed compile stays until a call needing
+the key raises its error."""
+_JOBS: queue.Queue = queue.Queue()
+_STATE: dict = {"drivers": [], "workers": [], "submitted": [], "closing": False}
+_WORKER: dict = {"report": None}
+"""In a worker: ``report(message)`` sends a message to the parent."""
 
 
 def enabled() -> bool:
@@ -55,59 +69,78 @@ def enabled() -> bool:
 
 
 def workers() -> int:
-    """The pool's size: the cores this process may run on."""
-    return max(1, len(os.sched_getaffinity(0)))
+    """The most workers at a time: the cores this process may run on but one, which the
+    caller keeps (it compiles any kernel no worker has started), and at least one."""
+    return max(1, len(os.sched_getaffinity(0)) - 1)
 
 
-def submit(work) -> Future | None:
-    """Run ``work()`` on the pool; its future, or None when background compiles are off."""
-    if not enabled():
-        return None
+def compiling() -> list:
+    """The keys of the kernels workers are compiling now (or failed to, until a call
+    needing one raises the error)."""
     with _LOCK:
-        if _STATE["pool"] is None:
-            _STATE["pool"] = ThreadPoolExecutor(workers(), thread_name_prefix=THREAD_PREFIX)
-        future = _STATE["pool"].submit(_run, work)
+        return list(_FLIGHTS)
+
+
+def submit(work, *args) -> Future | None:
+    """Run ``work(*args)`` in a worker process; its future, or None when background compiles
+    are off or the disk cache (where workers leave their kernels) cannot be used."""
+    if not enabled() or _WORKER["report"] is not None or _STATE["closing"] or \
+            cache_folder.folder(cache.NAMES) is None:
+        return None
+    environment = {name: value for name, value in os.environ.items()
+                   if name.startswith(_PASSED)}
+    future = Future()
+    with _LOCK:
+        if not _STATE["drivers"]:
+            for number in range(workers()):
+                driver = threading.Thread(target=_drive, name=f"sparsetir-compile-{number}",
+                                          daemon=True)
+                _STATE["drivers"].append(driver)
+                driver.start()
         _STATE["submitted"] = [f for f in _STATE["submitted"] if not f.done()] + [future]
+    _JOBS.put((future, environment, work, args))
     return future
 
 
 def drain() -> None:
-    """Wait for everything submitted so far to finish (failures stay with their kernels)."""
+    """Wait for everything submitted so far."""
     with _LOCK:
         pending = list(_STATE["submitted"])
     wait(pending)
 
 
 def remembered(key: tuple, make):
-    """``driver.named.remembered(key, make)``, with ``make`` run by one thread at a time per
-    ``key``: the others wait for its kernel (or its error)."""
-    return named.remembered(key, lambda: _made_once(key, make))
+    """``driver.named.remembered(key, make)``; a kernel a worker is compiling is waited for and
+    loaded from the disk cache (or its error raised) instead of compiled here."""
+    return named.remembered(key, lambda: _made_here_or_there(key, make))
 
 
-def _made_once(key: tuple, make):
+def held_by_kernel(error: BaseException) -> bool:
+    """In a worker: whether ``error`` is a kernel's failed compile (reported with the kernel)."""
+    return error is _WORKER.get("failed")
+
+
+def _made_here_or_there(key: tuple, make):
+    report = _WORKER["report"]
+    if report is not None:                      # in a worker: say what it makes
+        report(("started", key))
+        try:
+            kernel = make()
+        except Exception as error:
+            _WORKER["failed"] = error
+            report(("failed", key, pickled_error(error)))
+            raise
+        report(("made", key))
+        return kernel
     with _LOCK:
         flight = _FLIGHTS.get(key)
-        owner = flight is None
-        if owner:
-            flight = _FLIGHTS[key] = Future()
-    if not owner:
-        try:
-            return flight.result()
-        except BaseException:
-            _land(key, flight)         # raised here once: a later call compiles again
-            raise
+    if flight is None:
+        return make()
     try:
-        kernel = make()
-    except BaseException as error:
-        flight.set_exception(error)
-        if getattr(_WORKER, "active", False):
-            _WORKER.failed = error     # kept for the call that needs the kernel
-        else:
-            _land(key, flight)         # raised to this caller
-        raise
-    flight.set_result(kernel)
-    _land(key, flight)
-    return kernel
+        flight.result()
+    finally:
+        _land(key, flight)          # raised once: a later call compiles it again
+    return named.remembered(key, make)     # now in the disk cache, or made here
 
 
 def _land(key: tuple, flight: Future) -> None:
@@ -116,36 +149,144 @@ def _land(key: tuple, flight: Future) -> None:
             del _FLIGHTS[key]
 
 
-def held_by_kernel(error: BaseException) -> bool:
-    """Whether ``error``, raised on this pool thread, is a kernel's failed compile, kept for
-    the call that needs the kernel."""
-    return error is getattr(_WORKER, "failed", None)
+def report_to_parent(report) -> None:
+    """Make this process a worker whose kernels ``report(message)`` announces
+    (``driver.compile_worker``)."""
+    _WORKER["report"] = report
 
 
-def _run(work):
-    """``work()`` on a pool thread."""
-    _WORKER.active, _WORKER.failed = True, None
+def pickled_error(error: BaseException) -> bytes:
+    """``error`` pickled, or a RuntimeError naming it where it does not pickle."""
     try:
-        return work()
-    finally:
-        _WORKER.active, _WORKER.failed = False, None
+        return pickle.dumps(error)
+    except Exception:  # pylint: disable=broad-exception-caught
+        return pickle.dumps(RuntimeError(f"in a background compile: {error!r}"))
 
 
-def _cancel_queued() -> None:
-    """At exit: drop the work not yet started (a compile under way finishes)."""
-    pool = _STATE["pool"]
-    if pool is not None:
-        pool.shutdown(wait=False, cancel_futures=True)
+# -- this process's side: a driver thread per worker ----------------------------------------
+
+def _drive() -> None:
+    """Take jobs one at a time, run each in this driver's worker, and act on its reports."""
+    worker = None
+    while True:
+        job = _JOBS.get()
+        if job is None:
+            break
+        future, environment, work, args = job
+        if not future.set_running_or_notify_cancel():
+            continue
+        try:
+            if worker is None or worker.environment != environment or worker.poll() is not None:
+                _stop(worker)
+                worker = _Worker(environment)
+            future.set_result(worker.run(work, args))
+        except BaseException as error:  # pylint: disable=broad-exception-caught
+            future.set_exception(error)
+    _stop(worker)
 
 
-def _forget_in_child() -> None:
-    """In a forked child: no pool thread exists, so no compile is under way."""
-    global _LOCK  # pylint: disable=global-statement
-    _LOCK = threading.Lock()
-    _FLIGHTS.clear()
-    _STATE.update(pool=None, submitted=[])
+class _Worker:
+    """A ``python -m sparsetir.driver.compile_worker`` process with ``environment``."""
+
+    def __init__(self, environment: dict):
+        self.environment = environment
+        env = {name: value for name, value in os.environ.items()
+               if not name.startswith(_PASSED)}
+        env.update(environment)
+        package_root = str(Path(__file__).resolve().parents[2])    # holds sparsetir/
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root,
+                                                          env.get("PYTHONPATH")]))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "sparsetir.driver.compile_worker"], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        with _LOCK:
+            _STATE["workers"].append(self.process)
+
+    def poll(self):
+        return self.process.poll()
+
+    def run(self, work, args):
+        """``work(*args)`` in the worker: its result, or its error raised."""
+        started = set()
+        try:
+            pickle.dump((work, args), self.process.stdin)
+            self.process.stdin.flush()
+            while True:
+                message = pickle.load(self.process.stdout)
+                if message[0] == "ended":
+                    ok, value = message[1], pickle.loads(message[2])
+                    if not ok:
+                        raise value
+                    return value
+                _act_on(message, started)
+        except (EOFError, OSError, pickle.UnpicklingError) as error:
+            raise RuntimeError(f"the background compile worker ended: {error!r}") from error
+        finally:
+            for key in started:        # made, or its worker ended without a word: look on disk
+                with _LOCK:
+                    flight = _FLIGHTS.get(key)
+                if flight is not None and not flight.done():
+                    flight.set_result(None)
+                    _land(key, flight)
 
 
-# threading's exit hooks run before it joins the pool's threads (atexit would run after)
-getattr(threading, "_register_atexit", lambda hook: None)(_cancel_queued)
-os.register_at_fork(after_in_child=_forget_in_child)
+def _act_on(message: tuple, started: set) -> None:
+    kind, *rest = message
+    if kind == "record":
+        level, text, extra = rest
+        from .compile_log import LOGGER  # pylint: disable=import-outside-toplevel
+        LOGGER.log(level, "%s", text, extra=extra)
+        return
+    key = rest[0]
+    with _LOCK:
+        flight = _FLIGHTS.setdefault(key, Future()) if kind == "started" else _FLIGHTS.get(key)
+    if kind == "started":
+        started.add(key)
+    elif flight is not None and not flight.done():
+        started.discard(key)
+        if kind == "failed":
+            flight.set_exception(pickle.loads(rest[1]))     # stays until a call raises it
+        else:
+            flight.set_result(None)
+            _land(key, flight)
+
+
+def _stop(worker) -> None:
+    """End ``worker`` (None: nothing) after its job, and reap it."""
+    if worker is None:
+        return
+    try:
+        worker.process.stdin.close()            # it ends when it reads the end of its input
+    except OSError:
+        pass
+    worker.process.wait()
+    with _LOCK:
+        if worker.process in _STATE["workers"]:
+            _STATE["workers"].remove(worker.process)
+
+
+def _close() -> None:
+    """At exit: drop the jobs not started, let each worker finish its job, and reap it."""
+    _STATE["closing"] = True
+    while True:
+        try:
+            job = _JOBS.get_nowait()
+        except queue.Empty:
+            break
+        if job is not None:
+            job[0].cancel()
+    for process in list(_STATE["workers"]):
+        try:
+            process.stdin.close()
+        except OSError:
+            pass
+    for process in list(_STATE["workers"]):
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# threading's exit hooks run before Python finalises (atexit hooks would run later)
+getattr(threading, "_register_atexit", lambda hook: None)(_close)

@@ -67,12 +67,12 @@ def precompile(calls: list, dtype) -> None:
         new = [call for call in calls if (call, name) not in _SUBMITTED]
         _SUBMITTED.update((call, name) for call in new)
     for call in new:
-        background.submit(lambda call=call: _planned(call, name))
+        background.submit(_planned, call, name)
 
 
 def _planned(call: Call, dtype: str) -> None:
-    """``run_with_gradient`` on a pool thread: a kernel's failed compile stays with the
-    kernel (raised where it is needed); any other error is a wrong plan, logged."""
+    """``run_with_gradient`` in a background worker: a kernel's failed compile is reported
+    with the kernel (raised where it is needed); any other error is a wrong plan, logged."""
     try:
         run_with_gradient(call, dtype)
     except Exception as error:  # pylint: disable=broad-exception-caught
