@@ -5,8 +5,8 @@ Every measurement runs in a new process (``--child``): it imports the contender 
 the model of ``gnn_models`` on the ``gnn_data`` task (timed: ``build_s``; sparsetir's layers
 submit their kernels to the background compiles there, ``driver.background``), and times the
 first epoch (forward, backward, Adam step), compiles included. For sparsetir the kernels
-compiled are counted (with
-the seconds spent in ``compile_stage2``, storing and loading excluded): "fresh" uses an empty ``SPARSETIR_CACHE``, "warm" the same cache again (filled by the fresh
+compiled are counted (from
+the compile records, with their seconds: compiling and storing, in this process or a worker): "fresh" uses an empty ``SPARSETIR_CACHE``, "warm" the same cache again (filled by the fresh
 run). Results: one line per run on stdout, and ``--out`` (JSON) when given. ``docs/cold-start.md``
 holds the figures and says on what machine they were taken.
 
@@ -63,20 +63,20 @@ def child(contender: str, model: str, graph: str, cache: Path) -> dict:
 
 
 def _count_compiles(events: dict) -> None:
-    """Count every compile ``sparsetir.build`` makes, and the seconds in it, into ``events``
-    (by wrapping ``build_module.compile_stage2``, which every sparsetir version here has)."""
-    from sparsetir.driver import build_module  # pylint: disable=import-outside-toplevel
-    compile_stage2 = build_module.compile_stage2
+    """Count every compile, and its seconds, into ``events``, from the compile records
+    (``driver.compile_log``, which every sparsetir version here has): they include the
+    compiles of background workers, which this process logs as they end."""
+    import logging  # pylint: disable=import-outside-toplevel
+    from sparsetir.driver import compile_log  # pylint: disable=import-outside-toplevel
 
-    def counted(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return compile_stage2(*args, **kwargs)
-        finally:
-            events["compiled"] += 1
-            events["compile_s"] += time.perf_counter() - start
+    class Counter(logging.Handler):
+        def emit(self, record):
+            if getattr(record, compile_log.EVENT, None) == "compiled":
+                events["compiled"] += 1
+                events["compile_s"] += record.seconds
 
-    build_module.compile_stage2 = counted
+    compile_log.LOGGER.addHandler(Counter(logging.DEBUG))
+    compile_log.LOGGER.setLevel(logging.DEBUG)
 
 
 def measure(contender: str, model: str, graph: str, cache: Path, kernels: Path) -> dict:
