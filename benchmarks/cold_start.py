@@ -5,10 +5,11 @@ Every measurement runs in a new process (``--child``): it imports the contender 
 the model of ``gnn_models`` on the ``gnn_data`` task (timed: ``build_s``; sparsetir's layers
 submit their kernels to the background compiles there, ``driver.background``), and times the
 first epoch (forward, backward, Adam step), compiles included. For sparsetir the kernels
-compiled are counted (from
-the compile records, with their seconds: compiling and storing, in this process or a worker): "fresh" uses an empty ``SPARSETIR_CACHE``, "warm" the same cache again (filled by the fresh
-run). Results: one line per run on stdout, and ``--out`` (JSON) when given. ``docs/cold-start.md``
-holds the figures and says on what machine they were taken.
+compiled are counted (from the compile records, with their seconds: compiling and storing, in
+this process or a background worker): "fresh" uses an empty ``SPARSETIR_CACHE``, "warm" the
+same cache again (filled by the fresh run). Results: one line per run on stdout, and ``--out``
+(JSON) when given. ``docs/cold-start.md`` holds the figures and says on what machine they were
+taken.
 
 Example
 -------

@@ -7,8 +7,9 @@ that logged it (a worker's compiles are logged by the thread driving it). Checke
 compiled in the background are the ones the training step uses (it compiles nothing more, none
 twice), the first forward equals a scipy / dense torch reference, a compile that fails in a
 worker raises at the call that needs the kernel (once), the opt-out compiles on the caller's
-thread, the workers are no more than the cores, ``warmup`` counts the workers' compiles, and a
-script that exits while workers compile leaves no process behind.
+thread, the workers are no more than the cores, ``warmup`` counts the workers' compiles, a
+script that exits while workers compile leaves no process behind, and the default is on only
+with ``AUTO_CORES`` cores or more.
 """
 
 import logging
@@ -195,3 +196,16 @@ def test_exit_leaves_no_worker_behind(tmp_path):
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_on_by_default_only_with_enough_cores(monkeypatch):
+    monkeypatch.delenv(background.ENV, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(background.AUTO_CORES)))
+    assert background.enabled()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(background.AUTO_CORES
+                                                                        - 1)))
+    assert not background.enabled()
+    monkeypatch.setenv(background.ENV, "on")
+    assert background.enabled()
+    monkeypatch.setenv(background.ENV, "auto")
+    assert not background.enabled()

@@ -24,8 +24,11 @@ once, and never the caller's script), fed jobs through a pipe, restarted when th
 dropped, each worker finishes the job under way (its cache entries are whole) and is waited
 for: no process is left behind. With no usable disk cache nothing is submitted.
 
-``SPARSETIR_BACKGROUND_COMPILE=0`` turns it off (``enabled()``): nothing is submitted, and
-every kernel is compiled by the call that needs it, as before.
+It is on where the process may use at least ``AUTO_CORES`` (4) cores: on the 2-core machine
+of ``docs/cold-start.md`` one worker's import and compiles, competing with the caller for the
+cores, made fresh first epochs slower. ``SPARSETIR_BACKGROUND_COMPILE=1`` turns it on and ``0``
+off (``enabled()``); off, nothing is submitted and every kernel is compiled by the call that
+needs it, as before. A forked child starts with no worker and no compile under way.
 
 Example
 -------
@@ -62,10 +65,21 @@ _WORKER: dict = {"report": None}
 """In a worker: ``report(message)`` sends a message to the parent."""
 
 
+AUTO_CORES = 4
+"""Unless ``$SPARSETIR_BACKGROUND_COMPILE`` says, background compiles are on with this many
+usable cores or more: on 2 cores they made first epochs slower (``docs/cold-start.md``)."""
+
+
 def enabled() -> bool:
-    """Whether background compiles are on (``$SPARSETIR_BACKGROUND_COMPILE`` is not ``0``,
-    ``false``, ``no`` or ``off``)."""
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    """Whether background compiles are on: ``$SPARSETIR_BACKGROUND_COMPILE`` ``1`` (or
+    ``true``, ``yes``, ``on``) or ``0`` (``false``, ``no``, ``off``); unset or ``auto``: with
+    at least ``AUTO_CORES`` usable cores."""
+    value = os.environ.get(ENV, "auto").strip().lower()
+    if value in ("0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    return len(os.sched_getaffinity(0)) >= AUTO_CORES
 
 
 def workers() -> int:
@@ -288,5 +302,14 @@ def _close() -> None:
             process.wait()
 
 
+def _forget_in_child() -> None:
+    """In a forked child: no driver thread or worker of the parent's is there."""
+    global _LOCK, _JOBS  # pylint: disable=global-statement
+    _LOCK, _JOBS = threading.Lock(), queue.Queue()
+    _FLIGHTS.clear()
+    _STATE.update(drivers=[], workers=[], submitted=[], closing=False)
+
+
 # threading's exit hooks run before Python finalises (atexit hooks would run later)
 getattr(threading, "_register_atexit", lambda hook: None)(_close)
+os.register_at_fork(after_in_child=_forget_in_child)
