@@ -46,7 +46,6 @@ def main() -> None:
     LOGGER.addHandler(_Forward(report))
     LOGGER.setLevel(logging.DEBUG)
     LOGGER.propagate = False
-    import sparsetir.nn.kernel_plans  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
     while True:
         try:
             work, args = pickle.load(jobs)
