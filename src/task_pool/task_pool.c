@@ -27,11 +27,13 @@
  * the calling thread has asked for serial launches (sparsetir_task_pool_mode(MODE_SERIAL)) runs
  * the whole loop on its calling thread.
  *
- * MODE_OPENMP runs a launch as one OpenMP parallel region instead, in equal static shares, on
- * the team of the process's OpenMP runtime (torch's libgomp): for calls inside a torch program,
- * whose operators run on that team between the kernels. Its threads spin after each operator,
- * and a kernel on a pool of its own would share the cores with them (DGL's edge softmax of
- * GAT on Pubmed: 1.4-1.7 ms on the pool, 0.87 on torch's team). An error a task raises (the lambda returns nonzero with the
+ * MODE_OPENMP runs a launch as one OpenMP parallel region instead, on the team of the
+ * process's OpenMP runtime (torch's libgomp): for calls inside a torch program, whose operators
+ * run on that team between the kernels. Its threads spin after each operator, and a kernel on a
+ * pool of its own would share the cores with them (DGL's edge softmax of GAT on Pubmed: 1.4-1.7
+ * ms on the pool, 0.87 on torch's team). The region's threads claim the same shares one at a
+ * time from a counter, so a thread the OS deschedules leaves its shares to the others; the
+ * region still ends when every thread of the team has arrived. An error a task raises (the lambda returns nonzero with the
  * error in its thread's tvm-ffi slot) is moved to the calling thread's slot, the first one
  * when several fail, and the launch returns -1, as TVM's pool does. A parallel barrier cannot
  * be kept when shares are claimed (a share may wait for one nobody runs yet): the barrier
@@ -93,7 +95,6 @@ static int workers;                       /* started, under `owner` */
 
 static __thread int forked_here; /* this thread called fork() and is the child's thread */
 static __thread int mode_here;   /* where this thread's launches run: MODE_* */
-static __thread int in_openmp;   /* this thread runs a task of an OpenMP region of ours */
 static __thread int in_task;     /* this thread is running a task */
 
 static inline void relax(void) {
@@ -245,16 +246,20 @@ int sparsetir_task_pool_workers(void) {
   return started;
 }
 
-/* A launch as one OpenMP parallel region, in equal static shares (see MODE_OPENMP). */
+/* A launch as one OpenMP parallel region whose threads claim the loop's shares one at a time
+ * from a counter of the launch (see MODE_OPENMP). */
 static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
-  int wanted = num_task > 0 ? num_task : team_size;
+  int tasks = num_task > 0 ? num_task : TASKS_PER_THREAD * team_size;
+  if (tasks > MAX_TASKS) tasks = MAX_TASKS;
+  _Atomic int next = 0;
   void *first_error = NULL;
   int failed = 0;
-#pragma omp parallel num_threads(wanted)
+#pragma omp parallel num_threads(team_size)
   {
-    TVMParallelGroupEnv env = {NULL, omp_get_num_threads()};
-    in_openmp = 1;
-    if (lambda(omp_get_thread_num(), &env, cdata) != 0) {
+    TVMParallelGroupEnv env = {NULL, tasks};
+    in_task = 1;
+    for (int task; (task = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed)) < tasks;) {
+      if (lambda(task, &env, cdata) == 0) continue;
       void *error = NULL;
       ffi_move_error(&error);
 #pragma omp critical(sparsetir_task_pool_error)
@@ -267,7 +272,7 @@ static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
         }
       }
     }
-    in_openmp = 0;
+    in_task = 0;
   }
   if (!failed) return 0;
   if (first_error != NULL) {
@@ -331,10 +336,6 @@ int sparsetir_task_pool_launch(parallel_lambda lambda, void *cdata, int num_task
 int sparsetir_task_pool_barrier(int task_id, TVMParallelGroupEnv *penv) {
   (void)task_id;
   if (penv->num_task <= 1) return 0; /* a launch run on one thread has no team to wait for */
-  if (in_openmp) {
-#pragma omp barrier
-    return 0;
-  }
   ffi_set_text("RuntimeError", "sparsetir's task pool cannot keep a parallel barrier (tasks "
                "are claimed one at a time); set TVM_THREAD_POOL_SPIN_COUNT to use TVM's pool");
   return -1;

@@ -319,10 +319,15 @@ def check_spread_leaves_threads_unbound() -> dict:
     bind_all(usable)
     before_free = masks()
     moved_free = module.spread_team()
+    regions = module.spread_regions()
+    for _ in range(5):
+        torch.ones(1 << 22).mul_(2)
+        module.spread_team()
     return {"pool": decision.pool, "cpus": len(usable), "moved_bound": moved_bound,
             "kept_bound": after_bound == before_bound, "moved_free": moved_free,
             "kept_free": masks() == before_free,
-            "spreads": module._spread is not None}
+            "spreads": module._spread is not None,
+            "regions_first": regions, "regions_later": module.spread_regions() - regions}
 
 
 # ---------------------------------------------------------------------------------- the tests
@@ -399,6 +404,8 @@ def test_spreading_the_team_never_binds_it():
     assert 0 <= found["moved_free"] <= 1 and found["kept_free"]   # moved ones are not bound
     if found["cpus"] < 2:
         assert found["moved_free"] == 0
+    else:       # one region learnt the team; later spreads read /proc and wake nobody
+        assert found["regions_first"] == 1 and found["regions_later"] == 0
 
 
 def test_small_calls_off_the_main_thread_start_no_team():

@@ -257,11 +257,14 @@ def from_coords(coords, vals, shape, fmt: LevelFormat, dtype: str,
 
 
 def to_result(levels: Levels, fmt: LevelFormat):
-    """A sparse result as a ``SparseTensor`` whose encoding is ``fmt``'s with 32-bit positions
-    and coordinates (the kernels' index type). The arrays come from the kernel, sorted and
-    unique by construction, so they are kept as they are (``SparseTensor.from_arrays`` would
-    check them again, at twice the kernel's cost)."""
-    tensor = SparseTensor(fmt.stored, levels.shape, levels.pos, levels.crd, levels.vals, ())
+    """A sparse result as a ``SparseTensor`` whose encoding is ``fmt``'s with the kernel's
+    index type: 32-bit positions and coordinates, 64-bit for a result computed with int64
+    positions (``algebra.sizes``). The arrays come from the kernel, sorted and unique by
+    construction, so they are kept as they are (``SparseTensor.from_arrays`` would check them
+    again, at twice the kernel's cost)."""
+    wide = any(p is not None and p.dtype == np.int64 for p in levels.pos)
+    encoding = fmt.stored.with_widths(pos_width=64, crd_width=64) if wide else fmt.stored
+    tensor = SparseTensor(encoding, levels.shape, levels.pos, levels.crd, levels.vals, ())
     return tensor if fmt.result is None else tensor.convert(fmt.result)
 
 
@@ -298,7 +301,8 @@ def level_coords(levels: Levels, fmt: LevelFormat) -> list:
 
 
 def _same_levels(tensor, fmt: LevelFormat, name: str):
-    """A SparseTensor's own arrays (as int32) when it is stored in ``fmt``'s levels, else None."""
+    """A SparseTensor's own arrays (as int32, or int64 where its positions pass int32) when it
+    is stored in ``fmt``'s levels, else None."""
     enc = tensor.encoding
     kinds = tuple(lt.kind if lt.unique and lt.ordered else None for lt in enc.level_types)
     if kinds != fmt.kinds or enc.lvl_to_dim != fmt.dims or enc.slices is not None:
@@ -310,11 +314,12 @@ def _same_levels(tensor, fmt: LevelFormat, name: str):
             crd.append(None)
             continue
         p, c = tensor.positions(level), tensor.coordinates(level)
-        if (len(p) and p[-1] > np.iinfo(np.int32).max) or \
-                max(tensor.dim_shape, default=0) > np.iinfo(np.int32).max:
-            raise SparseTIRValueError(f"operand {name}: sizes past the int32 index range")
-        pos.append(p.astype(np.int32, copy=False))
-        crd.append(c.astype(np.int32, copy=False))
+        if max(tensor.dim_shape, default=0) > INDEX_LIMIT:
+            raise SparseTIRValueError(f"operand {name}: a dimension of {tensor.dim_shape} is "
+                                      f"past the {INDEX_LIMIT} coordinates kernels address")
+        index = np.int64 if len(p) and p[-1] > INDEX_LIMIT else np.int32   # the int64 kernels
+        pos.append(p.astype(index, copy=False))                          # read it then
+        crd.append(c.astype(index, copy=False))
     return Levels(tuple(tensor.dim_shape), pos, crd, np.ascontiguousarray(tensor.values))
 
 

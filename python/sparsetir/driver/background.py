@@ -154,7 +154,7 @@ def _made_here_or_there(key: tuple, make):
         flight.result()
     finally:
         _land(key, flight)          # raised once: a later call compiles it again
-    return named.remembered(key, make)     # now in the disk cache, or made here
+    return make()       # build(cache=True) finds the worker's entry in the disk cache
 
 
 def _land(key: tuple, flight: Future) -> None:
@@ -207,6 +207,7 @@ class _Worker:
         env = {name: value for name, value in os.environ.items()
                if not name.startswith(_PASSED)}
         env.update(environment)
+        env["SPARSETIR_PREBUILT"] = "0"         # it compiles the kernels for this CPU
         package_root = str(Path(__file__).resolve().parents[2])    # holds sparsetir/
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root,
                                                           env.get("PYTHONPATH")]))

@@ -25,6 +25,7 @@ import logging
 import os
 import pickle
 import sys
+import threading
 
 from . import background
 from .compile_log import EVENT, LOGGER
@@ -36,9 +37,12 @@ def main() -> None:
     os.dup2(2, 1)                       # stray prints go to stderr, not into the reports
     sys.stdout = sys.stderr
 
+    lock = threading.Lock()         # one message at a time, whichever thread sends it
+
     def report(message: tuple) -> None:
-        pickle.dump(message, reports)
-        reports.flush()
+        with lock:
+            pickle.dump(message, reports)
+            reports.flush()
 
     background.report_to_parent(report)
     for handler in list(LOGGER.handlers):   # the parent logs the records

@@ -45,11 +45,14 @@ module loaded from then on):
 * Torch's own operators run on its OpenMP team, whose two threads can end up on one core of a
   loaded machine for a whole run (two runnable threads a core look balanced to the scheduler),
   each then waiting out the other's time slices at every barrier (RGCN training on Citeseer: 500
-  ms an epoch instead of 80-140). So a kernel call also moves, at most every
-  ``SPREAD_INTERVAL_S`` seconds, the threads of torch's team that share a CPU onto CPUs none
-  of the team is on (:func:`spread_team`, ``src/openmp_spread``), without binding them: a moved
-  thread's affinity is narrowed to its new CPU for the one system call that migrates it and
-  set back at once. Threads you bind (``OMP_PROC_BIND``, ``OMP_PLACES``,
+  ms an epoch instead of 80-140). So a kernel call on torch tensors also moves, at most every
+  ``SPREAD_INTERVAL_S`` seconds, the threads of torch's team that are runnable on one CPU onto
+  CPUs none of the team is on (:func:`spread_team`, ``src/openmp_spread``), without binding
+  them: a moved thread's affinity is narrowed to its new CPU for the one system call that
+  migrates it and set back at once. A spread reads where the team's threads are from
+  ``/proc`` and opens no OpenMP region (but the first, which learns the threads' ids): a
+  region waits for every thread of the team, and on a loaded 2-core VM that made a spread
+  take 44 ms. Threads you bind (``OMP_PROC_BIND``, ``OMP_PLACES``,
   ``GOMP_CPU_AFFINITY``) are never moved.
 * Your settings win: when the environment sets any of TVM's own pool settings
   (``TVM_BIND_THREADS``, ``TVM_THREAD_POOL_SPIN_COUNT``, ``TVM_EXCLUDE_WORKER0``), you chose
@@ -137,9 +140,11 @@ def size_launches(nbytes: int, torch_call: bool = False) -> None:
     torch tensors (``torch_call``) and on the task pool otherwise; nothing changes where TVM's
     pool runs the kernels. Cheap when nothing changes.
 
-    At most every ``SPREAD_INTERVAL_S`` seconds per thread, a call from the main thread (whose
-    team is the one torch's operators use) or a large call from another thread first moves
-    torch's team apart (:func:`spread_team`).
+    At most every ``SPREAD_INTERVAL_S`` seconds per thread, a call on torch tensors from the
+    main thread (whose team is the one torch's operators use) or a large one from another
+    thread first moves torch's team apart (:func:`spread_team`). A call on numpy arrays never
+    does: it does not run on that team, and spreading it opens an OpenMP region, which wakes
+    (or first starts) the team's threads, and they then spin beside the pool's workers.
 
     Example
     -------
@@ -150,7 +155,8 @@ def size_launches(nbytes: int, torch_call: bool = False) -> None:
     if _set_mode is not None and getattr(_this_thread, "mode", POOL) != mode:
         _set_mode(mode)
         _this_thread.mode = mode
-    if _spread is not None and (not serial or threading.current_thread() is _MAIN_THREAD):
+    if _spread is not None and torch_call \
+            and (not serial or threading.current_thread() is _MAIN_THREAD):
         now = time.monotonic()
         if now >= getattr(_this_thread, "next_spread", 0.0):
             _this_thread.next_spread = now + SPREAD_INTERVAL_S
@@ -159,13 +165,13 @@ def size_launches(nbytes: int, torch_call: bool = False) -> None:
 
 def spread_team() -> int:
     """Move the threads of the calling thread's OpenMP team (the one torch's next operator runs
-    on) that share a CPU with another of the team onto CPUs none of it is on, without binding
-    them (the module's docstring says why); returns how many moved. Kernel calls do this at
+    on) that are runnable on the CPU of another of the team onto CPUs none of it is on, without
+    binding or waking them (the module's docstring says why); returns how many moved. Kernel calls do this at
     most every ``SPREAD_INTERVAL_S`` seconds (:func:`size_launches`); 0 where TVM's pool runs
     the kernels, the environment binds threads, or in the thread that called ``fork``. On an
     idle machine it moves a thread too, when the thread woke on its caller's CPU (as the
     scheduler often wakes one): it goes to an idle CPU at once instead of when the scheduler
-    next balances.
+    next balances. A sleeping thread stays: the scheduler places it when it wakes.
 
     Example
     -------
@@ -173,6 +179,21 @@ def spread_team() -> int:
     True
     """
     return _spread() if _spread is not None else 0
+
+
+def spread_regions() -> int:
+    """How many OpenMP regions :func:`spread_team` has opened in this process: one per calling
+    thread and team size, to learn the team's thread ids; later spreads open none.
+
+    Example
+    -------
+    >>> before = spread_regions()
+    >>> moved = [spread_team() for _ in range(3)]
+    >>> spread_regions() - before <= 1
+    True
+    """
+    return _spread_library.sparsetir_openmp_spread_regions() if _spread_library is not None \
+        else 0
 
 
 def pool_workers() -> int:
@@ -269,6 +290,7 @@ def _install_spread() -> None:
         return
     library.sparsetir_openmp_spread.argtypes = []
     library.sparsetir_openmp_spread.restype = ctypes.c_int
+    library.sparsetir_openmp_spread_regions.restype = ctypes.c_long
     _spread_library, _spread = library, library.sparsetir_openmp_spread
 
 
