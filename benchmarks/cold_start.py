@@ -2,7 +2,7 @@
 and with a warm one, and the kernels each compiles (sparsetir against DGL).
 
 Every measurement runs in a new process (``--child``): it imports the contender (timed), builds
-the model of ``gnn_models`` on the ``gnn_data`` task (timed: ``build_s``; sparsetir's layers
+the model of ``models`` on the ``tasks`` task (timed: ``build_s``; sparsetir's layers
 may start background compiles there, ``driver.background``), and times the first epoch
 (forward, backward, Adam step), compiles included. For sparsetir the kernels compiled by the
 training thread are counted (with the seconds spent in ``compile_stage2``, storing and loading
@@ -40,19 +40,18 @@ def child(contender: str, model: str, graph: str, cache: Path) -> dict:
     start = time.perf_counter()
     import torch  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
     torch_s = time.perf_counter() - start
-    import gnn_data  # pylint: disable=import-outside-toplevel
-    import gnn_frameworks  # pylint: disable=import-outside-toplevel
-    import gnn_models  # pylint: disable=import-outside-toplevel
-    from gnn_worker import Training  # pylint: disable=import-outside-toplevel
-    framework = gnn_frameworks.load_framework(contender)
+    # pylint: disable-next=import-outside-toplevel
+    from gnn_training import frameworks, models, tasks
+    from gnn_training.worker import Training  # pylint: disable=import-outside-toplevel
+    framework = frameworks.load_framework(contender)
     import_s = time.perf_counter() - start - torch_s
     events = {"compiled": 0, "compile_s": 0.0}
     if contender == "ours":
         _count_compiles(events)
-    spec = gnn_models.MODELS[model]
-    if not gnn_data.graph_path(graph, cache).exists():
-        gnn_data.prepare(graph, cache)
-    task = gnn_data.make_task(graph, gnn_data.load(graph, cache), spec.self_loops)
+    spec = models.MODELS[model]
+    if not tasks.graph_path(graph, cache).exists():
+        tasks.prepare(graph, cache)
+    task = tasks.make_task(graph, tasks.load(graph, cache), spec.self_loops)
     start = time.perf_counter()
     run = Training(spec, framework, task)      # sparsetir's layers may start compiling here
     build = time.perf_counter() - start

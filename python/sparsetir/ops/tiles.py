@@ -14,23 +14,15 @@ Example
 
 from __future__ import annotations
 
-import os
-from functools import lru_cache
-
 import numpy as np
+
+from ..runtime.threads import thread_count
 
 
 def row_tiles_for_threads() -> int:
-    """Row tiles per call: 8 per thread TVM starts (``TVM_NUM_THREADS``, the usable cores when
-    it is unset or not a positive number)."""
-    return _tiles_for(os.environ.get("TVM_NUM_THREADS", ""))
-
-
-@lru_cache(maxsize=None)
-def _tiles_for(num_threads: str) -> int:
-    threads = int(num_threads) if num_threads.isascii() and num_threads.isdigit() \
-        and int(num_threads) > 0 else len(os.sched_getaffinity(0))
-    return 8 * threads
+    """Row tiles per call: 8 per thread a launch uses (``runtime.threads.thread_count``:
+    ``TVM_NUM_THREADS``, or torch's count once ``torch.set_num_threads`` changed it)."""
+    return 8 * thread_count()
 
 
 def balanced_row_bounds(indptr: np.ndarray, tiles: int) -> np.ndarray:
