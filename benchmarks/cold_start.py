@@ -2,14 +2,17 @@
 and with a warm one, and the kernels each compiles (sparsetir against DGL).
 
 Every measurement runs in a new process (``--child``): it imports the contender (timed), builds
-the model of ``models`` on the ``tasks`` task, and times the first epoch (forward,
-backward, Adam step), compiles included. For sparsetir the kernels compiled by the training
-thread are counted (with the seconds spent in ``compile_stage2``, storing and loading
-excluded), and apart from them (``background``) those the prebuilt kernels' upgrades compiled
-by the end of the second epoch: "fresh" uses an empty ``SPARSETIR_CACHE``, "warm" the same
-cache again (filled by the fresh run). ``SPARSETIR_PREBUILT=0`` in the environment measures
-without the package's prebuilt kernels. Results: one line per run on stdout, and ``--out`` (JSON) when given. ``docs/cold-start.md``
-holds the figures and says on what machine they were taken.
+the model of ``models`` on the ``tasks`` task (timed: ``build_s``; sparsetir's layers
+may start background compiles there, ``driver.background``), and times the first epoch
+(forward, backward, Adam step), compiles included. For sparsetir the kernels compiled by the
+training thread are counted (with the seconds spent in ``compile_stage2``, storing and loading
+excluded), and apart from them (``background``) those the prebuilt kernels' upgrades and the
+background compile workers (``workers``, from their compile records) compiled by the end of
+the second epoch: "fresh" uses an empty ``SPARSETIR_CACHE``, "warm" the same cache again
+(filled by the fresh run). ``SPARSETIR_PREBUILT=0`` in the environment measures without the
+package's prebuilt kernels, ``SPARSETIR_BACKGROUND_COMPILE=1`` or ``0`` with or without
+background compiles. Results: one line per run on stdout, and ``--out`` (JSON) when given.
+``docs/cold-start.md`` holds the figures and says on what machine they were taken.
 
 Example
 -------
@@ -49,7 +52,9 @@ def child(contender: str, model: str, graph: str, cache: Path) -> dict:
     if not tasks.graph_path(graph, cache).exists():
         tasks.prepare(graph, cache)
     task = tasks.make_task(graph, tasks.load(graph, cache), spec.self_loops)
-    run = Training(spec, framework, task)
+    start = time.perf_counter()
+    run = Training(spec, framework, task)      # sparsetir's layers may start compiling here
+    build = time.perf_counter() - start
     start = time.perf_counter()
     run.epoch()
     first = time.perf_counter() - start
@@ -57,14 +62,29 @@ def child(contender: str, model: str, graph: str, cache: Path) -> dict:
     run.epoch()
     second = time.perf_counter() - start
     return {"contender": contender, "model": model, "graph": graph, "torch_import_s": torch_s,
-            "import_s": import_s, "first_epoch_s": first, "second_epoch_s": second, **events}
+            "import_s": import_s, "build_s": build, "first_epoch_s": first,
+            "second_epoch_s": second, **events}
 
 
 def _count_compiles(events: dict) -> None:
     """Count every compile ``sparsetir.build`` makes in the training thread, and the seconds
     in it, into ``events``, and those of other threads (the prebuilt kernels' background
     upgrades, ``driver.upgrade``) as ``background`` (by wrapping
-    ``build_module.compile_stage2``, which every sparsetir version here has)."""
+    ``build_module.compile_stage2``, which every sparsetir version here has); the compiles of
+    background workers (``driver.background``) as ``workers``, from the compile records this
+    process logs for them."""
+    import logging  # pylint: disable=import-outside-toplevel
+    from sparsetir.driver import compile_log  # pylint: disable=import-outside-toplevel
+    events["workers"] = 0
+
+    class Counter(logging.Handler):
+        def emit(self, record):
+            if getattr(record, compile_log.EVENT, None) == "compiled" and \
+                    record.threadName.startswith("sparsetir-compile"):
+                events["workers"] += 1
+
+    compile_log.LOGGER.addHandler(Counter(logging.DEBUG))
+    compile_log.LOGGER.setLevel(logging.DEBUG)
     from sparsetir.driver import build_module  # pylint: disable=import-outside-toplevel
     compile_stage2 = build_module.compile_stage2
     events["background"] = 0

@@ -1,8 +1,11 @@
-"""Shared pytest setup: GPU tests skipped without a GPU, and the ``golden`` fixture
+"""Shared pytest setup: GPU tests skipped without a GPU, the ``golden`` fixture
 (``golden_text``: generated text compared with ``<test folder>/golden/...``; ``--update-golden``
 writes those files instead). Prebuilt kernels are off (``SPARSETIR_PREBUILT=0``): the suite tests
 what it compiles, whether or not ``make prebuilt`` filled ``python/sparsetir/prebuilt``;
-``tests/driver/test_prebuilt.py`` turns them on with a folder of its own."""
+``tests/driver/test_prebuilt.py`` turns them on with a folder of its own. Background compiles are
+off unless ``SPARSETIR_BACKGROUND_COMPILE`` is set (a layer's constructor would otherwise start
+compiles in worker processes while tests count, time and clear kernels;
+``tests/nn/test_background_compile.py`` turns them on)."""
 
 import os
 
@@ -12,6 +15,7 @@ from golden_text import UPDATE_OPTION, Golden
 from sparsetir.backend.target import cuda_available
 
 os.environ.setdefault("SPARSETIR_PREBUILT", "0")
+os.environ.setdefault("SPARSETIR_BACKGROUND_COMPILE", "0")
 
 
 def pytest_addoption(parser):

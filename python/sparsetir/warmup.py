@@ -10,6 +10,11 @@ updates its statistics, as a forward pass does). Each kernel compiled is printed
 done (``driver.compile_log``'s records); kernels found in the disk cache are counted. Later
 calls, in this process, or in another through the disk cache, compile nothing.
 
+Where background compiles are on, a model's ``sparsetir.nn`` layers started compiling their
+kernels in background workers when they were built (``driver.background``, ``nn.kernel_plans``): the model's calls here wait for
+the kernel they need while the others go on compiling, and the workers' compiles are printed
+and counted here as they end. Operator calls run here, one after another.
+
 Example
 -------
 >>> import sparsetir, sparsetir.nn

@@ -27,6 +27,7 @@ from torch import nn
 from .. import ops
 from .graph_inputs import (check_matrix, edge_column, leading_rows, node_features,
                            refuse_zero_in_degree)
+from .kernel_plans import Call, Edges, Nodes, precompile
 
 
 class GATConv(nn.Module):
@@ -79,6 +80,11 @@ class GATConv(nn.Module):
         self.bias = nn.Parameter(torch.empty(width)) if self.has_explicit_bias else None
         self.activation = activation
         self.reset_parameters()
+        scores = (num_heads, 1)
+        precompile([Call("u_add_v", (Nodes(scores), Nodes(scores))),   # forward's order
+                    Call("edge_softmax", (Edges(scores),)),
+                    Call("u_mul_e_sum", (Nodes((num_heads, out_feats)), Edges(scores)))],
+                   torch.get_default_dtype())
 
     def reset_parameters(self):
         """Glorot-normal weights with the gain of ReLU, zero biases."""

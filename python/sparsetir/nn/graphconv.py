@@ -27,6 +27,7 @@ from .. import ops
 from ..ops.graph_tensors import graph_tensors
 from ..errors import SparseTIRValueError
 from .graph_inputs import check_matrix, edge_column, node_features, refuse_zero_in_degree
+from .kernel_plans import Call, Nodes, precompile
 
 _NORMS = ("none", "both", "right", "left")
 
@@ -57,6 +58,8 @@ class GraphConv(nn.Module):
         self.weight = nn.Parameter(torch.empty(in_feats, out_feats)) if weight else None
         self.bias = nn.Parameter(torch.empty(out_feats)) if bias else None
         self.reset_parameters()
+        width = out_feats if weight and in_feats > out_feats else in_feats   # as forward
+        precompile([Call("copy_u_sum", (Nodes((width,)),))], torch.get_default_dtype())
 
     def reset_parameters(self):
         """Glorot-uniform ``weight``, zero ``bias``."""

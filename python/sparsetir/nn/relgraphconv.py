@@ -35,6 +35,7 @@ from ..ops.graph_tensors import graph_tensors, tracing
 from ..errors import SparseTIRValueError
 from .edge_groups import edge_groups
 from .graph_inputs import check_matrix, check_rows, leading_rows
+from .kernel_plans import Call, Edges, Nodes, precompile
 from .linear import TypedLinear
 
 
@@ -75,6 +76,9 @@ class RelGraphConv(nn.Module):
             self.loop_weight = nn.Parameter(torch.empty(in_feat, out_feat))
             nn.init.xavier_uniform_(self.loop_weight, gain=nn.init.calculate_gain("relu"))
         self.dropout = nn.Dropout(dropout)
+        width = min(in_feat, out_feat)        # the side _messages sums over the edges
+        precompile([Call("u_mul_e_sum", (Nodes((width,)), Edges((1,), grad=False)))],
+                   torch.get_default_dtype())      # with norm, as R-GCN's entity classification
 
     def forward(self, M, feat, etypes, norm=None, *, presorted=False):
         """``(num_dst, out_feat)`` from ``feat`` ``(num_src, in_feat)``, ``etypes`` ``(nnz,)``

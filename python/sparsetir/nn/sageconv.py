@@ -32,8 +32,10 @@ from ..ops.graph_tensors import graph_tensors
 from ..errors import SparseTIRValueError
 from .degree_buckets import per_destination
 from .graph_inputs import check_matrix, edge_column, leading_rows, node_features
+from .kernel_plans import Call, Nodes, precompile
 
 _AGGREGATORS = ("mean", "gcn", "pool", "lstm")
+_REDUCERS = {"mean": "mean", "gcn": "sum", "pool": "max"}
 
 
 class SAGEConv(nn.Module):
@@ -74,6 +76,17 @@ class SAGEConv(nn.Module):
         else:
             self.bias = nn.Parameter(torch.zeros(out_feats)) if bias else None
         self.reset_parameters()
+        precompile([self._aggregation()], torch.get_default_dtype())
+
+    def _aggregation(self):
+        """The ``sparsetir.ops`` call of ``forward`` (without ``edge_weight``), planned when
+        the layer is built (``kernel_plans``)."""
+        if self._aggre_type == "lstm":
+            return Call("copy_u", (Nodes((self._in_src_feats,)),))
+        narrower = self._out_feats if self._in_src_feats > self._out_feats \
+            else self._in_src_feats
+        width = self._in_src_feats if self._aggre_type == "pool" else narrower
+        return Call("gspmm", ("copy_lhs", _REDUCERS[self._aggre_type], Nodes((width,)), None))
 
     def reset_parameters(self):
         """Glorot-uniform weights with the gain of ReLU (``nn.Linear``'s own biases kept); the
@@ -95,7 +108,7 @@ class SAGEConv(nn.Module):
                 "graph's CSR order, which a DistSparseMatrix's local edges do not keep: use "
                 "mean, gcn or pool on a DistSparseMatrix")
         feat_src, feat_dst = node_features(M, feat, self.feat_drop)
-        reduce_op = {"mean": "mean", "gcn": "sum", "pool": "max"}.get(self._aggre_type)
+        reduce_op = _REDUCERS.get(self._aggre_type)
 
         def aggregate(h):
             if edge_weight is None:

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from ..driver.build_module import build
-from ..driver.named import remembered
+from ..driver.background import remembered
 from ..lower import lower_sparse_iter
 from ..schedule.generic import schedule_gsddmm_cpu, schedule_gspmm_cpu
 from ..schedule.operators import prefetch_distance

@@ -17,7 +17,7 @@ from .dtypes import HALF_DTYPES, autocast_dtype, result_dtype
 from .arrays import (DenseOperand, check_output, check_tensor, new_array, reordered_view,
                      writable_view)
 from ..driver.build_module import build
-from ..driver.named import remembered
+from ..driver.background import remembered
 from .kernels import tiled_kernels
 from .graph_tensors import tracing
 from .matrix import SparseMatrix, as_sparse_matrix

@@ -37,7 +37,7 @@ import sys
 import numpy as np
 
 from ..driver.build_module import build
-from ..driver.named import remembered
+from ..driver.background import remembered
 from ..errors import FormatTypeError, SparseTIRTypeError, SparseTIRValueError
 from ..format.checks import index_array
 from ..lower import lower_sparse_iter
