@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+import scipy.sparse
 
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from ..lower import lower_sparse_iter
@@ -21,6 +22,7 @@ from ..driver.background import remembered
 from .kernels import tiled_kernels
 from .graph_tensors import tracing
 from .matrix import SparseMatrix, as_sparse_matrix
+from .alignment import gather_ready
 from .plain import PlainCSR
 from . import tuning
 from ..schedule.operators import prefetch_distance, schedule_for
@@ -131,6 +133,7 @@ def spmm(A, X, out=None, weighted: bool = True):
         return traced.spmm(A, X, out, weighted)
     if _needs_graph_ops(A, X, out):
         return _spmm_graph(A, X, out, weighted)
+    X = gather_ready(X, 0, _nonzeros(A))   # gathered rows on cache lines (ops.alignment)
     name = "spmm" if weighted else "spmm_unweighted"
     key = (name, type(X), getattr(X, "shape", None))
     result = _call_prepared(A, key, ("X",), (X,), out)
@@ -181,6 +184,7 @@ def sddmm(A, X, Y, out=None):
         return traced.sddmm(A, X, Y, out)
     if _needs_graph_ops(A, X, out, Y):
         return _sddmm_graph(A, X, Y, out)
+    X, Y = gather_ready(X, 0, _nonzeros(A)), gather_ready(Y, 1, _nonzeros(A))
     key = ("sddmm", type(X), getattr(X, "shape", None), type(Y), getattr(Y, "shape", None))
     result = _call_prepared(A, key, ("X", "Y"), (X, Y), out)
     if result is None and not isinstance(A, SparseMatrix):
@@ -275,6 +279,11 @@ def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0,
                                  lanes)
         return build(scheduled, target, schedule="none", cache=True)
     return remembered(("ops", name, feat_size, target, prefetch, index_dtype, lanes), make)
+
+
+def _nonzeros(A) -> int | None:
+    """The stored entries of a ``SparseMatrix`` or scipy matrix, None for other matrices."""
+    return A.nnz if isinstance(A, SparseMatrix) or scipy.sparse.issparse(A) else None
 
 
 def _needs_graph_ops(A, *operands) -> bool:
