@@ -41,20 +41,23 @@ from ..runtime.threads import cooperate_with_torch, thread_count
 from ..script import from_source
 from .generate import generate
 from .lattice import lattices_of
+from .order import plan_order
 from .sizes import INDEX_LIMIT, check_elements, check_positions, check_workspace
 from .storage import Levels, to_levels, to_result
+from .typed import ValueTyped
 
 KERNEL_NAME = "kernel"
 """The generated function's and iteration's name (its blocks: ``kernel0``)."""
 
 
-class AlgebraKernel:
-    """A compiled statement: ``.func`` (Stage I), ``.lattices``, ``rebuild(func)``, and a call
-    with the operands by name."""
+class AlgebraKernel(ValueTyped):
+    """A compiled statement: ``.func`` (Stage I), ``.lattices``, ``.plan`` (loop order and
+    level-order conversions), ``rebuild(func)``, and a call with the operands by name."""
 
     def __init__(self, stmt, formats: dict, dtype: str):
         self.statement = stmt
-        self.formats = formats
+        self.plan = plan_order(stmt, formats)
+        formats = self.formats = self.plan.formats
         self.dtype = dtype
         self.generated = generate(stmt, formats, dtype, KERNEL_NAME)
         self.func = from_source(self.generated.text)
@@ -75,6 +78,8 @@ class AlgebraKernel:
                                      f"lower_sparse_iter, got {type(func).__name__}")
         clone = object.__new__(AlgebraKernel)
         clone.__dict__.update(self.__dict__)
+        clone.infers_dtype = False             # computes in its function's type only
+        clone.__dict__.pop("_typed", None)
         if isinstance(func, SparseFunction):
             clone.func = func
         clone._kernels = _build(func)
@@ -99,6 +104,9 @@ class AlgebraKernel:
         save(self, path)
 
     def __call__(self, **operands):
+        typed = self.for_operands(operands)
+        if typed is not self:
+            return typed(**operands)
         stmt, gen = self.statement, self.generated
         out_name = stmt.lhs.name
         levels = read_operands(stmt, gen.tensors, self.dtype, operands)

@@ -371,4 +371,5 @@ def _refuse(name: str, check, *args) -> None:
 def _check_dtype(got, want: str, name: str) -> None:
     if np.dtype(got) != np.dtype(want):
         raise SparseTIRTypeError(f"operand {name}: values are {np.dtype(got)}, the kernel "
-                                 f"computes in {want}; convert them first (nothing is cast)")
+                                 f"computes in {want}; convert them first (nothing is cast), "
+                                 "or compile without dtype to take the operands' type")
