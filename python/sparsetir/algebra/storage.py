@@ -260,9 +260,12 @@ def to_result(levels: Levels, fmt: LevelFormat):
     """A sparse result as a ``SparseTensor`` whose encoding is ``fmt``'s with 32-bit positions
     and coordinates (the kernels' index type). The arrays come from the kernel, sorted and
     unique by construction, so they are kept as they are (``SparseTensor.from_arrays`` would
-    check them again, at twice the kernel's cost)."""
+    check them again, at twice the kernel's cost); a result the kernel stores in other levels
+    (COO, or another level order: ``order``) is converted to its declared encoding."""
     tensor = SparseTensor(fmt.stored, levels.shape, levels.pos, levels.crd, levels.vals, ())
-    return tensor if fmt.result is None else tensor.convert(fmt.result)
+    if fmt.result is None:
+        return tensor
+    return tensor.convert(fmt.result.with_widths(pos_width=32, crd_width=32))
 
 
 def to_dense(levels: Levels, fmt: LevelFormat) -> np.ndarray:
