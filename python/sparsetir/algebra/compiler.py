@@ -48,17 +48,10 @@ def compile(statement: str, formats: dict = None, dtype: str = None):  # pylint:
             f"result is the whole tensor {statement!r} defines (its operands' formats may "
             "have slices: each operand is then its window); convert the result to a slice "
             "encoding afterwards (SparseTensor.convert) for a window of it")
-    kernel = kernel_of(stmt, plan_order(stmt, fmts), dtype)
-    kernel.infers_dtype = infers
-    return kernel
-
-
-def kernel_of(stmt, plan, dtype: str):
-    """The ``AlgebraKernel`` of ``stmt`` in ``plan``'s formats computing in ``dtype``, or the
-    ``GroupedKernel`` of a merge too large for one; its ``plan`` is ``plan``."""
+    plan = plan_order(stmt, fmts)         # tensors in contradicting level orders converted
     try:
         kernel = AlgebraKernel(stmt, plan.formats, dtype)
     except MergeTooLargeError as err:
         kernel = split(stmt, plan.formats, dtype, err)
-    kernel.plan = plan
+    kernel.plan, kernel.infers_dtype = plan, infers
     return kernel

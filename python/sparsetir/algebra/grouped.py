@@ -73,6 +73,11 @@ class GroupedKernel(ValueTyped):
             f"{self.statement.text!r} is computed by {len(self.parts)} kernels: rebuild one of "
             ".parts (part.rebuild(...)) and call the parts in order")
 
+    def _retyped(self, dtype: str) -> "GroupedKernel":
+        parts = [(part.typed(dtype), inputs, output)
+                 for part, (inputs, output) in zip(self.parts, self._steps)]
+        return GroupedKernel(self.statement, self.formats, dtype, parts)
+
     def save(self, path) -> None:
         """Write the compiled statement (its parts) to the file ``path``; ``sparsetir.load(path)``
         gives it back, as ``AlgebraKernel.save`` does. Pickles carry the same.

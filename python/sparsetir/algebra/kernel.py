@@ -92,6 +92,9 @@ class AlgebraKernel(ValueTyped):
                 "schedule them, do not remove them (only 'onepass' may be left out)")
         return clone
 
+    def _retyped(self, dtype: str) -> "AlgebraKernel":
+        return AlgebraKernel(self.statement, self.formats, dtype)
+
     def save(self, path) -> None:
         """Write the compiled statement to the file ``path``; ``sparsetir.load(path)`` gives it
         back (its kernels as ``Kernel.save`` keeps them). Pickles carry the same.

@@ -40,9 +40,13 @@ class ValueTyped:
             return self
         kernels = self.__dict__.setdefault("_typed", {})
         if dtype not in kernels:
-            from .compiler import kernel_of      # pylint: disable=import-outside-toplevel
-            kernels[dtype] = kernel_of(self.statement, self.plan, dtype)
+            kernels[dtype] = self._retyped(dtype)
+            kernels[dtype].plan = self.plan
         return kernels[dtype]
+
+    def _retyped(self, dtype: str) -> "ValueTyped":
+        """A new kernel of the same statement and formats computing in ``dtype``."""
+        raise NotImplementedError
 
     def for_operands(self, operands: dict) -> "ValueTyped":
         """The kernel of the operands' value type where this one infers it, else this one."""
