@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 import sparsetir.algebra as alg
 from sparsetir.algebra.notation import NotationError
+from sparsetir.errors import SparseTIRTypeError
 from sparsetir.format import Encoding, SparseTensor
 
 FORMATS = ("CSR", "CSC", "DCSR", "DCSC", "COO")
@@ -71,3 +72,53 @@ def test_every_format_float64(op, a, b, c):
 @pytest.mark.parametrize("op,a,b,c", SAMPLE)
 def test_sample_float32(op, a, b, c):
     _check(op, a, b, c, "float32")
+
+
+def test_plan_names_each_conversion_and_the_kernel_is_the_converted_formats_one():
+    mixed = _kernel("add", ("CSR", "DCSR", "CSC"))
+    assert [name for name, _, _ in mixed.plan.conversions] == ["C"]
+    assert "C(i,j): declared levels j (dense), i (compressed); read as i (dense), j " \
+        "(compressed)" in str(mixed.plan)
+    assert "C1 = T.sparse_variable(I, (n_j, c1_nnz)" in mixed.func.script()     # C read as CSR
+    both_csc = _kernel("add", ("CSR", "CSC", "CSC"))      # one conversion: the result's
+    assert [name for name, _, _ in both_csc.plan.conversions] == ["A"]
+    assert both_csc.plan.loop == ("j", "i")
+    same = _kernel("add", ("CSR", "CSR", "CSR"))
+    assert same.plan.conversions == () and str(same.plan) == "loop order: i, j"
+    converted = _kernel("add", ("CSR", "CSC", "CSR"))    # B read as CSR: the all-CSR kernel
+    assert converted.func.script() == same.func.script()
+    spgemm = _kernel("matmul", ("CSR", "CSC", "CSR"))    # B read as CSR: Gustavson's i, k, j
+    assert spgemm.plan.loop == ("i", "k", "j")
+    assert [name for name, _, _ in spgemm.plan.conversions] == ["B"]
+
+
+def test_a_tensor_read_in_two_orders_is_refused_naming_both_reads():
+    with pytest.raises(NotationError, match=r"column 19: no loop order serves .* reads B\(i,j\) "
+                       r"and B\(j,i\).*pass the tensor read in another order"):
+        alg.compile("A(i,j) = B(i,j) + B(j,i)", formats={"A": "CSR", "B": "CSC"})
+
+
+def test_value_type_is_the_operands_one_kernel_per_type_mixed_refused():
+    k = _kernel("mul", ("DCSR", "CSC", "COO"))
+    assert k.dtype == "float64" and k.typed("float32") is k.typed(np.float32)
+    assert k.typed("float32").dtype == "float32" and k.typed("float64") is k
+    half = k(B=B.toarray().astype(np.float16), C=C_SAME.toarray().astype(np.float16))
+    assert half.values.dtype == np.float16
+    np.testing.assert_allclose(half.to_dense(), B.multiply(C_SAME).toarray(), rtol=2e-3, atol=2e-3)
+    with pytest.raises(SparseTIRTypeError, match=r"mixed value types \(B float32, C float64\)"):
+        k(B=B.astype(np.float32), C=C_SAME)
+    typed64 = alg.compile(OPS["mul"][0], formats={"A": "DCSR", "B": "CSC", "C": "COO"},
+                          dtype="float64")
+    with pytest.raises(SparseTIRTypeError, match="operand B: values are float32, the kernel "
+                       "computes in float64.*or compile without dtype"):
+        typed64(B=B.astype(np.float32), C=C_SAME.astype(np.float32))
+
+
+def test_dense_operands_and_sums_take_the_operands_type():
+    spmv = alg.compile("a(i) = B(i,j) * c(j)", formats={"B": "CSC"})
+    c = np.linspace(-1, 1, 6, dtype=np.float32)
+    out = spmv(B=B.astype(np.float32), c=c)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, B.astype(np.float32) @ c, rtol=1e-6, atol=1e-6)
+    with pytest.raises(SparseTIRTypeError, match=r"mixed value types \(B float32, c float64\)"):
+        spmv(B=B.astype(np.float32), c=c.astype(np.float64))

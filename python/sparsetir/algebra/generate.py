@@ -149,9 +149,10 @@ def loop_order(stmt: Statement, tensors: dict, accesses: dict) -> tuple:
     out_fmt = tensors[lhs.name]
     preferred = [lhs.indices[d] for d in out_fmt.dims] + list(stmt.reduction_vars)
     for with_dense in (True, False):      # dense operands' orders where they fit, else not
-        order = _topological(preferred, [
-            [accesses[t].indices[d] for d in fmt.dims]
-            for t, fmt in tensors.items() if with_dense or not fmt.is_dense])
+        order = _topological(preferred, [                 # every read of every tensor
+            [access.indices[d] for d in tensors[access.name].dims]
+            for access in (lhs,) + stmt.accesses
+            if with_dense or not tensors[access.name].is_dense])
         if order is not None:
             return order
     raise NotationError(f"column 1: the sparse operands' level orders contradict each other "

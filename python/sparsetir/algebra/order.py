@@ -10,8 +10,9 @@ tensors another level order, the same level kinds over the loop's order of their
 (CSC read as CSR, DCSC as DCSR, a result computed as CSC and returned as CSR). An operand is
 converted when a call reads it (``storage.to_levels`` stores any operand in its kernel
 format); a result is converted after the kernel (``SparseTensor.convert``). ``OrderPlan``
-prints what was chosen (``k.plan``). Only a sparse tensor read in two index orders
-(``B(i,j) + B(j,i)``) cannot be served: one stored copy has one level order.
+prints what was chosen (``k.plan``). Only a sparse tensor read in index orders no one
+nesting of the loops walks (``B(i,j) + B(j,i)``) cannot be served: one stored copy has one
+level order, and ``NotationError`` says so.
 
 Example
 -------
@@ -22,7 +23,7 @@ Example
 ...         "C": level_format("CSC", 2, "C")}
 >>> print(plan_order(stmt, fmts))
 loop order: i, j
-C(i,j): declared levels j (dense), i (compressed); read as i (dense), j (compressed): converted by each call before the kernel
+C(i,j): declared levels j (dense), i (compressed); read as i (dense), j (compressed): converted by each call before the kernel (a sort of its entries)
 """
 
 from __future__ import annotations
@@ -47,16 +48,16 @@ class OrderPlan:
 
     def __str__(self) -> str:
         lines = [f"loop order: {', '.join(self.loop)}"]
-        accesses = _accesses(self.statement)
+        reads = _reads(self.statement)
         for name, declared, kernel in self.conversions:
-            access = accesses[name]
+            access = reads[name][0]
             was, now = _levels_text(declared, access), _levels_text(kernel, access)
             if name == self.statement.lhs.name:
                 lines.append(f"{access}: computed in levels {now}; converted after the kernel "
-                             f"to its declared levels {was}")
+                             f"to its declared levels {was} (a sort of its entries)")
             else:
                 lines.append(f"{access}: declared levels {was}; read as {now}: converted by "
-                             "each call before the kernel")
+                             "each call before the kernel (a sort of its entries)")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -65,33 +66,40 @@ class OrderPlan:
 def plan_order(stmt, formats: dict) -> OrderPlan:
     """The loop order of ``stmt`` over tensors in ``formats`` (name -> ``LevelFormat``) that
     converts the fewest sparse tensors to another level order (none where the declared
-    orders agree: the order is then the one ``generate`` takes); ``NotationError`` where a
-    sparse tensor is read in two index orders."""
-    accesses = _accesses(stmt)
-    tensors = {name: formats[name] for name in accesses}
-    _check_one_order(stmt, tensors)
+    orders agree: the order is then the one ``generate`` takes); ``NotationError`` where no
+    order serves (a sparse tensor read in index orders that contradict)."""
+    reads = _reads(stmt)
+    tensors = {name: formats[name] for name in reads}
     lhs = stmt.lhs
     preferred = [lhs.indices[d] for d in tensors[lhs.name].dims] + list(stmt.reduction_vars)
-    sparse = [name for name, fmt in tensors.items() if not fmt.is_dense]
-    for count in range(len(sparse) + 1):
-        for converted in combinations(sparse, count):
+    convertible = [name for name, fmt in tensors.items()     # one stored copy, one order
+                   if not fmt.is_dense and len(reads[name]) == 1]
+    for count in range(len(convertible) + 1):
+        for converted in combinations(convertible, count):
             for with_dense in (True, False):   # dense operands' orders where they fit
-                chains = [_chain(accesses[name], fmt) for name, fmt in tensors.items()
-                          if name not in converted and (with_dense or not fmt.is_dense)]
+                chains = [_chain(access, fmt) for name, fmt in tensors.items()
+                          if name not in converted and (with_dense or not fmt.is_dense)
+                          for access in reads[name]]
                 loop = _topological(preferred, chains)
                 if loop is None:
                     continue
-                planned = {name: _reordered(fmt, accesses[name], loop) if name in converted
+                planned = {name: _reordered(fmt, reads[name][0], loop) if name in converted
                            else fmt for name, fmt in tensors.items()}
                 if _assembles(planned[lhs.name], lhs, loop):
                     changes = tuple((name, tensors[name], planned[name]) for name in converted
                                     if planned[name].dims != tensors[name].dims)
                     return OrderPlan(stmt, loop, {**formats, **planned}, changes)
-    raise AssertionError("every sparse tensor converted to the preferred order assembles")
+    raise _no_order(stmt, tensors, reads)
 
 
-def _accesses(stmt) -> dict:
-    return {stmt.lhs.name: stmt.lhs, **{a.name: a for a in stmt.accesses}}
+def _reads(stmt) -> dict:
+    """Each tensor's accesses (the result's first), one per distinct index tuple."""
+    reads = {}
+    for access in (stmt.lhs,) + stmt.accesses:
+        same = reads.setdefault(access.name, [])
+        if all(a.indices != access.indices for a in same):
+            same.append(access)
+    return reads
 
 
 def _chain(access, fmt) -> list:
@@ -99,19 +107,17 @@ def _chain(access, fmt) -> list:
     return [access.indices[d] for d in fmt.dims]
 
 
-def _check_one_order(stmt, tensors: dict) -> None:
-    """Refuse a sparse tensor read in two index orders: its one copy has one level order."""
-    seen = {}
-    for access in stmt.accesses:
-        if tensors[access.name].is_dense:
-            continue
-        first = seen.setdefault(access.name, access)
-        if sorted(first.indices) == sorted(access.indices) and first.indices != access.indices:
-            raise NotationError(
-                f"column {access.column}: {access.name} is read as {first} and as {access}, "
-                f"whose loops would nest in opposite orders, but a sparse {access.name} is "
-                f"stored once, in one level order, in {stmt.text!r}; pass the transposed "
-                "tensor as an operand of its own")
+def _no_order(stmt, tensors: dict, reads: dict) -> NotationError:
+    """Why no loop order serves ``stmt``: sparse tensors read at several index tuples whose
+    level orders contradict (one stored copy has one level order)."""
+    several = [name for name, fmt in tensors.items() if not fmt.is_dense and len(reads[name]) > 1]
+    column = reads[several[0]][1].column
+    listed = "; ".join(" and ".join(map(str, reads[name])) for name in several)
+    return NotationError(
+        f"column {column}: no loop order serves {stmt.text!r}: it reads {listed}, whose levels "
+        "no one nesting of the loops walks in storage order, and a sparse tensor is stored "
+        "once, in one level order; pass the tensor read in another order as an operand of its "
+        "own (its transpose)")
 
 
 def _reordered(fmt, access, loop: tuple):
