@@ -122,3 +122,17 @@ def test_dense_operands_and_sums_take_the_operands_type():
     np.testing.assert_allclose(out, B.astype(np.float32) @ c, rtol=1e-6, atol=1e-6)
     with pytest.raises(SparseTIRTypeError, match=r"mixed value types \(B float32, c float64\)"):
         spmv(B=B.astype(np.float32), c=c.astype(np.float64))
+
+
+def test_three_dimensional_operands_with_dense_factors_are_converted():
+    rng = np.random.default_rng(0)
+    b = rng.random((4, 3, 5))
+    b[b < 0.7] = 0
+    b[1] = 0                                                      # an empty slice
+    d, e = rng.random((3, 6)), rng.random((5, 6))
+    reversed_csf = "map = (d0, d1, d2) -> (d2 : compressed, d1 : compressed, d0 : compressed)"
+    mttkrp = alg.compile("A(i,j) = B(i,k,l) * D(k,j) * E(l,j)", formats={"A": "CSR", "B": reversed_csf})
+    assert mttkrp.plan.loop == ("i", "k", "l", "j")
+    assert [name for name, _, _ in mttkrp.plan.conversions] == ["B"]
+    np.testing.assert_allclose(mttkrp(B=b, D=d, E=e).to_dense(),
+                               np.einsum("ikl,kj,lj->ij", b, d, e), rtol=1e-12)

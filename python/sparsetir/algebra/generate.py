@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from ..lower.coiterate.onepass import CHUNKS_PARAM
 
 from .notation import Access, Binary, Const, Neg, NotationError, Statement, signed_terms
+from .order import plan_order
 
 DENSE = "dense"
 """The merge of a variable some term of a sum does not depend on: every coordinate."""
@@ -43,8 +44,10 @@ class Generated:
     merges: dict         # index variable -> merge tree (names) or DENSE
 
 
-def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel") -> Generated:
-    """The Stage I function text of ``stmt`` over operands in ``formats`` (name -> LevelFormat)."""
+def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel",
+             loop: tuple = None) -> Generated:
+    """The Stage I function text of ``stmt`` over operands in ``formats`` (name -> LevelFormat)
+    with loops in the order ``loop`` (default: ``loop_order``'s)."""
     lhs = stmt.lhs
     out_fmt = formats[lhs.name]
     tensors = {lhs.name: out_fmt}
@@ -53,7 +56,7 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel") -
     _check_divisors(stmt.rhs, tensors, stmt.text)
     _check_index_names(stmt)
     accesses = {lhs.name: lhs, **{a.name: a for a in stmt.accesses}}
-    loop = loop_order(stmt, tensors, accesses)
+    loop = loop_order(stmt, tensors) if loop is None else loop
     if out_fmt.is_dense:             # a dense result is stored in loop order (and transposed)
         out_fmt = replace(out_fmt, dims=tuple(sorted(range(len(lhs.indices)),
                                                      key=lambda d: loop.index(lhs.indices[d]))))
@@ -141,36 +144,17 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel") -
     return Generated("\n".join(lines) + "\n", loop, tensors, names, merges)
 
 
-def loop_order(stmt: Statement, tensors: dict, accesses: dict) -> tuple:
-    """The loop order: every sparse tensor's levels in order (its level order is a chain of
-    constraints), the output's variables first where free, then the summed ones in order of
-    appearance. ``NotationError`` when the sparse tensors' level orders contradict."""
-    lhs = stmt.lhs
-    out_fmt = tensors[lhs.name]
-    preferred = [lhs.indices[d] for d in out_fmt.dims] + list(stmt.reduction_vars)
-    for with_dense in (True, False):      # dense operands' orders where they fit, else not
-        order = _topological(preferred, [                 # every read of every tensor
-            [access.indices[d] for d in tensors[access.name].dims]
-            for access in (lhs,) + stmt.accesses
-            if with_dense or not tensors[access.name].is_dense])
-        if order is not None:
-            return order
-    raise NotationError(f"column 1: the sparse operands' level orders contradict each other "
-                        f"in {stmt.text!r}; give one of them the other orientation")
-
-
-def _topological(preferred: list, chains: list):
-    before = {v: set() for v in preferred}
-    for chain in chains:
-        for outer, inner in zip(chain, chain[1:]):
-            before[inner].add(outer)
-    loop = []
-    while len(loop) < len(preferred):
-        ready = [v for v in preferred if v not in loop and before[v] <= set(loop)]
-        if not ready:
-            return None
-        loop.append(ready[0])
-    return tuple(loop)
+def loop_order(stmt: Statement, tensors: dict) -> tuple:
+    """The loop order (``order.plan_order``'s): every read of every sparse tensor in its level
+    order, the output's variables first where free, then the summed ones in order of
+    appearance. ``NotationError`` when the sparse tensors' level orders contradict (``compile``
+    converts such tensors first; ``generate`` takes the formats a kernel reads)."""
+    plan = plan_order(stmt, tensors)
+    if plan.conversions:
+        raise NotationError(f"column 1: the sparse operands' level orders contradict each other "
+                            f"in {stmt.text!r}; plan_order converts "
+                            f"{', '.join(name for name, _, _ in plan.conversions)}")
+    return plan.loop
 
 
 def _split_terms(expr, summed_vars: set):

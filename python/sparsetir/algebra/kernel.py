@@ -59,7 +59,7 @@ class AlgebraKernel(ValueTyped):
         self.plan = plan_order(stmt, formats)
         formats = self.formats = self.plan.formats
         self.dtype = dtype
-        self.generated = generate(stmt, formats, dtype, KERNEL_NAME)
+        self.generated = generate(stmt, formats, dtype, KERNEL_NAME, self.plan.loop)
         self.func = from_source(self.generated.text)
         sparse_result = not formats[stmt.lhs.name].is_dense
         if sparse_result and not has_coiteration(self.func):    # nothing merged: every

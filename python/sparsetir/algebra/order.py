@@ -32,7 +32,6 @@ from dataclasses import dataclass, replace
 from itertools import combinations
 
 from ..format import Encoding
-from .generate import _topological
 from .notation import NotationError
 
 
@@ -75,8 +74,8 @@ def plan_order(stmt, formats: dict) -> OrderPlan:
     convertible = [name for name, fmt in tensors.items()     # one stored copy, one order
                    if not fmt.is_dense and len(reads[name]) == 1]
     for count in range(len(convertible) + 1):
-        for converted in combinations(convertible, count):
-            for with_dense in (True, False):   # dense operands' orders where they fit
+        for with_dense in (True, False):       # dense operands' orders where they fit
+            for converted in combinations(convertible, count):
                 chains = [_chain(access, fmt) for name, fmt in tensors.items()
                           if name not in converted and (with_dense or not fmt.is_dense)
                           for access in reads[name]]
@@ -147,3 +146,17 @@ def _assembles(fmt, lhs, loop: tuple) -> bool:
 def _levels_text(fmt, access) -> str:
     """``fmt``'s levels as ``i (dense), j (compressed)``."""
     return ", ".join(f"{access.indices[d]} ({kind})" for d, kind in zip(fmt.dims, fmt.kinds))
+
+
+def _topological(preferred: list, chains: list):
+    before = {v: set() for v in preferred}
+    for chain in chains:
+        for outer, inner in zip(chain, chain[1:]):
+            before[inner].add(outer)
+    loop = []
+    while len(loop) < len(preferred):
+        ready = [v for v in preferred if v not in loop and before[v] <= set(loop)]
+        if not ready:
+            return None
+        loop.append(ready[0])
+    return tuple(loop)
