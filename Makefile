@@ -17,12 +17,19 @@ venv: $(STAMP)
 test: $(STAMP)
 	TVM_NUM_THREADS=2 $(PY) -m pytest -n 2 -q tests
 
+# Ops' commonest kernels compiled for x86-64-v3 (sparsetir.prebuild; docs/cold-start.md),
+# shipped in the wheel as package data: python/sparsetir/prebuilt/ (not in git).
+prebuilt: $(STAMP)
+	PYTHONPATH=$(CURDIR)/python TVM_NUM_THREADS=2 $(PY) -m sparsetir.prebuild python/sparsetir/prebuilt
+
 # The package as users install it: a wheel from `python -m build` and a plain `pip install .`,
-# each into a fresh environment, smoke-tested from outside the source tree.
+# each into a fresh environment, smoke-tested from outside the source tree (with the prebuilt
+# kernels, which the smoke test loads without compiling).
 PKG_VENV := .pkg-venv
-package-test: $(STAMP)
+package-test: $(STAMP) prebuilt
 	rm -rf build dist $(PKG_VENV)
 	$(PY) -m build --wheel --outdir dist . > /dev/null
+	ls -l dist/sparsetir-*.whl
 	$(PYTHON) -m venv $(PKG_VENV)
 	$(PKG_VENV)/bin/pip install -q dist/sparsetir-*.whl
 	cd /tmp && $(CURDIR)/$(PKG_VENV)/bin/python $(CURDIR)/tests/packaging/smoke.py
@@ -52,4 +59,11 @@ bench: $(BENCH_STAMP)
 bench-gnn: $(BENCH_STAMP)
 	$(PY) benchmarks/gnn.py $(GNN_ARGS)
 
-.PHONY: venv test bench bench-gnn package-test
+# The folder for a GPU machine (benchmarks/gpu/package.py: runtime-only, no TVM there); on the
+# GPU machine: `sh build/gpu_bundle/device_run.sh OUT_DIR` (docs/benchmark.md, its README).
+GPU_ARCH ?= sm_90
+gpu-bundle: $(STAMP)
+	$(PY) benchmarks/gpu/package.py --out build/gpu_bundle --arch $(GPU_ARCH)
+	$(PY) build/gpu_bundle/run.py --selftest-cpu
+
+.PHONY: venv test bench bench-gnn package-test gpu-bundle prebuilt

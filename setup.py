@@ -3,7 +3,9 @@
 The C sources under ``src/`` (the libcuda stand-in that lets CUDA kernels compile on machines
 without a driver) are shipped inside the package as ``sparsetir/native/``, so a plain
 ``pip install .`` or a wheel from ``python -m build`` has them; the library is compiled on first
-use (see ``sparsetir.backend.target``).
+use (see ``sparsetir.backend.target``). The kernels ``make prebuilt`` compiled into
+``python/sparsetir/prebuilt/`` (``sparsetir.prebuild``; absent in a plain checkout) are
+package data: ``make package-test`` makes them before it builds the wheel.
 """
 import re
 import shutil
@@ -33,7 +35,8 @@ setup(
     description="Sparse tensor compiler (SparseTIR's three stages) on unmodified Apache TVM",
     package_dir={"": "python"},
     packages=find_packages("python"),
-    package_data={"sparsetir": ["data/*.npz", "data/*.json", "data/README.md"]},
+    package_data={"sparsetir": ["data/*.npz", "data/*.json", "data/README.md",
+                                "prebuilt/manifest.json", "prebuilt/files/*"]},
     cmdclass={"build_py": BuildPyWithNativeSources},
     python_requires=">=3.10",
     install_requires=[

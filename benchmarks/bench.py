@@ -20,7 +20,14 @@ last result again; a wrong result is an error, never a time. Reported: the media
 achieved GB/s against a memory-traffic lower bound (``workload.py``) and this machine's
 measured bandwidth (``machine.py``), ours' speedup over each contender, and ours' one-off costs
 (``SparseMatrix(A)`` and each kernel's first call) apart. A contender whose library is not
-installed is reported n/a. Outputs (``--out``, default ``benchmarks/results/``): ``bench.csv``,
+installed is reported n/a.
+
+Dtypes (``--dtypes``, default float32 and bfloat16): every contender runs in float32; ours,
+DGL and torch.sparse (``contenders.BFLOAT16``) in bfloat16 too, from the same inputs rounded
+to bfloat16, checked against the float32 result within bfloat16's tolerance (``workload``).
+A library that refuses bfloat16 is reported as refusing, with its message, never as a time
+(torch 2.13's CSR ``@`` and ``sampled_addmm`` refuse it on the CPU). ``--dtypes float32``
+drops the bfloat16 column. Outputs (``--out``, default ``benchmarks/results/``): ``bench.csv``,
 ``bench.json`` (machine, settings and rows) and ``bench.png`` (needs matplotlib).
 
 Example
@@ -28,7 +35,8 @@ Example
 ``.venv/bin/python benchmarks/bench.py --quick`` (cora and citeseer, feature size 32: under a
 minute); ``.venv/bin/python benchmarks/bench.py`` (everything, 2 rounds, idle and loaded: about
 an hour on 2 cores); ``... bench.py --load 0 --rounds 1`` (idle only, one round);
-``.venv/bin/python benchmarks/bench.py --graphs pubmed --feat 64 --contenders ours dgl``
+``.venv/bin/python benchmarks/bench.py --graphs pubmed --feat 64 --contenders ours dgl``;
+``... bench.py --quick --dtypes bfloat16`` (the bfloat16 column alone)
 """
 
 from __future__ import annotations
@@ -70,6 +78,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--feat", nargs="+", type=int, help="feature sizes (default 32 64 128 256)")
     parser.add_argument("--contenders", nargs="+", choices=contenders.NAMES,
                         default=list(contenders.NAMES))
+    parser.add_argument("--dtypes", nargs="+", choices=workload.DTYPES,
+                        default=list(workload.DTYPES),
+                        help="float32 for every contender, bfloat16 for ours, DGL and "
+                             "torch.sparse (default: both)")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="threads for every contender (default: all usable cores)")
     parser.add_argument("--budget", type=float, help="seconds of timed calls per measurement")
@@ -96,7 +108,7 @@ def settings_of(args: argparse.Namespace) -> dict:
                  "rounds": args.rounds, "load": args.load}
     preset.update({k: v for k, v in overrides.items() if v is not None})
     return {**preset, "contenders": args.contenders, "threads": args.threads,
-            "ops": list(workload.OPS),
+            "ops": list(workload.OPS), "dtypes": args.dtypes,
             "omp_wait_policy": args.omp_wait_policy or os.environ.get("OMP_WAIT_POLICY",
                                                                       "unset")}
 
@@ -122,13 +134,23 @@ def worker_env(threads: int, cache: Path, wait_policy: str = "unset") -> dict:
     return env
 
 
+def dtypes_of(name: str, settings: dict) -> list:
+    """The dtypes of the run that contender ``name`` is measured in (bfloat16 only for
+    ``contenders.BFLOAT16``)."""
+    return [d for d in settings["dtypes"] if d == "float32" or name in contenders.BFLOAT16]
+
+
 def run_worker(name: str, graph: str, settings: dict, cache: Path, progress,
                condition: str = "idle") -> list:
     """Every measurement of contender ``name`` on ``graph``, from one worker process, tagged
     with ``condition``; those the worker did not report (it crashed or ran past
-    ``WORKER_TIMEOUT_S``) as errors."""
+    ``WORKER_TIMEOUT_S``) as errors. No worker when the contender has none of the dtypes."""
+    dtypes = dtypes_of(name, settings)
+    if not dtypes:
+        return []
     cmd = [sys.executable, str(HERE / "worker.py"), "--contender", name, "--graph", graph,
            "--feats", ",".join(map(str, settings["feats"])), "--ops", ",".join(settings["ops"]),
+           "--dtypes", ",".join(dtypes),
            "--threads", str(settings["threads"]), "--budget", str(settings["budget"]),
            "--min-repeat", str(settings["min_repeat"]),
            "--max-repeat", str(settings["max_repeat"]), "--cache", str(cache)]
@@ -147,26 +169,25 @@ def run_worker(name: str, graph: str, settings: dict, cache: Path, progress,
         timer.cancel()
         stderr.seek(0)
         last = (stderr.read().strip().splitlines() or [""])[-1]
-    done = {(r["feat"], r["op"]) for r in records}
-    for feat in settings["feats"]:
-        for op in settings["ops"]:
-            if (feat, op) not in done:
-                records.append({"contender": name, "graph": graph, "feat": feat, "op": op,
-                                "condition": condition, "status": "error",
-                                "note": f"worker exited ({rc}): {last}"})
-                progress(records[-1])
+    done = {(r["feat"], r["op"], r["dtype"]) for r in records}
+    for feat, op, dtype in itertools.product(settings["feats"], settings["ops"], dtypes):
+        if (feat, op, dtype) not in done:
+            records.append({"contender": name, "graph": graph, "feat": feat, "op": op,
+                            "dtype": dtype, "condition": condition, "status": "error",
+                            "note": f"worker exited ({rc}): {last}"})
+            progress(records[-1])
     return records
 
 
 def median_of_rounds(records: list) -> list:
-    """One record per (contender, graph, feature size, operator): of its rounds, the one with
+    """One record per (contender, graph, feature size, operator, dtype): of its rounds, the one with
     the median time (the lower middle of an even count), with ``rounds``, every round's median
     in ``round_ms`` and the first round's first call (ours compiles then; later rounds load
     from the disk cache); a case that failed in any round keeps its failure."""
     cases = {}
     for record in records:
         key = (record["contender"], record["graph"], record["feat"], record["op"],
-               record["condition"])
+               record["dtype"], record["condition"])
         cases.setdefault(key, []).append(record)
     merged = []
     for rounds in cases.values():
@@ -187,10 +208,12 @@ def graph_info(label: str, settings: dict, cache: Path) -> dict:
     """Prepare graph ``label`` for the workers; its size and traffic lower bounds."""
     A = graphs.prepare(label, cache)
     return {"rows": A.shape[0], "nnz": A.nnz,
-            "traffic": {(op, f): workload.traffic_bytes(A, op, f)
-                        for op in settings["ops"] for f in settings["feats"]},
-            "no_reuse": {(op, f): workload.no_reuse_bytes(A, op, f)
-                         for op in settings["ops"] for f in settings["feats"]}}
+            "traffic": {(op, f, d): workload.traffic_bytes(A, op, f, dtype=d)
+                        for op in settings["ops"] for f in settings["feats"]
+                        for d in settings["dtypes"]},
+            "no_reuse": {(op, f, d): workload.no_reuse_bytes(A, op, f, d)
+                         for op in settings["ops"] for f in settings["feats"]
+                         for d in settings["dtypes"]}}
 
 
 def main(argv=None) -> None:
@@ -201,7 +224,8 @@ def main(argv=None) -> None:
     info = machine.describe(settings["threads"])
     print(report.header(info, settings), flush=True)
     conditions = ["idle"] + (["loaded"] if settings["load"] else [])
-    total = len(settings["graphs"]) * len(settings["contenders"]) * len(settings["feats"]) * 3 \
+    total = len(settings["graphs"]) * len(settings["feats"]) * len(settings["ops"]) \
+        * sum(len(dtypes_of(n, settings)) for n in settings["contenders"]) \
         * settings["rounds"] * len(conditions)
     count = itertools.count(1)
 
@@ -211,7 +235,7 @@ def main(argv=None) -> None:
         else:
             result = f"{r['status']}: {r.get('note', '')}"
         print(f"[{next(count):4d}/{total}] {r['condition']} {r['graph']} f={r['feat']} "
-              f"{r['op']} {r['contender']}: {result}", flush=True)
+              f"{r['op']} {r['dtype']} {r['contender']}: {result}", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="sparsetir-bench-") as tmp:
         cache, sizes, records = Path(tmp), {}, []

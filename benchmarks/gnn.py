@@ -1,21 +1,29 @@
 """End-to-end GNN training on the CPU: sparsetir.nn against DGL and PyG.
 
-Models (``gnn_models.py``): GCN (2 layers, hidden 16), GraphSAGE (3 layers, hidden 128, mean),
+The pieces are in the package ``gnn_training`` (its docstring lists them).
+
+Contenders (``gnn_training/frameworks.py``): ours (``sparsetir.nn``) eagerly in float32, ours
+under bfloat16 autocast (``ours_bf16``) and under ``torch.compile`` (``ours_compiled``), DGL
+and PyG.
+
+Models (``gnn_training/models.py``): GCN (2 layers, hidden 16), GraphSAGE (3 layers, hidden 128, mean),
 GAT (2 layers, 4 heads) and RGCN (2 layers, synthetic relations), trained full batch with Adam
 from the same seeded initial weights on cora, citeseer, pubmed and the ogbn-arxiv-sized
 synthetic power-law graph, with seeded synthetic features at the datasets' published widths and
-seeded synthetic labels (``gnn_data.py``).
+seeded synthetic labels (``gnn_training/tasks.py``).
 
-Method: every (contender, model, graph) runs in a process of its own (``gnn_worker.py``), all
-with the same thread count, once idle and once beside one busy process per usable core
+Method: every (contender, model, graph) runs in a process of its own
+(``gnn_training/worker.py``), all with the same thread count, once idle and once beside one busy process per usable core
 (``background_load.busy_processes``); contenders in a rotated order each round. Measured: ms
 per epoch (forward, backward, Adam step; the median of the timed epochs after warm-up), the part
-of it in sparse operators (``gnn_profile.py``), the peak memory of training (peak resident set
+of it in sparse operators (``gnn_training/sparse_time.py``), the peak memory of training (peak resident set
 minus the resident set before the first epoch: ``rss``, and the same from a second, short run
 whose C heap hands every block of 128 KiB or more back when it is freed: ``live``, see
 ``LIVE_MEMORY_ENV``) and the losses. The check: each contender's
 float64 losses from the same weights must agree with DGL's within 1e-4 relative
-(``gnn_report.check_losses``); a contender that fails it is an ERROR, not a time. sparsetir's
+(``results.check_losses``); a contender that fails it is an ERROR, not a time. The two
+variants of ours are checked against eager float32 ours instead, in their worker, before
+timing (``worker.eager_check``); a compiled variant's compile time is reported apart. sparsetir's
 kernels come from the user's kernel cache (``SPARSETIR_CACHE``, default ``~/.cache/sparsetir``),
 filled first by a one-epoch run of its own (``prewarm_ms``: that run's epoch, compiles included).
 ``OMP_WAIT_POLICY`` is left as the caller set it: how the libraries' thread pools behave under
@@ -25,8 +33,8 @@ load with their defaults is part of what is measured. Outputs (``--out``, defaul
 
 Example
 -------
-``.venv/bin/python benchmarks/gnn.py --quick`` (GCN on cora: under a minute with a warm kernel
-cache); ``.venv/bin/python benchmarks/gnn.py`` (everything); ``.venv/bin/python benchmarks/gnn.py
+``.venv/bin/python benchmarks/gnn.py --quick`` (GCN on cora, five contenders: a few
+minutes, most of it inductor compiling ``ours_compiled``); ``.venv/bin/python benchmarks/gnn.py`` (everything); ``.venv/bin/python benchmarks/gnn.py
 --models sage --graphs cora pubmed --conditions idle``
 """
 
@@ -46,21 +54,20 @@ import time
 from pathlib import Path
 
 import background_load
-import gnn_data
-import gnn_frameworks
-import gnn_models
-import gnn_report
 import machine
-from gnn_worker import PREFIX
+from gnn_training import frameworks, models, results, tasks
+from gnn_training.worker import PREFIX
 
 HERE = Path(__file__).resolve().parent
-QUICK = {"models": ["gcn"], "graphs": ["cora"], "rounds": 1}
-FULL = {"models": list(gnn_models.MODELS), "graphs": gnn_data.labels(), "rounds": 1}
+CONDITIONS = ("idle", "load")
+QUICK = {"models": ["gcn"], "graphs": ["cora"], "rounds": 1, "contenders": ["ours", "dgl"],
+         "conditions": ["idle"]}
+FULL = {"models": list(models.MODELS), "graphs": tasks.labels(), "rounds": 1,
+        "contenders": list(frameworks.NAMES), "conditions": list(CONDITIONS)}
 EPOCHS = {"warmup": 3, "epochs": 20, "profile_epochs": 5, "check_epochs": 10}
 LARGE = "synthetic-arxiv"
 LARGE_EPOCHS = {"warmup": 1, "epochs": 5, "profile_epochs": 1, "check_epochs": 3}
 MEMORY_EPOCHS = {"warmup": 3, "epochs": 3, "profile_epochs": 0, "check_epochs": 0}
-CONDITIONS = ("idle", "load")
 WORKER_TIMEOUT_S = 1800
 LIVE_MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 """The environment of the run that measures live memory. By default glibc raises its mmap
@@ -74,12 +81,14 @@ slower so (GAT/pubmed 34 -> 64 ms), so times come from the default run."""
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="GCN on cora only")
-    parser.add_argument("--models", nargs="+", choices=list(gnn_models.MODELS))
-    parser.add_argument("--graphs", nargs="+", choices=gnn_data.labels())
-    parser.add_argument("--contenders", nargs="+", choices=gnn_frameworks.NAMES,
-                        default=list(gnn_frameworks.NAMES))
-    parser.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
+    parser.add_argument("--quick", action="store_true",
+                        help="GCN on cora, ours and DGL, idle only (about a minute)")
+    parser.add_argument("--models", nargs="+", choices=list(models.MODELS))
+    parser.add_argument("--graphs", nargs="+", choices=tasks.labels())
+    parser.add_argument("--contenders", nargs="+", choices=frameworks.NAMES,
+                        help="default: all (--quick: ours and dgl)")
+    parser.add_argument("--conditions", nargs="+", choices=CONDITIONS,
+                        help="default: idle and load (--quick: idle)")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="threads for every contender (default: all usable cores)")
     parser.add_argument("--epochs", type=int, help=f"timed epochs (default {EPOCHS['epochs']}; "
@@ -94,10 +103,10 @@ def settings_of(args: argparse.Namespace) -> dict:
     """The run's settings: the preset (quick or full) overridden by the options given."""
     preset = dict(QUICK if args.quick else FULL)
     preset.update({k: v for k, v in {"models": args.models, "graphs": args.graphs,
-                                     "rounds": args.rounds}.items() if v})
+                                     "rounds": args.rounds, "contenders": args.contenders,
+                                     "conditions": args.conditions}.items() if v})
     epochs = dict(EPOCHS, epochs=args.epochs or EPOCHS["epochs"])
     return {**preset, **epochs, "large_epochs": args.epochs or LARGE_EPOCHS["epochs"],
-            "contenders": args.contenders, "conditions": args.conditions,
             "threads": args.threads, "load_processes": len(os.sched_getaffinity(0)),
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset (library defaults)")}
 
@@ -122,7 +131,7 @@ def run_worker(case: dict, epochs: dict, settings: dict, cache: Path, env: dict 
     """One worker's result for ``case`` (contender, model, graph, condition), with ``env`` added
     to its environment; an error record when it crashed, printed nothing or ran past
     ``WORKER_TIMEOUT_S``."""
-    cmd = [sys.executable, str(HERE / "gnn_worker.py"), "--cache", str(cache),
+    cmd = [sys.executable, "-m", "gnn_training.worker", "--cache", str(cache),
            "--threads", str(settings["threads"])]
     cmd += [f"--{k}={v}" for k, v in case.items()]
     cmd += [f"--{k.replace('_', '-')}={v}" for k, v in epochs.items()]
@@ -242,21 +251,21 @@ def main(argv=None) -> None:
     print(f"measuring memory bandwidth with {settings['threads']} threads ...", flush=True)
     info = describe_machine(settings["threads"])
     info["load_average_start"] = os.getloadavg()
-    print(gnn_report.header(info, settings), flush=True)
+    print(results.header(info, settings), flush=True)
     with tempfile.TemporaryDirectory(prefix="sparsetir-gnn-") as tmp:
         cache = Path(tmp)
         for graph in settings["graphs"]:
-            A = gnn_data.prepare(graph, cache)
+            A = tasks.prepare(graph, cache)
             print(f"graph {graph}: {A.shape[0]:,} nodes, {A.nnz:,} edges (symmetric, "
                   "before self-loops)", flush=True)
         records = median_of_rounds(run_all(settings, cache))
     info["load_average_end"] = os.getloadavg()
     curves = {"{contender}/{model}/{graph}/{condition}".format(**r):
               {"float32": r.get("losses"), "float64": r.get("check_losses")} for r in records}
-    rows = gnn_report.finish(gnn_report.check_losses(records))
+    rows = results.finish(results.check_losses(records))
     print()
-    print(gnn_report.table(rows, info, settings))
-    paths = gnn_report.write(rows, info, settings, args.out, curves)
+    print(results.table(rows, info, settings))
+    paths = results.write(rows, info, settings, args.out, curves)
     print("\nwrote " + ", ".join(str(p) for p in paths.values())
           + ("" if "png" in paths else " (no chart: matplotlib is not installed)"))
     print(f"total {time.perf_counter() - start:.0f} s")

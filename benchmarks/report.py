@@ -1,12 +1,16 @@
 """The benchmark's outputs: derived columns, the terminal table, the CSV, the JSON sidecar and
 the PNG chart.
 
-Each result row (one per operator, graph, feature size, condition and contender) gets ``gbps``
-(the traffic lower bound of ``workload.traffic_bytes`` over the median time), ``roofline`` (that
+Each result row (one per operator, graph, feature size, dtype, condition and contender) gets
+``gbps`` (the traffic lower bound of ``workload.traffic_bytes`` in the row's dtype over the
+median time), ``roofline`` (that
 as a share of the machine's measured bandwidth; above 1 means the data came from cache),
 ``no_reuse_roofline`` (the same for the traffic of the CSR layout when no gathered row is
 reused, ``workload.no_reuse_bytes``: above 1, gathers were served by caches) and
-``speedup_of_ours`` (this contender's median over ours: above 1, ours is faster).
+``speedup_of_ours`` (this contender's median over ours' in the same dtype: above 1, ours is
+faster) and, on bfloat16 rows, ``speedup_over_float32`` (this contender's float32 median over
+its bfloat16 one: above 1, bfloat16 is faster). A library that refuses bfloat16 has status
+``refused`` and its message as the note, no time.
 
 Example
 -------
@@ -26,31 +30,31 @@ from pathlib import Path
 import contenders
 import workload
 
-COLUMNS = ("op", "graph", "rows", "nnz", "feat", "condition", "contender", "status", "checked",
-           "median_ms", "p25_ms", "p75_ms", "min_ms", "max_ms", "repeats", "traffic_bytes",
-           "gbps", "roofline", "no_reuse_bytes", "no_reuse_roofline", "speedup_of_ours", "first_call_ms", "setup_ms", "prepare_ms",
-           "max_error", "rounds", "round_ms", "cpu_vendor", "cpu_model", "note")
+COLUMNS = ("op", "graph", "rows", "nnz", "feat", "dtype", "condition", "contender", "status",
+           "checked", "median_ms", "p25_ms", "p75_ms", "min_ms", "max_ms", "repeats",
+           "traffic_bytes", "gbps", "roofline", "no_reuse_bytes", "no_reuse_roofline",
+           "speedup_of_ours", "speedup_over_float32", "first_call_ms", "setup_ms",
+           "prepare_ms", "max_error", "rounds", "round_ms", "cpu_vendor", "cpu_model", "note")
 
-OURS = ("ours", "ours_tuned", "ours_plain")
-"""sparsetir's contenders (``contenders.NAMES``); the rest are the libraries it is compared with."""
+OURS = contenders.OURS
 
 
 def finish(records: list, graphs: dict, machine: dict) -> list:
     """Result rows: the workers' ``records`` with the derived columns, in ``COLUMNS`` order.
 
-    ``graphs`` maps each graph label to ``{"rows", "nnz", "traffic": {(op, feat): bytes},
-    "no_reuse": {(op, feat): bytes}}``.
+    ``graphs`` maps each graph label to ``{"rows", "nnz", "traffic": {(op, feat, dtype):
+    bytes}, "no_reuse": {(op, feat, dtype): bytes}}``.
     """
-    ours = {(r["op"], r["graph"], r["feat"], r["condition"]): r["median_ms"] for r in records
-            if r["contender"] == "ours" and r["status"] == "ok"}
+    times = {(r["contender"], r["op"], r["graph"], r["feat"], r["dtype"], r["condition"]):
+             r["median_ms"] for r in records if r["status"] == "ok"}
     rows = []
     for r in records:
         g = graphs[r["graph"]]
         row = dict.fromkeys(COLUMNS, "")
+        case = (r["op"], r["feat"], r["dtype"])
         row.update(r, rows=g["rows"], nnz=g["nnz"], checked=bool(r.get("checked", False)),
                    cpu_vendor=machine.get("cpu_vendor", ""), cpu_model=machine["cpu_model"],
-                   traffic_bytes=g["traffic"][r["op"], r["feat"]],
-                   no_reuse_bytes=g["no_reuse"][r["op"], r["feat"]],
+                   traffic_bytes=g["traffic"][case], no_reuse_bytes=g["no_reuse"][case],
                    round_ms=" ".join(f"{ms:.5g}" for ms in r.get("round_ms", [])))
         if r["status"] == "ok":
             seconds = r["median_ms"] / 1e3
@@ -58,16 +62,19 @@ def finish(records: list, graphs: dict, machine: dict) -> list:
             row["roofline"] = row["gbps"] / machine["bandwidth_gbps"]
             row["no_reuse_roofline"] = row["no_reuse_bytes"] / seconds / 1e9 \
                 / machine["bandwidth_gbps"]
-            key = (r["op"], r["graph"], r["feat"], r["condition"])
-            if key in ours:
-                row["speedup_of_ours"] = r["median_ms"] / ours[key]
+            key = (r["op"], r["graph"], r["feat"], r["dtype"], r["condition"])
+            if ("ours",) + key in times:
+                row["speedup_of_ours"] = r["median_ms"] / times[("ours",) + key]
+            float32 = (r["contender"], r["op"], r["graph"], r["feat"], "float32", r["condition"])
+            if r["dtype"] != "float32" and float32 in times:
+                row["speedup_over_float32"] = times[float32] / r["median_ms"]
         rows.append({k: row[k] for k in COLUMNS})
     return rows
 
 
 def _cell(row: dict) -> str:
     if row["status"] != "ok":
-        return "n/a" if row["status"] == "n/a" else "ERROR"
+        return {"n/a": "n/a", "refused": "refused"}.get(row["status"], "ERROR")
     text = f"{row['median_ms']:.4g}"
     if row["contender"] != "ours" and row["speedup_of_ours"] != "":
         text += f" ({row['speedup_of_ours']:.3g}x)"
@@ -90,6 +97,10 @@ def header(machine: dict, settings: dict) -> str:
         f"timing: each (contender, graph) in its own process; whole call, median of "
         f"{settings['min_repeat']}-{settings['max_repeat']} calls (about {settings['budget']} s "
         "each measurement) after a checked first call and warm-up",
+        f"dtypes: {', '.join(settings.get('dtypes', ['float32']))}"
+        + ("; bfloat16 for " + ", ".join(contenders.BFLOAT16) + " (ours under torch.autocast, "
+           "float32 sums; checked against the float32 result within 4 u = 2^-6 of the sum "
+           "of the terms' magnitudes)" if "bfloat16" in settings.get("dtypes", []) else ""),
     ]
     return "\n".join(lines)
 
@@ -101,11 +112,14 @@ def table(rows: list, machine: dict, settings: dict) -> str:
     names = [n for n in contenders.NAMES if any(r["contender"] == n for r in rows)]
     width = 2 + max(len(text) for text in names + [_cell(r) for r in rows])
     out = [header(machine, settings), ""]
-    for op, condition in [(op, c) for c in ("idle", "loaded") for op in workload.OPS]:
-        op_rows = [r for r in rows if r["op"] == op and r["condition"] == condition]
+    for op, dtype, condition in [(op, d, c) for c in ("idle", "loaded")
+                                 for d in workload.DTYPES for op in workload.OPS]:
+        op_rows = [r for r in rows
+                   if (r["op"], r["dtype"], r["condition"]) == (op, dtype, condition)]
         if not op_rows:
             continue
-        out.append(f"{workload.OP_TITLES[op]}, {condition}: median ms (speedup of ours over it); "
+        out.append(f"{workload.OP_TITLES[op]}, {dtype}, {condition}: median ms (speedup of ours "
+                   "over it); "
                    "ours' GB/s against the traffic lower bound, its share of the measured "
                    "bandwidth, and the share for the no-reuse traffic")
         out.append(f"{'graph':20s}{'feat':>5s} " + "".join(f"{n:>{width}s}" for n in names)
@@ -124,8 +138,8 @@ def table(rows: list, machine: dict, settings: dict) -> str:
         out.append("")
     notes = set()
     for r in rows:
-        if r["status"] == "n/a":
-            notes.add(f"{r['contender']} {r['op']}: n/a, {r['note']}")
+        if r["status"] in ("n/a", "refused"):
+            notes.add(f"{r['contender']} {r['op']} {r['dtype']}: {r['status']}, {r['note']}")
         elif r["status"] == "error":
             notes.add(f"{r['contender']} {r['op']} {r['graph']} f={r['feat']} "
                       f"({r['condition']}): ERROR, {r['note']}")
@@ -135,28 +149,31 @@ def table(rows: list, machine: dict, settings: dict) -> str:
 
 
 def summary(rows: list) -> str:
-    """Per condition, operator and each of ours (``OURS``): in how many (graph, feature) cases
-    it is faster than every library, the geometric mean of its speedup over the fastest
-    library, its worst case, and its speedup over DGL and torch.sparse; then each contender's
-    slowdown under load (loaded median over idle, geometric mean over cases). Checked results
-    only. ``rows`` as ``finish`` makes them, or read back from ``bench.csv``."""
+    """Per condition, dtype, operator and each of ours (``OURS``): in how many (graph,
+    feature) cases it is faster than every library, the geometric mean of its speedup over
+    the fastest library, its worst case, and its speedup over DGL and torch.sparse; then each
+    contender's bfloat16 speedup over its float32 (geometric mean over cases), and its
+    slowdown under load (loaded median over idle). Checked results only. ``rows`` as
+    ``finish`` makes them, or read back from ``bench.csv``."""
     times = {}
     for r in rows:
         if r["status"] == "ok" and str(r["checked"]) == "True":
-            key = (r.get("condition") or "idle", r["op"], r["graph"], int(r["feat"]))
+            key = (r.get("condition") or "idle", r.get("dtype") or "float32", r["op"],
+                   r["graph"], int(r["feat"]))
             times.setdefault(key, {})[r["contender"]] = float(r["median_ms"])
     lines = ["summary, geometric means of ours' speedup over all (graph, feature) cases:"]
-    for condition, op, mine in [(c, op, m) for c in ("idle", "loaded") for op in workload.OPS
-                                for m in OURS]:
-        cases = {(g, f): t for (c, o, g, f), t in times.items()
-                 if (c, o) == (condition, op) and mine in t
+    for condition, dtype, op, mine in [(c, d, op, m) for c in ("idle", "loaded")
+                                       for d in workload.DTYPES for op in workload.OPS
+                                       for m in OURS]:
+        cases = {(g, f): t for (c, d, o, g, f), t in times.items()
+                 if (c, d, o) == (condition, dtype, op) and mine in t
                  and any(k not in OURS for k in t)}
         if not cases:
             continue
         best = {case: min(v for k, v in t.items() if k not in OURS) / t[mine]
                 for case, t in cases.items()}
         worst = min(best, key=best.get)
-        parts = [f"{condition:6s} {op:16s} {mine:10s} faster than every library in "
+        parts = [f"{condition:6s} {dtype:8s} {op:16s} {mine:10s} faster than every library in "
                  f"{sum(b > 1 for b in best.values())} of {len(cases)}",
                  f"vs fastest library {_geomean(list(best.values())):.2f}x "
                  f"(worst {best[worst]:.2f}x: {worst[0]} f={worst[1]})"]
@@ -165,9 +182,10 @@ def summary(rows: list) -> str:
             if ratios:
                 parts.append(f"vs {name} {_geomean(ratios):.2f}x")
         lines.append("  " + ", ".join(parts))
+    lines += _half_speedups(times)
     slowdowns = {}
-    for (condition, op, graph, feat), t in times.items():
-        idle = times.get(("idle", op, graph, feat), {})
+    for (condition, dtype, op, graph, feat), t in times.items():
+        idle = times.get(("idle", dtype, op, graph, feat), {})
         if condition == "loaded":
             for name, ms in t.items():
                 if name in idle:
@@ -177,6 +195,25 @@ def summary(rows: list) -> str:
                      + ", ".join(f"{name} {_geomean(v):.2f}x"
                                  for name, v in sorted(slowdowns.items())))
     return "\n".join(lines)
+
+
+def _half_speedups(times: dict) -> list:
+    """Per condition and operator, each contender's bfloat16 speedup over its own float32
+    (float32 median over bfloat16 median, geometric mean over the cases it ran both)."""
+    speedups = {}
+    for (condition, dtype, op, graph, feat), t in times.items():
+        float32 = times.get((condition, "float32", op, graph, feat), {})
+        if dtype != "float32":
+            for name, ms in t.items():
+                if name in float32:
+                    speedups.setdefault((condition, op, name), []).append(float32[name] / ms)
+    lines = []
+    for condition, op in dict.fromkeys((c, o) for c, o, _ in speedups):
+        lines.append(f"  {condition:6s} {op:16s} bfloat16 over float32 (above 1: bfloat16 "
+                     "faster): " + ", ".join(f"{name} {_geomean(v):.2f}x"
+                                             for (c, o, name), v in speedups.items()
+                                             if (c, o) == (condition, op)))
+    return lines
 
 
 def _geomean(values: list) -> float:
@@ -210,12 +247,14 @@ def _ours_costs(rows: list) -> str:
              "compiles the first time a graph needs it, the run's kernel cache starting empty, "
              "and loads from that disk cache after)",
              f"{'graph':20s}{'SparseMatrix':>13s}" + "".join(f"{op:>24s}" for op in ops)]
-    for graph in dict.fromkeys(r["graph"] for r in mine):
-        first = {(r["op"], r["feat"]): r["first_call_ms"] for r in mine if r["graph"] == graph}
+    for graph, dtype in dict.fromkeys((r["graph"], r["dtype"]) for r in mine):
+        first = {(r["op"], r["feat"]): r["first_call_ms"] for r in mine
+                 if (r["graph"], r["dtype"]) == (graph, dtype)}
         setup = next(r["setup_ms"] for r in mine if r["graph"] == graph)
         cells = ["/".join(f"{first[op, f]:.0f}" if (op, f) in first else "-" for f in feats)
                  for op in ops]
-        lines.append(f"{graph:20s}{setup:13.1f}" + "".join(f"{c:>24s}" for c in cells))
+        label = graph if dtype == "float32" else f"{graph} ({dtype})"
+        lines.append(f"{label:20s}{setup:13.1f}" + "".join(f"{c:>24s}" for c in cells))
     return "\n".join(lines)
 
 
@@ -226,8 +265,8 @@ def _fmt(value) -> str:
 
 
 def chart(rows: list, graphs: list, path: Path) -> bool:
-    """Ours' speedup over each contender (log scale, bars per feature size), one panel per
-    operator (rows) and graph (columns); False when matplotlib is not installed."""
+    """Ours' speedup over each contender in float32 (log scale, bars per feature size), one
+    panel per operator (rows) and graph (columns); False when matplotlib is not installed."""
     try:
         import matplotlib
     except ImportError:
@@ -236,7 +275,7 @@ def chart(rows: list, graphs: list, path: Path) -> bool:
     import matplotlib.pyplot as plt
 
     rows = [r for r in rows if r["contender"] != "ours" and r["speedup_of_ours"] != ""
-            and r.get("condition", "idle") == "idle"]
+            and r.get("condition", "idle") == "idle" and r["dtype"] == "float32"]
     ops = [op for op in workload.OPS if any(r["op"] == op for r in rows)]
     names = [n for n in contenders.NAMES if any(r["contender"] == n for r in rows)]
     colors = {n: plt.get_cmap("tab10")(i) for i, n in enumerate(contenders.NAMES)}

@@ -5,8 +5,11 @@ contender's ``run`` (outside the timed region), call it once (the first call, ti
 compiles for ours) and check the result, warm up, choose the repeat count from the warm-up time
 (``budget`` seconds of timed calls, clamped to ``[min_repeat, max_repeat]``), time each call,
 and check the last result again. A result whose check fails is reported as an error, with no
-time. Each measurement is printed as one line, ``RESULT {json}``; anything else on stdout is
-the libraries' own chatter.
+time. In bfloat16 (``--dtypes``, for the contenders of ``contenders.BFLOAT16``) the same, with
+the bfloat16 tolerance (``workload``); a library that raises while preparing or making its
+first bfloat16 call is reported as refusing (status ``refused``, its exception as the note),
+never as a time; ours raising is an error. Each measurement is printed as one line,
+``RESULT {json}``; anything else on stdout is the libraries' own chatter.
 
 Thread counts come from the environment the harness sets (``OMP_NUM_THREADS``,
 ``MKL_NUM_THREADS``, ``TVM_NUM_THREADS``) and ``--threads`` (torch, GraphBLAS).
@@ -39,19 +42,48 @@ def _timed(run) -> tuple:
     return result, time.perf_counter() - start
 
 
-def measure(contender, A, op: str, feat: int, args) -> dict:
-    """Check and time ``op`` at ``feat`` features; the fields of one result row."""
+class Refused(Exception):
+    """A library's refusal of a dtype (its own exception, of whatever class, as the cause)."""
+
+
+def _prepared_call(contender, op: str, X, Y, dtype: str, library: bool):
+    """``(run, first)``: the contender's callable for ``op`` in ``dtype`` (None: no such call)
+    and a callable making its first call; a ``library``'s exception in either, in a dtype
+    other than float32, becomes :class:`Refused` (ours' stays an error)."""
+    kwargs = {} if dtype == "float32" else {"dtype": dtype}
+    may_refuse = dtype != "float32" and library
+
+    def guarded(call):
+        try:
+            return call()
+        except Exception as exc:  # noqa: BLE001  (the library's refusal, of whatever class)
+            if not may_refuse:
+                raise
+            message = (str(exc).strip().splitlines() or [""])[0][:160]
+            raise Refused(f"{type(exc).__name__}: {message}") from exc
+
+    run = guarded(lambda: contender.sddmm(X, Y, **kwargs) if op == "sddmm"
+                  else contender.spmm(X, weighted=op == "spmm", **kwargs))
+    return run, lambda: guarded(lambda: _timed(run))
+
+
+def measure(contender, A, op: str, feat: int, args, dtype: str = "float32") -> dict:
+    """Check and time ``op`` at ``feat`` features in ``dtype``; the fields of one result
+    row."""
     X, Y = workload.inputs(A, op, feat)
     start = time.perf_counter()
-    run = contender.sddmm(X, Y) if op == "sddmm" else contender.spmm(X, weighted=op == "spmm")
-    prepare_ms = 1e3 * (time.perf_counter() - start)
-    if run is None:
-        return {"status": "n/a", "note": "no such call in this library"}
-    path = args.cache / f"{args.graph}-{op}-{feat}.npy"
-    expected, bound = workload.reference(A, op, X, Y, path)
-
-    result, first_s = _timed(run)
-    error = workload.check(contender.to_numpy(op, result), expected, bound)
+    try:
+        run, first_call = _prepared_call(contender, op, X, Y, dtype,
+                                         args.contender not in contenders.OURS)
+        prepare_ms = 1e3 * (time.perf_counter() - start)
+        if run is None:
+            return {"status": "n/a", "note": "no such call in this library"}
+        path = args.cache / f"{args.graph}-{op}-{feat}.npy"
+        expected, bound = workload.reference(A, op, X, Y, path)
+        result, first_s = first_call()
+    except Refused as refusal:
+        return {"status": "refused", "note": f"refuses {dtype}: {refusal}"}
+    error = workload.check(contender.to_numpy(op, result), expected, bound, dtype)
     if error > 1:
         return {"status": "error", "note": f"wrong result (error {error:.3g} of the allowed)",
                 "first_call_ms": 1e3 * first_s}
@@ -65,7 +97,7 @@ def measure(contender, A, op: str, feat: int, args) -> dict:
     for _ in range(repeat):
         result, seconds = _timed(run)
         times.append(seconds)
-    error = max(error, workload.check(contender.to_numpy(op, result), expected, bound))
+    error = max(error, workload.check(contender.to_numpy(op, result), expected, bound, dtype))
     if error > 1:
         return {"status": "error", "note": f"wrong result after timing (error {error:.3g})",
                 "first_call_ms": 1e3 * first_s}
@@ -82,6 +114,7 @@ def main() -> None:
     parser.add_argument("--graph", required=True)
     parser.add_argument("--feats", default="32", help="comma-separated feature sizes")
     parser.add_argument("--ops", default=",".join(workload.OPS))
+    parser.add_argument("--dtypes", default="float32", help="comma-separated: float32, bfloat16")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--budget", type=float, default=0.25, help="seconds of timed calls")
     parser.add_argument("--min-repeat", type=int, default=5)
@@ -90,15 +123,18 @@ def main() -> None:
                         help="the harness's folder of prepared graphs and references")
     args = parser.parse_args()
     feats, ops = [int(f) for f in args.feats.split(",")], args.ops.split(",")
+    dtypes = args.dtypes.split(",")
 
-    def emit(feat, op, **fields):
+    def emit(feat, op, dtype, **fields):
         print(PREFIX + json.dumps({"contender": args.contender, "graph": args.graph,
-                                   "feat": feat, "op": op, **fields}), flush=True)
+                                   "feat": feat, "op": op, "dtype": dtype, **fields}),
+              flush=True)
 
     def emit_all(**fields):
         for feat in feats:
             for op in ops:
-                emit(feat, op, **fields)
+                for dtype in dtypes:
+                    emit(feat, op, dtype, **fields)
 
     A = workload.load(args.graph, args.cache)
     try:
@@ -115,12 +151,13 @@ def main() -> None:
         return
     for feat in feats:
         for op in ops:
-            try:
-                fields = measure(contender, A, op, feat, args)
-            except Exception:  # one failing call is that measurement's error, not the run's
-                fields = {"status": "error",
-                          "note": traceback.format_exc(limit=1).splitlines()[-1]}
-            emit(feat, op, setup_ms=setup_ms, **fields)
+            for dtype in dtypes:
+                try:
+                    fields = measure(contender, A, op, feat, args, dtype)
+                except Exception:  # one failing call is that measurement's error, not the run's
+                    fields = {"status": "error",
+                              "note": traceback.format_exc(limit=1).splitlines()[-1]}
+                emit(feat, op, dtype, setup_ms=setup_ms, **fields)
 
 
 if __name__ == "__main__":

@@ -4,14 +4,25 @@ check, and the memory-traffic lower bound the achieved bandwidth is measured aga
 Graphs are prepared by ``graphs.py`` in the harness's process and read here from its cache
 folder, so a worker imports no more than its contender needs (not TVM, for the others).
 
-Traffic lower bound (bytes; 4-byte values and indices; ``m`` rows, ``f`` features, ``nnz``
-nonzeros, ``r`` non-empty rows, ``c`` distinct columns): every operand read once and the result
-written once, nothing more:
+Traffic lower bound (bytes; 4-byte indices, ``s``-byte values and features: ``s`` = 4 in
+float32, 2 in bfloat16; ``m`` rows, ``f`` features, ``nnz`` nonzeros, ``r`` non-empty rows, ``c``
+distinct columns): every operand read once and the result written once, nothing more:
 
-- ``spmm``: ``4 (m + 1)`` indptr + ``4 nnz`` indices + ``4 nnz`` values + ``4 c f`` rows of X read
-  + ``4 m f`` Y written; ``spmm_unweighted``: the same without the values.
-- ``sddmm``: ``4 (m + 1)`` indptr + ``4 nnz`` indices + ``4 (r + c) f`` rows of X and Y read +
-  ``4 nnz`` values written.
+- ``spmm``: ``4 (m + 1)`` indptr + ``4 nnz`` indices + ``s nnz`` values + ``s c f`` rows of X read
+  + ``s m f`` Y written; ``spmm_unweighted``: the same without the values.
+- ``sddmm``: ``4 (m + 1)`` indptr + ``4 nnz`` indices + ``s (r + c) f`` rows of X and Y read +
+  ``s nnz`` values written.
+
+Dtypes (``DTYPES``): every measurement starts from the same seeded float32 inputs and the same
+float32 reference. In bfloat16 a contender rounds the inputs to bfloat16 itself, outside the
+timed region, and its result is checked against the float32 reference with ``RTOL["bfloat16"]``
+= ``4 u`` (``u = 2^-8``, bfloat16's unit roundoff) of the sum of the magnitudes of the terms:
+rounding X (and Y, or a library's edge values) moves each term by at most ``u`` of its
+magnitude, the result's rounding at most ``u`` of the sum, and a float32 accumulation adds
+next to nothing, so a kernel that sums in float32 stays within ``2 u``-``3 u``; one that sums in
+bfloat16 drifts beyond it on long rows of terms of one sign (its running sum outgrows the
+terms, whose low bits it drops), though not necessarily on the benchmark's random-sign inputs,
+where the sum of magnitudes is far above the sum.
 
 No-reuse traffic (:func:`no_reuse_bytes`): what the CSR layout of ``sparsetir.ops`` moves when
 no gathered row is found in a cache: as above, but one row of X (SpMM) or Y (SDDMM) per nonzero,
@@ -41,7 +52,10 @@ OPS = ("spmm", "spmm_unweighted", "sddmm")
 OP_TITLES = {"spmm": "SpMM, weighted (Y = A @ X)",
              "spmm_unweighted": "SpMM, unweighted (Y = pattern(A) @ X)",
              "sddmm": "SDDMM (dot(X[r], Y[c]) at every nonzero (r, c))"}
-RTOL = 1e-3  # allowed error, relative to the sum of the magnitudes of the terms
+DTYPES = ("float32", "bfloat16")
+ITEMSIZE = {"float32": 4, "bfloat16": 2}
+RTOL = {"float32": 1e-3, "bfloat16": 4 * 2.0 ** -8}
+"""Allowed error per dtype, relative to the sum of the magnitudes of the terms."""
 
 
 def graph_path(label: str, cache: Path) -> Path:
@@ -101,31 +115,32 @@ def reference(A, op: str, X, Y, path: Path | None = None) -> tuple:
     return expected, bound
 
 
-def check(got, expected: np.ndarray, bound: np.ndarray) -> float:
-    """The largest error of ``got`` as a share of what is allowed (``RTOL * bound`` + 1e-6 per
-    entry): at most 1 passes; inf for NaNs or a shape or size that differs."""
-    got = np.asarray(got)
+def check(got, expected: np.ndarray, bound: np.ndarray, dtype: str = "float32") -> float:
+    """The largest error of ``got`` as a share of what is allowed in ``dtype`` (``RTOL[dtype]
+    * bound`` + 1e-6 per entry): at most 1 passes; inf for NaNs or a shape or size that
+    differs."""
+    got = np.asarray(got, np.float32)
     if got.size != expected.size:
         return float("inf")
-    err = np.abs(got.reshape(expected.shape) - expected) / (RTOL * bound + 1e-6)
+    err = np.abs(got.reshape(expected.shape) - expected) / (RTOL[dtype] * bound + 1e-6)
     return float(err.max()) if np.isfinite(err).all() else float("inf")
 
 
-def traffic_bytes(A, op: str, feat: int, reuse: bool = True) -> int:
-    """The memory-traffic lower bound of one call (formula in the module docstring); with
-    ``reuse=False``, the no-reuse traffic (:func:`no_reuse_bytes`)."""
-    m, nnz = A.shape[0], A.nnz
+def traffic_bytes(A, op: str, feat: int, reuse: bool = True, dtype: str = "float32") -> int:
+    """The memory-traffic lower bound of one call in ``dtype`` (formula in the module
+    docstring); with ``reuse=False``, the no-reuse traffic (:func:`no_reuse_bytes`)."""
+    m, nnz, s = A.shape[0], A.nnz, ITEMSIZE[dtype]
     cols = int(np.count_nonzero(np.bincount(A.indices, minlength=A.shape[1]))) if reuse \
         else nnz
     csr = 4 * (m + 1) + 4 * nnz
     if op == "sddmm":
         rows = int(np.count_nonzero(np.diff(A.indptr)))
-        return csr + 4 * (rows + cols) * feat + 4 * nnz
-    values = 4 * nnz if op == "spmm" else 0
-    return csr + values + 4 * cols * feat + 4 * m * feat
+        return csr + s * (rows + cols) * feat + s * nnz
+    values = s * nnz if op == "spmm" else 0
+    return csr + values + s * cols * feat + s * m * feat
 
 
-def no_reuse_bytes(A, op: str, feat: int) -> int:
+def no_reuse_bytes(A, op: str, feat: int, dtype: str = "float32") -> int:
     """The traffic of the CSR layout when every gathered row comes from memory (module
     docstring)."""
-    return traffic_bytes(A, op, feat, reuse=False)
+    return traffic_bytes(A, op, feat, reuse=False, dtype=dtype)

@@ -1,11 +1,17 @@
 """Shared pytest setup: GPU tests skipped without a GPU, and the ``golden`` fixture
 (``golden_text``: generated text compared with ``<test folder>/golden/...``; ``--update-golden``
-writes those files instead)."""
+writes those files instead). Prebuilt kernels are off (``SPARSETIR_PREBUILT=0``): the suite tests
+what it compiles, whether or not ``make prebuilt`` filled ``python/sparsetir/prebuilt``;
+``tests/driver/test_prebuilt.py`` turns them on with a folder of its own."""
+
+import os
 
 import pytest
 
 from golden_text import UPDATE_OPTION, Golden
 from sparsetir.backend.target import cuda_available
+
+os.environ.setdefault("SPARSETIR_PREBUILT", "0")
 
 
 def pytest_addoption(parser):

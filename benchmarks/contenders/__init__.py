@@ -11,6 +11,12 @@ Operators, for a float32 CSR matrix ``A`` (``m x n``): ``spmm`` ``Y = A @ X`` (`
 nonzero ``(r, c)`` of ``A`` the value ``dot(X[r], Y[c])`` (``X``: ``m x f``, ``Y``: ``n x f``), as a
 1-D array aligned with ``A.indices``.
 
+Dtypes: every contender runs in float32; those in ``BFLOAT16`` also in bfloat16, asked with
+``dtype="bfloat16"`` (``spmm(X, weighted, dtype)``, ``sddmm(X, Y, dtype)``): the inputs still
+come as float32 numpy arrays and the contender rounds them (and its edge values) to bfloat16
+in its own types, outside the timed region. A library whose call refuses bfloat16 raises, and
+the worker reports it as refusing, with the library's message.
+
 Example
 -------
 >>> from contenders import load
@@ -27,6 +33,11 @@ import importlib
 import numpy as np
 
 NAMES = ("ours", "ours_tuned", "ours_plain", "dgl", "torch_sparse", "scipy", "mkl", "graphblas")
+OURS = ("ours", "ours_tuned", "ours_plain")
+"""sparsetir's contenders; the rest are the libraries it is compared with."""
+BFLOAT16 = ("ours", "dgl", "torch_sparse")
+"""The contenders run in bfloat16 too: ours, and the libraries with bfloat16 calls on the CPU
+(scipy, MKL's sparse BLAS and GraphBLAS have none)."""
 
 
 class Contender:
@@ -35,16 +46,20 @@ class Contender:
     def __init__(self, A, threads: int):
         self.A, self.threads = A, threads
 
-    def spmm(self, X: np.ndarray, weighted: bool):
-        """A callable computing ``A @ X`` (values of ``A`` or ones), or None."""
+    def spmm(self, X: np.ndarray, weighted: bool, dtype: str = "float32"):
+        """A callable computing ``A @ X`` (values of ``A`` or ones) in ``dtype``, or None."""
         return None
 
-    def sddmm(self, X: np.ndarray, Y: np.ndarray):
-        """A callable computing ``dot(X[r], Y[c])`` for every nonzero ``(r, c)``, or None."""
+    def sddmm(self, X: np.ndarray, Y: np.ndarray, dtype: str = "float32"):
+        """A callable computing ``dot(X[r], Y[c])`` for every nonzero ``(r, c)`` in ``dtype``,
+        or None."""
         return None
 
     def to_numpy(self, op: str, result) -> np.ndarray:
-        """``run()``'s result for operator ``op`` as a numpy array (not timed)."""
+        """``run()``'s result for operator ``op`` as a numpy array (not timed); a torch
+        tensor of any floating dtype as float32."""
+        if type(result).__module__.startswith("torch"):
+            return result.detach().float().numpy()
         return np.asarray(result)
 
 

@@ -3,7 +3,9 @@
 The graph is made once, outside the timed region, with an edge ``c -> r`` for every nonzero
 ``(r, c)`` of ``A`` (edge ids in ``A.indices`` order), so summing messages into destination
 ``r`` gives row ``r`` of ``A @ X``; all its sparse formats are created up front. SDDMM is
-``u_dot_v(g, Y, X)``: edge ``c -> r`` gets ``dot(Y[c], X[r])`` (shape ``(nnz, 1)``). Threads:
+``u_dot_v(g, Y, X)``: edge ``c -> r`` gets ``dot(Y[c], X[r])`` (shape ``(nnz, 1)``). In
+bfloat16 the features and edge weights are bfloat16 tensors (DGL 1.1.3 takes them on the
+CPU). Threads:
 ``OMP_NUM_THREADS`` (set by the harness, with ``DGLBACKEND=pytorch``) and
 ``torch.set_num_threads``.
 
@@ -33,14 +35,16 @@ class Dgl(Contender):
         self.graph.create_formats_()
         self.weights = torch.from_numpy(A.data).reshape(-1, 1)
 
-    def spmm(self, X, weighted):
-        g, X, e = self.graph, torch.from_numpy(X), self.weights
+    def spmm(self, X, weighted, dtype="float32"):
+        dtype = getattr(torch, dtype)
+        g, X, e = self.graph, torch.from_numpy(X).to(dtype), self.weights.to(dtype)
         if weighted:
             return lambda: dgl.ops.u_mul_e_sum(g, X, e)
         return lambda: dgl.ops.copy_u_sum(g, X)
 
-    def sddmm(self, X, Y):
-        g, X, Y = self.graph, torch.from_numpy(X), torch.from_numpy(Y)
+    def sddmm(self, X, Y, dtype="float32"):
+        dtype = getattr(torch, dtype)
+        g, X, Y = self.graph, torch.from_numpy(X).to(dtype), torch.from_numpy(Y).to(dtype)
         return lambda: dgl.ops.u_dot_v(g, Y, X)
 
 

@@ -2,8 +2,9 @@
 
 The CSR tensors (int64 indices, torch's default) and the dense inputs are made once, outside
 the timed region. SDDMM is ``sampled_addmm(A, X, Y.T, beta=0)``: ``X @ Y.T`` at ``A``'s
-nonzeros, a CSR tensor whose ``values()`` follow ``A.indices``. Threads:
-``torch.set_num_threads``.
+nonzeros, a CSR tensor whose ``values()`` follow ``A.indices``. In bfloat16 the CSR values
+and dense inputs are bfloat16 tensors (torch 2.13 refuses both calls so on the CPU: the
+worker reports the refusal). Threads: ``torch.set_num_threads``.
 
 Example
 -------
@@ -36,16 +37,20 @@ class TorchSparse(Contender):
         torch.set_num_threads(threads)
         self.weighted, self.unweighted = _csr(A), _csr(ones_like(A))
 
-    def spmm(self, X, weighted):
-        A, X = (self.weighted if weighted else self.unweighted), torch.from_numpy(X)
+    def spmm(self, X, weighted, dtype="float32"):
+        dtype = getattr(torch, dtype)
+        A = (self.weighted if weighted else self.unweighted).to(dtype)
+        X = torch.from_numpy(X).to(dtype)
         return lambda: A @ X
 
-    def sddmm(self, X, Y):
-        A, X, Yt = self.weighted, torch.from_numpy(X), torch.from_numpy(Y).T
+    def sddmm(self, X, Y, dtype="float32"):
+        dtype = getattr(torch, dtype)
+        A, X = self.weighted.to(dtype), torch.from_numpy(X).to(dtype)
+        Yt = torch.from_numpy(Y).to(dtype).T
         return lambda: torch.sparse.sampled_addmm(A, X, Yt, beta=0.0)
 
     def to_numpy(self, op, result):
-        return (result.values() if op == "sddmm" else result).numpy()
+        return super().to_numpy(op, result.values() if op == "sddmm" else result)
 
 
 CONTENDER = TorchSparse

@@ -144,9 +144,10 @@ def export_kernel(kernel: str, sizes: dict, arch: str, out_dir: Path) -> dict:
     name = library_name(kernel, sizes)
     spec = {"name": name, "kernel": kernel, "op": packaged.op, **sizes, "arch": arch,
             "entry": cuda.entry, "library": f"{name}.so", "cpu_library": f"{name}.cpu.so",
-            "params": params}
+            "cuda_source": f"{name}.cu", "params": params}
     out_dir.mkdir(parents=True, exist_ok=True)
     cuda.executable.export_library(str(out_dir / spec["library"]))
+    (out_dir / spec["cuda_source"]).write_text(cuda.inspect_source("cuda"))
     twin.executable.export_library(str(out_dir / spec["cpu_library"]))
     (out_dir / f"{name}.json").write_text(json.dumps(spec, indent=1) + "\n")
     return spec

@@ -35,11 +35,13 @@ from .errors import (  # noqa: E402
                         HorizontalFusionError,
                         InitPlacementError,
                         KernelFileError,
+                        KernelPathError,
                         LayoutError,
                         LoweringError,
                         SparseScheduleError,
                         SparseScriptError,
                         SparseTIRError,
+                        SparseTIRMemoryError,
                         SparseTIRTypeError,
                         SparseTIRValueError,
 )
@@ -61,8 +63,8 @@ _configure_log()        # SPARSETIR_LOG=info: compile records on stderr
 
 __all__ = ["ArgumentError", "AtomicBlockError", "BufferReferenceError", "FormatRewriteError",
            "FormatRewriteRule", "FormatTypeError", "HorizontalFusionError", "InitPlacementError",
-           "KernelFileError", "LayoutError", "LoweringError", "Schedule", "SparseFunction",
-           "SparseScheduleError", "SparseScriptError", "SparseTIRError", "SparseTIRTypeError",
+           "KernelFileError", "KernelPathError", "LayoutError", "LoweringError", "Schedule", "SparseFunction",
+           "SparseScheduleError", "SparseScriptError", "SparseTIRError", "SparseTIRMemoryError", "SparseTIRTypeError",
            "SparseTIRValueError", "build",
            "extract_preprocess", "format", "format_decompose", "ir", "load", "lower_sparse_buffer",
            "lower_sparse_iter", "ops", "remove_preprocess", "script", "specialize_buffer", "warmup", "WarmupReport"]

@@ -105,6 +105,11 @@ class ArgumentError(SparseTIRError, ValueError):
     """
 
 
+class SparseTIRMemoryError(SparseTIRError, MemoryError):
+    """A computation whose arrays cannot fit in this machine's memory, refused before they are
+    allocated; the message names them, their bytes and the memory."""
+
+
 class KernelFileError(SparseTIRError, ValueError):
     """A file given to ``sparsetir.load`` that is not what ``save`` wrote (damaged, cut short,
     altered, not a saved kernel) or that this installation cannot load (saved with another
@@ -115,6 +120,20 @@ class KernelFileError(SparseTIRError, ValueError):
     >>> sparsetir.load("notes.txt")
     Traceback (most recent call last):
     KernelFileError: notes.txt is not a file saved by sparsetir (Kernel.save, AlgebraKernel.save)
+    """
+
+
+class KernelPathError(SparseTIRError, OSError):
+    """A path ``sparsetir.load`` cannot read or ``save`` cannot write (missing, a directory,
+    not writable): ``errno`` and ``filename`` are the path's, and the error raised is also the
+    builtin ``OSError`` subclass of its problem (``FileNotFoundError``, ``IsADirectoryError``,
+    ``PermissionError``, ...), so ``except FileNotFoundError`` keeps working.
+
+    Examples
+    --------
+    >>> sparsetir.load("missing.stk")
+    Traceback (most recent call last):
+    KernelPathError: [Errno 2] sparsetir.load cannot read the saved kernel: No such file or directory: 'missing.stk'
     """
 
 

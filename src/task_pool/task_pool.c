@@ -22,16 +22,22 @@
  * not have a worker spinning beside that work; idle workers cost nothing after a few
  * milliseconds.
  *
+ * The pool's size can change between launches (sparsetir_task_pool_threads: threads.py
+ * follows torch.set_num_threads): workers are started up to the new size at the next launch,
+ * and those numbered beyond it sleep through launches until the size grows again.
+ *
  * One launch at a time uses the pool: a launch from another thread meanwhile, from inside a
  * task, from the thread that called fork() in a child (whose pool has no threads), or while
  * the calling thread has asked for serial launches (sparsetir_task_pool_mode(MODE_SERIAL)) runs
  * the whole loop on its calling thread.
  *
- * MODE_OPENMP runs a launch as one OpenMP parallel region instead, in equal static shares, on
- * the team of the process's OpenMP runtime (torch's libgomp): for calls inside a torch program,
- * whose operators run on that team between the kernels. Its threads spin after each operator,
- * and a kernel on a pool of its own would share the cores with them (DGL's edge softmax of
- * GAT on Pubmed: 1.4-1.7 ms on the pool, 0.87 on torch's team). An error a task raises (the lambda returns nonzero with the
+ * MODE_OPENMP runs a launch as one OpenMP parallel region instead, on the team of the
+ * process's OpenMP runtime (torch's libgomp): for calls inside a torch program, whose operators
+ * run on that team between the kernels. Its threads spin after each operator, and a kernel on a
+ * pool of its own would share the cores with them (DGL's edge softmax of GAT on Pubmed: 1.4-1.7
+ * ms on the pool, 0.87 on torch's team). The region's threads claim the same shares one at a
+ * time from a counter, so a thread the OS deschedules leaves its shares to the others; the
+ * region still ends when every thread of the team has arrived. An error a task raises (the lambda returns nonzero with the
  * error in its thread's tvm-ffi slot) is moved to the calling thread's slot, the first one
  * when several fail, and the launch returns -1, as TVM's pool does. A parallel barrier cannot
  * be kept when shares are claimed (a share may wait for one nobody runs yet): the barrier
@@ -69,7 +75,7 @@ static move_error_fn ffi_move_error;     /* TVMFFIErrorMoveFromRaised */
 static set_error_fn ffi_set_error;       /* TVMFFIErrorSetRaised (takes a reference) */
 static dec_ref_fn ffi_dec_ref;           /* TVMFFIObjectDecRef */
 static set_error_text_fn ffi_set_text;   /* TVMFFIErrorSetRaisedFromCStr */
-static int team_size = 1;                /* the caller and team_size - 1 workers */
+static _Atomic int team_size = 1;        /* the caller and team_size - 1 workers */
 static long spin_ns = 50000, yield_ns = 2000000;
 
 /* The current launch. `claim` is generation (32 bits) | tasks (16) | next task (16): a thread
@@ -89,11 +95,11 @@ static pthread_mutex_t owner = PTHREAD_MUTEX_INITIALIZER;  /* held by the launch
 static _Atomic long last_end_ns;         /* when the last launch ended */
 static _Atomic long gap_ns;              /* the running average of the gaps between launches */
 static _Atomic long pooled;              /* launches that ran on the pool, ever */
+static _Atomic int last_team = 0;        /* the threads the last launch was cut for */
 static int workers;                       /* started, under `owner` */
 
 static __thread int forked_here; /* this thread called fork() and is the child's thread */
 static __thread int mode_here;   /* where this thread's launches run: MODE_* */
-static __thread int in_openmp;   /* this thread runs a task of an OpenMP region of ours */
 static __thread int in_task;     /* this thread is running a task */
 
 static inline void relax(void) {
@@ -122,6 +128,12 @@ static void after_fork_in_child(void) {
   forked_here = 1;
 }
 
+/* Launches from now on use `threads` threads (the caller included), at most MAX_WORKERS + 1. */
+void sparsetir_task_pool_threads(int threads) {
+  atomic_store(&team_size,
+               threads < 1 ? 1 : threads > MAX_WORKERS + 1 ? MAX_WORKERS + 1 : threads);
+}
+
 /* Set the tvm-ffi error functions, the pool's size (the caller included) and how long idle
  * workers spin and yield before they sleep. */
 void sparsetir_task_pool_setup(void *move_error, void *set_error, void *dec_ref,
@@ -130,7 +142,7 @@ void sparsetir_task_pool_setup(void *move_error, void *set_error, void *dec_ref,
   ffi_set_error = (set_error_fn)set_error;
   ffi_dec_ref = (dec_ref_fn)dec_ref;
   ffi_set_text = (set_error_text_fn)set_text;
-  team_size = threads < 1 ? 1 : threads > MAX_WORKERS + 1 ? MAX_WORKERS + 1 : threads;
+  sparsetir_task_pool_threads(threads);
   spin_ns = spin;
   yield_ns = yield;
   static int armed;
@@ -194,6 +206,16 @@ static long spin_budget(void) {
                             : (spin_ns < MIN_SPIN_NS ? spin_ns : MIN_SPIN_NS);
 }
 
+/* Sleep until a launch publishes a word other than `seen` (or a spurious wake-up). */
+static void sleep_until_launch(uint64_t seen) {
+  atomic_fetch_add(&sleepers, 1);
+  uint32_t seq = atomic_load(&wake_seq);
+  if (atomic_load(&claim) == seen) {
+    syscall(SYS_futex, &wake_seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL, 0);
+  }
+  atomic_fetch_sub(&sleepers, 1);
+}
+
 /* A worker between launches: spin, then yield, then sleep, until the word is not `seen`. */
 static void idle(uint64_t seen) {
   long start = now_ns(), spin = spin_budget();
@@ -206,28 +228,31 @@ static void idle(uint64_t seen) {
     if (waited >= yield_ns) break;
     if (waited >= spin) sched_yield();
   }
-  atomic_fetch_add(&sleepers, 1);
-  uint32_t seq = atomic_load(&wake_seq);
-  if (atomic_load(&claim) == seen) {
-    syscall(SYS_futex, &wake_seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL, 0);
-  }
-  atomic_fetch_sub(&sleepers, 1);
+  sleep_until_launch(seen);
 }
 
-static void *worker_main(void *unused) {
-  (void)unused;
-  for (;;) idle(run_all());
+/* Worker `index` (1, 2, ...; the caller is 0) takes tasks while the pool has room for it, and
+ * otherwise sleeps through launches. */
+static void *worker_main(void *arg) {
+  int index = (int)(intptr_t)arg;
+  for (;;) {
+    if (index < atomic_load_explicit(&team_size, memory_order_relaxed)) {
+      idle(run_all());
+    } else {
+      sleep_until_launch(atomic_load(&claim));
+    }
+  }
   return NULL;
 }
 
 /* Start the workers not started yet (under `owner`); the ones that start are kept. */
 static void start_workers(void) {
-  while (workers < team_size - 1) {
+  while (workers < atomic_load(&team_size) - 1) {
     pthread_t thread;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int failed = pthread_create(&thread, &attr, worker_main, NULL);
+    int failed = pthread_create(&thread, &attr, worker_main, (void *)(intptr_t)(workers + 1));
     pthread_attr_destroy(&attr);
     if (failed) break;
     workers += 1;
@@ -237,6 +262,10 @@ static void start_workers(void) {
 /* How many launches ran on the pool (not on their calling thread alone) in this process. */
 long sparsetir_task_pool_launches(void) { return atomic_load(&pooled); }
 
+/* The threads the last launch of this process was cut for: the pool's threads taking part, an
+ * OpenMP region's team, or 1 for a launch run on its calling thread. */
+int sparsetir_task_pool_last_team(void) { return atomic_load(&last_team); }
+
 /* The workers started in this process (the parent's are not counted in a forked child). */
 int sparsetir_task_pool_workers(void) {
   pthread_mutex_lock(&owner);
@@ -245,16 +274,22 @@ int sparsetir_task_pool_workers(void) {
   return started;
 }
 
-/* A launch as one OpenMP parallel region, in equal static shares (see MODE_OPENMP). */
+/* A launch as one OpenMP parallel region whose threads claim the loop's shares one at a time
+ * from a counter of the launch (see MODE_OPENMP). */
 static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
-  int wanted = num_task > 0 ? num_task : team_size;
+  int team = atomic_load(&team_size);
+  int tasks = num_task > 0 ? num_task : TASKS_PER_THREAD * team;
+  if (tasks > MAX_TASKS) tasks = MAX_TASKS;
+  _Atomic int next = 0;
   void *first_error = NULL;
   int failed = 0;
-#pragma omp parallel num_threads(wanted)
+#pragma omp parallel num_threads(team)
   {
-    TVMParallelGroupEnv env = {NULL, omp_get_num_threads()};
-    in_openmp = 1;
-    if (lambda(omp_get_thread_num(), &env, cdata) != 0) {
+    TVMParallelGroupEnv env = {NULL, tasks};
+    if (omp_get_thread_num() == 0) atomic_store(&last_team, omp_get_num_threads());
+    in_task = 1;
+    for (int task; (task = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed)) < tasks;) {
+      if (lambda(task, &env, cdata) == 0) continue;
       void *error = NULL;
       ffi_move_error(&error);
 #pragma omp critical(sparsetir_task_pool_error)
@@ -267,7 +302,7 @@ static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
         }
       }
     }
-    in_openmp = 0;
+    in_task = 0;
   }
   if (!failed) return 0;
   if (first_error != NULL) {
@@ -278,16 +313,20 @@ static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
 }
 
 int sparsetir_task_pool_launch(parallel_lambda lambda, void *cdata, int num_task) {
-  if (mode_here == MODE_OPENMP && team_size > 1 && !forked_here && !in_task &&
+  int team = atomic_load(&team_size);
+  if (mode_here == MODE_OPENMP && team > 1 && !forked_here && !in_task &&
       !omp_in_parallel()) {
     return launch_openmp(lambda, cdata, num_task);
   }
-  if (team_size <= 1 || forked_here || mode_here != MODE_POOL || in_task ||
+  if (team <= 1 || forked_here || mode_here != MODE_POOL || in_task ||
       omp_in_parallel() || pthread_mutex_trylock(&owner) != 0) {
     TVMParallelGroupEnv env = {NULL, 1};
+    if (!in_task) atomic_store(&last_team, 1);
     return lambda(0, &env, cdata);
   }
   start_workers();
+  int active = workers + 1 < team ? workers + 1 : team;
+  atomic_store(&last_team, active);
   atomic_fetch_add(&pooled, 1);
   long began = now_ns(), ended = atomic_load_explicit(&last_end_ns, memory_order_relaxed);
   if (ended > 0) {
@@ -295,7 +334,7 @@ int sparsetir_task_pool_launch(parallel_lambda lambda, void *cdata, int num_task
     atomic_store_explicit(&gap_ns, average > 0 ? (3 * average + gap) / 4 : gap,
                           memory_order_relaxed);
   }
-  int tasks = num_task > 0 ? num_task : TASKS_PER_THREAD * (workers + 1);
+  int tasks = num_task > 0 ? num_task : TASKS_PER_THREAD * active;
   if (tasks > MAX_TASKS) tasks = MAX_TASKS;
   atomic_store(&job_finished, 0);
   atomic_store(&job_failed, 0);
@@ -331,10 +370,6 @@ int sparsetir_task_pool_launch(parallel_lambda lambda, void *cdata, int num_task
 int sparsetir_task_pool_barrier(int task_id, TVMParallelGroupEnv *penv) {
   (void)task_id;
   if (penv->num_task <= 1) return 0; /* a launch run on one thread has no team to wait for */
-  if (in_openmp) {
-#pragma omp barrier
-    return 0;
-  }
   ffi_set_text("RuntimeError", "sparsetir's task pool cannot keep a parallel barrier (tasks "
                "are claimed one at a time); set TVM_THREAD_POOL_SPIN_COUNT to use TVM's pool");
   return -1;

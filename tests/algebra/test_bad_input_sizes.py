@@ -26,14 +26,21 @@ def outer():
 
 @pytest.mark.parametrize("fmt", ["CSR", "DCSR", "COO"])
 @pytest.mark.parametrize("n, entries", [(46341, 2147488281), (65537, 4295098369)])
-def test_an_outer_product_past_int32_is_refused_before_allocating(outer, fmt, n, entries):
+def test_an_outer_product_past_memory_is_refused_before_allocating(outer, fmt, n, entries,
+                                                                   monkeypatch):
     """Two vectors of n nonzeros (a few hundred KiB): the result would hold n**2 entries (65,537
     wrapped to 131,073 in int32 and the kernel wrote past them; 46,341 went negative). The count
-    is exact (int64) and the refusal comes before the result's arrays exist."""
+    is exact (int64), the result would take int64 positions, and on a machine of 16 GiB its
+    arrays (positions, coordinates: 8 bytes each; values) are refused before they exist."""
+    monkeypatch.setattr(sizes, "physical_memory", lambda: 16 * 2**30)
     b = np.ones(n)
-    with pytest.raises(sparsetir.SparseTIRValueError, match=f"would hold {entries} stored values, "
-                       f"{PAST_INT32}"):
+    positions = (n + 1 if fmt == "CSR" else 2 + (n + 1) + n) + entries
+    expected = positions * 8 + entries * 8
+    with pytest.raises(sparsetir.SparseTIRMemoryError,
+                       match=f"would hold {entries} stored values \\(int64 positions\\): "
+                       f"{expected} bytes, more than this machine's 17179869184 bytes") as err:
         outer[fmt](b=b, c=b)
+    assert isinstance(err.value, MemoryError)
 
 
 @pytest.mark.parametrize("fmt", ["CSR", "DCSR", "COO"])
@@ -45,11 +52,12 @@ def test_an_outer_product_below_int32_is_computed(outer, fmt):
     assert out.nse == 3 * 2
 
 
-def test_a_dense_result_past_int32_is_refused_before_allocating():
+def test_a_dense_result_past_memory_is_refused_before_allocating(monkeypatch):
     k = alg.compile("A(i,j) = b(i) * c(j)", formats={"b": "sparse", "c": "sparse"})
+    monkeypatch.setattr(sizes, "physical_memory", lambda: 16 * 2**30)
     b = np.ones(46341)
-    with pytest.raises(sparsetir.SparseTIRValueError, match="the dense result A has 46341 x 46341 "
-                       f"= 2147488281 elements, {PAST_INT32}"):
+    with pytest.raises(sparsetir.SparseTIRMemoryError, match="the result A would hold 2147488281 "
+                       r"elements \(int64 positions\): 17179906248 bytes, more than"):
         k(b=b, c=b)
 
 
@@ -145,3 +153,137 @@ def test_value_types_without_a_tvm_type_are_refused(dtype):
     with pytest.raises(sparsetir.SparseTIRTypeError, match="dtype"):
         alg.compile("A(i,j) = B(i,j) + C(i,j)", formats={"A": "CSR", "B": "CSR", "C": "CSR"},
                     dtype=dtype)
+
+
+# Results past int32 positions, computed: the switch to int64 positions lowered to a few entries
+
+def _with_empty_rows(m, n, seed, empty):
+    a = sp.random(m, n, density=0.4, format="csr", random_state=seed).toarray()
+    a[empty] = 0
+    return sp.csr_matrix(a)
+
+
+WIDE_CASES = [      # statement, operand formats, what scipy computes
+    ("A(i,j) = B(i,j) + C(i,j)", {"B": "CSR", "C": "CSR"}, "sum"),
+    ("A(i,j) = B(i,j) * C(i,j)", {"B": "CSR", "C": "DCSR"}, "product"),
+    ("A(i,j) = B(i,k) * C(k,j)", {"B": "CSR", "C": "CSR"}, "spgemm"),
+]
+
+
+def _expected(kind, B, C):
+    return {"sum": lambda: (B + C).toarray(), "product": lambda: B.multiply(C).toarray(),
+            "spgemm": lambda: (B @ C).toarray()}[kind]()
+
+
+@pytest.mark.parametrize("statement, formats, kind, out", [
+    case + (out,) for case in WIDE_CASES
+    for out in (["CSR", None] if case[2] == "spgemm" else ["CSR", "DCSR", "COO", "CSC", None])])
+def test_a_result_past_the_switch_is_computed_with_int64_positions(monkeypatch, out, statement,
+                                                                   formats, kind):
+    """With ``WIDE_POSITIONS`` lowered to 5, every result of more entries (each format, dense
+    too) is filled by the kernels generated with int64 positions: scipy's numbers, 64-bit
+    positions and coordinates in the result, and the int32 kernels untouched below it."""
+    if out == "CSC":
+        formats = {name: "CSC" for name in formats}
+    k = alg.compile(statement, formats={**formats, **({"A": out} if out else {})})
+    n = 9 if kind == "spgemm" else 7
+    B = _with_empty_rows(7, n, 1, [0, 3])
+    C = _with_empty_rows(n, 7, 2, [3, 5])
+    expected = _expected(kind, B, C)
+    below = k(B=B, C=C)                       # int32: 2**31 - 1 is the switch
+    assert k._wide is None
+    monkeypatch.setattr(sizes, "WIDE_POSITIONS", 5)
+    wide = k(B=B, C=C)
+    assert k._wide is not None
+    for result in (below, wide):
+        dense = result if out is None else result.to_dense()
+        np.testing.assert_allclose(dense, expected, rtol=1e-12, atol=0)
+    if out not in (None, "COO"):
+        assert wide.encoding.pos_width == 64 and wide.encoding.crd_width == 64
+        assert all(wide.positions(l).dtype == np.int64 for l in range(2)
+                   if wide.encoding.level_types[l].kind == "compressed")
+        assert below.encoding.pos_width == 32
+    wide_kernels = dict(k._wide)
+    k(B=B, C=C)
+    assert k._wide == wide_kernels                        # built once, kept
+
+
+def test_operands_past_the_switch_are_read_with_int64_positions(monkeypatch):
+    """An operand of more positions than the switch is read by the int64 kernels (``count``
+    too): its int32 arrays are widened, the numbers do not change."""
+    k = alg.compile("A(i,j) = B(i,j) + C(i,j)", formats={"A": "DCSR", "B": "DCSR", "C": "CSR"})
+    B, C = _with_empty_rows(6, 8, 3, [1]), _with_empty_rows(6, 8, 4, [1, 4])
+    monkeypatch.setattr(sizes, "WIDE_POSITIONS", min(B.nnz, C.nnz) - 1)
+    result = k(B=B, C=C)
+    assert result.positions(1).dtype == np.int64
+    np.testing.assert_array_equal(result.to_dense(), (B + C).toarray())
+
+
+def test_a_csf_result_and_a_chain_of_kernels_past_the_switch(monkeypatch):
+    monkeypatch.setattr(sizes, "WIDE_POSITIONS", 3)
+    k = alg.compile("A(i,j,k) = b(i) * C(j,k)", formats={"A": "CSF", "b": "sparse", "C": "DCSR"})
+    b = np.array([1., 0, 2])
+    c = _with_empty_rows(4, 6, 3, [1]).toarray()
+    np.testing.assert_array_equal(k(b=b, C=c).to_dense(), b[:, None, None] * c[None])
+    names = [f"M{n}" for n in range(6)]
+    chain = alg.compile("A(i,j) = " + " + ".join(f"{m}(i,j)" for m in names),
+                        formats={m: "CSR" for m in ["A"] + names})
+    assert isinstance(chain, alg.GroupedKernel)
+    mats = [_with_empty_rows(5, 6, s, [s % 5]) for s in range(6)]
+    np.testing.assert_allclose(chain(**dict(zip(names, mats))).to_dense(),
+                               sum(m.toarray() for m in mats), rtol=1e-12)
+
+
+def test_a_rebuilt_kernel_past_int32_is_refused_by_name(monkeypatch):
+    k = alg.compile("A(i,j) = B(i,j) + C(i,j)", formats={"A": "CSR", "B": "CSR", "C": "CSR"})
+    rebuilt = k.rebuild(k.func)
+    monkeypatch.setattr(sizes, "WIDE_POSITIONS", 1)
+    B = _with_empty_rows(4, 5, 1, [2])
+    with pytest.raises(sparsetir.SparseTIRValueError, match="kernel from rebuild"):
+        rebuilt(B=B, C=B)
+
+
+@pytest.mark.skipif((sizes.physical_memory() or 0) < 64 * 2**30,
+                    reason="2**31 + 1 entries take 34 GB (int64 positions and float64 values)")
+def test_a_real_result_past_int32_is_computed(outer):
+    """The real thing: an outer product of 46,341 x 46,341 entries (2**31 + 4,634), in CSR."""
+    b = np.ones(46341)
+    b[[0, 7]] = 0                               # empty rows: 46,339 x 46,341 entries
+    result = outer["CSR"](b=b, c=np.arange(46341, dtype=np.float64))
+    assert result.nse == 46339 * 46341 > 2**31
+    indptr = result.positions(1)
+    assert indptr.dtype == np.int64 and indptr[-1] == 46339 * 46341
+    assert indptr[1] == 0 and indptr[8] - indptr[7] == 0
+    np.testing.assert_array_equal(result.values[-46341:], np.arange(46341.0))
+
+
+def test_the_int64_kernels_address_everything_in_int64():
+    """IR: the kernels generated for a result past int32 take int64 sizes, positions and
+    coordinates, and their pointers are int64 (no position passes through int32)."""
+    from sparsetir.algebra.generate import generate
+    from sparsetir.script import from_source
+    k = alg.compile("A(i,j) = B(i,j) + C(i,j)", formats={"A": "CSR", "B": "CSR", "C": "CSR"})
+    text = generate(k.statement, k.formats, "float64", index_dtype="int64").text
+    module = sparsetir.lower_sparse_iter(from_source(text))
+    for name in ("main", "count"):                # onepass is not built with int64 positions
+        script = module[name].script()
+        assert "int32" not in script, name
+        assert 'ptr = T.sblock_alloc_buffer((6,), "int64", scope="local")' in script
+        assert 'A1_indptr: T.Buffer(("n_i + T.int64(1)",), "int64")' in script
+
+
+def test_a_dense_result_of_dense_operands_past_the_switch(monkeypatch):
+    monkeypatch.setattr(sizes, "WIDE_POSITIONS", 3)
+    k = alg.compile("A(i,j) = B(i,j) * C(i,j) + B(i,j)")
+    B, C = np.arange(20.).reshape(4, 5), np.linspace(-1, 1, 20).reshape(4, 5)
+    np.testing.assert_allclose(k(B=B, C=C), B * C + B, rtol=1e-12)   # fused multiply-add
+    assert k._wide is not None
+
+
+def test_the_int64_kernels_are_main_and_count(monkeypatch):
+    k = alg.compile("A(i,j) = B(i,j) + C(i,j)", formats={"A": "CSR", "B": "CSR", "C": "CSR"})
+    assert set(k._kernels) == {"main", "count", "onepass"}
+    monkeypatch.setattr(sizes, "WIDE_POSITIONS", 2)
+    B = _with_empty_rows(4, 5, 1, [2])
+    np.testing.assert_array_equal(k(B=B, C=B).to_dense(), 2 * B.toarray())
+    assert set(k._wide) == {"main", "count"}

@@ -58,8 +58,8 @@ def test_onepass_against_scipy_for_any_chunk_count(kernels, monkeypatch, name, p
     calls = []
     run = kernel_module.AlgebraKernel._run
     monkeypatch.setattr(kernel_module.AlgebraKernel, "_run",
-                        lambda self, which, args, validate=True:
-                        calls.append(which) or run(self, which, args, validate))
+                        lambda self, which, args, **options:
+                        calls.append(which) or run(self, which, args, **options))
     out = kernels[name](B=b, C=c)
     assert calls == ["onepass"]                     # merged once, no count
     expected = STATEMENTS[name][1](b, c).toarray()
@@ -130,8 +130,8 @@ def test_spgemm_onepass_for_any_chunk_count(monkeypatch, chunks):
     calls = []
     run = kernel_module.AlgebraKernel._run
     monkeypatch.setattr(kernel_module.AlgebraKernel, "_run",
-                        lambda self, which, args, validate=True:
-                        calls.append(which) or run(self, which, args, validate))
+                        lambda self, which, args, **options:
+                        calls.append(which) or run(self, which, args, **options))
     out = k(B=b, C=c)
     assert calls == ["onepass"]
     np.testing.assert_allclose(out.to_scipy().toarray(), (b @ c).toarray())

@@ -45,9 +45,10 @@ def test_dot_products_get_vector_lanes_when_the_extent_allows(feat, split):
     mod = lowered("sddmm", feat, [vectorize_reductions])
     lanes = [f for f in nodes(mod, tirx.For) if f.kind == tirx.ForKind.VECTORIZED]
     assert bool(lanes) == split
-    if split:   # 16 lanes, or 2-4 vectors of them, and 16 where they are folded
+    if split:   # 16 lanes, or 2-4 vectors of them, 16 where they are folded, then halvings
         assert {int(f.extent) for f in lanes} == ({LANES} if feat % (2 * LANES) else
-                                                  {LANES, min(4, feat // LANES) * LANES})
+                                                  {LANES, min(4, feat // LANES) * LANES}) \
+            | {8, 4, 2}
         allocs = nodes(mod, tirx.AllocBuffer)
         assert len(allocs) == 1
         parallel = [f for f in nodes(mod, tirx.For) if f.kind == tirx.ForKind.PARALLEL][0]

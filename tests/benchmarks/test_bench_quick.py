@@ -1,10 +1,12 @@
 """``benchmarks/bench.py --quick`` end to end, and the synthetic graph generator it uses.
 
-The quick run (cora and citeseer, feature size 32) runs in a subprocess once for the module.
-Every row must be a checked, finite measurement or n/a: n/a only for an operator a library has
-no call for, or a contender whose library is not installed here (MKL, GraphBLAS: benchmark-only
-dependencies, ``benchmarks/requirements.txt``). ours, scipy, torch and DGL are always installed,
-so they must run. The chart needs matplotlib; the test of every contender and the chart is
+The quick run (cora and citeseer, feature size 32, float32 and bfloat16) runs in a subprocess
+once for the module. Every row must be a checked, finite measurement or n/a: n/a only for an
+operator a library has no call for, or a contender whose library is not installed here (MKL,
+GraphBLAS: benchmark-only dependencies, ``benchmarks/requirements.txt``). ours, scipy, torch and
+DGL are always installed, so they must run. In bfloat16 ours and DGL must run (checked within
+bfloat16's tolerance) and torch.sparse, which refuses bfloat16 on the CPU, must be reported as
+refusing with torch's message, never as a time. The chart needs matplotlib; the test of every contender and the chart is
 skipped when a benchmark-only package is missing.
 """
 
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 from sparsetir.data import power_law_graph
 
@@ -25,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH_ONLY = ("matplotlib", "sparse_dot_mkl", "graphblas")
 OPTIONAL = ("mkl", "graphblas")  # contenders whose library is a benchmark-only dependency
 NOT_A_CALL = {("scipy", "sddmm"), ("mkl", "sddmm")}
+REFUSES_BFLOAT16 = ("torch_sparse",)   # torch 2.13: CSR @ and sampled_addmm, on the CPU
 NUMBERS = ("median_ms", "p25_ms", "p75_ms", "min_ms", "max_ms", "gbps", "roofline",
            "speedup_of_ours", "first_call_ms", "setup_ms", "max_error")
 
@@ -44,8 +48,15 @@ def test_quick_run_checks_every_result(quick_run):
     out, rows, stdout = quick_run
     assert {r["graph"] for r in rows} == {"cora", "citeseer"}
     assert {r["op"] for r in rows} == {"spmm", "spmm_unweighted", "sddmm"}
+    half = {(r["contender"], r["op"], r["graph"]) for r in rows if r["dtype"] == "bfloat16"}
+    assert half == {(c, op, g) for c in ("ours", "dgl", "torch_sparse")
+                    for op in ("spmm", "spmm_unweighted", "sddmm") for g in ("cora", "citeseer")}
     for r in rows:
-        where = f"{r['contender']} {r['op']} {r['graph']}: {r['note']}"
+        where = f"{r['contender']} {r['op']} {r['graph']} {r['dtype']}: {r['note']}"
+        if r["status"] == "refused":
+            assert r["dtype"] == "bfloat16" and r["contender"] in REFUSES_BFLOAT16, where
+            assert r["median_ms"] == "" and "BFloat16" in r["note"], where
+            continue
         if r["status"] == "n/a":
             optional = r["contender"] in OPTIONAL and "not installed" in r["note"]
             assert (r["contender"], r["op"]) in NOT_A_CALL or optional, where
@@ -54,9 +65,12 @@ def test_quick_run_checks_every_result(quick_run):
         for column in NUMBERS:
             assert math.isfinite(float(r[column])), (column, where)
         assert float(r["max_error"]) <= 1.0, where
+        if r["dtype"] == "bfloat16":
+            assert math.isfinite(float(r["speedup_over_float32"])), where
     sidecar = json.loads((out / "bench.json").read_text())
     assert sidecar["machine"]["cpus_usable"] >= 1 and sidecar["machine"]["bandwidth_gbps"] > 0
     assert "speedup of ours" in stdout and sidecar["machine"]["llvm_cpu"] in stdout
+    assert "bfloat16 over float32" in stdout and "refuses bfloat16" in stdout
     assert (out / "bench.png").exists() == (importlib.util.find_spec("matplotlib") is not None)
 
 
@@ -66,7 +80,8 @@ def test_quick_run_every_contender_and_chart(request):
         pytest.skip(f"benchmark-only packages not installed: {', '.join(missing)}")
     out, rows, _ = request.getfixturevalue("quick_run")  # only now: a skip costs no run
     for r in rows:
-        if (r["contender"], r["op"]) not in NOT_A_CALL:
+        refused = r["dtype"] == "bfloat16" and r["contender"] in REFUSES_BFLOAT16
+        if (r["contender"], r["op"]) not in NOT_A_CALL and not refused:
             assert r["status"] == "ok", (r["contender"], r["op"], r["graph"], r["note"])
     assert (out / "bench.png").stat().st_size > 10_000
 
@@ -85,3 +100,24 @@ def test_power_law_graph():
     assert (power_law_graph(20_000, 150_000, seed=4) != A).nnz > 0
     with pytest.raises(ValueError):
         power_law_graph(100, 5_000)
+
+
+def test_bfloat16_check_passes_float32_sums_and_catches_bfloat16_sums():
+    """The bfloat16 tolerance (``workload.RTOL``): a product of bfloat16-rounded inputs summed
+    in float32 and rounded once passes; the same summed in bfloat16 along a long row of
+    positive terms (where the running sum outgrows the terms) fails."""
+    import torch   # pylint: disable=import-outside-toplevel
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import workload   # pylint: disable=import-outside-toplevel
+    A = scipy.sparse.csr_matrix(np.random.default_rng(5).uniform(0.5, 1.5, (3, 2000))
+                                .astype(np.float32))
+    X = np.random.default_rng(6).uniform(0, 1, (2000, 8)).astype(np.float32)
+    expected, bound = workload.reference(A, "spmm", X, None)
+    rounded = torch.from_numpy(X).bfloat16().float().numpy()
+    wide = torch.from_numpy(np.asarray(A @ rounded)).bfloat16().float().numpy()
+    assert workload.check(wide, expected, bound, "bfloat16") <= 1
+    narrow = torch.zeros(3, 8, dtype=torch.bfloat16)
+    values, Xb = torch.from_numpy(A.toarray()).bfloat16(), torch.from_numpy(X).bfloat16()
+    for k in range(2000):
+        narrow += values[:, k:k + 1] * Xb[k]
+    assert workload.check(narrow.float().numpy(), expected, bound, "bfloat16") > 1

@@ -9,6 +9,8 @@
   is sparse when no operator is named;
 - the loss check marks a contender whose float64 losses drift beyond 1e-4 as an error, and
   the ratios and table follow;
+- the variants of ours (bfloat16 autocast, ``torch.compile``) train the same model as eager
+  float32 ours within their tolerance, and a variant that does not is refused before timing;
 - the command line: ``--quick`` is GCN on cora, options override the preset.
 """
 
@@ -24,12 +26,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import gnn  # noqa: E402
-import gnn_data  # noqa: E402
-import gnn_frameworks  # noqa: E402
-import gnn_models  # noqa: E402
-import gnn_profile  # noqa: E402
-import gnn_report  # noqa: E402
-from gnn_worker import Training  # noqa: E402
+from gnn_training import frameworks, models, results, sparse_time, tasks  # noqa: E402
+from gnn_training import worker  # noqa: E402
+from gnn_training.worker import Training  # noqa: E402
 
 WIDTH, CLASSES = 6, 6   # GAT's output layer: 4 heads x 6 classes, as on citeseer
 
@@ -40,7 +39,7 @@ def tiny_graph():
     rng = np.random.default_rng(7)
     dense = rng.random((12, 12)) < 0.3
     dense[11, :] = dense[:, 11] = False
-    return gnn_data.symmetric_without_loops(scipy.sparse.csr_matrix(dense.astype(np.float32)))
+    return tasks.symmetric_without_loops(scipy.sparse.csr_matrix(dense.astype(np.float32)))
 
 
 def _installed(name):
@@ -49,9 +48,9 @@ def _installed(name):
 
 
 def _first_epoch(name, model, A):
-    spec = gnn_models.MODELS[model]
-    task = gnn_data.seeded_task("tiny", A, WIDTH, CLASSES, spec.self_loops)
-    run = Training(spec, gnn_frameworks.load_framework(name), task, torch.float64)
+    spec = models.MODELS[model]
+    task = tasks.seeded_task("tiny", A, WIDTH, CLASSES, spec.self_loops)
+    run = Training(spec, frameworks.load_framework(name), task, torch.float64)
     logits = run.logits()
     loss = torch.nn.functional.cross_entropy(logits, run.labels)
     loss.backward()
@@ -59,7 +58,7 @@ def _first_epoch(name, model, A):
     return logits.detach(), loss.item(), grads
 
 
-@pytest.mark.parametrize("model", list(gnn_models.MODELS))
+@pytest.mark.parametrize("model", list(models.MODELS))
 @pytest.mark.parametrize("name", ["pyg", "ours"])
 def test_same_initial_model_as_dgl(tiny_graph, model, name):
     if not _installed(name):
@@ -76,35 +75,35 @@ def test_same_initial_model_as_dgl(tiny_graph, model, name):
 
 
 def test_pyg_weight_map_covers_every_parameter():
-    for model, spec in gnn_models.MODELS.items():
-        names = {k.split(".", 2)[2] for k in gnn_models.canonical_weights(spec, WIDTH, CLASSES)}
-        assert names == set(gnn_frameworks.PYG_NAMES[model]), model
+    for model, spec in models.MODELS.items():
+        names = {k.split(".", 2)[2] for k in models.canonical_weights(spec, WIDTH, CLASSES)}
+        assert names == set(frameworks.PYG_NAMES[model]), model
 
 
 def test_canonical_weights_are_seeded_and_nonzero():
-    spec = gnn_models.MODELS["rgcn"]
-    first = gnn_models.canonical_weights(spec, WIDTH, CLASSES, seed=1)
-    again = gnn_models.canonical_weights(spec, WIDTH, CLASSES, seed=1)
-    other = gnn_models.canonical_weights(spec, WIDTH, CLASSES, seed=2)
+    spec = models.MODELS["rgcn"]
+    first = models.canonical_weights(spec, WIDTH, CLASSES, seed=1)
+    again = models.canonical_weights(spec, WIDTH, CLASSES, seed=1)
+    other = models.canonical_weights(spec, WIDTH, CLASSES, seed=2)
     for key, value in first.items():
         assert value.dtype == np.float32 and np.all(value != 0), key
         np.testing.assert_array_equal(value, again[key])
         assert not np.array_equal(value, other[key]), key
-    assert first["layers.0.linear_r.W"].shape == (gnn_models.NUM_BASES, WIDTH, 16)
+    assert first["layers.0.linear_r.W"].shape == (models.NUM_BASES, WIDTH, 16)
 
 
 def test_graph_preparation(tiny_graph):
     rng = np.random.default_rng(3)
     raw = scipy.sparse.random(30, 30, density=0.1, random_state=rng, format="csr") * 3
-    A = gnn_data.symmetric_without_loops(raw)
+    A = tasks.symmetric_without_loops(raw)
     dense = (raw.toarray() != 0) | (raw.toarray().T != 0)
     np.fill_diagonal(dense, False)
     np.testing.assert_array_equal(A.toarray(), dense.astype(np.float32))
     assert A.has_sorted_indices and A.indices.dtype == np.int32
-    B = gnn_data.with_self_loops(A)
+    B = tasks.with_self_loops(A)
     np.testing.assert_array_equal(B.toarray(), dense + np.eye(30))
-    etypes = rng.integers(0, gnn_data.NUM_RELATIONS, A.nnz)
-    norm = gnn_data.relation_norm(A, etypes)
+    etypes = rng.integers(0, tasks.NUM_RELATIONS, A.nnz)
+    norm = tasks.relation_norm(A, etypes)
     rows = np.repeat(np.arange(30), np.diff(A.indptr))
     for e in range(A.nnz):
         same = np.sum((rows == rows[e]) & (etypes == etypes[e]))
@@ -113,15 +112,35 @@ def test_graph_preparation(tiny_graph):
 
 @pytest.mark.skipif(not _installed("dgl"), reason="dgl is not installed")
 def test_profiler_rule_counts_dgl_sparse_calls(tiny_graph):
-    spec = gnn_models.MODELS["gat"]
-    framework = gnn_frameworks.load_framework("dgl")
-    task = gnn_data.seeded_task("tiny", tiny_graph, WIDTH, CLASSES, spec.self_loops)
+    spec = models.MODELS["gat"]
+    framework = frameworks.load_framework("dgl")
+    task = tasks.seeded_task("tiny", tiny_graph, WIDTH, CLASSES, spec.self_loops)
     run = Training(spec, framework, task)
     names = framework.sparse_operator_names()
     assert {"GSpMM", "GSDDMM", "EdgeSoftmax"} <= names
-    sparse_s, total_s = gnn_profile.sparse_seconds(run.epoch, names, epochs=1)
+    sparse_s, total_s = sparse_time.sparse_seconds(run.epoch, names, epochs=1)
     assert 0 < sparse_s < total_s
-    assert gnn_profile.sparse_seconds(run.epoch, set(), epochs=1)[0] == 0
+    assert sparse_time.sparse_seconds(run.epoch, set(), epochs=1)[0] == 0
+
+
+@pytest.mark.parametrize("name", frameworks.VARIANTS)
+def test_variants_train_the_eager_model(tiny_graph, name):
+    spec = models.MODELS["sage"]
+    task = tasks.seeded_task("tiny", tiny_graph, WIDTH, CLASSES, spec.self_loops)
+    framework = frameworks.load_framework(name)
+    run = Training(spec, framework, task)
+    losses = [run.epoch() for _ in range(3)]
+    worst, note = worker.eager_check(framework, spec, task, losses, 3)
+    assert note == "" and worst <= framework.loss_rtol
+    if name == "ours_bf16":          # the products do run in bfloat16: the losses differ
+        assert worst > 0
+        with framework.forward_context():
+            assert run.net.layers[0].fc_neigh(run.features).dtype == torch.bfloat16
+    else:
+        assert run.model is not run.net and framework.compiles
+        assert "sparsetir::gspmm" in framework.sparse_operator_names()
+    worst, note = worker.eager_check(framework, spec, task, [x * 1.05 for x in losses], 3)
+    assert "NOT THE SAME MODEL: loss at epoch 1" in note and worst > 0.04
 
 
 def _record(contender, condition="idle", epoch_ms=10.0, losses=(1.0, 0.9, 0.8), live=4.0):
@@ -135,7 +154,7 @@ def test_loss_check_ratios_and_table():
     records = [_record("dgl"), _record("ours", epoch_ms=5.0, live=3.0),
                _record("pyg", losses=(1.0, 0.9, 0.8 * (1 + 3e-4))),
                _record("dgl", "load", 20.0), _record("ours", "load", 6.0)]
-    rows = gnn_report.finish(gnn_report.check_losses(records))
+    rows = results.finish(results.check_losses(records))
     by = {(r["contender"], r["condition"]): r for r in rows}
     assert by["ours", "idle"]["status"] == "ok" and by["ours", "idle"]["check_vs_dgl"] == 0
     assert by["pyg", "idle"]["status"] == "error"
@@ -150,7 +169,7 @@ def test_loss_check_ratios_and_table():
     settings = gnn.settings_of(gnn.parse_args(["--quick"]))
     info = {"cpu_model": "cpu", "llvm_cpu": "x", "cpus_usable": 2, "cpus_total": 2,
             "memory": "1 kB"}
-    text = gnn_report.table(rows, info, settings)
+    text = results.table(rows, info, settings)
     assert "ERROR" in text and "NOT THE SAME MODEL" in text and "0.50" in text
 
 
@@ -185,10 +204,13 @@ def test_idle_cases_measure_live_memory_in_a_second_run(monkeypatch, tmp_path):
 def test_command_line():
     quick = gnn.settings_of(gnn.parse_args(["--quick"]))
     assert quick["models"] == ["gcn"] and quick["graphs"] == ["cora"]
-    assert quick["contenders"] == ["ours", "dgl", "pyg"] and quick["conditions"] == ["idle", "load"]
+    assert quick["contenders"] == ["ours", "dgl"] and quick["conditions"] == ["idle"]
+    assert gnn.settings_of(gnn.parse_args(["--quick", "--contenders", "pyg"]))["contenders"] \
+        == ["pyg"]
     full = gnn.settings_of(gnn.parse_args(["--models", "sage", "gat", "--epochs", "7",
                                            "--conditions", "idle", "--threads", "1"]))
-    assert full["models"] == ["sage", "gat"] and full["graphs"] == gnn_data.labels()
+    assert full["contenders"] == ["ours", "ours_bf16", "ours_compiled", "dgl", "pyg"]
+    assert full["models"] == ["sage", "gat"] and full["graphs"] == tasks.labels()
     assert full["epochs"] == 7 and full["threads"] == 1 and full["conditions"] == ["idle"]
     assert gnn.epochs_for("synthetic-arxiv", full)["epochs"] == 7
     assert gnn.epochs_for("cora", quick) == gnn.EPOCHS

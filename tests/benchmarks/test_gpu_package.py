@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -88,6 +89,22 @@ def test_json_files_agree(bundle):
            for feat in (32, 64, 128, 256)}
     tensorcore = {("tc_bsrmm", "bsr_spmm", block, feat) for block in (16, 32) for feat in (64, 128)}
     assert packaged == zoo | ops | tensorcore
+
+
+def test_device_run_is_one_call_with_a_log_and_a_limit(bundle, tmp_path):
+    """The one call the GPU machine makes, rehearsed here: the self-test passes, the timed run
+    says there is no GPU, all of it in OUT_DIR/run.log, within the limit given."""
+    out = tmp_path / "out"
+    result = subprocess.run(["sh", str(bundle / "device_run.sh"), str(out), "200"],
+                            env={**os.environ, "PYTHON": sys.executable}, capture_output=True,
+                            text=True, timeout=260)
+    assert result.returncode == 0, result.stderr
+    log = (out / "run.log").read_text()
+    assert "selftest-cpu: OK: 22 CUDA libraries" in log and "selftest exit 0" in log
+    assert "no CUDA GPU visible" in log and "run exit 2" in log
+    for name in json.loads((bundle / "manifest.json").read_text())["kernels"]:
+        source = (bundle / "kernels" / f"{name}.cu").read_text()
+        assert "__global__" in source, name           # the fallback's CUDA source
 
 
 def test_cpu_selftest_passes_without_tvm_packages(bundle):

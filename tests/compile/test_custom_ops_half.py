@@ -132,3 +132,31 @@ def test_compiled_products_under_autocast_give_the_autocast_dtype(dtype):
     assert d_x.dtype == torch.float32                           # the operand's dtype
     plain = compiled(x, e, y)                                   # autocast off: recompiled
     assert [p.dtype for p in plain] == [torch.float32] * 4
+
+
+def _typed(a, b):
+    return (ops.gather_mm(a, b, torch.tensor([1, 0, 1, 1, 0])),
+            ops.segment_mm(a, b, torch.tensor([2, 0, 3])))
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_typed_products_under_autocast_opcheck_and_compiled(dtype):
+    """``gather_mm``/``segment_mm`` take the autocast dtype as ``dtype``: float32 operands
+    read as they are, the result in that dtype, the same numbers compiled and eager; the
+    gradients in the operands' dtype."""
+    a, b = leaf(5, 4), leaf(3, 4, 2, seed=2)
+    name = str(dtype).replace("torch.", "")
+    opcheck(torch.ops.sparsetir.gather_mm.default, (a, b, torch.tensor([1, 0, 1, 1, 0]), name))
+    opcheck(torch.ops.sparsetir.segment_mm.default, (a, b, torch.tensor([2, 0, 3]), name))
+    compiled = torch.compile(_typed, fullgraph=True, dynamic=False, backend="aot_eager")
+    with torch.autocast("cpu", dtype=dtype):
+        eager, traced = _typed(a, b), compiled(a, b)
+    expected = torch.einsum("nd,nde->ne", a.detach().double(),
+                            b.detach().double()[torch.tensor([1, 0, 1, 1, 0])])
+    for ours, theirs in zip(traced, eager):
+        assert ours.dtype == theirs.dtype == dtype
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+    torch.testing.assert_close(traced[0].double(), expected, rtol=TOLERANCE[dtype],
+                               atol=TOLERANCE[dtype])
+    d_a, d_b = grads(traced[0].float().sum() + traced[1].float().sum(), (a, b))
+    assert d_a.dtype == d_b.dtype == torch.float32

@@ -120,6 +120,55 @@ def test_a_header_naming_another_object_is_refused(kernel, tmp_path, named, mess
         sparsetir.load(path)
 
 
+@pytest.mark.parametrize("where, builtin, problem", [
+    ("missing.stk", FileNotFoundError, "No such file"),
+    (".", IsADirectoryError, "Is a directory"),
+    ("plain.txt/inside.stk", NotADirectoryError, "Not a directory")])
+def test_load_of_a_path_it_cannot_read_names_it(tmp_path, where, builtin, problem):
+    """A path ``load`` cannot read is a ``KernelPathError`` naming it and the problem, also the
+    builtin ``OSError`` subclass it always was."""
+    (tmp_path / "plain.txt").write_text("not a kernel")
+    path = tmp_path / where
+    with pytest.raises(sparsetir.KernelPathError) as caught:
+        sparsetir.load(path)
+    err = caught.value
+    assert isinstance(err, builtin) and isinstance(err, sparsetir.SparseTIRError)
+    assert err.filename == str(path) and problem in str(err)
+    assert "sparsetir.load cannot read the saved kernel" in str(err)
+    assert type(pickle.loads(pickle.dumps(err))) is type(err)
+
+
+@pytest.mark.parametrize("where, builtin, problem", [
+    ("no/such/folder/k.stk", FileNotFoundError, "no file can be created in"),
+    (".", IsADirectoryError, "over a directory"),
+    ("plain.txt/k.stk", NotADirectoryError, "no file can be created in")])
+def test_save_to_a_path_it_cannot_write_names_it(kernel, tmp_path, where, builtin, problem):
+    """A path ``save`` cannot write is refused naming the path the caller gave (not the
+    staging file next to it), and nothing is left behind."""
+    (tmp_path / "plain.txt").write_text("not a kernel")
+    before = sorted(tmp_path.rglob("*"))
+    path = tmp_path / where
+    with pytest.raises(builtin, match=problem) as caught:
+        kernel.save(path)
+    assert isinstance(caught.value, sparsetir.KernelPathError)
+    assert caught.value.filename == str(path)
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
+                    reason="permissions do not bind root")
+def test_save_into_a_folder_without_write_permission_names_it(kernel, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(PermissionError, match="no file can be created in") as caught:
+            kernel.save(locked / "k.stk")
+        assert isinstance(caught.value, sparsetir.KernelPathError)
+    finally:
+        locked.chmod(0o700)
+
+
 def test_kernel_from_another_tvm_is_refused(kernel):
     function, (contents, checks, make_kernel) = kernel.__reduce__()
     with pytest.raises(sparsetir.KernelFileError, match="tvm 0.0.1"):

@@ -256,3 +256,43 @@ def test_typed_products_and_their_gradients(dtype, d2):
     seglen = torch.tensor([20, 0, 30])
     assert_one_rounding(ops.segment_mm(a.detach(), b.detach(), seglen),
                         ops.segment_mm(a32.detach(), b32.detach(), seglen), dtype)
+
+
+@HALVES
+@pytest.mark.parametrize("a_half", [False, True], ids=["a_f32", "a_half"])
+def test_typed_products_under_autocast(dtype, a_half):
+    """Under autocast ``gather_mm``/``segment_mm`` give the autocast dtype, their float32
+    operands read as they are (not rounded first): one rounding of the float32 product; the
+    gradients come back in each operand's dtype, from float32 sums."""
+    a = torch.randn(50, 24, generator=torch.Generator().manual_seed(31))
+    a = (a.to(dtype) if a_half else a).requires_grad_()
+    b = torch.randn(3, 24, 16, generator=torch.Generator().manual_seed(32)).requires_grad_()
+    idx = torch.randint(0, 3, (50,), generator=torch.Generator().manual_seed(33))
+    a32, b32 = (t.detach().float().requires_grad_() for t in (a, b))
+    with torch.autocast("cpu", dtype=dtype):
+        y = ops.gather_mm(a, b, idx)
+        segments = ops.segment_mm(a.detach(), b.detach(), torch.tensor([20, 0, 30]))
+    y32 = ops.gather_mm(a32, b32, idx)
+    assert_one_rounding(y, y32, dtype)
+    assert_one_rounding(segments, ops.segment_mm(a32.detach(), b32.detach(),
+                                                 torch.tensor([20, 0, 30])), dtype)
+    upstream = _rounded((50, 16), dtype, 34)
+    (y * upstream).sum().backward()
+    (y32 * upstream.float()).sum().backward()
+    assert a.grad.dtype == a.dtype and b.grad.dtype == torch.float32
+    if a_half:
+        assert_one_rounding(a.grad, a32.grad, dtype)
+    else:
+        torch.testing.assert_close(a.grad, a32.grad, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(b.grad, b32.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_typed_products_under_autocast_keep_float64_and_refuse_other_halves():
+    a, b, idx = torch.randn(6, 4, dtype=torch.float64), torch.randn(2, 4, 3,
+                                                                    dtype=torch.float64), [0, 1] * 3
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert ops.gather_mm(a, b, idx).dtype == torch.float64   # as torch leaves float64
+        with pytest.raises(SparseTIRTypeError, match="a is float16: a product in bfloat16"):
+            ops.gather_mm(a.to(torch.float16), b.float(), idx)
+        with pytest.raises(SparseTIRTypeError, match="b is float64"):
+            ops.segment_mm(a.float(), b, [3, 3])

@@ -29,9 +29,11 @@ TIMEOUT_S = 180
 
 def run_check(check: str, *arguments: str, **env: str) -> dict:
     """Run ``check`` (a function below) with ``arguments`` in a fresh process, with ``env``
-    added to the environment (TVM's pool settings removed unless given); its findings."""
+    added to the environment (a None value removes the variable; TVM's pool settings are removed
+    unless given); its findings."""
     base = {k: v for k, v in os.environ.items() if k not in threads.TVM_POOL_SETTINGS}
-    with subprocess.Popen([sys.executable, str(HERE), check, *arguments], env={**base, **env},
+    environment = {k: v for k, v in {**base, **env}.items() if v is not None}
+    with subprocess.Popen([sys.executable, str(HERE), check, *arguments], env=environment,
                           text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           start_new_session=True) as proc:
@@ -63,8 +65,9 @@ def _thread_ids() -> set:
 
 
 def check_pool(torch_first: str = "1") -> dict:
-    """Import in the order asked, run a torch operator on 2 threads (its OpenMP team starts),
-    then the first kernels; which pool was chosen, how many threads the kernels started (and
+    """Import in the order asked, run a torch operator on ``TVM_NUM_THREADS`` threads (its
+    OpenMP team starts; the kernels follow torch's count, set after the import), then the
+    first kernels; which pool was chosen, how many threads the kernels started (and
     how many the task pool says it started), and their largest error against scipy (outputs
     start as NaN). The matrix is large enough for its calls to run on a team."""
     if torch_first == "1":
@@ -75,7 +78,7 @@ def check_pool(torch_first: str = "1") -> dict:
         import torch
     from sparsetir.runtime.threads import cooperate_with_torch, pool_workers
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ["TVM_NUM_THREADS"]))
     torch.ones(1 << 22).mul_(2)                       # large enough to run on torch's team
     decision = cooperate_with_torch()
     before = _thread_ids()
@@ -99,6 +102,44 @@ def check_pool(torch_first: str = "1") -> dict:
             "spmm_error": float(np.abs(out - A @ X).max()),
             "sddmm_error": float(np.abs(values - expected_values).max()),
             "torch_error": float(np.abs(torch_out.numpy() - A @ X).max())}
+
+
+def check_follow_torch() -> dict:
+    """Kernel calls (on numpy arrays: the task pool; on torch tensors: torch's team) before and
+    after ``torch.set_num_threads`` calls made after ``import sparsetir``: the threads each
+    launch was cut for, the kernels' count, the pool's workers and launches, the largest error
+    against scipy (outputs start as NaN)."""
+    import sparsetir.ops
+    import torch
+    from sparsetir.runtime import threads as module
+
+    A = _matrix(6000, 800)
+    M = sparsetir.ops.SparseMatrix(A)
+    X = np.random.default_rng(2).standard_normal((A.shape[1], 16)).astype(np.float32)
+    found = {"error": 0.0, "steps": []}
+
+    def call(torch_call: bool):
+        out = np.full((A.shape[0], 16), np.nan, np.float32)
+        if torch_call:
+            out = sparsetir.ops.spmm(M, torch.from_numpy(X)).numpy()
+        else:
+            sparsetir.ops.spmm(M, X, out=out)
+        found["error"] = max(found["error"], float(np.abs(out - A @ X).max()))
+        return module.last_launch_threads()
+
+    def step(label):
+        launches = module.pool_launches()
+        numpy_team = call(False)
+        found["steps"].append({"label": label, "count": module.thread_count(),
+                               "numpy": numpy_team, "torch": call(True),
+                               "pooled": module.pool_launches() - launches,
+                               "workers": module.pool_workers()})
+
+    step("environment")
+    for count in (3, 1, 2):
+        torch.set_num_threads(count)
+        step(f"torch {count}")
+    return found
 
 
 def check_concurrent_callers() -> dict:
@@ -319,10 +360,15 @@ def check_spread_leaves_threads_unbound() -> dict:
     bind_all(usable)
     before_free = masks()
     moved_free = module.spread_team()
+    regions = module.spread_regions()
+    for _ in range(5):
+        torch.ones(1 << 22).mul_(2)
+        module.spread_team()
     return {"pool": decision.pool, "cpus": len(usable), "moved_bound": moved_bound,
             "kept_bound": after_bound == before_bound, "moved_free": moved_free,
             "kept_free": masks() == before_free,
-            "spreads": module._spread is not None}
+            "spreads": module._spread is not None,
+            "regions_first": regions, "regions_later": module.spread_regions() - regions}
 
 
 # ---------------------------------------------------------------------------------- the tests
@@ -353,6 +399,22 @@ def test_more_threads_than_cores_still_correct():
     found = run_check("check_pool", TVM_NUM_THREADS="5")
     assert found["pool"] == "tasks" and found["threads"] == 5 and found["workers"] == 4
     assert found["spmm_error"] < 1e-4 and found["sddmm_error"] < 1e-4
+
+
+@pytest.mark.parametrize("environment,first", [({"TVM_NUM_THREADS": "2"}, 2),
+                                               ({"OMP_NUM_THREADS": "1"}, 1)])
+def test_kernels_follow_torch_set_num_threads(environment, first):
+    base = {name: None for name in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}
+    found = run_check("check_follow_torch", **{**base, **environment})
+    assert found["error"] < 1e-4
+    steps = {step["label"]: step for step in found["steps"]}
+    start = steps["environment"]          # the environment's count until torch's changes
+    assert start["count"] == start["torch"] == start["numpy"] == first
+    for count in (3, 1, 2):
+        step = steps[f"torch {count}"]
+        assert step["count"] == step["torch"] == step["numpy"] == count, step
+        assert (step["pooled"] > 0) == (count > 1), step     # the numpy call's, on the pool
+    assert steps["torch 3"]["workers"] == 2                      # started as the pool grew
 
 
 def test_concurrent_callers_get_right_numbers():
@@ -399,6 +461,8 @@ def test_spreading_the_team_never_binds_it():
     assert 0 <= found["moved_free"] <= 1 and found["kept_free"]   # moved ones are not bound
     if found["cpus"] < 2:
         assert found["moved_free"] == 0
+    else:       # one region learnt the team; later spreads read /proc and wake nobody
+        assert found["regions_first"] == 1 and found["regions_later"] == 0
 
 
 def test_small_calls_off_the_main_thread_start_no_team():

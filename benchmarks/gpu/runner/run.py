@@ -89,6 +89,23 @@ def benchmark(args) -> int:
         print(f"warning: this GPU is {arch}; package for it with --arch {arch}", file=sys.stderr)
     print(_dgl_note())
     _print_header()
+    with open(args.csv, "w", newline="") as stream:
+        writer = csv.DictWriter(stream, fieldnames=COLUMNS)
+        writer.writeheader()
+
+        def record(row: dict) -> None:    # a run cut short by its time limit keeps its rows
+            writer.writerow(row)
+            stream.flush()
+            _print_row(row)
+        rows = _measure_all(args, specs, functions, name, device, record)
+    failed = [_label(r) for r in rows if not r["ok"]]
+    print(f"wrote {args.csv}; {len(rows) - len(failed)} of {len(rows)} results match torch"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+def _measure_all(args, specs: list, functions: dict, name: str, device, record) -> list:
+    """Every kernel checked and timed on every problem; each row given to ``record``."""
     rows = []
     for graph_name in args.graphs:
         graph = graphs.load(graph_name, ROOT / "data")
@@ -102,7 +119,7 @@ def benchmark(args) -> int:
                 rows += _run_kernels(functions, [s for s in specs if s["op"] == op and
                                                  s["feat_size"] == feat],
                                      inputs, ops.reference(op, inputs), (ops.RTOL, ops.ATOL),
-                                     common, args)
+                                     common, args, record)
     bsr_specs = [s for s in specs if s["op"] == blocksparse.OP]
     refusals = set()
     for shape in args.bsr_shapes:
@@ -119,21 +136,15 @@ def benchmark(args) -> int:
                 rows += _run_kernels(functions, [s for s in bsr_specs if s["block_size"] == block
                                                  and s["feat_size"] == feat],
                                      inputs, blocksparse.reference(inputs),
-                                     (blocksparse.RTOL, blocksparse.ATOL), common, args)
-    with open(args.csv, "w", newline="") as stream:
-        writer = csv.DictWriter(stream, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    failed = [_label(r) for r in rows if not r["ok"]]
-    print(f"wrote {args.csv}; {len(rows) - len(failed)} of {len(rows)} results match torch"
-          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
+                                     (blocksparse.RTOL, blocksparse.ATOL), common, args,
+                                     record)
+    return rows
 
 
 def _run_kernels(functions: dict, specs: list, inputs: dict, expected, tolerance: tuple,
-                 common: dict, args) -> list:
-    """Check and time each kernel of ``specs`` on ``inputs``; print and return its table rows,
-    ``common`` (the problem and the contenders' times) completed."""
+                 common: dict, args, record) -> list:
+    """Check and time each kernel of ``specs`` on ``inputs``; give each table row to ``record``
+    and return them, ``common`` (the problem and the contenders' times) completed."""
     rows = []
     for spec in specs:
         inputs["out"].fill_(float("nan"))
@@ -148,7 +159,7 @@ def _run_kernels(functions: dict, specs: list, inputs: dict, expected, tolerance
                          dense_ms=_rounded(common["dense_ms"]),
                          dense_speedup=_ratio(common["dense_ms"], ours_ms),
                          max_abs_err=f"{err:.2e}", ok=ok))
-        _print_row(rows[-1])
+        record(rows[-1])
     return rows
 
 

@@ -6,7 +6,9 @@ T.dense_fixed(1)`` when the first level is compressed, read at index 0). The loo
 output's level order followed by the summed variables in order of appearance. For every
 variable, the merge of the expression (TACO's rule: ``+``/``-`` is a union, ``*``/``/`` an
 intersection, a term without the variable makes a sum whole) becomes ``T.coiterate`` when it
-holds a compressed level; otherwise the variable walks its whole axis.
+holds a compressed level; otherwise the variable walks its whole axis. A summed variable merges
+the terms that use a summed variable only: the others are the sum's initial value
+(``s = 2 + B(i,j)`` walks ``B``'s entries and starts from 2).
 
 Example
 -------
@@ -45,9 +47,11 @@ class Generated:
 
 
 def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel",
-             loop: tuple = None) -> Generated:
-    """The Stage I function text of ``stmt`` over operands in ``formats`` (name -> LevelFormat)
-    with loops in the order ``loop`` (default: ``loop_order``'s)."""
+             index_dtype: str = "int32", loop: tuple = None) -> Generated:
+    """The Stage I function text of ``stmt`` over operands in ``formats`` (name -> LevelFormat),
+    its sizes, positions and coordinates in ``index_dtype`` (``"int32"``, or ``"int64"`` for
+    results past the int32 positions: ``algebra.sizes``), with loops in the order ``loop``
+    (default: ``loop_order``'s)."""
     lhs = stmt.lhs
     out_fmt = formats[lhs.name]
     tensors = {lhs.name: out_fmt}
@@ -64,6 +68,10 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel",
     script = _ScriptNames(name, tensors, loop)
     axis_names = script.axes
     merges = {v: _merge(stmt.rhs, v) for v in loop}
+    if stmt.reduction_vars:       # the terms without summed indices are the init: not merged
+        summed_terms = _split_terms(stmt.rhs, set(stmt.reduction_vars))[1]
+        merges.update({v: _sum_merge(*[_merge(term, v) for _, term in summed_terms])
+                       for v in stmt.reduction_vars})
     lines, params, names, sizes = [], [], {}, []
     uses_root = False
     decls = []
@@ -95,7 +103,7 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel",
             entry["crd"].append(crd)
             entry["nnz"].append(nnz)
             decls.append(f'{axis} = T.sparse_variable({parent}, (n_{var}, {nnz}), ({pos}, {crd}), '
-                         '"int32")')
+                         f'"{index_dtype}")')
             parent = axis
             axes.append(axis)
         if not fmt.kinds:
@@ -105,7 +113,7 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel",
                      f'"{dtype}")')
         names[tname] = entry
     scalars = [f"n_{v}" for v in loop] + sizes
-    sig = ", ".join([f"{p}: T.handle" for p in params] + [f"{s}: T.int32" for s in scalars])
+    sig = ", ".join([f"{p}: T.handle" for p in params] + [f"{s}: T.{index_dtype}" for s in scalars])
     lines.append("@T.prim_func")
     lines.append(f"def {name}({sig}):")
     body = ['T.func_attr({"global_symbol": "main", "tir.noalias": True})']
@@ -269,11 +277,7 @@ def _merge(expr, v):
         return _merge(expr.operand, v)
     a, b = _merge(expr.a, v), _merge(expr.b, v)
     if expr.op in "+-":
-        if a is None and b is None:
-            return None
-        if a is None or b is None or DENSE in (a, b):
-            return DENSE
-        return _flat("union", a, b)
+        return _sum_merge(a, b)
     if expr.op == "/" and b is not None:
         return DENSE if a in (None, DENSE) else _flat("intersect", a, b)
     if a is None or a == DENSE:
@@ -281,6 +285,20 @@ def _merge(expr, v):
     if b is None or b == DENSE:
         return a
     return _flat("intersect", a, b)
+
+
+def _sum_merge(*merges):
+    """The merge of a sum of terms whose merges are ``merges``: a union, ``DENSE`` where a
+    term is ``DENSE`` or does not depend on the variable (it is added at every coordinate),
+    None where no term depends on it."""
+    if all(m is None for m in merges):
+        return None
+    if any(m is None or m == DENSE for m in merges):
+        return DENSE
+    out = merges[0]
+    for m in merges[1:]:
+        out = _flat("union", out, m)
+    return out
 
 
 def _flat(op, a, b):

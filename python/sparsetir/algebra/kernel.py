@@ -6,7 +6,10 @@ into ``main`` (and ``count`` when the result's pattern is assembled, ``onepass``
 one), scheduled (the outer loop ``parallel``) and built. A call converts the operands to their
 declared formats, checks that the sizes agree, and runs ``onepass`` once (every operand CSR:
 room per chunk of rows bounded from the operands' row pointers, the chunks moved together after)
-or ``count``, allocates, and runs ``main``; it returns the result: a
+or ``count``, allocates, and runs ``main``. A result past int32 positions (more than
+``sizes.WIDE_POSITIONS`` stored entries or dense elements) is filled by the statement's kernels
+generated with int64 positions (built at the first such call, then kept), where memory holds
+it. It returns the result: a
 ``SparseTensor`` for a sparse result (every coordinate the merge visits is kept, explicit
 zeros included), a numpy array for a dense one, a 0-d array for a scalar.
 
@@ -32,7 +35,8 @@ from ..driver.build_module import build
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 from ..ir.attrs import param_names
 from ..ir.function import SparseFunction
-from ..lower.coiterate import has_coiteration
+from ..ir.coiteration import CoiteratedAxis
+from ..ir.iteration import SparseIteration
 from ..lower.lower_sparse_iter import lower_sparse_iter
 from ..lower.coiterate.onepass import CHUNKS_PARAM
 from ..lower.coiterate.workspace import WORKSPACE_CHUNKS, workspace_bytes
@@ -42,7 +46,8 @@ from ..script import from_source
 from .generate import generate
 from .lattice import lattices_of
 from .order import plan_order
-from .sizes import INDEX_LIMIT, check_elements, check_positions, check_workspace
+from .sizes import (INDEX_LIMIT, check_elements, check_result_memory, check_workspace,
+                    index_dtype, wider)
 from .storage import Levels, to_levels, to_result
 from .typed import ValueTyped
 
@@ -54,16 +59,19 @@ class AlgebraKernel(ValueTyped):
     """A compiled statement: ``.func`` (Stage I), ``.lattices``, ``.plan`` (loop order and
     level-order conversions), ``rebuild(func)``, and a call with the operands by name."""
 
+    _wide = None        # the kernels with int64 positions, once a call needs them
+    _rebuilt = False    # from rebuild: its function has int32 positions only
+
     def __init__(self, stmt, formats: dict, dtype: str):
         self.statement = stmt
         self.plan = plan_order(stmt, formats)
         formats = self.formats = self.plan.formats
         self.dtype = dtype
-        self.generated = generate(stmt, formats, dtype, KERNEL_NAME, self.plan.loop)
+        self.generated = generate(stmt, formats, dtype, KERNEL_NAME, loop=self.plan.loop)
         self.func = from_source(self.generated.text)
         sparse_result = not formats[stmt.lhs.name].is_dense
-        if sparse_result and not has_coiteration(self.func):    # nothing merged: every
-            raise _whole_result(stmt)                            # coordinate written
+        if sparse_result and not _merges_an_output_index(self.func):    # every coordinate
+            raise _whole_result(stmt)                                    # written
         self._kernels = _build(self.func)      # before the lattices: a merge too large stops it
         self.lattices = lattices_of(stmt, self.generated)
         if sparse_result and "count" not in self._kernels:
@@ -83,6 +91,7 @@ class AlgebraKernel(ValueTyped):
         if isinstance(func, SparseFunction):
             clone.func = func
         clone._kernels = _build(func)
+        clone._wide, clone._rebuilt = None, True
         missing = [name for name in self._kernels if name != "onepass"
                    and name not in clone._kernels]
         if missing:
@@ -121,18 +130,22 @@ class AlgebraKernel(ValueTyped):
         for name, lv in levels.items():
             _bind(args, gen.names[name], lv)
         names = gen.names[out_name]
+        operand_index = index_dtype(max((len(lv.vals) for lv in levels.values()), default=0))
         if out_fmt.is_dense:
-            check_elements(out_name, out_shape, "the dense result")
+            elements = int(np.prod(out_shape, dtype=object))
+            index = wider(operand_index, index_dtype(elements))
+            check_result_memory(stmt, index, 0, elements, self.dtype, "elements")
             stored = np.empty([out_shape[d] for d in out_fmt.dims], self.dtype)
             args[names["vals"]] = stored.reshape(-1)        # main writes every element
-            self._run("main", args)
+            self._run("main", args, index=index)
             return stored.transpose(np.argsort(out_fmt.dims))
         self._check_workspace(sizes)
-        bounds = _row_bounds(stmt, gen, levels, self._kernels)
+        bounds = _row_bounds(stmt, gen, levels, self._kernels) if operand_index == "int32" \
+            else None
         if bounds is not None:
             out = _assemble_once(self, args, names, out_shape, bounds)
         else:
-            out = _assemble(self, args, names, out_fmt, out_shape)
+            out = _assemble(self, args, names, out_fmt, out_shape, operand_index)
         return to_result(out, out_fmt)
 
     def _check_workspace(self, sizes: dict) -> None:
@@ -147,15 +160,49 @@ class AlgebraKernel(ValueTyped):
         per_chunk = workspace_bytes(width, np.dtype(self.dtype).itemsize)
         check_workspace(stmt, per_chunk, min(rows, WORKSPACE_CHUNKS), thread_count())
 
-    def _run(self, which: str, args: dict, validate: bool = True) -> None:
-        kernel, params = self._kernels[which]
+    def _kernels_of(self, index: str) -> dict:
+        """The kernels with ``index`` positions (``"int32"``: those compiled; ``"int64"``:
+        generated again with int64 positions at the first call that needs them, without
+        ``onepass``, whose room is bounded in int32)."""
+        if index == "int32":
+            return self._kernels
+        if self._wide is None:
+            if self._rebuilt:
+                raise SparseTIRValueError(
+                    f"{self.statement.text!r}: this call needs kernels with int64 positions "
+                    f"(more than {INDEX_LIMIT} positions), which a kernel from rebuild does "
+                    "not have (its function addresses int32 positions); call the kernel of "
+                    "sparsetir.algebra.compile")
+            wide = generate(self.statement, self.formats, self.dtype, KERNEL_NAME,
+                            index_dtype="int64", loop=self.plan.loop)
+            self._wide = _build(from_source(wide.text), without=("onepass",))
+        return self._wide
+
+    def _run(self, which: str, args: dict, validate: bool = True,
+             index: str = "int32") -> None:
+        """Run kernel ``which`` with ``index`` positions; for int64 ones the int32 index
+        arrays (the operands': the caller allocates the results' arrays as int64) are
+        widened."""
+        kernel, params = self._kernels_of(index)[which]
+        values = [args[p] for p in params]
+        if index == "int64":
+            values = [v.astype(np.int64) if isinstance(v, np.ndarray) and v.dtype == np.int32
+                      else v for v in values]
         try:
-            kernel(*[args[p] for p in params], validate=validate)
+            kernel(*values, validate=validate)
         except Exception as err:  # noqa: BLE001  (TVM raises bad_alloc as an InternalError)
             if "bad_alloc" not in str(err):
                 raise
             raise MemoryError(f"{self.statement.text!r}: {which} could not allocate its "
                               f"workspace (std::bad_alloc); sizes {_size_text(args)}") from None
+
+
+def _merges_an_output_index(func: SparseFunction) -> bool:
+    """Whether an output index of ``func``'s iteration walks a merge (``T.coiterate``); where
+    none does, every coordinate of the result is written (a merge of summed indices only,
+    as in ``A(i,j) = B(i,j) + C(i,k)``, still writes every ``(i, j)``)."""
+    return any(isinstance(v.axis, CoiteratedAxis) and not v.is_reduction for it in func.body
+               if isinstance(it, SparseIteration) for v in it.sp_iter_vars)
 
 
 def _whole_result(stmt) -> SparseTIRValueError:
@@ -184,14 +231,17 @@ def read_operands(stmt, formats: dict, dtype: str, operands: dict) -> dict:
     return levels
 
 
-def _build(func) -> dict:
-    """The kernels (``main``, and ``count``) of a Stage I function or a Stage II module, each
-    with its parameters' Stage I names in call order."""
+def _build(func, without=()) -> dict:
+    """The kernels (``main``, and ``count``, ``onepass``) of a Stage I function or a Stage II
+    module but those named in ``without``, each with its parameters' Stage I names in call
+    order."""
     cooperate_with_torch()       # parallel loops on sparsetir's task pool (as ops does)
     mod = lower_sparse_iter(func) if isinstance(func, SparseFunction) else func
     scheduled = isinstance(func, tvm.IRModule)
     kernels = {}
     for gv in mod.functions:
+        if gv.name_hint in without:
+            continue
         prim = mod[gv.name_hint]
         single = tvm.IRModule({"main": prim.with_attr("global_symbol", "main")})
         if not scheduled:
@@ -203,10 +253,14 @@ def _build(func) -> dict:
 
 
 def _default_schedule(mod: tvm.IRModule) -> tvm.IRModule:
-    """The outer loop of each top-level block parallel (each iteration owns its rows)."""
+    """The outer loop of the top-level block parallel where it walks an output index (each
+    iteration owns its rows); serial where it is summed (a scalar result: ``s = 2 + B(i,j)``
+    over dense walks, every iteration adds into ``s``)."""
     sch = tvm.s_tir.Schedule(mod)
-    loops = sch.get_loops(sch.get_sblock(f"{KERNEL_NAME}0"))
-    if loops:
+    block = sch.get_sblock(f"{KERNEL_NAME}0")
+    loops = sch.get_loops(block)
+    iter_vars = sch.get(block).iter_vars
+    if loops and iter_vars and iter_vars[0].iter_type == tvm.tirx.IterVar.DataPar:
         sch.parallel(loops[0])
     return sch.mod
 
@@ -249,42 +303,43 @@ def _bind(args: dict, names: dict, lv: Levels) -> None:
             args[pos], args[crd], args[nnz] = p, c, len(c)
 
 
-def _assemble(kernel: AlgebraKernel, args: dict, names: dict, fmt, shape) -> Levels:
-    """Count, allocate, fill: the result's arrays."""
+def _assemble(kernel: AlgebraKernel, args: dict, names: dict, fmt, shape,
+              operand_index: str) -> Levels:
+    """Count (with the operands' index type), check the memory, allocate, fill (with int64
+    positions where the result passes int32): the result's arrays."""
     compressed = [l for l, k in enumerate(fmt.kinds) if k == "compressed"]
     for l in compressed:
         args[names["nnz"][l]] = 0
     if fmt.kinds[0] == "dense":                       # rows: count writes each row's count
         rows = shape[fmt.dims[0]]
-        indptr = np.zeros(rows + 1, np.int32)
-        args[names["pos"][1]] = indptr
-        kernel._run("count", args)
-        total = np.cumsum(indptr, dtype=np.int64)
-        check_positions(kernel.statement, int(total[-1]), "stored values")
-        indptr[:] = total
-        nnz = [None, int(indptr[-1])]
-        pos = [None, indptr]
+        lengths = np.zeros(rows + 1, operand_index)   # a row's count fits: at most n_j
+        args[names["pos"][1]] = lengths
+        kernel._run("count", args, index=operand_index)
+        total = np.cumsum(lengths, dtype=np.int64)
+        nnz = [None, int(total[-1])]
+        sizes = [rows + 1]
     else:                                             # appended: count writes each level's total
         counts = np.zeros(len(compressed), np.int64)      # counted in int64: never wraps
         args[f"{names['buffer']}_counts"] = counts
-        kernel._run("count", args)
+        kernel._run("count", args, index=operand_index)
         nnz = [int(c) for c in counts]
-        for level, n in zip(compressed, nnz):
-            check_positions(kernel.statement, n, "stored values" if level == compressed[-1]
-                            else f"coordinates at level {level}")
-        pos = []
-        parents = 1
-        for n in nnz:
-            pos.append(np.zeros(parents + 1, np.int32))
-            parents = n
+        sizes = [parents + 1 for parents in [1] + nnz[:-1]]
+    index = wider(operand_index, index_dtype(max(n for n in nnz if n is not None)))
+    positions = sum(sizes) + sum(n for n in nnz if n is not None)
+    check_result_memory(kernel.statement, index, positions, nnz[-1], kernel.dtype)
+    if fmt.kinds[0] == "dense":
+        pos = [None, total.astype(index, copy=False)]
+        args[names["pos"][1]] = pos[1]
+    else:
+        pos = [np.zeros(size, index) for size in sizes]
         for l, p in zip(compressed, pos):
             args[names["pos"][l]] = p
-    crd = [None if n is None else np.zeros(n, np.int32) for n in nnz]
+    crd = [None if n is None else np.zeros(n, index) for n in nnz]
     vals = np.empty(nnz[-1], kernel.dtype)                # main writes every slot
     for l in compressed:
         args[names["crd"][l]], args[names["nnz"][l]] = crd[l], nnz[l]
     args[names["vals"]] = vals
-    kernel._run("main", args, validate=False)      # count checked the same index arrays
+    kernel._run("main", args, validate=False, index=index)   # count checked the same index arrays
     return Levels(shape, pos, crd, vals)
 
 
@@ -321,7 +376,7 @@ def _row_bounds(stmt, gen, levels: dict, kernels: dict):
         products = np.concatenate([[0], np.cumsum(np.diff(pos[y.name])[levels[x.name].crd[1]])])
         lengths = np.diff(products[pos[x.name]])
     bound = np.concatenate([[0], np.cumsum(np.minimum(lengths, columns))])
-    return bound if bound[-1] <= np.iinfo(np.int32).max else None
+    return bound if index_dtype(int(bound[-1])) == "int32" else None
 
 
 def _merged_lengths(tree, lengths: dict) -> np.ndarray:

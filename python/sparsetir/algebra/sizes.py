@@ -1,17 +1,23 @@
 """The sizes an algebra kernel may reach, checked before anything is allocated.
 
-Co-iteration kernels address their arrays with int32 positions: a result (any format) with more
-than ``INDEX_LIMIT`` stored coordinates or values, or a dense operand or result with more than
-``INDEX_LIMIT`` elements, is refused by name with its size, computed exactly (Python ints, and
-``count`` counts in int64), before its arrays are allocated. A call that needs a workspace
-(SpGEMM into CSR: Gustavson's dense row per chunk of rows) is refused with ``MemoryError``
-when the workspaces its threads hold at once need more than the machine's memory.
+A result (any format) with more than ``WIDE_POSITIONS`` (2**31 - 1) stored coordinates or
+values, or a dense result of more than that many elements, is computed by the statement's
+kernels generated with int64 positions (``index_dtype``: one set per index type, built at the
+first such call and kept); its size is computed exactly first (Python ints, and ``count``
+counts in int64) and a result whose arrays cannot fit in the machine's memory is refused with
+``SparseTIRMemoryError`` (a ``MemoryError``) naming its size and bytes, before anything is
+allocated (``check_result_memory``). Operands keep int32 positions: one of more than
+``INDEX_LIMIT`` elements is refused by name (``check_elements``). A call that needs a
+workspace (SpGEMM into CSR: Gustavson's dense row per chunk of rows) is refused with
+``MemoryError`` when the workspaces its threads hold at once need more than the memory.
 
 Example
 -------
->>> check_elements("A", (46341, 46341), "the dense result")
+>>> index_dtype(2**31 - 1), index_dtype(2**31)
+('int32', 'int64')
+>>> check_elements("c", (46341, 46341), "the dense operand")
 Traceback (most recent call last):
-sparsetir.errors.SparseTIRValueError: the dense result A has 46341 x 46341 = 2147488281 elements, past the 2147483647 (2**31 - 1) that co-iteration kernels address with int32 positions; nothing was allocated
+sparsetir.errors.SparseTIRValueError: the dense operand c has 46341 x 46341 = 2147488281 elements, past the 2147483647 (2**31 - 1) that co-iteration kernels address with int32 positions; nothing was allocated
 """
 
 from __future__ import annotations
@@ -21,33 +27,53 @@ import os
 
 import numpy as np
 
-from ..errors import SparseTIRValueError
+from ..errors import SparseTIRMemoryError, SparseTIRValueError
 
 INDEX_LIMIT = int(np.iinfo(np.int32).max)
-"""The most positions (stored entries, dense elements) a co-iteration kernel addresses."""
+"""The most positions (stored entries, dense elements) int32 positions address."""
+WIDE_POSITIONS = INDEX_LIMIT
+"""A result with more positions than this is computed with int64 positions (``index_dtype``).
+Tests lower it to reach that path with small matrices."""
 _LIMIT_TEXT = (f"{INDEX_LIMIT} (2**31 - 1) that co-iteration kernels address with int32 "
                "positions; nothing was allocated")
 
 
-def check_positions(stmt, count: int, what: str) -> int:
-    """``count``, the number of ``what`` (say ``"stored values"``) the result of ``stmt``
-    holds, after checking int32 positions address them.
+def index_dtype(positions: int) -> str:
+    """The index type of the kernels that compute a result of ``positions`` stored entries
+    (or dense elements): ``"int32"`` up to ``WIDE_POSITIONS``, else ``"int64"``."""
+    return "int64" if positions > WIDE_POSITIONS else "int32"
+
+
+def wider(*dtypes: str) -> str:
+    """The widest of index types ``dtypes`` (``wider("int32", "int64") == "int64"``)."""
+    return max(dtypes, key=lambda d: np.dtype(d).itemsize)
+
+
+def check_result_memory(stmt, index: str, positions: int, values: int, dtype: str,
+                        what: str = "stored values") -> int:
+    """The bytes of a result of ``positions`` positions and coordinates (of type ``index``) and
+    ``values`` values (``dtype``), after checking the machine's memory holds them
+    (``SparseTIRMemoryError`` naming the result, its size and the bytes otherwise).
 
     Example
     -------
     >>> from sparsetir.algebra.notation import parse
-    >>> check_positions(parse("A(i,j) = b(i) * c(j)"), 2**32 + 131073, "stored values")
+    >>> check_result_memory(parse("A(i,j) = b(i) * c(j)"), "int64", 2**33 + 2, 2**32, "float64")
     Traceback (most recent call last):
-    sparsetir.errors.SparseTIRValueError: 'A(i,j) = b(i) * c(j)': the result A would hold 4295098369 stored values, past the 2147483647 (2**31 - 1) that co-iteration kernels address with int32 positions; nothing was allocated
+    sparsetir.errors.SparseTIRMemoryError: 'A(i,j) = b(i) * c(j)': the result A would hold 4294967296 stored values (int64 positions): 103079215120 bytes, more than this machine's ... bytes of memory; nothing was allocated. Compute it in pieces (e.g. by rows)
     """
-    if count > INDEX_LIMIT:
-        raise SparseTIRValueError(f"{stmt.text!r}: the result {stmt.lhs.name} would hold {count} "
-                                  f"{what}, past the {_LIMIT_TEXT}")
-    return count
+    needed = positions * np.dtype(index).itemsize + values * np.dtype(dtype).itemsize
+    memory = physical_memory()
+    if memory is not None and needed > memory:
+        raise SparseTIRMemoryError(
+            f"{stmt.text!r}: the result {stmt.lhs.name} would hold {values} {what} ({index} "
+            f"positions): {needed} bytes, more than this machine's {memory} bytes of memory; "
+            "nothing was allocated. Compute it in pieces (e.g. by rows)")
+    return needed
 
 
 def check_elements(name: str, shape, what: str) -> int:
-    """The element count of ``shape`` (a dense operand or result ``name``), after checking int32
+    """The element count of ``shape`` (a dense operand ``name``), after checking int32
     positions address it."""
     elements = math.prod(int(s) for s in shape)
     if elements > INDEX_LIMIT:

@@ -278,22 +278,26 @@ def dim_coords(levels: Levels, fmt: LevelFormat) -> np.ndarray:
 
 
 def to_result(levels: Levels, fmt: LevelFormat):
-    """A sparse result as a ``SparseTensor`` whose encoding is ``fmt``'s with 32-bit positions
-    and coordinates (the kernels' index type). The arrays come from the kernel, sorted and
-    unique by construction, so they are kept as they are (``SparseTensor.from_arrays`` would
-    check them again, at twice the kernel's cost); a result the kernel stores in other levels
-    (COO, or another level order: ``order``) is converted to its declared encoding."""
+    """A sparse result as a ``SparseTensor`` whose encoding is ``fmt``'s with the kernel's
+    index type: 32-bit positions and coordinates, 64-bit for a result computed with int64
+    positions (``algebra.sizes``). The arrays come from the kernel, sorted and unique by
+    construction, so they are kept as they are (``SparseTensor.from_arrays`` would check them
+    again, at twice the kernel's cost); a result the kernel stores in other levels (COO, or
+    another level order: ``order``) is converted to its declared encoding."""
+    wide = any(p is not None and p.dtype == np.int64 for p in levels.pos)
+    width = 64 if wide else 32
+    encoding = fmt.stored.with_widths(pos_width=width, crd_width=width)
     if fmt.result is None:
-        return SparseTensor(fmt.stored, levels.shape, levels.pos, levels.crd, levels.vals, ())
-    declared = fmt.result.with_widths(pos_width=32, crd_width=32)
+        return SparseTensor(encoding, levels.shape, levels.pos, levels.crd, levels.vals, ())
+    declared = fmt.result.with_widths(pos_width=width, crd_width=width)
     kinds = tuple(lt.kind for lt in declared.level_types)
-    if set(kinds) <= {"dense", "compressed"}:          # another level order: sorted here
-        order = LevelFormat(kinds, tuple(declared.lvl_to_dim), declared)
+    if not wide and set(kinds) <= {"dense", "compressed"}:    # another level order: sorted
+        order = LevelFormat(kinds, tuple(declared.lvl_to_dim), declared)   # here (int32)
         out = from_coords(dim_coords(levels, fmt), levels.vals, levels.shape, order,
                           levels.vals.dtype)
         return SparseTensor(declared, out.shape, out.pos, out.crd, out.vals, ())
-    tensor = SparseTensor(fmt.stored, levels.shape, levels.pos, levels.crd, levels.vals, ())
-    return tensor.convert(declared)                    # COO: singleton levels
+    tensor = SparseTensor(encoding, levels.shape, levels.pos, levels.crd, levels.vals, ())
+    return tensor.convert(declared)                    # COO (singleton levels), or int64
 
 
 def to_dense(levels: Levels, fmt: LevelFormat) -> np.ndarray:
@@ -329,7 +333,8 @@ def level_coords(levels: Levels, fmt: LevelFormat) -> list:
 
 
 def _same_levels(tensor, fmt: LevelFormat, name: str):
-    """A SparseTensor's own arrays (as int32) when it is stored in ``fmt``'s levels, else None."""
+    """A SparseTensor's own arrays (as int32, or int64 where its positions pass int32) when it
+    is stored in ``fmt``'s levels, else None."""
     enc = tensor.encoding
     kinds = tuple(lt.kind if lt.unique and lt.ordered else None for lt in enc.level_types)
     if kinds != fmt.kinds or enc.lvl_to_dim != fmt.dims or enc.slices is not None:
@@ -341,11 +346,12 @@ def _same_levels(tensor, fmt: LevelFormat, name: str):
             crd.append(None)
             continue
         p, c = tensor.positions(level), tensor.coordinates(level)
-        if (len(p) and p[-1] > np.iinfo(np.int32).max) or \
-                max(tensor.dim_shape, default=0) > np.iinfo(np.int32).max:
-            raise SparseTIRValueError(f"operand {name}: sizes past the int32 index range")
-        pos.append(p.astype(np.int32, copy=False))
-        crd.append(c.astype(np.int32, copy=False))
+        if max(tensor.dim_shape, default=0) > INDEX_LIMIT:
+            raise SparseTIRValueError(f"operand {name}: a dimension of {tensor.dim_shape} is "
+                                      f"past the {INDEX_LIMIT} coordinates kernels address")
+        index = np.int64 if len(p) and p[-1] > INDEX_LIMIT else np.int32   # the int64 kernels
+        pos.append(p.astype(index, copy=False))                          # read it then
+        crd.append(c.astype(index, copy=False))
     return Levels(tuple(tensor.dim_shape), pos, crd, np.ascontiguousarray(tensor.values))
 
 

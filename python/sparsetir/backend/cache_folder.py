@@ -95,9 +95,11 @@ def read_entry(entry: Path) -> dict | None:
     return {name: entry / name for name in records}
 
 
-def write_entry(entry: Path, write_files) -> dict | None:
+def write_entry(entry: Path, write_files, durable: bool = True) -> dict | None:
     """Make ``entry``: ``write_files(staging)`` writes its files into an empty private folder,
     which gets the metadata and is renamed to ``entry`` (replacing a damaged entry there).
+    Each file and folder is fsync'd first unless ``durable`` is False (an entry of
+    :func:`private_folder`, which does not outlive the process: a power cut loses it anyway).
 
     Returns ``{name: path}`` as :func:`read_entry` does (another process's entry when it placed
     one first), or None when the disk refuses (with a :class:`CacheWarning`); whatever
@@ -109,18 +111,21 @@ def write_entry(entry: Path, write_files) -> dict | None:
         return None
     try:
         os.chmod(staging, 0o700)
-        _write_private(staging / _STAGING_MARKER, "")
+        _write_private(staging / _STAGING_MARKER, "", durable)
         write_files(staging)
         os.unlink(staging / _STAGING_MARKER)
         records = {}
         for path in sorted(staging.iterdir()):
             os.chmod(path, 0o600)
-            records[path.name] = record(_synced_bytes(path))
+            records[path.name] = record(_synced_bytes(path) if durable else path.read_bytes())
         _write_private(staging / METADATA,
-                       json.dumps({"format": _FORMAT, "key": entry.name, "files": records}))
-        _sync_folder(staging)
+                       json.dumps({"format": _FORMAT, "key": entry.name, "files": records}),
+                       durable)
+        if durable:
+            _sync_folder(staging)
         placed = _place(staging, entry, records)
-        _sync_folder(entry.parent)
+        if durable:
+            _sync_folder(entry.parent)
     except OSError as err:
         _warn(f"sparsetir cannot store {entry}: {err}")
         return None
@@ -244,13 +249,14 @@ def _synced_bytes(path: Path) -> bytes:
         return file.read()
 
 
-def _write_private(path: Path, text: str) -> None:
+def _write_private(path: Path, text: str, durable: bool = True) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with open(descriptor, "w") as file:
         os.fchmod(descriptor, 0o600)
         file.write(text)
         file.flush()
-        os.fsync(descriptor)
+        if durable:
+            os.fsync(descriptor)
 
 
 def _sync_folder(path: Path) -> None:

@@ -14,6 +14,8 @@ PosixPath('kernels.so')
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 import os
 import shutil
@@ -31,9 +33,30 @@ from .native import build_shared
 from .pipeline import PIPELINE_NAME
 from ..errors import SparseTIRValueError
 
-__all__ = ["make_target", "compile_module", "cuda_available", "cuda_source", "export"]
+__all__ = ["make_target", "compile_module", "cuda_available", "cuda_source", "export",
+           "host_target"]
 
 DEFAULT_CUDA_ARCH = "sm_80"
+_HOST = contextvars.ContextVar("sparsetir_host_target", default=None)
+
+
+@contextlib.contextmanager
+def host_target(target):
+    """Make ``"llvm"`` mean ``target`` (a dict or Target of kind llvm) in this block, for this
+    thread: how ``sparsetir.prebuild`` compiles ``ops``' kernels for a portable CPU baseline
+    instead of this machine's CPU.
+
+    Example
+    -------
+    >>> with host_target({"kind": "llvm", "mcpu": "x86-64-v3"}):
+    ...     str(make_target("llvm"))
+    '{"kind":"llvm","tag":"","keys":["cpu"],"mcpu":"x86-64-v3"}'
+    """
+    token = _HOST.set(make_target(target))
+    try:
+        yield
+    finally:
+        _HOST.reset(token)
 
 
 def make_target(target, arch=None) -> tvm.target.Target:
@@ -43,7 +66,7 @@ def make_target(target, arch=None) -> tvm.target.Target:
     ----------
     target : str, dict or tvm.target.Target
         ``"llvm"`` (this machine's CPU, never ``-mcpu=native``, which LLVM turns
-        into ``generic``), ``"cuda"`` (with an ``llvm`` host), a target dict, or a
+        into ``generic``; inside ``host_target`` the target it names), ``"cuda"`` (with an ``llvm`` host), a target dict, or a
         Target (returned as is).
     arch : str, optional
         CUDA architecture for ``"cuda"``, default ``"sm_80"``.
@@ -66,6 +89,8 @@ def make_target(target, arch=None) -> tvm.target.Target:
         return target
     if isinstance(target, dict):
         return tvm.target.Target(target)
+    if target == "llvm" and _HOST.get() is not None:
+        return _HOST.get()
     if target == "llvm":
         cores = len(os.sched_getaffinity(0))
         return tvm.target.Target({"kind": "llvm", "mcpu": llvm_get_system_cpu(), "num-cores": cores})

@@ -8,8 +8,9 @@
 * ``DistSparseMatrix(part)`` on each rank (``matrix.py``);
 * ``dist_spmm(DM, X_local, strategy="halo" | "broadcast")`` and ``dist_sddmm(DM, X_local,
   Y_local, strategy=...)`` (``spmm.py``, ``sddmm.py``) over the exchanges of ``exchange.py``;
-* ``sparsetir.nn``'s ``GraphConv`` and ``SAGEConv`` take a ``DistSparseMatrix`` as their graph
-  (``aggregate.py``);
+* ``sparsetir.ops``' ``gspmm``, ``gsddmm`` and ``edge_softmax`` hand a ``DistSparseMatrix`` to
+  ``aggregate.py``, so ``sparsetir.nn``'s layers take one as their graph; what needs all of a
+  destination's in-edges runs on the rank's local graph (``local_graph.py``);
 * ``launch.run(fn, world_size)`` starts ranks on this machine with every wait bounded.
 
 See ``docs/distributed.md``.

@@ -1,5 +1,5 @@
 """``DistSparseMatrix``: one rank's part of a partitioned matrix, ready for the distributed
-operators and for ``sparsetir.nn``'s ``GraphConv`` and ``SAGEConv``.
+operators and as the graph of ``sparsetir.nn``'s layers.
 
 Every rank makes its own from its part, at the same point of the program (making one
 exchanges the halo's counts and row ids with the other ranks). The rank's node features
@@ -9,8 +9,10 @@ part's local edge order (``part.global_edges`` maps them to the global CSR order
 
 To the layers, the matrix is the graph of the local nodes: ``shape`` is ``(num_owned,
 num_owned)`` (feature rows in, result rows out), ``nnz`` the local edges, ``in_degrees()`` and
-``out_degrees()`` the owned nodes' degrees in the whole graph, and ``gspmm`` the aggregation the
-layers call through ``sparsetir.ops``.
+``out_degrees()`` the owned nodes' degrees in the whole graph, and ``gspmm``, ``gsddmm`` and
+``edge_softmax`` the operators the layers call through ``sparsetir.ops`` (``aggregate.py``);
+``local_graph()`` is the rank's destinations with all their sources as one ``SparseMatrix``
+(``local_graph.py``).
 
 Example
 -------
@@ -87,7 +89,7 @@ class DistSparseMatrix:
             in_degrees=torch.from_numpy(in_degrees),
             out_degrees=torch.from_numpy(part.out_degrees), has_empty_rows=bool(
                 (in_degrees == 0).any()))
-        self._exchanges = {}
+        self._exchanges, self._local_graphs = {}, {}
         self.exchange("halo")           # a collective: made here, where every rank is
 
     def exchange(self, strategy: str):
@@ -114,11 +116,31 @@ class DistSparseMatrix:
         """Each owned node's out-edges in the whole graph (its column's entries), int64."""
         return self.part.out_degrees
 
+    def local_graph(self, strategy: str | None = None):
+        """This rank's ``LocalGraph`` for ``strategy`` (default: ``self.strategy``), made once."""
+        strategy = self.strategy if strategy is None else strategy
+        check_strategy(strategy)
+        if strategy not in self._local_graphs:
+            from .local_graph import LocalGraph  # pylint: disable=import-outside-toplevel
+            self._local_graphs[strategy] = LocalGraph(self, strategy)
+        return self._local_graphs[strategy]
+
     def gspmm(self, op: str, reduce_op: str, lhs_data, rhs_data):
-        """``sparsetir.ops.gspmm`` on this matrix, for the layers: ``copy_lhs`` or ``mul`` (by
-        per-edge data) with ``sum`` or ``mean``."""
+        """``sparsetir.ops.gspmm`` on this matrix: this rank's rows (``aggregate.dist_gspmm``)."""
         from .aggregate import dist_gspmm  # pylint: disable=import-outside-toplevel
         return dist_gspmm(self, op, reduce_op, lhs_data, rhs_data)
+
+    def gsddmm(self, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: str = "v"):
+        """``sparsetir.ops.gsddmm`` on this matrix: one row per local edge
+        (``aggregate.dist_gsddmm``)."""
+        from .aggregate import dist_gsddmm  # pylint: disable=import-outside-toplevel
+        return dist_gsddmm(self, op, lhs_data, rhs_data, lhs_target, rhs_target)
+
+    def edge_softmax(self, logits, eids=None, norm_by: str = "dst"):
+        """``sparsetir.ops.edge_softmax`` on this matrix, over each owned destination's
+        in-edges (``aggregate.dist_edge_softmax``)."""
+        from .aggregate import dist_edge_softmax  # pylint: disable=import-outside-toplevel
+        return dist_edge_softmax(self, logits, eids, norm_by)
 
     def __repr__(self):
         return (f"DistSparseMatrix(rank={self.part.rank} of {self.part.num_parts}, "

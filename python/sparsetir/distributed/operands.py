@@ -19,13 +19,14 @@ def check_matrix(DM) -> None:
                                  f"{type(DM).__name__}")
 
 
-def check_node_rows(name: str, X, DM) -> None:
-    """Refuse ``X`` unless it is a 2-D float CPU tensor with one row per owned node, of the
-    matrix's dtype."""
+def check_node_rows(name: str, X, DM, two_dims: bool = True) -> None:
+    """Refuse ``X`` unless it is a float CPU tensor with one row per owned node, of the
+    matrix's dtype, and 2-D (``two_dims``) or at least 1-D."""
     if not torch.is_tensor(X):
         raise SparseTIRTypeError(f"{name} must be a torch tensor, got {type(X).__name__}")
-    if X.dim() != 2 or X.shape[0] != DM.part.num_owned:
-        raise SparseTIRValueError(f"{name} has shape {tuple(X.shape)}: it needs 2 dimensions and "
+    if (X.dim() != 2 if two_dims else X.dim() < 1) or X.shape[0] != DM.part.num_owned:
+        raise SparseTIRValueError(f"{name} has shape {tuple(X.shape)}: it needs "
+                                  f"{'2 dimensions' if two_dims else 'a first dimension'} and "
                                   f"one row per node rank {DM.part.rank} owns "
                                   f"({DM.part.num_owned})")
     dtype = str(X.dtype).replace("torch.", "")

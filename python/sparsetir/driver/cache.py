@@ -161,6 +161,15 @@ def _key(mod, tgt, horizontal_fuse: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def name_digest(key: tuple, tgt) -> str:
+    """The name ``driver.named`` keeps the kernel of ``ops``' ``key`` under for target ``tgt``
+    (and ``driver.prebuilt`` ships it under): like a kernel's own key it covers sparsetir's
+    sources and TVM's versions."""
+    text = "\n".join([FORMAT, sources_digest(), tvm.__version__, tvm_ffi.__version__,
+                      str(tgt), repr(key)])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 @functools.lru_cache(maxsize=1)
 def sources_digest() -> str:
     package = Path(__file__).resolve().parent.parent

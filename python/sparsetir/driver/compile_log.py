@@ -63,11 +63,11 @@ def timed_compile(compile_module, mod: tvm.IRModule, target, why: str):
     return result
 
 
-def loaded(mod: tvm.IRModule | None, kind: str) -> None:
+def loaded(mod: tvm.IRModule | None, kind: str, source: str = "the disk cache") -> None:
     """Record that the kernel of ``mod`` (None: known by its name only, ``compiling``) for a
-    target of kind ``kind`` came from the disk cache."""
+    target of kind ``kind`` came from ``source``."""
     if LOGGER.isEnabledFor(logging.DEBUG):
-        LOGGER.debug("loaded %s for %s from the disk cache", describe(mod), kind,
+        LOGGER.debug("loaded %s for %s from %s", describe(mod), kind, source,
                      extra={EVENT: "loaded", "seconds": 0.0})
 
 

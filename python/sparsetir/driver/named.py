@@ -8,10 +8,13 @@ Stage I parse, the lowering and the schedule (about 0.1 s a kernel: most of a wa
 epoch of GAT). So the first time ``make`` runs on a machine, the cache entry its kernel came
 from is recorded under the name: an entry of its own in ``$SPARSETIR_CACHE/names``, holding
 ``name.json`` (the kernel entry's key and target kind), written and checked as every entry is
-(``cache_folder``). A later process loads the kernel entry through it directly. The digest
-covers the key, sparsetir's sources, TVM's versions and the host target, as a kernel's own
-key does; like the in-memory memo, it assumes that ``make`` depends on nothing else. A name
-whose entry is missing or damaged is made again.
+(``cache_folder``; it also records the key, for people). A later process loads the kernel
+entry through it directly. The digest (``cache.name_digest``) covers the key, sparsetir's
+sources, TVM's versions and the host target, as a kernel's own key does; like the in-memory
+memo, it assumes that ``make`` depends on nothing else. A name whose entry is missing or
+damaged is made again. When the disk cache has no kernel under the name, the package's
+prebuilt kernel of the key (``driver.prebuilt``) is used if there is one for this CPU, and the
+kernel for this CPU is compiled in the background (``driver.upgrade``) and takes its place.
 
 Example
 -------
@@ -20,18 +23,16 @@ Example
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-
-import tvm
-import tvm_ffi
 
 from ..backend import cache_folder
 from ..backend.target import make_target
 from ..runtime import Kernel
 from . import cache, compile_log
 from .build_module import kernel_of
+from .prebuilt import prebuilt_kernel
+from .upgrade import upgrade_later
 
 
 def remembered(key: tuple, make):
@@ -42,17 +43,26 @@ def remembered(key: tuple, make):
 
 def _named(key: tuple, make):
     folder = cache_folder.folder(cache.NAMES)            # None: unusable (it warned)
-    if folder is None:
-        return make()
-    name = folder / _digest(key)
-    kernel = _load_named(name)
+    name = folder / cache.name_digest(key, make_target("llvm")) if folder is not None else None
+    kernel = _load_named(name) if name is not None else None
     if kernel is not None:
         return kernel
+    kernel = prebuilt_kernel(key)
+    if kernel is not None:             # runs now; the kernel for this CPU is compiled meanwhile
+        upgrade_later(kernel, lambda: _made(key, name, make), " ".join(map(str, key)))
+        return kernel
+    return _made(key, name, make)
+
+
+def _made(key: tuple, name, make):
+    """``make()``, recorded under ``name`` (unless None) when it is one kernel from the disk
+    cache."""
     with cache.used_entries() as used:
         kernel = make()
-    if len(used) == 1 and type(kernel) is Kernel and not kernel._argument_checks:  # pylint: disable=protected-access
+    if name is not None and len(used) == 1 and type(kernel) is Kernel and \
+            not kernel._argument_checks:  # pylint: disable=protected-access
         entry, kind = used[0]
-        record = json.dumps({"entry": entry, "target": kind})
+        record = json.dumps({"entry": entry, "target": kind, "key": repr(key)})
         cache_folder.write_entry(name, lambda staging: (staging / "name.json").write_text(record))
     return kernel
 
@@ -75,9 +85,3 @@ def _load_named(name) -> Kernel | None:
     if kernel is not None:
         compile_log.loaded(None, kind)
     return kernel
-
-
-def _digest(key: tuple) -> str:
-    text = "\n".join([cache.FORMAT, cache.sources_digest(), tvm.__version__,
-                      tvm_ffi.__version__, str(make_target("llvm")), repr(key)])
-    return hashlib.sha256(text.encode()).hexdigest()[:32]

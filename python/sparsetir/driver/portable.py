@@ -66,8 +66,9 @@ def restore_kernel(contents: dict, argument_checks: tuple, make_kernel):
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
     entry = cache_folder.private_folder() / f"kernel-{digest.hexdigest()[:32]}"
-    written = cache_folder.read_entry(entry) or cache_folder.write_entry(
-        entry, lambda folder: write_files(Compiled(None, None, files=lambda: files), folder))
+    written = cache_folder.read_entry(entry) or cache_folder.write_entry(   # gone at exit:
+        entry, lambda folder: write_files(Compiled(None, None, files=lambda: files), folder),
+        durable=False)                                                # no fsync
     if written is None:
         raise KernelFileError(f"the kernel's libraries cannot be written to {entry.parent}")
     compiled = load_compiled(written)._replace(files=functools.partial(dict, files))

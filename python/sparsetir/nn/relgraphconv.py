@@ -3,7 +3,9 @@ DGL's arguments and parameter names.
 
 ``h_v = sum over relations r, sum over in-edges (u, v) of type r of norm_uv x_u W_r``
 (``+ x_v loop_weight + h_bias``): a destination reached under several relations gets the sum.
-``etypes`` gives each edge's relation in ``M``'s CSR order.
+``etypes`` gives each edge's relation in ``M``'s CSR order. On a
+``sparsetir.distributed.DistSparseMatrix`` (``feat``, ``etypes`` and ``norm``: this rank's
+nodes and local edges) it runs on the rank's local graph (``DM.local_graph()``).
 
 How it runs (``edge_groups``): with ``in_feat > out_feat`` each (relation, source) slot is
 transformed first and the results are summed into the destinations at width ``out_feat``;
@@ -80,6 +82,11 @@ class RelGraphConv(nn.Module):
         ``(nnz, 1)`` scaling each edge's message. ``presorted`` is accepted for DGL's callers
         and not needed: the layer groups the edges by relation itself."""
         del presorted
+        if getattr(M, "is_distributed", False):   # this rank's rows, on its local graph
+            graph = M.local_graph()
+            return self.forward(graph.matrix, graph.gather(feat),
+                                graph.to_matrix_order("etypes", etypes),
+                                graph.to_matrix_order("norm", norm))
         M = check_matrix(M)
         num_dst, num_src = M.shape
         check_rows("feat", feat, num_src, "source (column)")

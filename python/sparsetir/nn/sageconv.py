@@ -89,6 +89,11 @@ class SAGEConv(nn.Module):
         """``(num_dst, out_feats)`` from ``feat`` of shape ``(num_src, in_feats)`` (or the pair
         ``(feat_src, feat_dst)``); ``edge_weight`` of shape ``(nnz,)`` in ``M``'s CSR order."""
         M = check_matrix(M)
+        if self._aggre_type == "lstm" and getattr(M, "is_distributed", False):
+            raise SparseTIRValueError(
+                "SAGEConv's lstm aggregator reads each destination's sources in the whole "
+                "graph's CSR order, which a DistSparseMatrix's local edges do not keep: use "
+                "mean, gcn or pool on a DistSparseMatrix")
         feat_src, feat_dst = node_features(M, feat, self.feat_drop)
         reduce_op = {"mean": "mean", "gcn": "sum", "pool": "max"}.get(self._aggre_type)
 

@@ -13,13 +13,14 @@ its bound kernels and transpose when the operator runs.
 ``gsddmm``                ``(indptr, indices, op, lhs?, rhs?, lhs_target, rhs_target, dtype?)``
 ``edge_softmax``          ``(indptr, indices, logits)``
 ``segment_reduce``        ``(seglen, value, reducer, dtype?) -> (out, arg)``
-``gather_mm``             ``(a, b, idx_b)``
-``segment_mm``            ``(a, b, seglen_a)``
+``gather_mm``             ``(a, b, idx_b, dtype?)``
+``segment_mm``            ``(a, b, seglen_a, dtype?)``
 ========================  ===========================================================
 
 (``arg``: for ``max``/``min``, the edge each value came from, which the backward reads;
 empty otherwise.) Operands may be float32, float64, bfloat16 or float16, combined as
-``dtypes`` says; ``dtype`` (None: ``dtypes.result_dtype`` of the operands) is the result's
+``dtypes`` says (``gather_mm``/``segment_mm``: one dtype, or with ``dtype`` each float32 or
+``dtype``, as ``typed`` says); ``dtype`` (None: ``dtypes.result_dtype`` of the operands) is the result's
 dtype, which ``traced`` sets to torch's autocast dtype (``dtypes.autocast_dtype``) when the
 public function would: it is read while torch traces, so the compiled graph holds it.
 ``torch.library.register_autocast`` does not fit: it would round float32 operands to one dtype
@@ -52,7 +53,7 @@ from torch import Tensor
 
 from . import typed
 from .autograd import GSDDMM, EdgeSoftmax, GSpMM
-from .dtypes import check_dtype
+from .dtypes import check_dtype, dtype_name
 from .generic import kernel_dtypes
 from .graph_ops import (gsddmm_operands, gsddmm_read, gspmm_operands, gspmm_read,
                         segments_matrix)
@@ -387,20 +388,20 @@ segment_reduce.register_autograd(_segment_reduce_grad, setup_context=_segment_re
 # ----------------------------------------------------------------- gather_mm, segment_mm
 
 @torch.library.custom_op("sparsetir::gather_mm", mutates_args=())
-def gather_mm(a: Tensor, b: Tensor, idx_b: Tensor) -> Tensor:
-    """``ops.gather_mm``."""
-    return _fresh(typed.gather_mm(a, b, idx_b), a, b)
+def gather_mm(a: Tensor, b: Tensor, idx_b: Tensor, dtype: Optional[str] = None) -> Tensor:
+    """``ops.gather_mm``, the result in ``dtype`` (None: the operands')."""
+    return _fresh(typed.typed_product(a, b, idx_b, False, dtype), a, b)
 
 
 @torch.library.custom_op("sparsetir::segment_mm", mutates_args=())
-def segment_mm(a: Tensor, b: Tensor, seglen_a: Tensor) -> Tensor:
-    """``ops.segment_mm``."""
-    return _fresh(typed.segment_mm(a, b, seglen_a), a, b)
+def segment_mm(a: Tensor, b: Tensor, seglen_a: Tensor, dtype: Optional[str] = None) -> Tensor:
+    """``ops.segment_mm``, the result in ``dtype`` (None: the operands')."""
+    return _fresh(typed.typed_product(a, b, seglen_a, True, dtype), a, b)
 
 
-def _typed_fake(a, b, relations):
-    typed.Operands(a, b)            # their shapes and dtypes, refused as eagerly
-    return a.new_empty((a.shape[0], b.shape[2]))
+def _typed_fake(a, b, relations, dtype=None):
+    operands = typed.Operands(a, b, dtype)   # their shapes and dtypes, refused as eagerly
+    return a.new_empty((a.shape[0], b.shape[2]), dtype=getattr(torch, operands.dtypes[2]))
 
 
 gather_mm.register_fake(_typed_fake)
@@ -415,7 +416,8 @@ def typed_mm_backward(a: Tensor, b: Tensor, relations: Tensor, segments: bool, g
     n, r = int(a.shape[0]), int(b.shape[0])
     relation = typed._Relation.of_segments(relations, n, r) if segments \
         else typed._Relation.of_indices(relations, n, r)  # pylint: disable=protected-access
-    ctx = _Context(tuple(needs) + (False,), (a, b), relation=relation)
+    ctx = _Context(tuple(needs) + (False, False), (a, b), relation=relation,
+                   a_dtype=dtype_name(a), b_dtype=dtype_name(b))
     d_a, d_b = typed._typed_product_function().backward(  # pylint: disable=protected-access
         ctx, grad.contiguous())[:2]
     return (_fresh(_gradient(d_a, a, needs[0], grad), a, b, grad),
@@ -428,7 +430,7 @@ def _(a, b, relations, segments, grad, needs):
 
 
 def _typed_setup(ctx, inputs, output):
-    ctx.save_for_backward(*inputs)
+    ctx.save_for_backward(*inputs[:3])      # a, b and the relations; not the result's dtype
 
 
 def _typed_grad(segments: bool):
@@ -436,7 +438,7 @@ def _typed_grad(segments: bool):
         a, b, relations = ctx.saved_tensors
         needs = list(ctx.needs_input_grad[:2])
         grads = torch.ops.sparsetir.typed_mm_backward(a, b, relations, segments, grad, needs)
-        return tuple(g if needed else None for g, needed in zip(grads, needs)) + (None,)
+        return tuple(g if needed else None for g, needed in zip(grads, needs)) + (None, None)
     return backward
 
 

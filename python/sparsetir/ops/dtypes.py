@@ -8,7 +8,8 @@ is read as it is, never copied into float32). Every other mixture (float32 with 
 dtype with float64, bfloat16 with float16) is refused by name: nothing is cast.
 
 Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (or float16), the products of features
-(``spmm``, ``sddmm``, ``gspmm``, ``gsddmm``'s ``dot``) give the autocast dtype, as torch's own
+(``spmm``, ``sddmm``, ``gspmm``, ``gsddmm``'s ``dot``, ``gather_mm``, ``segment_mm``) give
+the autocast dtype, as torch's own
 matrix products do; their operands are read as they are (a float32 operand is not rounded
 first); float64 operands keep float64, as torch's autocast leaves them. ``autocast_dtype()``
 says which dtype that is, if any; ``autocast_result(lhs, rhs)`` which dtype a product of

@@ -67,7 +67,7 @@ def accumulator_dtype(*dtypes) -> str:
     return "float64" if "float64" in dtypes else "float32"
 
 
-def _dtypes(dtype) -> tuple:
+def dtype_triple(dtype) -> tuple:
     """``(lhs, rhs, out)`` dtypes of one name or of a triple."""
     return (dtype,) * 3 if isinstance(dtype, str) else tuple(dtype)
 
@@ -130,7 +130,7 @@ def gspmm_source(op: str, reduce_op: str, dtype, sizes: tuple, lhs_full: tuple,
     text = _HEADER.format(params=", ".join(f"{handle}: T.handle" for handle, _ in params))
     text += _feature_axes(sizes)
     every = (True,) * len(sizes)
-    lhs_dtype, rhs_dtype, out_dtype = _dtypes(dtype)
+    lhs_dtype, rhs_dtype, out_dtype = dtype_triple(dtype)
     acc = accumulator_dtype(*(d for d, used in ((lhs_dtype, uses_lhs), (rhs_dtype, uses_rhs),
                                                 (out_dtype, True)) if used))
     lhs_decl, lhs = _buffer("X", "x", "u", lhs_full, lhs_dtype)
@@ -172,7 +172,7 @@ def gsddmm_source(op: str, dtype, sizes: tuple, lhs_full: tuple, rhs_full: tuple
     reduced = (("D", "d"),) if op == "dot" else ()
     if op == "dot":
         text += f"    D = T.dense_fixed({dot_size})\n"
-    lhs_dtype, rhs_dtype, out_dtype = _dtypes(dtype)
+    lhs_dtype, rhs_dtype, out_dtype = dtype_triple(dtype)
     acc = accumulator_dtype(*(d for d, used in ((lhs_dtype, uses_lhs), (rhs_dtype, uses_rhs),
                                                 (out_dtype, True)) if used))
     lhs_decl, lhs = _buffer("X", "x", lhs_target, lhs_full, lhs_dtype, reduced)

@@ -121,8 +121,7 @@ def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data):
     ``lhs_data``: (num_src, *F) node data of the sources; ``rhs_data``: (nnz, *F) edge data.
     Returns (num_dst, *F broadcast); a destination with no in-edge gets 0.
 
-    A ``sparsetir.distributed.DistSparseMatrix`` aggregates its rank's rows across processes
-    (its own ``gspmm``: ``copy_lhs`` or ``mul``, with ``sum`` or ``mean``).
+    A ``sparsetir.distributed.DistSparseMatrix`` gives its rank's rows (its own ``gspmm``).
     """
     if getattr(M, "is_distributed", False):
         return M.gspmm(op, reduce_op, lhs_data, rhs_data)
@@ -194,7 +193,11 @@ def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
     ``op``: ``add``, ``sub``, ``mul``, ``div``, ``dot`` (over the last dimension, kept as size
     1), ``copy_lhs``, ``copy_rhs``; targets: ``u`` (source data, num_src rows), ``v``
     (destination data, num_dst rows), ``e`` (edge data, nnz rows). Returns (nnz, *F).
+    A ``sparsetir.distributed.DistSparseMatrix`` gives its rank's local edges (its own
+    ``gsddmm``).
     """
+    if getattr(M, "is_distributed", False):
+        return M.gsddmm(op, lhs_data, rhs_data, lhs_target, rhs_target)
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.gsddmm(M, op, lhs_data, rhs_data, lhs_target, rhs_target)
@@ -250,6 +253,8 @@ def edge_softmax(M, logits, eids=None, norm_by: str = "dst"):
     [0.5, 0.5]
     """
     _choice("norm_by", norm_by, ("dst", "src"))
+    if getattr(M, "is_distributed", False):     # its rank's local edges
+        return M.edge_softmax(logits, eids, norm_by)
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.edge_softmax(M, logits, eids, norm_by)
@@ -269,14 +274,8 @@ def _softmax_graph(matrix: SparseMatrix, eids, norm_by: str) -> tuple:
     over (``matrix`` restricted to ``eids``, transposed for ``norm_by="src"``), and for each of
     its entries the row of ``logits`` it holds (None: the same row)."""
     order = None
-    if eids is not None and not (isinstance(eids, str) and eids == "__ALL__"):
-        ids = np.asarray(eids.detach().cpu().numpy() if is_torch(eids) else eids)
-        if ids.ndim != 1 or (ids.dtype.kind not in "iu" and ids.size):
-            raise SparseTIRTypeError(f"eids must be a 1-D array of integer edge ids, got "
-                                     f"{ids.dtype} of shape {ids.shape}")
-        if ids.size and (ids.min() < 0 or ids.max() >= matrix.nnz):
-            raise SparseTIRValueError(f"eids holds ids outside [0, {matrix.nnz}) (M's edges): "
-                                      f"{ids.min()}..{ids.max()}")
+    ids = edge_ids(eids, matrix.nnz, "M's edges")
+    if ids is not None:
         order = np.argsort(ids, kind="stable")
         chosen = ids[order].astype(np.int64)
         rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))[chosen]
@@ -287,6 +286,21 @@ def _softmax_graph(matrix: SparseMatrix, eids, norm_by: str) -> tuple:
         matrix, perm = matrix.transposed()
         order = perm if order is None else order[perm]
     return matrix, order
+
+
+def edge_ids(eids, nnz: int, edges: str):
+    """``eids`` as a 1-D numpy array of ids below ``nnz`` (refused by name otherwise, ``edges``
+    saying whose edges they number), or None for every edge (None or DGL's ``"__ALL__"``)."""
+    if eids is None or (isinstance(eids, str) and eids == "__ALL__"):
+        return None
+    ids = np.asarray(eids.detach().cpu().numpy() if is_torch(eids) else eids)
+    if ids.ndim != 1 or (ids.dtype.kind not in "iu" and ids.size):
+        raise SparseTIRTypeError(f"eids must be a 1-D array of integer edge ids, got "
+                                 f"{ids.dtype} of shape {ids.shape}")
+    if ids.size and (ids.min() < 0 or ids.max() >= nnz):
+        raise SparseTIRValueError(f"eids holds ids outside [0, {nnz}) ({edges}): "
+                                  f"{ids.min()}..{ids.max()}")
+    return ids
 
 
 def _rows(array, order: np.ndarray):

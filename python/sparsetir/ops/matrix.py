@@ -44,6 +44,7 @@ from ..format.checks import index_array
 from ..runtime.arguments import sealed
 from .arrays import check_autograd
 from .graph_tensors import graph_tensors, refuse_tracing
+from .tiles import balanced_row_bounds
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
@@ -325,9 +326,7 @@ class SparseMatrix:
         """``row_tiles``, sealed (for binding), kept."""
         if tiles not in self._tiles:
             m = self.shape[0]
-            bounds = np.searchsorted(self._sealed["indptr"], np.linspace(0, self.nnz, tiles + 1))
-            bounds = np.clip(bounds, 0, m)
-            bounds[0], bounds[-1] = 0, m
+            bounds = balanced_row_bounds(self._sealed["indptr"], tiles)
             rows = next(iter(self._tiles.values()))[1] if self._tiles \
                 else sealed(np.arange(m), np.int32)
             self._tiles[tiles] = (sealed(bounds, np.int32), rows)

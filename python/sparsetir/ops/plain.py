@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse
 
 from ..runtime.arguments import sealed
+from .tiles import balanced_row_bounds
 
 
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -82,11 +83,7 @@ class PlainCSR:
         ``SparseMatrix.row_tiles`` cuts them: ``tiles + 1`` row bounds from 0 to the row
         count, non-decreasing whatever ``indptr`` holds (the kernel's checks refuse a bad
         ``indptr`` itself)."""
-        m = self.shape[0]
-        bounds = np.searchsorted(self.indptr, np.linspace(0, self.nnz, tiles + 1))
-        bounds = np.maximum.accumulate(np.clip(bounds, 0, m)).astype(np.int32)
-        bounds[0], bounds[-1] = 0, m
-        return bounds
+        return balanced_row_bounds(self.indptr, tiles)
 
     def rows(self) -> np.ndarray:
         """The row ids ``0..m-1`` (int32, shared by every call with ``m`` rows)."""

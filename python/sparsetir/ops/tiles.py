@@ -14,18 +14,32 @@ Example
 
 from __future__ import annotations
 
-import os
-from functools import lru_cache
+import numpy as np
+
+from ..runtime.threads import thread_count
 
 
 def row_tiles_for_threads() -> int:
-    """Row tiles per call: 8 per thread TVM starts (``TVM_NUM_THREADS``, the usable cores when
-    it is unset or not a positive number)."""
-    return _tiles_for(os.environ.get("TVM_NUM_THREADS", ""))
+    """Row tiles per call: 8 per thread a launch uses (``runtime.threads.thread_count``:
+    ``TVM_NUM_THREADS``, or torch's count once ``torch.set_num_threads`` changed it)."""
+    return 8 * thread_count()
 
 
-@lru_cache(maxsize=None)
-def _tiles_for(num_threads: str) -> int:
-    threads = int(num_threads) if num_threads.isascii() and num_threads.isdigit() \
-        and int(num_threads) > 0 else len(os.sched_getaffinity(0))
-    return 8 * threads
+def balanced_row_bounds(indptr: np.ndarray, tiles: int) -> np.ndarray:
+    """``tiles + 1`` row bounds (int32, from 0 to the row count, non-decreasing whatever
+    ``indptr`` holds) cutting a CSR matrix into ``tiles`` ranges of about ``nnz / tiles``
+    nonzeros each, ``nnz`` being ``indptr[-1]``. The targets are searched in ``indptr``'s own
+    dtype: a float target would make numpy convert the whole ``indptr`` at every call.
+
+    Example
+    -------
+    >>> balanced_row_bounds(np.int32([0, 4, 4, 5, 8]), 2).tolist()
+    [0, 1, 4]
+    """
+    m = indptr.size - 1
+    nnz = int(indptr[-1]) if m >= 0 else 0
+    targets = (np.arange(tiles + 1, dtype=np.int64) * nnz + tiles // 2) // tiles
+    bounds = np.searchsorted(indptr, targets.astype(indptr.dtype, copy=False))
+    bounds = np.maximum.accumulate(np.clip(bounds, 0, max(m, 0))).astype(np.int32)
+    bounds[0], bounds[-1] = 0, max(m, 0)
+    return bounds

@@ -105,10 +105,13 @@ def segment_reduce(seglen, value, reducer: str):
 
 
 def gather_mm(a, b, idx_b):
-    """``ops.gather_mm`` as ``torch.ops.sparsetir.gather_mm``."""
-    return torch.ops.sparsetir.gather_mm(a, b, torch.as_tensor(idx_b))
+    """``ops.gather_mm`` as ``torch.ops.sparsetir.gather_mm`` (in the autocast dtype, if any,
+    read while torch traces)."""
+    return torch.ops.sparsetir.gather_mm(a, b, torch.as_tensor(idx_b), autocast_result(a, b))
 
 
 def segment_mm(a, b, seglen_a):
-    """``ops.segment_mm`` as ``torch.ops.sparsetir.segment_mm``."""
-    return torch.ops.sparsetir.segment_mm(a, b, torch.as_tensor(seglen_a))
+    """``ops.segment_mm`` as ``torch.ops.sparsetir.segment_mm`` (in the autocast dtype, if
+    any, read while torch traces)."""
+    return torch.ops.sparsetir.segment_mm(a, b, torch.as_tensor(seglen_a),
+                                          autocast_result(a, b))

@@ -8,6 +8,12 @@ rows multiply ``b[r]``; a segment may be empty). The kernels are made by the com
 bfloat16 or float16, the half dtypes summed in float32; ``a`` and ``b`` of different dtypes
 are refused, never cast) and feature sizes.
 
+Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (or float16) the products of torch
+tensors give the autocast dtype, as torch's own matrix products and ``spmm`` do: ``a`` and
+``b`` may each be float32 or that dtype and are read as they are (a float32 operand is not
+rounded first: the kernel widens the half one and sums in float32); float64 operands keep
+float64. Gradients have their operand's dtype.
+
 numpy in gives numpy out. torch in gives torch out, with autograd: ``da = gather_mm(dout,
 b^T, idx_b)`` and ``db[r] = sum of outer(a[i], dout[i])`` over the rows of relation ``r``, both
 computed by compiled kernels; a second derivative raises.
@@ -37,6 +43,7 @@ from ..format.checks import index_array
 from ..lower import lower_sparse_iter
 from ..schedule.typed import schedule_gather_mm_cpu, schedule_relation_outer_cpu
 from .arrays import is_torch
+from .dtypes import autocast_result
 from .generic_kernels import accumulator_dtype
 from .graph_tensors import tracing
 from .typed_kernels import DTYPES, kernel
@@ -55,13 +62,12 @@ def gather_mm(a, b, idx_b):
 
     Returns
     -------
-    (N, D2) array of ``a``'s kind and dtype.
+    (N, D2) array of ``a``'s kind and dtype (under ``torch.autocast``: its dtype).
     """
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.gather_mm(a, b, idx_b)
-    operands = Operands(a, b)
-    return operands.product(_Relation.of_indices(idx_b, operands.n, operands.r))
+    return typed_product(a, b, idx_b, False, _autocast_dtype(a, b))
 
 
 def segment_mm(a, b, seglen_a):
@@ -76,13 +82,27 @@ def segment_mm(a, b, seglen_a):
 
     Returns
     -------
-    (N, D2) array of ``a``'s kind and dtype.
+    (N, D2) array of ``a``'s kind and dtype (under ``torch.autocast``: its dtype).
     """
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.segment_mm(a, b, seglen_a)
-    operands = Operands(a, b)
-    return operands.product(_Relation.of_segments(seglen_a, operands.n, operands.r))
+    return typed_product(a, b, seglen_a, True, _autocast_dtype(a, b))
+
+
+def _autocast_dtype(a, b):
+    """The autocast dtype of a product of ``a`` and ``b`` (``dtypes.autocast_result``) when
+    both are torch tensors; None otherwise (anything else is refused by ``Operands``)."""
+    return autocast_result(a, b) if is_torch(a) and is_torch(b) else None
+
+
+def typed_product(a, b, relations, segments: bool, dtype=None):
+    """``segment_mm(a, b, relations)`` (``segments``) or ``gather_mm(a, b, relations)``, the
+    result in ``dtype`` (None: the operands' one dtype; else the autocast dtype, each operand
+    float32 or ``dtype``)."""
+    operands = Operands(a, b, dtype)
+    of = _Relation.of_segments if segments else _Relation.of_indices
+    return operands.product(of(relations, operands.n, operands.r))
 
 
 class _Relation:
@@ -150,17 +170,25 @@ def _indices(name: str, value) -> np.ndarray:
 
 class Operands:
     """``a`` and ``b`` after their checks: both numpy arrays or both CPU torch tensors, of one
-    dtype in ``typed_kernels.DTYPES``, shapes (n, d1) and (r, d1, d2)."""
+    dtype in ``typed_kernels.DTYPES`` (or, with a result ``dtype``, each float32 or
+    ``dtype``), shapes (n, d1) and (r, d1, d2); ``dtypes``: a's, b's and the result's."""
 
-    def __init__(self, a, b):
+    def __init__(self, a, b, dtype=None):
         self.is_torch = _kind("a", a)
         if _kind("b", b) != self.is_torch:
             raise SparseTIRTypeError("a and b must both be numpy arrays or both torch tensors, "
                                      f"got {type(a).__name__} and {type(b).__name__}")
-        self.dtype = _dtype_name("a", a)
-        if _dtype_name("b", b) != self.dtype:
-            raise SparseTIRTypeError(f"a is {self.dtype} and b is {_dtype_name('b', b)}; pass "
+        self.dtypes = (_dtype_name("a", a), _dtype_name("b", b), dtype or _dtype_name("a", a))
+        if dtype is None and self.dtypes[1] != self.dtypes[0]:
+            raise SparseTIRTypeError(f"a is {self.dtypes[0]} and b is {self.dtypes[1]}; pass "
                                      "both in one dtype (sparsetir does not cast)")
+        if dtype is not None:
+            _dtype_name("dtype", dtype)
+            for name, given in zip("ab", self.dtypes):
+                if given not in ("float32", dtype):
+                    raise SparseTIRTypeError(
+                        f"{name} is {given}: a product in {dtype} (torch.autocast) takes "
+                        f"float32 or {dtype} operands (sparsetir does not cast)")
         if a.ndim != 2:
             raise SparseTIRValueError(f"a must have shape (N, D1), got {tuple(a.shape)}")
         if b.ndim != 3:
@@ -174,8 +202,8 @@ class Operands:
     def product(self, relation: _Relation):
         """The typed product over ``relation``, recorded by autograd for torch tensors."""
         if self.is_torch:
-            return _typed_product_function().apply(self.a, self.b, relation)
-        return gather_rows(self.a, self.b, relation, self.dtype)
+            return _typed_product_function().apply(self.a, self.b, relation, self.dtypes[2])
+        return gather_rows(self.a, self.b, relation, self.dtypes)
 
 
 def _kind(name: str, value) -> bool:
@@ -200,60 +228,64 @@ def _kind(name: str, value) -> bool:
 
 
 def _dtype_name(name: str, value) -> str:
-    dtype = str(value.dtype).replace("torch.", "")
+    """The dtype of ``value`` (an array, or a dtype's name) among ``DTYPES``; refused by name
+    otherwise."""
+    dtype = str(getattr(value, "dtype", value)).replace("torch.", "")
     if dtype not in DTYPES:
         raise SparseTIRTypeError(f"{name} must be float32, float64, bfloat16 or float16, got "
                                  f"{dtype}")
     return dtype
 
 
-def _empty(like, shape: tuple, zeros: bool = False):
-    """A new array of ``like``'s kind and dtype (zeros, or uninitialised)."""
+def _empty(like, shape: tuple, dtype: str, zeros: bool = False):
+    """A new array of ``like``'s kind, of ``dtype`` (zeros, or uninitialised)."""
     if is_torch(like):
         torch = sys.modules["torch"]
-        return (torch.zeros if zeros else torch.empty)(shape, dtype=like.dtype)
-    return (np.zeros if zeros else np.empty)(shape, like.dtype)
+        return (torch.zeros if zeros else torch.empty)(shape, dtype=getattr(torch, dtype))
+    return (np.zeros if zeros else np.empty)(shape, np.dtype(dtype))
 
 
-def gather_rows(a, b, relation: _Relation, dtype: str):
-    """``out[i] = a[i] @ b[relation.idx[i]]`` by the compiled kernel (no autograd)."""
+def gather_rows(a, b, relation: _Relation, dtypes: tuple):
+    """``out[i] = a[i] @ b[relation.idx[i]]`` by the compiled kernel (no autograd); ``dtypes``:
+    a's, b's and the result's."""
     n, d1 = a.shape
     d2 = b.shape[2]
     if n == 0 or d1 == 0 or d2 == 0:
-        return _empty(a, (n, d2), zeros=True)
-    out = _empty(a, (n, d2))
-    _kernel("gather_mm", dtype, d1, d2)(a, b, out, relation.idx, n, relation.r,
-                                        validate=False)   # idx checked when it was made
+        return _empty(a, (n, d2), dtypes[2], zeros=True)
+    out = _empty(a, (n, d2), dtypes[2])
+    _kernel("gather_mm", dtypes, d1, d2)(a, b, out, relation.idx, n, relation.r,
+                                         validate=False)   # idx checked when it was made
     return out
 
 
-def relation_outer(a, g, relation: _Relation, dtype: str):
+def relation_outer(a, g, relation: _Relation, dtypes: tuple):
     """``db[q] = sum of outer(a[i], g[i])`` over the rows ``i`` of relation ``q`` (zeros for a
-    relation without rows), by the compiled kernel (no autograd)."""
+    relation without rows), by the compiled kernel (no autograd); ``dtypes``: a's, g's and
+    the result's."""
     n, d1 = a.shape
     d2 = g.shape[1]
     r = relation.r
     if n == 0 or d1 == 0 or d2 == 0 or r == 0:
-        return _empty(a, (r, d1, d2), zeros=True)
-    db = _empty(a, (r, d1, d2))
+        return _empty(a, (r, d1, d2), dtypes[2], zeros=True)
+    db = _empty(a, (r, d1, d2), dtypes[2])
     ptr, rows = relation.transposed()
-    _kernel("relation_outer", dtype, d1, d2, relation.gathered)(a, g, db, ptr, rows, n, r,
-                                                                validate=False)
+    _kernel("relation_outer", dtypes, d1, d2, relation.gathered)(a, g, db, ptr, rows, n, r,
+                                                                 validate=False)
     return db
 
 
-def _kernel(name: str, dtype: str, d1: int, d2: int, gathered: bool = False):
-    """The compiled kernel ``name`` (``typed_kernels``) for ``dtype`` and feature sizes
-    (``gathered``: see ``schedule_relation_outer_cpu``)."""
+def _kernel(name: str, dtypes: tuple, d1: int, d2: int, gathered: bool = False):
+    """The compiled kernel ``name`` (``typed_kernels``) for ``dtypes`` (the operands' and the
+    result's) and feature sizes (``gathered``: see ``schedule_relation_outer_cpu``)."""
     def make():
-        mod = lower_sparse_iter(kernel(name, dtype).specialize({"d1": d1, "d2": d2}))
-        itemsize = np.dtype(accumulator_dtype(dtype)).itemsize      # of the running sums
+        mod = lower_sparse_iter(kernel(name, dtypes).specialize({"d1": d1, "d2": d2}))
+        itemsize = np.dtype(accumulator_dtype(*dtypes)).itemsize   # of the running sums
         if name == "gather_mm":
             scheduled = schedule_gather_mm_cpu(mod, d2, itemsize)
         else:
             scheduled = schedule_relation_outer_cpu(mod, d1, d2, itemsize, gathered)
         return build(scheduled, "llvm", schedule="none", cache=True)
-    return remembered(("ops.typed", name, dtype, d1, d2, gathered), make)
+    return remembered(("ops.typed", name, dtypes, d1, d2, gathered), make)
 
 
 _FUNCTION: list = []
@@ -267,26 +299,30 @@ def _typed_product_function():
         from .autograd import first_order  # pylint: disable=import-outside-toplevel
 
         class TypedProduct(torch.autograd.Function):
-            """``out[i] = a[i] @ b[idx[i]]``; backward by the compiled kernels."""
+            """``out[i] = a[i] @ b[idx[i]]`` in ``dtype``; backward by the compiled kernels,
+            each gradient in its operand's dtype."""
 
             @staticmethod
-            def forward(ctx, a, b, relation):
+            def forward(ctx, a, b, relation, dtype):
                 ctx.relation = relation
+                ctx.a_dtype, ctx.b_dtype = _dtype_name("a", a), _dtype_name("b", b)
                 needs_a, needs_b = ctx.needs_input_grad[:2]
                 ctx.save_for_backward(a if needs_b else None, b if needs_a else None)
-                return gather_rows(a.detach(), b.detach(), relation, _dtype_name("a", a))
+                return gather_rows(a.detach(), b.detach(), relation,
+                                   (ctx.a_dtype, ctx.b_dtype, dtype))
 
             @staticmethod
             @first_order
             def backward(ctx, grad):
                 a, b = ctx.saved_tensors
-                dtype = _dtype_name("grad", grad)
+                g = _dtype_name("grad", grad)
                 da = db = None
                 if ctx.needs_input_grad[0]:
-                    da = gather_rows(grad, b.transpose(1, 2).contiguous(), ctx.relation, dtype)
+                    da = gather_rows(grad, b.transpose(1, 2).contiguous(), ctx.relation,
+                                     (g, ctx.b_dtype, ctx.a_dtype))
                 if ctx.needs_input_grad[1]:
-                    db = relation_outer(a, grad, ctx.relation, dtype)
-                return da, db, None
+                    db = relation_outer(a, grad, ctx.relation, (ctx.a_dtype, g, ctx.b_dtype))
+                return da, db, None, None
 
         _FUNCTION.append(TypedProduct)
     return _FUNCTION[0]

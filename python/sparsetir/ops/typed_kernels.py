@@ -11,11 +11,14 @@ from each relation to its rows): ``db[r, d, k] = sum over rows i of r of a[i, d]
 a relation with no rows gets zeros. The input gradient is ``gather_mm`` again, of ``g`` and
 ``b`` transposed.
 
-One kernel per dtype (float32, float64, bfloat16, float16): :func:`kernel` parses the function
-for the dtype asked, the same source for all. bfloat16 and float16 values are widened where
-they are loaded and the products summed in float32 (``generic_kernels.accumulator_dtype``),
-rounded once at the store (the schedule keeps the running sums in float32, ``schedule.widen``);
-for float32 and float64 the casts are no-ops and vanish.
+One kernel per dtype (float32, float64, bfloat16, float16), or per triple of dtypes (the two
+operands' and the result's: under ``torch.autocast`` a float32 operand is read as it is and
+the result has the autocast dtype, and the backward takes a half gradient with a float32
+operand): :func:`kernel` parses the function for the dtypes asked, the same source for all.
+bfloat16 and float16 values are widened where they are loaded and the products summed in
+float32 (``generic_kernels.accumulator_dtype``), rounded once at the store (the schedule keeps
+the running sums in float32, ``schedule.widen``); for float32 and float64 the casts are no-ops
+and vanish.
 
 Example
 -------
@@ -31,13 +34,14 @@ from functools import lru_cache
 
 from ..errors import SparseTIRValueError
 from ..script import tir as T
-from .generic_kernels import accumulator_dtype
+from .generic_kernels import accumulator_dtype, dtype_triple
 
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 
 
-def _gather_mm(dtype: str):
-    acc = accumulator_dtype(dtype)
+def _gather_mm(dtypes: tuple):
+    a_dtype, b_dtype, dtype = dtypes
+    acc = accumulator_dtype(*dtypes)
 
     @T.prim_func
     def gather_mm(a: T.handle, b: T.handle, out: T.handle, idx: T.handle, n: T.int32,
@@ -48,8 +52,8 @@ def _gather_mm(dtype: str):
         R_detach = T.dense_fixed(r)
         D1 = T.dense_fixed(d1)
         D2 = T.dense_fixed(d2)
-        A = T.match_sparse_buffer(a, (I, D1), dtype)
-        B = T.match_sparse_buffer(b, (R_detach, D1, D2), dtype)
+        A = T.match_sparse_buffer(a, (I, D1), a_dtype)
+        B = T.match_sparse_buffer(b, (R_detach, D1, D2), b_dtype)
         OUT = T.match_sparse_buffer(out, (I, D2), dtype)
         with T.sp_iter([I, R, D2, D1], "SRSR", "gather_mm") as [i, j, k, d]:
             with T.init():
@@ -59,8 +63,9 @@ def _gather_mm(dtype: str):
     return gather_mm
 
 
-def _relation_outer(dtype: str):
-    acc = accumulator_dtype(dtype)
+def _relation_outer(dtypes: tuple):
+    a_dtype, g_dtype, dtype = dtypes
+    acc = accumulator_dtype(*dtypes)
 
     @T.prim_func
     def relation_outer(a: T.handle, g: T.handle, db: T.handle, rel_ptr: T.handle,
@@ -72,8 +77,8 @@ def _relation_outer(dtype: str):
         I_detach = T.dense_fixed(n)
         D1 = T.dense_fixed(d1)
         D2 = T.dense_fixed(d2)
-        A = T.match_sparse_buffer(a, (I_detach, D1), dtype)
-        G = T.match_sparse_buffer(g, (I_detach, D2), dtype)
+        A = T.match_sparse_buffer(a, (I_detach, D1), a_dtype)
+        G = T.match_sparse_buffer(g, (I_detach, D2), g_dtype)
         DB = T.match_sparse_buffer(db, (R, D1, D2), dtype)
         with T.sp_iter([R, I, D1, D2], "SRSS", "relation_outer") as [rel, i, d, k]:
             with T.init():
@@ -87,9 +92,11 @@ _MAKERS = {"gather_mm": _gather_mm, "relation_outer": _relation_outer}
 
 
 @lru_cache(maxsize=None)
-def kernel(name: str, dtype: str):
+def kernel(name: str, dtype):
     """The Stage I kernel ``name`` (``"gather_mm"`` or ``"relation_outer"``) over ``dtype``
-    values, with symbolic feature sizes ``d1`` and ``d2`` (``specialize`` them)."""
-    if name not in _MAKERS or dtype not in DTYPES:
+    values (one name, or the triple of the operands' and the result's dtypes), with symbolic
+    feature sizes ``d1`` and ``d2`` (``specialize`` them)."""
+    dtypes = dtype_triple(dtype)
+    if name not in _MAKERS or len(dtypes) != 3 or any(d not in DTYPES for d in dtypes):
         raise SparseTIRValueError(f"no typed kernel {name!r} for {dtype!r}")
-    return _MAKERS[name](dtype)
+    return _MAKERS[name](dtypes)

@@ -141,6 +141,23 @@ class Kernel:
                 "pickled")
         return self._origin.reduced(self._argument_checks)
 
+    def take_code(self, other: "Kernel") -> None:
+        """Run ``other``'s compiled code from now on: a kernel of the same signature, made of
+        the same module for another CPU (``driver.upgrade`` swaps a prebuilt kernel for the one
+        compiled for this machine). Kernels bound before (``bind``) follow at their next call.
+
+        Example
+        -------
+        >>> prebuilt.take_code(host_tuned)       # same arguments, same results, faster code
+        """
+        if repr(other.signature) != repr(self.signature) or other.device != self.device:
+            raise SparseTIRValueError("take_code needs a kernel of the same signature and "
+                                      "device")
+        function = other._entry_function()
+        self.executable, self._origin = other.executable, other._origin
+        self._compiled_checks = other._compiled_checks
+        self._function = function              # last: a call now runs the new code
+
     def __copy__(self) -> "Kernel":
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
@@ -441,6 +458,7 @@ class BoundKernel:
             kernel._validate(self._values, self._values, tuple(scalars))
         self._free_positions = [c.accept.position for c in self._free]
         self.parameters = [params[i].name for i in self._free_positions]
+        self._code = kernel._function
         self._fast = self._fast_path()
         self._written_free = [k for k, c in enumerate(self._free) if c.accept.written]
         self._fixed_bytes = sum(_nbytes(fixed[name]) for name in fixed)
@@ -501,6 +519,8 @@ class BoundKernel:
         are not on the CPU), else in Python (``fast_path.FastPath``); return False, with
         nothing run, for any other call."""
         size_launches(self._fixed_bytes + sum(map(_nbytes, args)), _has_torch(args))
+        if self.kernel._function is not self._code:      # the kernel took new code
+            self._follow_code()
         native = self._fast.native
         if native is not None:
             if native(*args):
@@ -515,6 +535,14 @@ class BoundKernel:
         self.kernel._run(values)
         self._bump_written(args)
         return True
+
+    def _follow_code(self) -> None:
+        """Call the kernel's new code (``Kernel.take_code``), natively if calls were native."""
+        native = self._fast.native is not None
+        self._code = self.kernel._function
+        self._fast = self._fast_path()
+        if not native:
+            self._fast.native = None
 
     def _bump_written(self, args: tuple) -> None:
         """Tell autograd that the torch tensors among the written ``args`` have changed."""

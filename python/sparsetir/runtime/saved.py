@@ -5,7 +5,10 @@ saved object's type and the size and SHA-256 of the rest, and the object's pickl
 which a kernel carries its shared libraries and the Stage III module its call contract is
 read from (``driver.portable``). ``load`` refuses (``KernelFileError``) a file without the
 header, or whose contents differ from what the header records (damaged, cut short, altered),
-before unpickling anything. A saved kernel holds machine code that runs in the process that
+before unpickling anything. A path that cannot be read or written (missing, a directory, not
+writable) is a ``KernelPathError`` naming it and the problem, which is also the builtin
+``OSError`` subclass of that problem (``FileNotFoundError``, ``IsADirectoryError``,
+``PermissionError``). A saved kernel holds machine code that runs in the process that
 loads it, as a cache entry does: load only files you trust.
 
 Example
@@ -16,6 +19,7 @@ Example
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pickle
@@ -23,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from ..backend.cache_folder import record
-from ..errors import KernelFileError
+from ..errors import KernelFileError, KernelPathError
 
 MAGIC = b"sparsetir saved object\n"
 FORMAT = 1
@@ -34,24 +38,35 @@ KINDS = ("Kernel", "AlgebraKernel", "GroupedKernel")
 def save(obj, path) -> None:
     """Write ``obj`` (a ``Kernel``, ``AlgebraKernel`` or ``GroupedKernel``) to ``path``,
     replacing it whole or not at all."""
+    path = Path(path)
+    if path.is_dir():
+        raise path_error(IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)), path,
+                         "cannot save the kernel over a directory")
     payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     header = {"format": FORMAT, "object": type(obj).__name__,
               **record(payload)}
-    path = Path(path)
-    descriptor, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    try:
+        descriptor, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as err:
+        raise path_error(err, path, f"cannot save the kernel: no file can be created in {path.parent}") from None
     try:
         with open(descriptor, "wb") as file:
             file.write(MAGIC + json.dumps(header).encode() + b"\n" + payload)
         os.replace(staging, path)
-    except BaseException:
+    except BaseException as err:
         Path(staging).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise path_error(err, path, "cannot save the kernel") from None
         raise
 
 
 def load(path):
     """The object ``save`` wrote to ``path``; ``KernelFileError`` when the file is not one
     sparsetir saved or its contents are not what was saved."""
-    data = Path(path).read_bytes()
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise path_error(err, path, "sparsetir.load cannot read the saved kernel") from None
     if not data.startswith(MAGIC):
         raise KernelFileError(f"{path} is not a file saved by sparsetir "
                               "(Kernel.save, AlgebraKernel.save, GroupedKernel.save)")
@@ -77,3 +92,26 @@ def load(path):
         raise KernelFileError(f"{path} is not what was saved: its header names {kind}, its "
                               f"contents are {type(loaded).__name__} (altered)")
     return loaded
+
+
+
+_PATH_ERRORS = {builtin: type(f"KernelPath{builtin.__name__}", (KernelPathError, builtin), {
+    "__module__": __name__, "__doc__": f"A ``KernelPathError`` that is a ``{builtin.__name__}``."})
+    for builtin in (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)}
+"""The builtin ``OSError`` subclasses a path meets -> their ``KernelPathError`` twins."""
+globals().update({twin.__name__: twin for twin in _PATH_ERRORS.values()})    # pickled by name
+
+
+def path_error(err: OSError, path, doing: str) -> KernelPathError:
+    """A ``KernelPathError`` for ``err`` met at ``path``: ``doing`` and ``err``'s problem in
+    its message, ``path`` as its filename, and ``err``'s builtin class among its bases where
+    it is one of ``_PATH_ERRORS``.
+
+    Example
+    -------
+    >>> e = path_error(FileNotFoundError(2, "No such file or directory"), "a.stk", "load")
+    >>> isinstance(e, FileNotFoundError), str(e)
+    (True, "[Errno 2] load: No such file or directory: 'a.stk'")
+    """
+    kind = _PATH_ERRORS.get(type(err), KernelPathError)
+    return kind(err.errno, f"{doing}: {err.strerror or err}", str(path))

@@ -45,16 +45,25 @@ module loaded from then on):
 * Torch's own operators run on its OpenMP team, whose two threads can end up on one core of a
   loaded machine for a whole run (two runnable threads a core look balanced to the scheduler),
   each then waiting out the other's time slices at every barrier (RGCN training on Citeseer: 500
-  ms an epoch instead of 80-140). So a kernel call also moves, at most every
-  ``SPREAD_INTERVAL_S`` seconds, the threads of torch's team that share a CPU onto CPUs none
-  of the team is on (:func:`spread_team`, ``src/openmp_spread``), without binding them: a moved
-  thread's affinity is narrowed to its new CPU for the one system call that migrates it and
-  set back at once. Threads you bind (``OMP_PROC_BIND``, ``OMP_PLACES``,
+  ms an epoch instead of 80-140). So a kernel call on torch tensors also moves, at most every
+  ``SPREAD_INTERVAL_S`` seconds, the threads of torch's team that are runnable on one CPU onto
+  CPUs none of the team is on (:func:`spread_team`, ``src/openmp_spread``), without binding
+  them: a moved thread's affinity is narrowed to its new CPU for the one system call that
+  migrates it and set back at once. A spread reads where the team's threads are from
+  ``/proc`` and opens no OpenMP region (but the first, which learns the threads' ids): a
+  region waits for every thread of the team, and on a loaded 2-core VM that made a spread
+  take 44 ms. Threads you bind (``OMP_PROC_BIND``, ``OMP_PLACES``,
   ``GOMP_CPU_AFFINITY``) are never moved.
 * Your settings win: when the environment sets any of TVM's own pool settings
   (``TVM_BIND_THREADS``, ``TVM_THREAD_POOL_SPIN_COUNT``, ``TVM_EXCLUDE_WORKER0``), you chose
   TVM's pool and it is kept as you configured it. Where the pool cannot be built (no gcc) TVM's
-  pool is kept too. A launch uses :func:`thread_count` threads (``TVM_NUM_THREADS``).
+  pool is kept too.
+* A launch uses :func:`thread_count` threads: ``TVM_NUM_THREADS`` (which ``import sparsetir``
+  sets from ``OMP_NUM_THREADS``, else the usable cores, unless you set it) until
+  ``torch.set_num_threads(n)`` changes torch's count after ``import sparsetir``; from then on
+  ``n``, torch's count, followed at every kernel call (:func:`follow_torch`: one
+  ``torch.get_num_threads()``, a few hundred nanoseconds) on the pool and on torch's team
+  alike. TVM's own pool, where you chose it, keeps ``TVM_NUM_THREADS``.
 
 Example
 -------
@@ -69,6 +78,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 import time
 from functools import lru_cache
@@ -115,13 +125,41 @@ _this_thread = threading.local()  # .mode: the C flag's copy; .next_spread: see 
 POOL, SERIAL, OPENMP = 0, 1, 2    # where a thread's launches run (task_pool.c's MODE_*)
 _spread_library = None       # openmp_spread.c, loaded unless the user binds threads
 _spread = None               # its sparsetir_openmp_spread
+_torch_threads = None        # torch.get_num_threads() when follow_torch last looked
+_followed = None             # the count torch.set_num_threads gave, once it changed torch's
 
 
 def thread_count() -> int:
-    """The threads a kernel's parallel loop uses: ``TVM_NUM_THREADS`` when it is a positive
-    number (``sparsetir`` sets it to the usable cores unless you set it), else the cores this
-    process may use."""
+    """The threads a kernel's parallel loop uses: torch's count once ``torch.set_num_threads``
+    changed it after ``import sparsetir`` (:func:`follow_torch`), else ``TVM_NUM_THREADS``
+    when it is a positive number (``sparsetir`` sets it to the usable cores unless you set
+    it), else the cores this process may use."""
+    if _followed is not None:
+        return _followed
     return _count(os.environ.get("TVM_NUM_THREADS", ""))
+
+
+def follow_torch() -> None:
+    """Look at torch's thread count (``torch.get_num_threads()``) where torch is imported and
+    sparsetir's task pool runs the kernels; when it changed since the last look (a
+    ``torch.set_num_threads`` call), kernels' launches use that many threads from now on.
+    Every kernel call does this (:func:`size_launches`); the count in use is
+    :func:`thread_count`.
+
+    Example
+    -------
+    >>> follow_torch()          # as every kernel call does; thread_count() is the count in use
+    """
+    global _torch_threads, _followed
+    torch = sys.modules.get("torch")
+    if torch is None or _pool is None:
+        return
+    count = torch.get_num_threads()
+    if count != _torch_threads:
+        if _torch_threads is not None:
+            _followed = count
+            _pool.sparsetir_task_pool_threads(count)
+        _torch_threads = count
 
 
 @lru_cache(maxsize=None)
@@ -137,20 +175,24 @@ def size_launches(nbytes: int, torch_call: bool = False) -> None:
     torch tensors (``torch_call``) and on the task pool otherwise; nothing changes where TVM's
     pool runs the kernels. Cheap when nothing changes.
 
-    At most every ``SPREAD_INTERVAL_S`` seconds per thread, a call from the main thread (whose
-    team is the one torch's operators use) or a large call from another thread first moves
-    torch's team apart (:func:`spread_team`).
+    At most every ``SPREAD_INTERVAL_S`` seconds per thread, a call on torch tensors from the
+    main thread (whose team is the one torch's operators use) or a large one from another
+    thread first moves torch's team apart (:func:`spread_team`). A call on numpy arrays never
+    does: it does not run on that team, and spreading it opens an OpenMP region, which wakes
+    (or first starts) the team's threads, and they then spin beside the pool's workers.
 
     Example
     -------
     >>> size_launches(4096)          # the next launches from this thread run on it alone
     """
+    follow_torch()
     serial = nbytes < SERIAL_BYTES
     mode = SERIAL if serial else OPENMP if torch_call else POOL
     if _set_mode is not None and getattr(_this_thread, "mode", POOL) != mode:
         _set_mode(mode)
         _this_thread.mode = mode
-    if _spread is not None and (not serial or threading.current_thread() is _MAIN_THREAD):
+    if _spread is not None and torch_call \
+            and (not serial or threading.current_thread() is _MAIN_THREAD):
         now = time.monotonic()
         if now >= getattr(_this_thread, "next_spread", 0.0):
             _this_thread.next_spread = now + SPREAD_INTERVAL_S
@@ -159,13 +201,13 @@ def size_launches(nbytes: int, torch_call: bool = False) -> None:
 
 def spread_team() -> int:
     """Move the threads of the calling thread's OpenMP team (the one torch's next operator runs
-    on) that share a CPU with another of the team onto CPUs none of it is on, without binding
-    them (the module's docstring says why); returns how many moved. Kernel calls do this at
+    on) that are runnable on the CPU of another of the team onto CPUs none of it is on, without
+    binding or waking them (the module's docstring says why); returns how many moved. Kernel calls do this at
     most every ``SPREAD_INTERVAL_S`` seconds (:func:`size_launches`); 0 where TVM's pool runs
     the kernels, the environment binds threads, or in the thread that called ``fork``. On an
     idle machine it moves a thread too, when the thread woke on its caller's CPU (as the
     scheduler often wakes one): it goes to an idle CPU at once instead of when the scheduler
-    next balances.
+    next balances. A sleeping thread stays: the scheduler places it when it wakes.
 
     Example
     -------
@@ -173,6 +215,21 @@ def spread_team() -> int:
     True
     """
     return _spread() if _spread is not None else 0
+
+
+def spread_regions() -> int:
+    """How many OpenMP regions :func:`spread_team` has opened in this process: one per calling
+    thread and team size, to learn the team's thread ids; later spreads open none.
+
+    Example
+    -------
+    >>> before = spread_regions()
+    >>> moved = [spread_team() for _ in range(3)]
+    >>> spread_regions() - before <= 1
+    True
+    """
+    return _spread_library.sparsetir_openmp_spread_regions() if _spread_library is not None \
+        else 0
 
 
 def pool_workers() -> int:
@@ -199,6 +256,19 @@ def pool_launches() -> int:
     return _pool.sparsetir_task_pool_launches() if _pool is not None else 0
 
 
+def last_launch_threads() -> int:
+    """The threads the last parallel launch of this process was cut for: the task pool's
+    threads taking part, the size of torch's team for a call on torch tensors, 1 for a launch
+    run on its calling thread; 0 before the first launch and where TVM's pool runs the kernels.
+
+    Example
+    -------
+    >>> last_launch_threads() in range(thread_count() + 1)
+    True
+    """
+    return _pool.sparsetir_task_pool_last_team() if _pool is not None else 0
+
+
 def cooperate_with_torch() -> Cooperation:
     """Run kernels' parallel loops on sparsetir's task pool from now on, unless the environment
     configures TVM's pool (then nothing changes). Decided once per process; the decision is
@@ -221,6 +291,7 @@ def _decide() -> Cooperation:
     except (RuntimeError, OSError, AttributeError) as err:
         return Cooperation("tvm", threads, f"the task pool is unavailable: {err}")
     _install_spread()
+    follow_torch()                       # torch's count now: a later change is followed
     return Cooperation("tasks", threads,
                        "kernels run on sparsetir's task pool (shares claimed one at a time)")
 
@@ -253,6 +324,9 @@ def _install_task_pool(threads: int) -> None:
     library.sparsetir_task_pool_mode.restype = None
     library.sparsetir_task_pool_workers.restype = ctypes.c_int
     library.sparsetir_task_pool_launches.restype = ctypes.c_long
+    library.sparsetir_task_pool_threads.argtypes = [ctypes.c_int]
+    library.sparsetir_task_pool_threads.restype = None
+    library.sparsetir_task_pool_last_team.restype = ctypes.c_int
     _pool = library
     _set_mode = library.sparsetir_task_pool_mode
 
@@ -269,6 +343,7 @@ def _install_spread() -> None:
         return
     library.sparsetir_openmp_spread.argtypes = []
     library.sparsetir_openmp_spread.restype = ctypes.c_int
+    library.sparsetir_openmp_spread_regions.restype = ctypes.c_long
     _spread_library, _spread = library, library.sparsetir_openmp_spread
 
 

@@ -173,12 +173,14 @@ class Emitter(WorkspaceRows, OnePassRows):
         """The block's locals: pointers, coordinates and counters (``ptr``), sums (``acc``).
         ``count`` of an appended output counts in int64 (its totals may pass int32: an outer
         product of two vectors of 65,537 nonzeros has 4,295,098,369 entries), so the caller
-        refuses a result past the int32 positions before allocating it."""
+        refuses a result past the int32 positions before allocating it, or calls the kernel
+        generated with int64 positions (``index_dtype``), whose pointers are all int64."""
         plan = self.plan
         n_levels = len(plan.vars) + 1
         wide = self.mode == "count" and plan.out_mode == "append"
         self.ptr = IRBuilder.name("ptr", Tb.sblock_alloc_buffer((self.size,), INT64 if wide
-                                                                else INT, scope="local"))
+                                                                else index_dtype(plan),
+                                                                scope="local"))
         size = n_levels + len(plan.operands)      # sums, then values (``select_case``)
         self.acc = IRBuilder.name("acc", Tb.sblock_alloc_buffer((size,), plan.out.buf.dtype,
                                                                 scope="local"))
@@ -576,6 +578,16 @@ class Emitter(WorkspaceRows, OnePassRows):
                             [base * size + self.get(z)])
             self.set(z, self.get(z) + 1)
 
+
+
+def index_dtype(plan: Plan) -> str:
+    """The type of ``plan``'s positions: int64 where a compressed level of an operand or the
+    output declares int64 indices (``sparsetir.algebra`` generates that for results past int32
+    positions), else ``INT``."""
+    bufs = [op.buf for op in plan.operands.values()] + [plan.out.buf]
+    wide = any(axis.kind == "sparse_variable" and str(axis.idtype) == INT64
+               for buf in bufs for axis in buf.axes)
+    return INT64 if wide else INT
 
 
 def fold(emitter: Emitter, expr, env, present, loaded=None):

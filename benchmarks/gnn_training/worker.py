@@ -1,8 +1,8 @@
 """One contender training one model on one graph, in a process of its own (``gnn.py`` starts
 one per case and condition).
 
-Steps: build the task (``gnn_data``), the framework's graph (timed: ``setup_ms``), the network
-with the canonical initial weights (``gnn_models``) and Adam (lr 0.01); then ``--warmup``
+Steps: build the task (``tasks``), the framework's graph (timed: ``setup_ms``), the network
+with the canonical initial weights (``models``) and Adam (lr 0.01); then ``--warmup``
 epochs (kernels compiled or loaded, optimizer state allocated), the C heap's free pages handed
 back and the peak resident set reset to the current one (``/proc/self/clear_refs``), and
 ``--epochs`` timed epochs, each one ``zero_grad``, forward, cross-entropy over every node,
@@ -11,10 +11,16 @@ process's peak resident set during the timed epochs minus its resident set just 
 what one training epoch needs on top of the model, the graph and the optimizer state.
 The losses of all those epochs are reported (the harness compares them across contenders).
 Then ``--profile-epochs`` more epochs under ``torch.profiler`` give the share of an epoch spent
-in sparse operators (``gnn_profile``). Last, the check: the same network trained from the same
+in sparse operators (``sparse_time``). Last, the check: the same network trained from the same
 weights in float64 for ``--check-epochs`` epochs; its losses are what the harness compares
 across contenders (float32 rounding differences grow too fast in training to compare float32
-losses at 1e-4 after more than a few epochs: see ``docs/gnn-benchmark.md``). One line
+losses at 1e-4 after more than a few epochs: see ``docs/gnn-benchmark.md``). A variant of
+ours (``frameworks.VARIANTS``: bfloat16 autocast, ``torch.compile``) is checked otherwise,
+before its timed epochs: ours in float32, eagerly, trains from the same weights for as many
+epochs as the variant's warm-up (at most ``--check-epochs``), and the variant's warm-up losses
+must agree with those within the variant's ``loss_rtol``, else the case is an error with no
+time (``check_vs_eager``: the largest relative difference). A compiled network's first epoch
+compiles it: ``compile_ms`` is that epoch's time less the median epoch's. One line
 ``RESULT {json}`` on stdout.
 
 Threads: ``torch.set_num_threads(--threads)``; ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and
@@ -22,8 +28,8 @@ Threads: ``torch.set_num_threads(--threads)``; ``OMP_NUM_THREADS``, ``MKL_NUM_TH
 
 Example
 -------
-``python benchmarks/gnn_worker.py --contender dgl --model gcn --graph cora --threads 2 --cache DIR``
-(``DIR`` holding ``gnn-cora.npz`` from ``gnn_data.prepare``)
+``cd benchmarks; python -m gnn_training.worker --contender dgl --model gcn --graph cora --threads 2 --cache DIR``
+(``DIR`` holding ``gnn-cora.npz`` from ``tasks.prepare``)
 """
 
 from __future__ import annotations
@@ -39,10 +45,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import gnn_data
-import gnn_frameworks
-import gnn_models
-import gnn_profile
+from . import frameworks, models, sparse_time, tasks
 
 PREFIX = "RESULT "
 LEARNING_RATE = 0.01
@@ -86,30 +89,48 @@ class Training:
         self.inputs = framework.inputs(task, dtype)
         self.setup_s = time.perf_counter() - start
         width = task.features.shape[1]
-        self.net = gnn_models.Net(spec, framework, width, task.num_classes)
-        framework.load(self.net, gnn_models.canonical_weights(spec, width, task.num_classes,
+        self.net = models.Net(spec, framework, width, task.num_classes)
+        framework.load(self.net, models.canonical_weights(spec, width, task.num_classes,
                                                               seed))
         self.net.to(dtype)
+        self.framework, self.model = framework, framework.prepare(self.net)
         self.features = torch.from_numpy(task.features).to(dtype)
         self.labels = torch.from_numpy(task.labels)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=LEARNING_RATE)
 
     def logits(self):
-        return self.net(self.inputs, self.features)
+        return self.model(self.inputs, self.features)
 
     def epoch(self) -> float:
         self.optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(self.logits(), self.labels)
+        with self.framework.forward_context():
+            loss = torch.nn.functional.cross_entropy(self.logits(), self.labels)
         loss.backward()
         self.optimizer.step()
         return loss.item()
 
 
+def eager_check(framework, spec, task, losses: list, epochs: int) -> tuple:
+    """``(worst, note)``: the largest relative difference of a variant's first ``epochs``
+    ``losses`` from ours' in float32, eagerly, from the same weights; ``note`` says where they
+    part when that is beyond the variant's ``loss_rtol`` (empty otherwise)."""
+    eager = Training(spec, frameworks.load_framework("ours"), task)
+    reference = [eager.epoch() for _ in range(epochs)]
+    gaps = [abs(v - r) / abs(r) for v, r in zip(losses, reference)]
+    worst = max(gaps)
+    if worst <= framework.loss_rtol:
+        return worst, ""
+    k = next(i for i, gap in enumerate(gaps) if gap > framework.loss_rtol)
+    return worst, (f"NOT THE SAME MODEL: loss at epoch {k + 1} is {losses[k]:.8g}, eager "
+                   f"float32 ours' {reference[k]:.8g} (relative difference {gaps[k]:.2g}, "
+                   f"allowed {framework.loss_rtol:g})")
+
+
 def train(args) -> dict:
     """Everything the worker measures, as the fields of its result."""
-    framework = gnn_frameworks.load_framework(args.contender)
-    spec = gnn_models.MODELS[args.model]
-    task = gnn_data.make_task(args.graph, gnn_data.load(args.graph, args.cache), spec.self_loops)
+    framework = frameworks.load_framework(args.contender)
+    spec = models.MODELS[args.model]
+    task = tasks.make_task(args.graph, tasks.load(args.graph, args.cache), spec.self_loops)
     run = Training(spec, framework, task)
     seconds, losses = [], []
 
@@ -120,6 +141,13 @@ def train(args) -> dict:
             seconds.append(time.perf_counter() - start)
 
     timed_epochs(args.warmup)
+    checked = {}
+    if args.contender in frameworks.VARIANTS and min(args.warmup, args.check_epochs):
+        worst, note = eager_check(framework, spec, task, losses,
+                                  min(args.warmup, args.check_epochs))
+        if note:
+            return {"status": "error", "note": note, "check_vs_eager": worst}
+        checked["check_vs_eager"] = worst
     gc.collect()
     release_free_memory()
     baseline_kib = reset_peak_memory()
@@ -131,16 +159,19 @@ def train(args) -> dict:
               "epoch_ms": float(np.median(ms)), "p25_ms": float(np.percentile(ms, 25)),
               "p75_ms": float(np.percentile(ms, 75)), "epochs": len(losses),
               "final_loss": losses[-1], "losses": losses,
-              "peak_mib": (peak_kib - baseline_kib) / 1024, "baseline_mib": baseline_kib / 1024}
+              "peak_mib": (peak_kib - baseline_kib) / 1024, "baseline_mib": baseline_kib / 1024,
+              **checked}
+    if framework.compiles:
+        fields["compile_ms"] = fields["first_epoch_ms"] - fields["epoch_ms"]
     if args.profile_epochs:
         framework.mark_sparse_calls(run.net)
-        sparse_s, total_s = gnn_profile.sparse_seconds(
+        sparse_s, total_s = sparse_time.sparse_seconds(
             run.epoch, framework.sparse_operator_names(), args.profile_epochs)
         share = sparse_s / total_s
         fields.update(sparse_share=share, sparse_ms=share * fields["epoch_ms"],
                       profiled_epoch_ms=1e3 * total_s / args.profile_epochs,
                       profiled_sparse_ms=1e3 * sparse_s / args.profile_epochs)
-    if args.check_epochs:
+    if args.check_epochs and args.contender not in frameworks.VARIANTS:
         check = Training(spec, framework, task, torch.float64)
         fields["check_losses"] = [check.epoch() for _ in range(args.check_epochs)]
     return fields
@@ -148,9 +179,9 @@ def train(args) -> dict:
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--contender", required=True, choices=gnn_frameworks.NAMES)
-    parser.add_argument("--model", required=True, choices=list(gnn_models.MODELS))
-    parser.add_argument("--graph", required=True, choices=gnn_data.labels())
+    parser.add_argument("--contender", required=True, choices=frameworks.NAMES)
+    parser.add_argument("--model", required=True, choices=list(models.MODELS))
+    parser.add_argument("--graph", required=True, choices=tasks.labels())
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=20, help="timed epochs")

@@ -4,6 +4,8 @@ JSON sidecar and the PNG chart.
 The check (``check_losses``): on each model and graph, every contender's float64 losses (the
 workers' ``check_losses``) must agree with DGL's within ``LOSS_RTOL`` relative at every epoch;
 a contender that does not is marked ``error`` on every row of that case, its times withheld.
+The variants of ours (``frameworks.VARIANTS``) are checked in their worker instead, against
+ours in float32 (``check_vs_eager``); a compiled variant's ``compile_ms`` is listed apart.
 Derived columns: ``loss_vs_dgl`` (the relative difference of the float32 final loss from DGL's,
 for information: float32 rounding grows in training), ``check_vs_dgl`` (the float64 one that is
 checked), ``ours_over_this_*`` (ours' epoch time, sparse time, live and resident-set peak
@@ -24,14 +26,14 @@ import csv
 import json
 from pathlib import Path
 
-import gnn_frameworks
-import gnn_models
+from . import frameworks, models
 
 LOSS_RTOL = 1e-4
 REFERENCE = "dgl"
 COLUMNS = ("model", "graph", "nodes", "edges", "contender", "condition", "status", "epoch_ms",
            "p25_ms", "p75_ms", "sparse_ms", "sparse_share", "live_peak_mib", "peak_mib",
-           "final_loss", "loss_vs_dgl", "check_vs_dgl", "ours_over_this_epoch",
+           "final_loss", "loss_vs_dgl", "check_vs_dgl", "check_vs_eager", "compile_ms",
+           "ours_over_this_epoch",
            "ours_over_this_sparse", "ours_over_this_live", "ours_over_this_peak",
            "load_slowdown", "epochs", "first_epoch_ms", "prewarm_ms", "setup_ms",
            "profiled_epoch_ms", "profiled_sparse_ms", "baseline_mib", "rounds", "round_ms",
@@ -120,7 +122,10 @@ def header(machine: dict, settings: dict) -> str:
         f"{settings['profile_epochs']} profiled epochs; load: {settings['load_processes']} busy "
         "processes beside the worker",
         f"check: float64 losses over {settings['check_epochs']} epochs agree with DGL's within "
-        f"{LOSS_RTOL:g} relative, else ERROR",
+        f"{LOSS_RTOL:g} relative, else ERROR; ours_bf16 (torch.autocast bfloat16) and "
+        "ours_compiled (torch.compile): warm-up losses agree with eager float32 ours' within "
+        f"{frameworks.OursBf16.loss_rtol:g} and {frameworks.OursCompiled.loss_rtol:g} "
+        "relative ('eager' in the check column), else ERROR",
     ])
 
 
@@ -141,37 +146,56 @@ def table(rows: list, machine: dict, settings: dict) -> str:
     """Per model: each graph and contender idle (epoch ms, sparse ms and share, live and
     resident-set peak MiB, float32
     final loss, float64 check) and under load (epoch ms, slowdown); then ours' ratios."""
-    names = [n for n in gnn_frameworks.NAMES if any(r["contender"] == n for r in rows)]
+    names = [n for n in frameworks.NAMES if any(r["contender"] == n for r in rows)]
     by_key = {(r["model"], r["graph"], r["contender"], r["condition"]): r for r in rows}
     out = [header(machine, settings), ""]
-    columns = (f"{'graph':16s}{'contender':>10s}{'epoch ms':>11s}{'sparse ms':>11s}"
-               f"{'share':>7s}{'live MiB':>10s}{'rss MiB':>9s}{'f32 loss':>12s}{'f64 check':>10s}"
+    columns = (f"{'graph':16s}{'contender':>14s}{'epoch ms':>11s}{'sparse ms':>11s}"
+               f"{'share':>7s}{'live MiB':>10s}{'rss MiB':>9s}{'f32 loss':>12s}{'check':>14s}"
                f"{'load ms':>10s}{'slowdown':>9s}")
     for model in settings["models"]:
-        out += [gnn_models.MODELS[model].title, columns]
+        out += [models.MODELS[model].title, columns]
         for graph in settings["graphs"]:
             for name in names:
                 idle = by_key.get((model, graph, name, "idle"))
                 load = by_key.get((model, graph, name, "load"))
                 if idle is None and load is None:
                     continue
-                check = idle["check_vs_dgl"] if idle else ""
-                check = "ref" if name == REFERENCE and idle and idle["status"] == "ok" else \
-                    (f"{check:.0e}" if check != "" else "-")
-                out.append(f"{graph:16s}{name:>10s}{_cell(idle, 'epoch_ms', '.4g'):>11s}"
+                check = _check_cell(name, idle)
+                out.append(f"{graph:16s}{name:>14s}{_cell(idle, 'epoch_ms', '.4g'):>11s}"
                            f"{_cell(idle, 'sparse_ms', '.4g'):>11s}"
                            f"{_cell(idle, 'sparse_share', '.0%'):>7s}"
                            f"{_cell(idle, 'live_peak_mib', '.1f'):>10s}"
                            f"{_cell(idle, 'peak_mib', '.1f'):>9s}"
-                           f"{_cell(idle, 'final_loss', '.6g'):>12s}{check:>10s}"
+                           f"{_cell(idle, 'final_loss', '.6g'):>12s}{check:>14s}"
                            f"{_cell(load, 'epoch_ms', '.4g'):>10s}"
                            f"{_cell(load, 'load_slowdown', '.2f'):>9s}")
         out.append("")
-    out += [ratios(rows, settings), ""]
+    out += [ratios(rows, settings), "", compile_times(rows), ""]
     notes = sorted({f"{r['contender']} {r['model']} {r['graph']} {r['condition']}: "
                     f"{r['status'].upper()}, {r['note']}" for r in rows if r["status"] != "ok"})
     out += [f"  {n}" for n in notes]
     return "\n".join(out)
+
+
+def _check_cell(name: str, idle) -> str:
+    """The check column: ``ref`` for DGL, the float64 difference from DGL's, or for a variant
+    of ours its difference from eager float32 ours' (``... eager``)."""
+    if idle is None:
+        return "-"
+    if name == REFERENCE and idle["status"] == "ok":
+        return "ref"
+    if idle.get("check_vs_eager", "") != "":
+        return f"{idle['check_vs_eager']:.0e} eager"
+    return f"{idle['check_vs_dgl']:.0e}" if idle["check_vs_dgl"] != "" else "-"
+
+
+def compile_times(rows: list) -> str:
+    """The compile time of each compiled case (its first epoch less its median epoch), apart
+    from the epoch times."""
+    cases = [f"{r['model']}/{r['graph']} {r['compile_ms'] / 1e3:.1f} s" for r in rows
+             if r["compile_ms"] != "" and r["condition"] == "idle"]
+    return "torch.compile time (first epoch less a median epoch, idle): " + \
+        (", ".join(cases) if cases else "none measured")
 
 
 def ratios(rows: list, settings: dict) -> str:
@@ -216,12 +240,13 @@ def chart(rows: list, settings: dict, path: Path) -> bool:
     import matplotlib.pyplot as plt
 
     series = [(n, c) for c in ("idle", "load") for n in ("dgl", "pyg")]
-    models, graphs = settings["models"], settings["graphs"]
-    fig, axes = plt.subplots(2, len(models), figsize=(max(3.2 * len(models) + 1, 6), 6.5),
-                             sharey="row", squeeze=False)
+    model_names, graphs = settings["models"], settings["graphs"]
+    width = max(3.2 * len(model_names) + 1, 6)
+    fig, axes = plt.subplots(2, len(model_names), figsize=(width, 6.5), sharey="row",
+                             squeeze=False)
     step = 0.8 / len(series)
     colors = plt.get_cmap("tab10")
-    for col, model in enumerate(models):
+    for col, model in enumerate(model_names):
         for row_index, field in enumerate(("ours_over_this_epoch", "ours_over_this_sparse")):
             ax = axes[row_index, col]
             for i, (name, condition) in enumerate(series):

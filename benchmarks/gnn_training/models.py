@@ -1,5 +1,5 @@
 """The four models of the GNN benchmark, their canonical initial weights, and one network class
-that runs them on any framework of ``gnn_frameworks.py``.
+that runs them on any framework of ``frameworks.py``.
 
 - ``gcn``: GCN, 2 layers ``in -> 16 -> classes`` (Kipf and Welling's width), ReLU between,
   symmetric normalisation ``D^-1/2 (A + I) D^-1/2`` (DGL ``norm="both"``) on the graph with
@@ -10,7 +10,7 @@ that runs them on any framework of ``gnn_frameworks.py``.
 - ``gat``: GAT, 2 layers of 4 heads, 16 features per head: ``in -> 4 x 16`` (heads
   concatenated, ELU), ``64 -> 4 x classes`` (heads averaged); negative slope 0.2, on the graph
   with self-loops.
-- ``rgcn``: RGCN, 2 layers ``in -> 16 -> classes``, ReLU between, ``gnn_data.NUM_RELATIONS``
+- ``rgcn``: RGCN, 2 layers ``in -> 16 -> classes``, ReLU between, ``tasks.NUM_RELATIONS``
   relations with a basis decomposition of 3 bases, a self-loop weight and a bias; each edge's
   message scaled by ``1 / |N_r(v)|`` (mean per relation, RGCN's normaliser), on the graph
   without self-loops.
@@ -19,7 +19,7 @@ Dropout is 0 everywhere. The canonical weights (``canonical_weights``) are numpy
 DGL's parameter names and shapes (``layers.<k>.<DGL name>``), each drawn from its own seeded
 generator (seed, CRC32 of the name): matrices Glorot-uniform, vectors and biases uniform in
 ``[-0.1, 0.1)`` (not 0, so that a bias that is loaded into the wrong place shows). DGL's and
-sparsetir's layers take them as they are; ``gnn_frameworks.PyG`` maps them onto PyG's names.
+sparsetir's layers take them as they are; ``frameworks.PyG`` maps them onto PyG's names.
 
 Example
 -------
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-import gnn_data
+from . import tasks
 
 NUM_BASES = 3
 
@@ -73,7 +73,7 @@ class ModelSpec:
                     "bias": (h * o,)}
         if self.name == "rgcn":
             return {"linear_r.W": (NUM_BASES, i, o),
-                    "linear_r.coeff": (gnn_data.NUM_RELATIONS, NUM_BASES),
+                    "linear_r.coeff": (tasks.NUM_RELATIONS, NUM_BASES),
                     "h_bias": (o,), "loop_weight": (i, o)}
         raise KeyError(self.name)
 
@@ -83,7 +83,7 @@ MODELS = {
     "sage": ModelSpec("sage", "GraphSAGE, 3 layers, hidden 128, mean aggregation", 3, 128,
                       False),
     "gat": ModelSpec("gat", "GAT, 2 layers, 4 heads x 16, self-loops", 2, 16, True, heads=4),
-    "rgcn": ModelSpec("rgcn", f"RGCN, 2 layers, hidden 16, {gnn_data.NUM_RELATIONS} synthetic "
+    "rgcn": ModelSpec("rgcn", f"RGCN, 2 layers, hidden 16, {tasks.NUM_RELATIONS} synthetic "
                       f"relations, {NUM_BASES} bases, mean per relation", 2, 16, False),
 }
 
@@ -109,7 +109,7 @@ def canonical_weights(spec: ModelSpec, in_feats: int, classes: int, seed: int = 
 
 
 class Net(torch.nn.Module):
-    """``spec``'s network built from ``framework``'s layers (``gnn_frameworks``): each layer,
+    """``spec``'s network built from ``framework``'s layers (``frameworks``): each layer,
     then (except after the last) the activation: ReLU, or for GAT the heads concatenated and
     ELU; GAT's last layer averages its heads.
 

@@ -1,7 +1,7 @@
 """How much of a training epoch is spent in sparse operators, from ``torch.profiler``.
 
 The same rule on every side. A *sparse call* is one profiler range named in the contender's set
-(``gnn_frameworks``: each call of DGL's or sparsetir's autograd Functions, which the profiler
+(``frameworks``: each call of DGL's or sparsetir's autograd Functions, which the profiler
 records under the Function's class name, e.g. ``GSpMM``; for PyG, each layer's
 ``propagate``/``edge_updater`` call, marked with ``record_function``). Its forward time is the
 range's duration (counted once where ranges nest). Its backward time is that of every autograd

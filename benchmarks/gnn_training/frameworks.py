@@ -5,7 +5,16 @@ model's layers, takes the canonical weights, and which of its calls are sparse o
 - ``dgl``: ``dgl.nn.pytorch`` layers (DGL 1.1.3) on a ``dgl.graph`` with an edge ``u -> v`` for
   every stored ``(v, u)``, in CSR order;
 - ``pyg``: ``torch_geometric.nn`` layers (PyG 2.8.1) on ``edge_index = [sources; destinations]``
-  in the same order.
+  in the same order;
+- ``ours_bf16``: ``ours`` with each forward and its loss under ``torch.autocast("cpu",
+  dtype=torch.bfloat16)`` (mixed precision: bfloat16 products and aggregations, float32
+  weights and optimizer);
+- ``ours_compiled``: ``ours`` with the network under ``torch.compile`` (inductor, torch's
+  default), its sparse operators the custom operators ``torch.ops.sparsetir.*``.
+
+The two variants of ``ours`` (``VARIANTS``) are checked against ``ours`` itself in float32,
+eagerly: the worker trains both from the same weights and their losses over the warm-up
+epochs must agree within the variant's ``loss_rtol`` before any epoch is timed.
 
 All three get the same edges in the same order, so edge data (RGCN's relations and
 normalisers) line up. ``ours`` and ``dgl`` share layer code: sparsetir's layers take DGL's
@@ -38,13 +47,15 @@ Example
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
-import gnn_data
-import gnn_models
+from . import models, tasks
 
-NAMES = ("ours", "dgl", "pyg")
+NAMES = ("ours", "ours_bf16", "ours_compiled", "dgl", "pyg")
+VARIANTS = ("ours_bf16", "ours_compiled")
 
 # canonical (DGL) suffix -> (PyG suffix, transpose?)
 PYG_NAMES = {
@@ -71,10 +82,25 @@ def autograd_function_names(prefix: str) -> set:
     return names
 
 
-class DglStyle:
-    """Layers with DGL's API (``dgl.nn.pytorch`` or ``sparsetir.nn``, module ``nn``)."""
+class Framework:
+    """What every contender does alike unless it says otherwise: the network runs as it is,
+    eagerly, in the dtype it was given."""
 
     name = ""
+    compiles = False
+    """Whether the network runs under ``torch.compile`` (its first epoch compiles)."""
+
+    def prepare(self, net):
+        """The callable that runs ``net`` (``net`` itself, or ``net`` compiled)."""
+        return net
+
+    def forward_context(self):
+        """The context each forward and loss run in."""
+        return contextlib.nullcontext()
+
+
+class DglStyle(Framework):
+    """Layers with DGL's API (``dgl.nn.pytorch`` or ``sparsetir.nn``, module ``nn``)."""
 
     def __init__(self, nn):
         self.nn = nn
@@ -87,8 +113,8 @@ class DglStyle:
         if spec.name == "gat":
             return self.nn.GATConv(i, o, spec.heads)
         if spec.name == "rgcn":
-            return self.nn.RelGraphConv(i, o, gnn_data.NUM_RELATIONS,
-                                        regularizer="basis", num_bases=gnn_models.NUM_BASES,
+            return self.nn.RelGraphConv(i, o, tasks.NUM_RELATIONS,
+                                        regularizer="basis", num_bases=models.NUM_BASES,
                                         self_loop=True)
         raise KeyError(spec.name)
 
@@ -149,7 +175,39 @@ class Ours(DglStyle):
         return autograd_function_names("sparsetir.ops")
 
 
-class PyG:
+class OursBf16(Ours):
+    """``ours`` under ``torch.autocast("cpu", dtype=torch.bfloat16)``; its first losses within
+    ``loss_rtol`` of ``ours`` in float32 (the first, from the same weights, differs by the
+    rounding of the bfloat16 products: about 1e-4 relative on GCN/cora)."""
+
+    name = "ours_bf16"
+    loss_rtol = 2e-2
+
+    def forward_context(self):
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+class OursCompiled(Ours):
+    """``ours`` under ``torch.compile(net)``; its first losses within ``loss_rtol`` of eager
+    ``ours`` (the same kernels; inductor's fused dense code rounds a little differently)."""
+
+    name = "ours_compiled"
+    compiles = True
+    loss_rtol = 1e-4
+
+    def prepare(self, net):
+        return torch.compile(net)
+
+    def sparse_operator_names(self) -> set:
+        """The custom operators a compiled graph calls (``sparsetir::gspmm``, ... and their
+        backward operators): the profiler names each call so."""
+        from sparsetir.ops import custom_ops  # pylint: disable=import-outside-toplevel
+        CustomOpDef = torch._library.custom_ops.CustomOpDef  # pylint: disable=protected-access
+        return {op._qualname for op in vars(custom_ops).values()  # pylint: disable=protected-access
+                if isinstance(op, CustomOpDef)}
+
+
+class PyG(Framework):
     name = "pyg"
     MARK = "pyg::message_passing"
 
@@ -171,8 +229,8 @@ class PyG:
         if spec.name == "gat":
             return self.nn.GATConv(i, o, heads=spec.heads, concat=True, add_self_loops=False)
         if spec.name == "rgcn":
-            return self.nn.RGCNConv(i, o, gnn_data.NUM_RELATIONS,
-                                    num_bases=gnn_models.NUM_BASES, aggr="mean")
+            return self.nn.RGCNConv(i, o, tasks.NUM_RELATIONS,
+                                    num_bases=models.NUM_BASES, aggr="mean")
         raise KeyError(spec.name)
 
     def call(self, spec, layer, inputs, h):
@@ -211,5 +269,6 @@ def _marked(method, label: str):
 
 def load_framework(name: str):
     """Contender ``name``'s framework; ImportError when its library is not installed."""
-    return {"ours": Ours, "dgl": Dgl, "pyg": PyG}[name]()
+    return {"ours": Ours, "ours_bf16": OursBf16, "ours_compiled": OursCompiled, "dgl": Dgl,
+            "pyg": PyG}[name]()
 
