@@ -29,7 +29,7 @@ C(i,j): declared levels j (dense), i (compressed); read as i (dense), j (compres
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from itertools import combinations
+from itertools import combinations, permutations
 
 from ..format import Encoding
 from .notation import NotationError
@@ -73,22 +73,37 @@ def plan_order(stmt, formats: dict) -> OrderPlan:
     preferred = [lhs.indices[d] for d in tensors[lhs.name].dims] + list(stmt.reduction_vars)
     convertible = [name for name, fmt in tensors.items()     # one stored copy, one order
                    if not fmt.is_dense and len(reads[name]) == 1]
+    preferences = [preferred] + [list(p) for p in permutations(preferred) if list(p) != preferred]
     for count in range(len(convertible) + 1):
         for with_dense in (True, False):       # dense operands' orders where they fit
             for converted in combinations(convertible, count):
                 chains = [_chain(access, fmt) for name, fmt in tensors.items()
                           if name not in converted and (with_dense or not fmt.is_dense)
                           for access in reads[name]]
-                loop = _topological(preferred, chains)
-                if loop is None:
-                    continue
-                planned = {name: _reordered(fmt, reads[name][0], loop) if name in converted
-                           else fmt for name, fmt in tensors.items()}
-                if _assembles(planned[lhs.name], lhs, loop):
-                    changes = tuple((name, tensors[name], planned[name]) for name in converted
-                                    if planned[name].dims != tensors[name].dims)
-                    return OrderPlan(stmt, loop, {**formats, **planned}, changes)
-    raise _no_order(stmt, tensors, reads)
+                for preference in preferences:   # the output's order first, then any other
+                    loop = _topological(preference, chains)
+                    if loop is None:               # the chains contradict, whatever the order
+                        break
+                    planned = {name: _reordered(fmt, reads[name][0], loop)
+                               if name in converted else fmt for name, fmt in tensors.items()}
+                    results = [planned[lhs.name]]
+                    if lhs.name in converted and len(lhs.indices) == 2:   # a matrix result may
+                        results.append(_as_rows(planned[lhs.name]))       # be computed as CSR
+                    for result in results:
+                        planned[lhs.name] = result
+                        if _assembles(planned, lhs, loop, reads):
+                            changes = tuple((name, tensors[name], planned[name])
+                                            for name in converted
+                                            if planned[name] != tensors[name])
+                            return OrderPlan(stmt, loop, {**formats, **planned}, changes)
+    several = [name for name, fmt in tensors.items() if not fmt.is_dense and len(reads[name]) > 1]
+    if several:
+        raise _no_order(stmt, reads, several)
+    # no operand compressed at a result index in any order: the result is written at every
+    # coordinate, which AlgebraKernel refuses naming that (the declared formats, unconverted)
+    loop = _topological(preferred, [_chain(a, fmt) for name, fmt in tensors.items()
+                                    if not fmt.is_dense for a in reads[name]])
+    return OrderPlan(stmt, loop or tuple(preferred), dict(formats), ())
 
 
 def _reads(stmt) -> dict:
@@ -106,10 +121,9 @@ def _chain(access, fmt) -> list:
     return [access.indices[d] for d in fmt.dims]
 
 
-def _no_order(stmt, tensors: dict, reads: dict) -> NotationError:
-    """Why no loop order serves ``stmt``: sparse tensors read at several index tuples whose
-    level orders contradict (one stored copy has one level order)."""
-    several = [name for name, fmt in tensors.items() if not fmt.is_dense and len(reads[name]) > 1]
+def _no_order(stmt, reads: dict, several: list) -> NotationError:
+    """Why no loop order serves ``stmt``: the sparse tensors ``several`` are read at several
+    index tuples whose level orders contradict (one stored copy has one level order)."""
     column = reads[several[0]][1].column
     listed = "; ".join(" and ".join(map(str, reads[name])) for name in several)
     return NotationError(
@@ -120,27 +134,43 @@ def _no_order(stmt, tensors: dict, reads: dict) -> NotationError:
 
 
 def _reordered(fmt, access, loop: tuple):
-    """``fmt``'s level kinds over ``access``'s dimensions in ``loop``'s order; its stored
-    encoding follows, and a result keeps its declared encoding to be converted to."""
+    """``fmt``'s level kinds over ``access``'s dimensions in ``loop``'s order."""
     dims = tuple(sorted(fmt.dims, key=lambda d: loop.index(access.indices[d])))
-    if dims == fmt.dims:
-        return fmt
-    rank = len(dims)
-    levels = ", ".join(f"d{d} : {kind}" for d, kind in zip(dims, fmt.kinds))
-    encoding = Encoding.parse(f"map = ({', '.join(f'd{d}' for d in range(rank))}) -> ({levels})")
-    return replace(fmt, dims=dims, encoding=encoding, result=fmt.result or fmt.encoding)
+    return fmt if dims == fmt.dims else _levels(fmt, dims, fmt.kinds)
 
 
-def _assembles(fmt, lhs, loop: tuple) -> bool:
-    """Whether the lowering assembles a result in ``fmt`` under ``loop``: dense, or its
-    variables the outermost loops in its level order, or a CSR result whose rows are the
-    outermost loop (a summed variable between its two: Gustavson's workspace)."""
+def _as_rows(fmt):
+    """A matrix result's format computed as CSR over its (planned) level order: a DCSR, DCSC
+    or COO result whose compressed rows no loop order assembles (SpGEMM's ``i, k, j``)."""
+    kinds = ("dense", "compressed")
+    return fmt if fmt.kinds == kinds else _levels(fmt, fmt.dims, kinds)
+
+
+def _levels(fmt, dims: tuple, kinds: tuple):
+    """``fmt`` stored in levels ``kinds`` over ``dims``; a result keeps its declared encoding,
+    to which a call converts it."""
+    levels = ", ".join(f"d{d} : {kind}" for d, kind in zip(dims, kinds))
+    encoding = Encoding.parse(f"map = ({', '.join(f'd{d}' for d in range(len(dims)))}) -> "
+                              f"({levels})")
+    return replace(fmt, kinds=kinds, dims=dims, encoding=encoding,
+                   result=fmt.result or fmt.encoding)
+
+
+def _assembles(planned: dict, lhs, loop: tuple, reads: dict) -> bool:
+    """Whether the lowering assembles the result (its format in ``planned``) under ``loop``:
+    dense; or some operand compressed at one of its variables (a sparse result some merge
+    fills, not one written at every coordinate) and its variables the outermost loops in its
+    level order, or, for CSR, its rows the outermost loop (a summed variable between its two:
+    Gustavson's workspace)."""
+    fmt = planned[lhs.name]
     if fmt.is_dense:
         return True
+    merged = any(kind == "compressed" and access.indices[d] in lhs.indices
+                 for name, other in planned.items() if name != lhs.name
+                 for access in reads[name] for kind, d in zip(other.kinds, other.dims))
     where = [loop.index(lhs.indices[d]) for d in fmt.dims]
-    if where == list(range(len(where))):
-        return True
-    return fmt.kinds == ("dense", "compressed") and where[0] == 0
+    return merged and (where == list(range(len(where))) or
+                       (fmt.kinds == ("dense", "compressed") and where[0] == 0))
 
 
 def _levels_text(fmt, access) -> str:
