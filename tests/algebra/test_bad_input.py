@@ -92,7 +92,8 @@ def test_dense_operands_in_any_memory_order(spmv):
     (np.ones(6), sparsetir.SparseTIRValueError, r"c's dimension 0 \(j\) has size 6, but j has"),
     (np.ones((5, 1)), sparsetir.SparseTIRValueError, "operand c: a 2-D array for 1 indices"),
     (1.0, sparsetir.SparseTIRValueError, "operand c: a 0-D array for 1 indices"),
-    (np.ones(5, np.float32), sparsetir.SparseTIRTypeError, "values are float32"),
+    (np.ones(5, np.float32), sparsetir.SparseTIRTypeError,
+     r"mixed value types \(B float64, c float32\)"),
     (np.ones(5, bool), sparsetir.SparseTIRTypeError, "values are bool"),
     (np.array([1., 2, 3, 4, None]), sparsetir.SparseTIRTypeError, "values are object"),
 ])

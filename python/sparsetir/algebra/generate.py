@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from ..lower.coiterate.onepass import CHUNKS_PARAM
 
 from .notation import Access, Binary, Const, Neg, NotationError, Statement, signed_terms
+from .order import plan_order
 
 DENSE = "dense"
 """The merge of a variable some term of a sum does not depend on: every coordinate."""
@@ -46,10 +47,11 @@ class Generated:
 
 
 def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel",
-             index_dtype: str = "int32") -> Generated:
+             index_dtype: str = "int32", loop: tuple = None) -> Generated:
     """The Stage I function text of ``stmt`` over operands in ``formats`` (name -> LevelFormat),
     its sizes, positions and coordinates in ``index_dtype`` (``"int32"``, or ``"int64"`` for
-    results past the int32 positions: ``algebra.sizes``)."""
+    results past the int32 positions: ``algebra.sizes``), with loops in the order ``loop``
+    (default: ``loop_order``'s)."""
     lhs = stmt.lhs
     out_fmt = formats[lhs.name]
     tensors = {lhs.name: out_fmt}
@@ -58,7 +60,7 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel",
     _check_divisors(stmt.rhs, tensors, stmt.text)
     _check_index_names(stmt)
     accesses = {lhs.name: lhs, **{a.name: a for a in stmt.accesses}}
-    loop = loop_order(stmt, tensors, accesses)
+    loop = loop_order(stmt, tensors) if loop is None else loop
     if out_fmt.is_dense:             # a dense result is stored in loop order (and transposed)
         out_fmt = replace(out_fmt, dims=tuple(sorted(range(len(lhs.indices)),
                                                      key=lambda d: loop.index(lhs.indices[d]))))
@@ -150,35 +152,17 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel",
     return Generated("\n".join(lines) + "\n", loop, tensors, names, merges)
 
 
-def loop_order(stmt: Statement, tensors: dict, accesses: dict) -> tuple:
-    """The loop order: every sparse tensor's levels in order (its level order is a chain of
-    constraints), the output's variables first where free, then the summed ones in order of
-    appearance. ``NotationError`` when the sparse tensors' level orders contradict."""
-    lhs = stmt.lhs
-    out_fmt = tensors[lhs.name]
-    preferred = [lhs.indices[d] for d in out_fmt.dims] + list(stmt.reduction_vars)
-    for with_dense in (True, False):      # dense operands' orders where they fit, else not
-        order = _topological(preferred, [
-            [accesses[t].indices[d] for d in fmt.dims]
-            for t, fmt in tensors.items() if with_dense or not fmt.is_dense])
-        if order is not None:
-            return order
-    raise NotationError(f"column 1: the sparse operands' level orders contradict each other "
-                        f"in {stmt.text!r}; give one of them the other orientation")
-
-
-def _topological(preferred: list, chains: list):
-    before = {v: set() for v in preferred}
-    for chain in chains:
-        for outer, inner in zip(chain, chain[1:]):
-            before[inner].add(outer)
-    loop = []
-    while len(loop) < len(preferred):
-        ready = [v for v in preferred if v not in loop and before[v] <= set(loop)]
-        if not ready:
-            return None
-        loop.append(ready[0])
-    return tuple(loop)
+def loop_order(stmt: Statement, tensors: dict) -> tuple:
+    """The loop order (``order.plan_order``'s): every read of every sparse tensor in its level
+    order, the output's variables first where free, then the summed ones in order of
+    appearance. ``NotationError`` when the sparse tensors' level orders contradict (``compile``
+    converts such tensors first; ``generate`` takes the formats a kernel reads)."""
+    plan = plan_order(stmt, tensors)
+    if plan.conversions:
+        raise NotationError(f"column 1: the sparse operands' level orders contradict each other "
+                            f"in {stmt.text!r}; plan_order converts "
+                            f"{', '.join(name for name, _, _ in plan.conversions)}")
+    return plan.loop
 
 
 def _split_terms(expr, summed_vars: set):

@@ -37,12 +37,14 @@ from ..script import from_source
 from .generate import generate
 from .kernel import KERNEL_NAME, AlgebraKernel, _sizes, read_operands
 from .notation import Access, Const, Neg, _accesses, parse, signed_terms
+from .order import plan_order
+from .typed import ValueTyped
 
 PART_OUTPUT = "Y"
 """The result's name in every part's statement (its inputs are ``X0, X1, ...``)."""
 
 
-class GroupedKernel:
+class GroupedKernel(ValueTyped):
     """A statement computed by ``AlgebraKernel`` parts (``parts``, in order): a chain, each
     adding a run of its terms to the previous part's result, or, for a statement with summed
     indices, each run summed on its own and a chain adding the runs' results. Called like
@@ -51,6 +53,7 @@ class GroupedKernel:
 
     def __init__(self, stmt, formats: dict, dtype: str, parts: list):
         self.statement, self.formats, self.dtype = stmt, formats, dtype
+        self.plan = plan_order(stmt, formats)
         self.parts = tuple(kernel for kernel, _, _ in parts)
         self._steps = tuple((inputs, output) for _, inputs, output in parts)
 
@@ -70,6 +73,11 @@ class GroupedKernel:
             f"{self.statement.text!r} is computed by {len(self.parts)} kernels: rebuild one of "
             ".parts (part.rebuild(...)) and call the parts in order")
 
+    def _retyped(self, dtype: str) -> "GroupedKernel":
+        parts = [(part.typed(dtype), inputs, output)
+                 for part, (inputs, output) in zip(self.parts, self._steps)]
+        return GroupedKernel(self.statement, self.formats, dtype, parts)
+
     def save(self, path) -> None:
         """Write the compiled statement (its parts) to the file ``path``; ``sparsetir.load(path)``
         gives it back, as ``AlgebraKernel.save`` does. Pickles carry the same.
@@ -82,6 +90,9 @@ class GroupedKernel:
         save(self, path)
 
     def __call__(self, **operands):
+        typed = self.for_operands(operands)
+        if typed is not self:
+            return typed(**operands)
         levels = read_operands(self.statement, self.formats, self.dtype, operands)
         _sizes(self.statement, levels)
         values = {name: _as_operand(lv, self.formats[name]) for name, lv in levels.items()}

@@ -46,17 +46,19 @@ from ..runtime.threads import cooperate_with_torch, thread_count
 from ..script import from_source
 from .generate import generate
 from .lattice import lattices_of
+from .order import plan_order
 from .sizes import (INDEX_LIMIT, check_elements, check_result_memory, check_workspace,
                     index_dtype, wider)
 from .storage import Levels, level_format, to_levels, to_result
+from .typed import ValueTyped
 
 KERNEL_NAME = "kernel"
 """The generated function's and iteration's name (its blocks: ``kernel0``)."""
 
 
-class AlgebraKernel:
-    """A compiled statement: ``.func`` (Stage I), ``.lattices``, ``rebuild(func)``, and a call
-    with the operands by name."""
+class AlgebraKernel(ValueTyped):
+    """A compiled statement: ``.func`` (Stage I), ``.lattices``, ``.plan`` (loop order and
+    level-order conversions), ``rebuild(func)``, and a call with the operands by name."""
 
     _wide = None        # the kernels with int64 positions, once a call needs them
     _rebuilt = False    # from rebuild: its function has int32 positions only
@@ -66,13 +68,14 @@ class AlgebraKernel:
 
     def __init__(self, stmt, formats: dict, dtype: str):
         self.statement = stmt
-        self.formats = formats
+        self.plan = plan_order(stmt, formats)
+        formats = self.formats = self.plan.formats
         self.dtype = dtype
-        compiled = _compiled(stmt, formats, dtype)
+        compiled = _compiled(stmt, formats, dtype, self.plan.loop)
         if compiled is None:    # computed as a dense result, stored whole in its format
             self.whole = formats[stmt.lhs.name]
             dense = level_format(None, len(stmt.lhs.indices), stmt.lhs.name)
-            compiled = _compiled(stmt, {**formats, stmt.lhs.name: dense}, dtype)
+            compiled = _compiled(stmt, {**formats, stmt.lhs.name: dense}, dtype, self.plan.loop)
         self.generated, self.func, self._kernels, self.lattices = compiled
 
     def rebuild(self, func) -> "AlgebraKernel":
@@ -84,6 +87,8 @@ class AlgebraKernel:
                                      f"lower_sparse_iter, got {type(func).__name__}")
         clone = object.__new__(AlgebraKernel)
         clone.__dict__.update(self.__dict__)
+        clone.infers_dtype = False             # computes in its function's type only
+        clone.__dict__.pop("_typed", None)
         if isinstance(func, SparseFunction):
             clone.func = func
         clone._kernels = _build(func)
@@ -97,6 +102,9 @@ class AlgebraKernel:
                 "schedule them, do not remove them (only 'onepass' may be left out)")
         return clone
 
+    def _retyped(self, dtype: str) -> "AlgebraKernel":
+        return AlgebraKernel(self.statement, self.formats, dtype)
+
     def save(self, path) -> None:
         """Write the compiled statement to the file ``path``; ``sparsetir.load(path)`` gives it
         back (its kernels as ``Kernel.save`` keeps them). Pickles carry the same.
@@ -109,6 +117,9 @@ class AlgebraKernel:
         save(self, path)
 
     def __call__(self, **operands):
+        typed = self.for_operands(operands)
+        if typed is not self:
+            return typed(**operands)
         stmt, gen = self.statement, self.generated
         out_name = stmt.lhs.name
         levels = read_operands(stmt, gen.tensors, self.dtype, operands)
@@ -167,7 +178,7 @@ class AlgebraKernel:
                     "not have (its function addresses int32 positions); call the kernel of "
                     "sparsetir.algebra.compile")
             wide = generate(self.statement, self.formats, self.dtype, KERNEL_NAME,
-                            index_dtype="int64")
+                            index_dtype="int64", loop=self.plan.loop)
             self._wide = _build(from_source(wide.text), without=("onepass",))
         return self._wide
 
@@ -198,11 +209,11 @@ def _merges_an_output_index(func: SparseFunction) -> bool:
                if isinstance(it, SparseIteration) for v in it.sp_iter_vars)
 
 
-def _compiled(stmt, formats: dict, dtype: str):
+def _compiled(stmt, formats: dict, dtype: str, loop=None):
     """``(generated, func, kernels, lattices)`` of ``stmt`` in ``formats``; None for a sparse
     result that every term writes at every coordinate (dense operands only, or a term without
     one of its indices): nothing merges there, so no kernel counts the result's pattern."""
-    generated = generate(stmt, formats, dtype, KERNEL_NAME)
+    generated = generate(stmt, formats, dtype, KERNEL_NAME, loop=loop)
     func = from_source(generated.text)
     sparse_result = not formats[stmt.lhs.name].is_dense
     if sparse_result and not _merges_an_output_index(func):
