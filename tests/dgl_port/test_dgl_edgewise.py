@@ -37,36 +37,30 @@ def assert_gather(call, g, x, endpoint, etype=None):
     assert torch.allclose(x_grad, x.grad)
 
 
-@IDTYPES
-@FEAT_SIZES
-def test_copy_u(idtype, feat_size):
-    g = random_graph(idtype)
-    x = torch.randn((g.num_nodes(),) + feat_size, requires_grad=True)
-    assert_gather(port.edgewise("copy_u"), g, x, 0)
+def run_copy(name, idtype, feat_size, hetero):
+    """``copy_u`` (``name``) or ``copy_v`` on the random graph, or on the heterograph's
+    ``like`` relation (users to movies)."""
+    endpoint = 0 if name == "copy_u" else 1
+    g = heterograph(idtype) if hetero else random_graph(idtype)
+    etype = "like" if hetero else None
+    nodes = g.num_nodes(("user", "movie")[endpoint]) if hetero else g.num_nodes()
+    x = torch.randn((nodes,) + feat_size, requires_grad=True)
+    assert_gather(port.edgewise(name), g, x, endpoint, etype=etype)
 
 
-@IDTYPES
-@FEAT_SIZES
-def test_copy_u_hetero(idtype, feat_size):
-    hg = heterograph(idtype)
-    x = torch.randn((hg.num_nodes("user"),) + feat_size, requires_grad=True)
-    assert_gather(port.edgewise("copy_u"), hg, x, 0, etype="like")
+def copy_test(name, hetero):
+    """DGL's ``test_<name>`` (``hetero``: ``test_<name>_hetero``)."""
+    @IDTYPES
+    @FEAT_SIZES
+    def test(idtype, feat_size):
+        run_copy(name, idtype, feat_size, hetero)
+    return test
 
 
-@IDTYPES
-@FEAT_SIZES
-def test_copy_v(idtype, feat_size):
-    g = random_graph(idtype)
-    x = torch.randn((g.num_nodes(),) + feat_size, requires_grad=True)
-    assert_gather(port.edgewise("copy_v"), g, x, 1)
-
-
-@IDTYPES
-@FEAT_SIZES
-def test_copy_v_hetero(idtype, feat_size):
-    hg = heterograph(idtype)
-    x = torch.randn((hg.num_nodes("movie"),) + feat_size, requires_grad=True)
-    assert_gather(port.edgewise("copy_v"), hg, x, 1, etype="like")
+test_copy_u = copy_test("copy_u", hetero=False)
+test_copy_u_hetero = copy_test("copy_u", hetero=True)
+test_copy_v = copy_test("copy_v", hetero=False)
+test_copy_v_hetero = copy_test("copy_v", hetero=True)
 
 
 BINARY_ARG_SIZES = [((5,), (5,)), ((5,), ()), ((), (5,)), ((1, 3, 3), (4, 1, 3)),

@@ -103,25 +103,33 @@ def test_graph_conv(idtype, g, norm, weight, bias, out_dim):
     run_graph_conv(g, norm, weight, bias, out_dim, th.randn((g.num_src_nodes(), 5)))
 
 
-@IDTYPES
-@pytest.mark.parametrize("g", get_cases(["has_scalar_e_feature"], exclude=["zero-degree"]))
-@GRAPH_CONV_NORMS
-@with_weight_bias_out
+def run_graph_conv_e_weight(idtype, g, norm, weight, bias, out_dim, normalised):
+    """GraphConv with the graph's scalar edge weights, or with DGL's ``EdgeWeightNorm`` of
+    them."""
+    g = g.astype(idtype)
+    edge_weight = g.edata["scalar_w"]
+    if normalised:
+        edge_weight = dglnn.EdgeWeightNorm(norm=norm)(g, edge_weight)
+    run_graph_conv(g, norm, weight, bias, out_dim, th.randn((g.num_src_nodes(), 5)),
+                   edge_weight=edge_weight)
+
+
+def e_weight_cases(test):
+    for mark in [IDTYPES, pytest.mark.parametrize(
+            "g", get_cases(["has_scalar_e_feature"], exclude=["zero-degree"])),
+            GRAPH_CONV_NORMS] + WEIGHT_BIAS_OUT:
+        test = mark(test)
+    return test
+
+
+@e_weight_cases
 def test_graph_conv_e_weight(idtype, g, norm, weight, bias, out_dim):
-    g = g.astype(idtype)
-    run_graph_conv(g, norm, weight, bias, out_dim, th.randn((g.num_src_nodes(), 5)),
-                   edge_weight=g.edata["scalar_w"])
+    run_graph_conv_e_weight(idtype, g, norm, weight, bias, out_dim, normalised=False)
 
 
-@IDTYPES
-@pytest.mark.parametrize("g", get_cases(["has_scalar_e_feature"], exclude=["zero-degree"]))
-@GRAPH_CONV_NORMS
-@with_weight_bias_out
+@e_weight_cases
 def test_graph_conv_e_weight_norm(idtype, g, norm, weight, bias, out_dim):
-    g = g.astype(idtype)
-    norm_weight = dglnn.EdgeWeightNorm(norm=norm)(g, g.edata["scalar_w"])
-    run_graph_conv(g, norm, weight, bias, out_dim, th.randn((g.num_src_nodes(), 5)),
-                   edge_weight=norm_weight)
+    run_graph_conv_e_weight(idtype, g, norm, weight, bias, out_dim, normalised=True)
 
 
 @IDTYPES
