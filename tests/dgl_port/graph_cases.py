@@ -9,7 +9,6 @@ Example
 """
 
 import dgl
-import networkx as nx
 import numpy as np
 import scipy.sparse
 import torch
@@ -65,11 +64,6 @@ def get_cases(labels, exclude=()):
     """The graphs with one of ``labels`` and none of ``exclude``, freshly built."""
     return [make() for case_labels, make in _CASES
             if set(case_labels) & set(labels) and not set(case_labels) & set(exclude)]
-
-
-def random_graph(size):
-    """DGL's ``random_graph``: an Erdos-Renyi graph of edge probability 0.3."""
-    return dgl.from_networkx(nx.erdos_renyi_graph(size, 0.3))
 
 
 def random_scipy_graph(nodes=100, density=0.1):
