@@ -5,7 +5,8 @@
 ``relu(fc_pool(x_u))``), ``"gcn"`` (``(x_v + sum of x_u) / (in-degree + 1)``, with no
 ``fc_self`` and a separate ``bias``) or ``"lstm"`` (the last hidden state of an ``nn.LSTM``,
 ``lstm``, run over the sources in ``M``'s CSR order, destinations batched by in-degree as DGL
-does: ``degree_buckets``). A destination with no in-edge aggregates to 0. ``edge_weight``
+does: ``degree_buckets``; DGL runs it in edge-id order, the same order where a graph's edge ids
+follow its CSR order, ``docs/migration.md`` §6). A destination with no in-edge aggregates to 0. ``edge_weight``
 multiplies each edge's message.
 
 Example
