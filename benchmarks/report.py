@@ -23,11 +23,11 @@ Example
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 
 import contenders
+from result_files import write_table
 import workload
 
 COLUMNS = ("op", "graph", "rows", "nnz", "feat", "dtype", "condition", "contender", "status",
@@ -258,12 +258,6 @@ def _ours_costs(rows: list) -> str:
     return "\n".join(lines)
 
 
-def _fmt(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
 def chart(rows: list, graphs: list, path: Path) -> bool:
     """Ours' speedup over each contender in float32 (log scale, bars per feature size), one
     panel per operator (rows) and graph (columns); False when matplotlib is not installed."""
@@ -311,14 +305,8 @@ def chart(rows: list, graphs: list, path: Path) -> bool:
 def write(rows: list, machine: dict, settings: dict, out: Path) -> dict:
     """``bench.csv`` (one row per result), ``bench.json`` (machine, settings, rows) and
     ``bench.png`` (when matplotlib is installed) in ``out``; their paths."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"csv": out / "bench.csv", "json": out / "bench.json"}
-    with open(paths["csv"], "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(COLUMNS)
-        writer.writerows([_fmt(r[c]) for c in COLUMNS] for r in rows)
-    sidecar = {"machine": machine, "settings": settings, "columns": COLUMNS, "rows": rows}
-    paths["json"].write_text(json.dumps(sidecar, indent=1, default=str) + "\n")
+    paths = write_table(rows, COLUMNS, {"machine": machine, "settings": settings},
+                        out, "bench")
     if chart(rows, settings["graphs"], out / "bench.png"):
         paths["png"] = out / "bench.png"
     return paths

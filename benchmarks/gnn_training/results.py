@@ -22,9 +22,9 @@ Example
 
 from __future__ import annotations
 
-import csv
-import json
 from pathlib import Path
+
+from result_files import write_table
 
 from . import frameworks, models
 
@@ -223,12 +223,6 @@ def ratios(rows: list, settings: dict) -> str:
     return "\n".join(lines)
 
 
-def _fmt(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
 def chart(rows: list, settings: dict, path: Path) -> bool:
     """Ours' epoch time and sparse time over DGL's and PyG's (log scale), idle and under load,
     one panel per model (columns) and measure (rows); False without matplotlib."""
@@ -276,15 +270,8 @@ def chart(rows: list, settings: dict, path: Path) -> bool:
 def write(rows: list, machine: dict, settings: dict, out: Path, curves: dict) -> dict:
     """``gnn.csv`` (one row per result), ``gnn.json`` (machine, settings, rows and each run's
     loss curves, ``curves``) and ``gnn.png`` (with matplotlib) in ``out``; their paths."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"csv": out / "gnn.csv", "json": out / "gnn.json"}
-    with open(paths["csv"], "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(COLUMNS)
-        writer.writerows([_fmt(r[c]) for c in COLUMNS] for r in rows)
-    sidecar = {"machine": machine, "settings": settings, "columns": COLUMNS, "rows": rows,
-               "loss_curves": curves}
-    paths["json"].write_text(json.dumps(sidecar, indent=1, default=str) + "\n")
+    paths = write_table(rows, COLUMNS, {"machine": machine, "settings": settings,
+                                        "loss_curves": curves}, out, "gnn")
     if chart(rows, settings, out / "gnn.png"):
         paths["png"] = out / "gnn.png"
     return paths
