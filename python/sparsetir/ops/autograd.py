@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from ..errors import SparseTIRError
-from .generic import gsddmm_values, gspmm_values
+from .generic import edge_softmax_values, gsddmm_values, gspmm_values
 
 
 def first_order(backward):
@@ -295,19 +295,6 @@ class GSDDMM(torch.autograd.Function):
                 grads[1] = _to_nodes(matrix, edge.contiguous(), rhs_target)
             grads[1] = unbroadcast(grads[1], ctx.shapes[1])
         return None, None, grads[0], grads[1], None, None, None
-
-
-def edge_softmax_values(matrix, logits):
-    """``exp(logits[e]) / sum of exp over the in-edges of e's destination``, computed stably
-    (the destination's largest logit subtracted first); numpy or torch, no autograd."""
-    largest = gspmm_values(matrix, "copy_rhs", "max", None, logits)[0]
-    scores = gsddmm_values(matrix, "sub", logits, largest, "e", "v")
-    if isinstance(scores, np.ndarray):
-        np.exp(scores, out=scores)
-    else:
-        scores.exp_()
-    sums = gspmm_values(matrix, "copy_rhs", "sum", None, scores)[0]
-    return gsddmm_values(matrix, "div", scores, sums, "e", "v")
 
 
 class EdgeSoftmax(torch.autograd.Function):

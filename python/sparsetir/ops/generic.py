@@ -169,3 +169,16 @@ def _index(like, array: np.ndarray):
         import torch  # pylint: disable=import-outside-toplevel
         return torch.tensor(array)      # a copy: the matrix's arrays are read-only
     return array
+
+
+def edge_softmax_values(matrix, logits):
+    """``exp(logits[e]) / sum of exp over the in-edges of e's destination``, computed stably
+    (the destination's largest logit subtracted first); numpy or torch, no autograd."""
+    largest = gspmm_values(matrix, "copy_rhs", "max", None, logits)[0]
+    scores = gsddmm_values(matrix, "sub", logits, largest, "e", "v")
+    if isinstance(scores, np.ndarray):
+        np.exp(scores, out=scores)
+    else:
+        scores.exp_()
+    sums = gspmm_values(matrix, "copy_rhs", "sum", None, scores)[0]
+    return gsddmm_values(matrix, "div", scores, sums, "e", "v")

@@ -45,7 +45,7 @@ from ..errors import SparseTIRError, SparseTIRTypeError, SparseTIRValueError
 from .arrays import check_tensor, is_torch
 from .broadcast import broadcast_shape
 from .dtypes import autocast_result, check_dtype, dtype_name, result_dtype
-from .generic import gsddmm_values, gspmm_values
+from .generic import edge_softmax_values, gsddmm_values, gspmm_values
 from .generic_kernels import GSDDMM_OPS, GSPMM_OPS, TARGETS
 from .graph_tensors import tracing
 from .matrix import SparseMatrix, as_sparse_matrix
@@ -100,12 +100,14 @@ def _tracked(*values) -> bool:
         value is not None and value.requires_grad for value in values)
 
 
-def _run(forward, function, matrix, *args):
-    """``function.apply`` when autograd tracks a torch operand, else ``forward`` alone."""
+def _run(forward, function: str, matrix, *args):
+    """``autograd.<function>.apply`` when autograd tracks a torch operand, else ``forward``
+    alone (so numpy calls never import torch, which ``autograd`` needs)."""
     values = [arg for arg in args if arg is not None and not isinstance(arg, str)]
     if values and is_torch(values[0]):
         if _tracked(*values):
-            return function.apply(matrix, *args)
+            from . import autograd  # pylint: disable=import-outside-toplevel
+            return getattr(autograd, function).apply(matrix, *args)
         import torch  # pylint: disable=import-outside-toplevel
         with torch.no_grad():
             return forward(matrix, *args)
@@ -142,8 +144,7 @@ def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_d
     """``gspmm`` over ``matrix``'s stored entries, which may sum parallel edges (``spmm``'s
     weights then count them)."""
     lhs, rhs = gspmm_operands(matrix, op, reduce_op, lhs_data, rhs_data)
-    from .autograd import GSpMM  # pylint: disable=import-outside-toplevel
-    return _run(lambda m, o, r, x, e, d: gspmm_values(m, o, r, x, e, dtype=d)[0], GSpMM,
+    return _run(lambda m, o, r, x, e, d: gspmm_values(m, o, r, x, e, dtype=d)[0], "GSpMM",
                 matrix, op, reduce_op, lhs, rhs, autocast_result(lhs, rhs))
 
 
@@ -209,8 +210,7 @@ def gsddmm_entries(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target
     """``gsddmm`` over ``matrix``'s stored entries, which may sum parallel edges (``sddmm``
     gives each of them its entry's value)."""
     lhs, rhs = gsddmm_operands(matrix, op, lhs_data, rhs_data, lhs_target, rhs_target)
-    from .autograd import GSDDMM  # pylint: disable=import-outside-toplevel
-    return _run(gsddmm_values, GSDDMM, matrix, op, lhs, rhs, lhs_target, rhs_target,
+    return _run(gsddmm_values, "GSDDMM", matrix, op, lhs, rhs, lhs_target, rhs_target,
                 autocast_result(lhs, rhs) if op == "dot" else None)
 
 
@@ -260,12 +260,11 @@ def edge_softmax(M, logits, eids=None, norm_by: str = "dst"):
         return traced.edge_softmax(M, logits, eids, norm_by)
     graph, order = _softmax_graph(as_graph(M), eids, norm_by)
     (values,) = _operands([("logits", logits, graph.nnz)])
-    from .autograd import EdgeSoftmax, edge_softmax_values  # pylint: disable=import-outside-toplevel
     if order is None:
-        return _run(edge_softmax_values, EdgeSoftmax, graph, values)
+        return _run(edge_softmax_values, "EdgeSoftmax", graph, values)
     inverse = np.empty_like(order)
     inverse[order] = np.arange(order.size)
-    scores = _run(edge_softmax_values, EdgeSoftmax, graph, _rows(values, order))
+    scores = _run(edge_softmax_values, "EdgeSoftmax", graph, _rows(values, order))
     return _rows(scores, inverse)
 
 
