@@ -7,6 +7,7 @@ import scipy.sparse
 
 import sparsetir.ops as ops
 from sparsetir.ops.alignment import CACHE_LINE, MIN_REUSE, gather_ready
+from sparsetir.runtime.threads import thread_count
 
 
 def off_boundary(shape, offset_bytes=16, seed=0):
@@ -20,8 +21,8 @@ def off_boundary(shape, offset_bytes=16, seed=0):
     return array
 
 
-def dense_rows_matrix(m=300, n=200, per_row=24, seed=1):
-    """Every row holds ``per_row`` nonzeros (so each of the n columns is gathered ~36 times),
+def dense_rows_matrix(m=300, n=100, per_row=48, seed=1):
+    """Every row holds ``per_row`` nonzeros (so each of the n columns is gathered ~120 times),
     but every seventh row is empty."""
     rng = np.random.default_rng(seed)
     rows = [np.sort(rng.choice(n, per_row, replace=False)) if r % 7 else np.array([], int)
@@ -32,7 +33,7 @@ def dense_rows_matrix(m=300, n=200, per_row=24, seed=1):
                                     indices, indptr), shape=(m, n))
 
 
-@pytest.mark.parametrize("feat", [16, 32, 64])
+@pytest.mark.parametrize("feat", [16, 32, 64, 128])
 @pytest.mark.parametrize("offset", [0, 16, 48])
 def test_spmm_and_sddmm_off_the_boundary_equal_scipy(feat, offset):
     A = dense_rows_matrix()
@@ -51,22 +52,24 @@ def test_spmm_and_sddmm_off_the_boundary_equal_scipy(feat, offset):
 
 
 def test_copies_only_where_rows_are_gathered_often():
-    X = off_boundary((100, 32))
-    copied = gather_ready(X, 0, gathers=MIN_REUSE * 100)
+    X = off_boundary((100, 64))
+    enough = MIN_REUSE * thread_count() * 100
+    copied = gather_ready(X, 0, gathers=enough)
     assert copied is not X and copied.ctypes.data % CACHE_LINE == 0
     np.testing.assert_array_equal(copied, X)
-    assert gather_ready(X, 0, gathers=MIN_REUSE * 100 - 1) is X      # too few gathers
+    assert gather_ready(X, 0, gathers=enough - 1) is X               # too few gathers
     assert gather_ready(X, 0, gathers=None) is X                     # unknown matrix
-    assert gather_ready(off_boundary((100, 8)), 0, 10**6).ctypes.data % CACHE_LINE != 0  # 32 B
-    aligned = off_boundary((100, 32), 0)
+    short = off_boundary((100, 32))                                  # 128-byte rows
+    assert gather_ready(short, 0, 10**6) is short
+    aligned = off_boundary((100, 64), 0)
     assert gather_ready(aligned, 0, 10**6) is aligned
     assert gather_ready(X.astype(np.float64), 0, 10**6).dtype == np.float64
 
 
 def test_two_operands_get_two_buffers_and_results_never_share_them():
-    X, Y = off_boundary((100, 32)), off_boundary((100, 32), seed=3)
+    X, Y = off_boundary((100, 64)), off_boundary((100, 64), seed=3)
     a, b = gather_ready(X, 0, 10**6), gather_ready(Y, 1, 10**6)
     assert not np.shares_memory(a, b)
-    A = dense_rows_matrix(m=100, n=100, per_row=20)
+    A = dense_rows_matrix(m=100, n=100, per_row=60)
     result = ops.spmm(ops.SparseMatrix(A), X)
     assert not np.shares_memory(result, gather_ready(X, 0, 10**6))

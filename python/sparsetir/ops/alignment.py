@@ -18,10 +18,10 @@ allocates nothing after its first; nothing returned to the user ever refers to i
 
 Example
 -------
->>> X = np.ones((100, 16), np.float32)
->>> gather_ready(X, 0, gathers=2000).ctypes.data % CACHE_LINE
+>>> X = np.ones((100, 64), np.float32)
+>>> gather_ready(X, 0, gathers=10**5).ctypes.data % CACHE_LINE
 0
->>> np.array_equal(gather_ready(X, 0, gathers=2000), X)
+>>> np.array_equal(gather_ready(X, 0, gathers=10**5), X)
 True
 """
 
@@ -31,15 +31,22 @@ import threading
 
 import numpy as np
 
+from ..runtime.threads import thread_count
 from ..schedule.operators import l2_cache_bytes
 
 CACHE_LINE = 64
 """The boundary gathered rows are loaded from (bytes): one AVX-512 vector, one cache line."""
 
 MIN_REUSE = 8
-"""Gathers per row, on average, from which a copy pays: each split row load cost about 8 ns
-more (facebook, 128 features) and a copied row about 46 ns; on pubmed (4.5 gathers a row) the
-copy made 32 features 1.3x slower."""
+"""Gathers per row and thread, on average, from which a copy pays: each split row load cost
+about 8 ns more (facebook, 128 features) and a copied row about 46 ns; on pubmed (4.5 gathers
+a row) the copy made 32 features 1.3x slower. The copy runs on the calling thread alone while
+the kernel's gathers are shared by the threads, hence per thread."""
+
+MIN_ROW_BYTES = 4 * CACHE_LINE
+"""Rows of fewer bytes are not copied: a 128-byte row (32 features) off the boundary spans 3
+lines instead of 2, and on 2 threads the copy cost more than that (facebook at 32 features:
+0.15 ms without, 0.20 with)."""
 
 _scratch = threading.local()     # .buffers: slot -> a float32 buffer of this thread
 
@@ -47,14 +54,15 @@ _scratch = threading.local()     # .buffers: slot -> a float32 buffer of this th
 def gather_ready(array, slot: int, gathers: int | None):
     """``array``, or a copy of it on a ``CACHE_LINE`` boundary (in this thread's buffer for
     ``slot``: a call passing two operands uses two slots) when it is a C-contiguous 2-D float32
-    numpy array off that boundary, its rows are a whole number of cache lines (so every row
-    lands on one), it fits two cores' L2 caches, and the call gathers its rows ``gathers``
-    times (the matrix's nonzeros; None: unknown), at least ``MIN_REUSE`` times a row on
-    average (see the module docstring)."""
+    numpy array off that boundary, its rows are a whole number of ``MIN_ROW_BYTES`` (so every
+    row lands on a boundary), it fits two cores' L2 caches, and the call gathers its rows
+    ``gathers`` times (the matrix's nonzeros; None: unknown), at least ``MIN_REUSE`` times a
+    row and thread on average (see the module docstring)."""
     if type(array) is not np.ndarray or array.dtype != np.float32 or array.ndim != 2 \
             or array.ctypes.data % CACHE_LINE == 0 or not array.flags.c_contiguous \
-            or (array.shape[1] * 4) % CACHE_LINE != 0 or array.nbytes > 2 * l2_cache_bytes() \
-            or gathers is None or gathers < MIN_REUSE * array.shape[0]:
+            or (array.shape[1] * 4) % MIN_ROW_BYTES != 0 \
+            or array.nbytes > 2 * l2_cache_bytes() or gathers is None \
+            or gathers < MIN_REUSE * thread_count() * array.shape[0]:
         return array
     buffers = getattr(_scratch, "buffers", None)
     if buffers is None:
