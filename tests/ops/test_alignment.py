@@ -39,6 +39,8 @@ def test_spmm_and_sddmm_off_the_boundary_equal_scipy(feat, offset):
     A = dense_rows_matrix()
     M = ops.SparseMatrix(A)
     X = off_boundary((A.shape[1], feat), offset)
+    copied = gather_ready(X, 0, A.nnz) is not X                      # the copied path runs
+    assert copied == (offset != 0 and feat >= 64 and A.nnz >= MIN_REUSE * thread_count() * 100)
     out = np.full((A.shape[0], feat), np.nan, np.float32)
     assert ops.spmm(M, X, out=out) is out
     np.testing.assert_allclose(out, A @ X, rtol=1e-5, atol=1e-4)
