@@ -1,13 +1,27 @@
-"""Gathered operands copied to a cache-line boundary (``ops.alignment``): results unchanged,
-the copy only where it pays, nothing returned refers to it."""
+"""Gathered operands copied to a cache-line boundary (``ops.alignment``) by the compiled
+parallel copy (``ops.line_copy``): results unchanged, the copy only where it pays, on the
+kernels' threads, nothing returned refers to it."""
+
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import scipy.sparse
+import tvm_ffi
+from tvm import tirx
 
 import sparsetir.ops as ops
-from sparsetir.ops.alignment import CACHE_LINE, MIN_REUSE, gather_ready
-from sparsetir.runtime.threads import thread_count
+from sparsetir.driver.build_module import scheduled_stage2
+from sparsetir.errors import SparseTIRTypeError, SparseTIRValueError
+from sparsetir.ops import alignment
+from sparsetir.ops.alignment import (CACHE_LINE, MIN_REUSE, REUSE_PER_L2, gather_ready,
+                                     reuse_to_copy)
+from sparsetir.ops.line_copy import LINE_FLOATS, copy_lines, line_copy
+from sparsetir.runtime.threads import SERIAL_BYTES
+from sparsetir.schedule.operators import l2_cache_bytes
 
 
 def off_boundary(shape, offset_bytes=16, seed=0):
@@ -33,45 +47,133 @@ def dense_rows_matrix(m=300, n=100, per_row=48, seed=1):
                                     indices, indptr), shape=(m, n))
 
 
-@pytest.mark.parametrize("feat", [16, 32, 64, 128])
-@pytest.mark.parametrize("offset", [0, 16, 48])
-def test_spmm_and_sddmm_off_the_boundary_equal_scipy(feat, offset):
+@pytest.fixture
+def copies(monkeypatch):
+    """The sizes of the copies ``gather_ready`` makes while the test runs."""
+    made = []
+
+    def counted(source, target):
+        made.append(source.size)
+        copy_lines(source, target)
+
+    monkeypatch.setattr(alignment, "copy_lines", counted)
+    return made
+
+
+@pytest.mark.parametrize("feat", [16, 24, 32, 64, 128])
+@pytest.mark.parametrize("offset", [0, 16, 32, 48])
+def test_spmm_and_sddmm_off_the_boundary_equal_scipy(feat, offset, copies):
     A = dense_rows_matrix()
     M = ops.SparseMatrix(A)
     X = off_boundary((A.shape[1], feat), offset)
-    copied = gather_ready(X, 0, A.nnz) is not X                      # the copied path runs
-    assert copied == (offset != 0 and feat >= 64 and A.nnz >= MIN_REUSE * thread_count() * 100)
+    whole_lines = offset != 0 and feat % LINE_FLOATS == 0        # 24 features: 96-byte rows
     out = np.full((A.shape[0], feat), np.nan, np.float32)
     assert ops.spmm(M, X, out=out) is out
     np.testing.assert_allclose(out, A @ X, rtol=1e-5, atol=1e-4)
+    assert copies == ([X.size] if whole_lines else [])               # the copied path ran
     np.testing.assert_allclose(ops.spmm(A, X), A @ X, rtol=1e-5, atol=1e-4)   # plain call
     U = off_boundary((A.shape[0], feat), offset, seed=2)
     values = np.full(A.nnz, np.nan, np.float32)
+    copies.clear()
     ops.sddmm(M, U, X, out=values)
+    assert copies == ([X.size] if whole_lines else [])   # the gathered Y only, not X's rows
     coo = A.tocoo()
     np.testing.assert_allclose(values, np.einsum("ij,ij->i", U[coo.row], X[coo.col]),
                                rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("rows, feat", [(1, 16), (7, 48), (5000, 32)])   # the last on threads
+@pytest.mark.parametrize("offsets", [(0, 0), (16, 0), (32, 16), (48, 32)])
+def test_copy_lines_equals_numpy(rows, feat, offsets):
+    source = off_boundary((rows, feat), offsets[0], seed=rows)
+    target = off_boundary((rows, feat), offsets[1])
+    target[:] = np.nan
+    before = source.copy()
+    copy_lines(source, target)
+    np.testing.assert_array_equal(target, source)
+    np.testing.assert_array_equal(source, before)
+    assert (rows * feat * 4 > SERIAL_BYTES) == (rows == 5000)
+
+
+def test_copy_lines_refuses_what_it_cannot_copy():
+    with pytest.raises(SparseTIRValueError, match="whole lines of 16 floats"):
+        copy_lines(np.ones(24, np.float32), np.empty(24, np.float32))
+    with pytest.raises(SparseTIRValueError, match="sizes 32 and 16"):
+        copy_lines(np.ones(32, np.float32), np.empty(16, np.float32))
+    with pytest.raises(SparseTIRTypeError, match="C-contiguous"):
+        copy_lines(np.ones((8, 16), np.float32), np.empty((16, 8), np.float32).T)
+
+
+def test_line_copy_is_a_parallel_loop_over_lines_with_vector_lines():
+    loops = []
+    tvm_ffi.structural_walk(scheduled_stage2(line_copy, "llvm")["main"].body,
+                            (tirx.For, loops.append), order="pre")
+    assert [loop.kind for loop in loops] == [tirx.ForKind.PARALLEL, tirx.ForKind.VECTORIZED]
+    assert str(loops[0].extent) == "lines" and int(loops[1].extent) == LINE_FLOATS
+
+
+_ON_TWO_THREADS = """
+import json, numpy as np, sparsetir.ops
+from sparsetir.ops.line_copy import copy_lines
+from sparsetir.runtime import threads
+source = np.random.default_rng(0).standard_normal((4000, 64)).astype(np.float32)
+target = np.full_like(source, np.nan)
+before = threads.pool_launches()
+copy_lines(source, target)
+print(json.dumps({"launches": threads.pool_launches() - before,
+                  "team": threads.last_launch_threads(),
+                  "equal": bool(np.array_equal(source, target))}))
+"""
+
+
+def test_the_copy_runs_on_the_kernels_threads():
+    environment = {k: v for k, v in os.environ.items()
+                   if k not in ("TVM_BIND_THREADS", "TVM_THREAD_POOL_SPIN_COUNT",
+                                "TVM_EXCLUDE_WORKER0")}
+    environment["TVM_NUM_THREADS"] = "2"
+    done = subprocess.run([sys.executable, "-c", _ON_TWO_THREADS], env=environment,
+                          capture_output=True, text=True, timeout=300, check=True)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {"launches": 1, "team": 2, "equal": True}
+
+
 def test_copies_only_where_rows_are_gathered_often():
     X = off_boundary((100, 64))
-    enough = MIN_REUSE * thread_count() * 100
-    copied = gather_ready(X, 0, gathers=enough)
+    enough = int(np.ceil(reuse_to_copy(X.nbytes) * 100))
+    copied = gather_ready(X, gathers=enough)
     assert copied is not X and copied.ctypes.data % CACHE_LINE == 0
     np.testing.assert_array_equal(copied, X)
-    assert gather_ready(X, 0, gathers=enough - 1) is X               # too few gathers
-    assert gather_ready(X, 0, gathers=None) is X                     # unknown matrix
-    short = off_boundary((100, 32))                                  # 128-byte rows
-    assert gather_ready(short, 0, 10**6) is short
+    assert gather_ready(X, gathers=enough - 1) is X                 # too few gathers
+    assert gather_ready(X, gathers=None) is X                       # unknown matrix
+    lines = off_boundary((100, 16))                                 # 64-byte rows: copied
+    assert gather_ready(lines, 10**6) is not lines
+    short = off_boundary((100, 24))                                 # 96 bytes: not whole lines
+    assert gather_ready(short, 10**6) is short
     aligned = off_boundary((100, 64), 0)
-    assert gather_ready(aligned, 0, 10**6) is aligned
-    assert gather_ready(X.astype(np.float64), 0, 10**6).dtype == np.float64
+    assert gather_ready(aligned, 10**6) is aligned
+    assert gather_ready(X.astype(np.float64), 10**6).dtype == np.float64
+    base = np.empty(2 * LINE_FLOATS, np.float32)
+    empty = np.ndarray((0, 64), np.float32, buffer=base, offset=-base.ctypes.data % CACHE_LINE + 16)
+    assert empty.ctypes.data % CACHE_LINE == 16                     # no rows, off the boundary
+    assert gather_ready(empty, 10**6) is empty
+    large = off_boundary((2 * l2_cache_bytes() // 256 + 1, 64))    # beyond two L2 caches
+    assert gather_ready(large, 10**9) is large
 
 
-def test_two_operands_get_two_buffers_and_results_never_share_them():
-    X, Y = off_boundary((100, 64)), off_boundary((100, 64), seed=3)
-    a, b = gather_ready(X, 0, 10**6), gather_ready(Y, 1, 10**6)
-    assert not np.shares_memory(a, b)
+def test_the_reuse_that_pays_grows_with_the_operand():
+    l2 = l2_cache_bytes()
+    assert reuse_to_copy(1024) == MIN_REUSE
+    assert reuse_to_copy(l2) == REUSE_PER_L2
+    assert reuse_to_copy(2 * l2) == 2 * REUSE_PER_L2
+
+
+def test_results_never_share_the_buffer_and_calls_reuse_it():
     A = dense_rows_matrix(m=100, n=100, per_row=60)
-    result = ops.spmm(ops.SparseMatrix(A), X)
-    assert not np.shares_memory(result, gather_ready(X, 0, 10**6))
+    M = ops.SparseMatrix(A)
+    X, Z = off_boundary((100, 64)), off_boundary((100, 32), seed=3)
+    first = ops.spmm(M, X)
+    second = ops.spmm(M, Z)                       # a second copy into the same buffer
+    buffer = gather_ready(X, 10**6)
+    assert not np.shares_memory(first, buffer) and not np.shares_memory(second, buffer)
+    np.testing.assert_allclose(first, A @ X, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(second, A @ Z, rtol=1e-5, atol=1e-4)

@@ -1,27 +1,37 @@
-"""Gathered rows on cache-line boundaries: a dense operand whose rows a kernel gathers (SpMM's
-``X``, SDDMM's ``X`` and ``Y``) is copied to a 64-byte boundary first when it is not on one and
-it fits the caches.
+"""Gathered rows on cache-line boundaries: the dense operand whose rows a kernel gathers (SpMM's
+``X``, SDDMM's ``Y``) is copied to a 64-byte boundary first when it is not on one, it fits the
+caches and its rows are gathered often enough to pay for the copy.
 
 The kernels load a gathered row as whole 64-byte vectors. numpy places a large array 16 bytes
 past a page boundary (glibc's ``mmap``-backed ``malloc``), so every such load then spans two
-cache lines. Where the rows come from the L1 and L2 caches, which is where they come from when
-the operand fits them, that doubled the time: SpMM on facebook (4,039 nodes), one thread, on the
-Intel VM: 0.81 ms aligned against 1.53 ms at 16 bytes past at 128 features, 1.73 against 3.25 at
-256, 0.28 against 0.36 at 32. A copy of such an operand costs a
-fraction of that when its rows are gathered many times each (``MIN_REUSE``). A larger
-operand comes from memory, where a copy costs about what the split loads do (the arxiv-size
-graph at 32 features: 6.7-7.9 ms aligned, 9.1-10.4 ms not, a copy 7 ms with fresh pages), so
-it is read where it is. torch tensors are on 64-byte boundaries already (torch's allocator).
+cache lines. Where the rows come from the L1 and L2 caches that doubled the time: SpMM on
+facebook (4,039 nodes), one thread, on the Intel VM: 0.73-0.83 ms aligned against 1.36-1.53 ms
+at 16 bytes past at 128 features. The copy (``ops.line_copy``: a compiled kernel whose
+parallel loop runs on the threads the kernels use, so each thread copies ``1 / threads`` of
+it, as each gathers ``1 / threads`` of the rows) costs about what numpy's copy costs on one
+thread; it pays when the rows are gathered often enough: ``reuse_to_copy`` gathers a row, on
+average (the call's nonzeros / the operand's rows). Both sides scale with the threads, so
+the rule is the same for any count. An operand larger than two cores' L2 caches comes from
+memory, where a copy costs about what the split loads do (the arxiv-size graph at 32
+features: 6.7-7.9 ms aligned, 9.1-10.4 ms not, a copy 7 ms with fresh pages), so it is read
+where it is. SDDMM's ``X`` is read row by row (each row's loads hit L1 after the first):
+copying it cost more than it saved (facebook, 128 features: 1.25 ms copying ``Y``, 1.23
+copying both). torch tensors are on 64-byte boundaries already (torch's allocator).
 
-The copy goes into a buffer kept for the calling thread (one per operand slot), so a call
-allocates nothing after its first; nothing returned to the user ever refers to it.
+The thresholds come from ``benchmarks/alignment_copy.py`` (one thread, the caller's CPU time,
+medians of 300 alternating calls, on the loaded 2-core Intel VM with a 2 MiB L2 a core);
+``docs/benchmark.md`` lists the table. They are named constants, to be re-timed on an idle
+machine.
+
+The copy goes into a buffer kept for the calling thread, so a call allocates nothing after
+its first; nothing returned to the user ever refers to it.
 
 Example
 -------
 >>> X = np.ones((100, 64), np.float32)
->>> gather_ready(X, 0, gathers=10**5).ctypes.data % CACHE_LINE
+>>> gather_ready(X, gathers=10**5).ctypes.data % CACHE_LINE
 0
->>> np.array_equal(gather_ready(X, 0, gathers=10**5), X)
+>>> np.array_equal(gather_ready(X, gathers=10**5), X)
 True
 """
 
@@ -31,47 +41,58 @@ import threading
 
 import numpy as np
 
-from ..runtime.threads import thread_count
 from ..schedule.operators import l2_cache_bytes
+from .line_copy import LINE_FLOATS, copy_lines
 
-CACHE_LINE = 64
+CACHE_LINE = 4 * LINE_FLOATS
 """The boundary gathered rows are loaded from (bytes): one AVX-512 vector, one cache line."""
 
-MIN_REUSE = 8
-"""Gathers per row and thread, on average, from which a copy pays: each split row load cost
-about 8 ns more (facebook, 128 features) and a copied row about 46 ns; on pubmed (4.5 gathers
-a row) the copy made 32 features 1.3x slower. The copy runs on the calling thread alone while
-the kernel's gathers are shared by the threads, hence per thread."""
+MIN_REUSE = 6
+"""Gathers a row from which a copy of an operand in a quarter of an L2 or less pays: SpMM on
+random graphs of 4,039 nodes at 16 and 32 features (operands of 0.25 and 0.5 MiB) ran as
+fast copied as not at 4 nonzeros a row and 20% faster copied at 8."""
 
-MIN_ROW_BYTES = 4 * CACHE_LINE
-"""Rows of fewer bytes are not copied: a 128-byte row (32 features) off the boundary spans 3
-lines instead of 2, and on 2 threads the copy cost more than that (facebook at 32 features:
-0.15 ms without, 0.20 with)."""
+REUSE_PER_L2 = 16
+"""Beyond that, the gathers a row that pay grow with the operand: 16 per L2 it fills (a
+larger operand's gathered rows come from L3 more often, where a split load costs less; the
+copy's cost per row does not change). Break-even on those graphs: 8 a row at 1 MiB (64
+features), 16 at 2 MiB (128), 32 at 4 MiB (256). facebook, whose rows are gathered near each
+other, gains at every size (0.25-4 MiB, 43.7 a row): 9-37%."""
 
-_scratch = threading.local()     # .buffers: slot -> a float32 buffer of this thread
+MIN_ROW_BYTES = CACHE_LINE
+"""Rows must be a whole number of cache lines, so every row of the copy starts on one. Rows of
+64 and 128 bytes (16 and 32 features) gain too now that the copy is shared by the threads
+(random graph, 8 a row: 46 -> 37 us at 16 features, 79 -> 63 at 32, one thread); when the
+copy ran on the calling thread alone, 32 features on facebook on 2 threads lost (0.15 ms
+without, 0.20 with), which is why 256-byte rows were the floor then."""
+
+_scratch = threading.local()     # .buffer: a float32 buffer of this thread
 
 
-def gather_ready(array, slot: int, gathers: int | None):
-    """``array``, or a copy of it on a ``CACHE_LINE`` boundary (in this thread's buffer for
-    ``slot``: a call passing two operands uses two slots) when it is a C-contiguous 2-D float32
-    numpy array off that boundary, its rows are a whole number of ``MIN_ROW_BYTES`` (so every
-    row lands on a boundary), it fits two cores' L2 caches, and the call gathers its rows
-    ``gathers`` times (the matrix's nonzeros; None: unknown), at least ``MIN_REUSE`` times a
-    row and thread on average (see the module docstring)."""
+def reuse_to_copy(nbytes: int) -> float:
+    """Gathers a row, on average, from which copying an operand of ``nbytes`` pays:
+    ``MIN_REUSE``, or ``REUSE_PER_L2`` per core's L2 cache the operand fills."""
+    return max(MIN_REUSE, REUSE_PER_L2 * nbytes / l2_cache_bytes())
+
+
+def gather_ready(array, gathers: int | None):
+    """``array``, or a copy of it on a ``CACHE_LINE`` boundary (in this thread's buffer, made
+    by ``line_copy`` on the kernels' threads) when it is a non-empty C-contiguous 2-D float32
+    numpy array off that boundary, its rows are a whole number of ``MIN_ROW_BYTES``, it fits
+    two cores' L2 caches, and the call gathers its rows ``gathers`` times (the matrix's
+    nonzeros; None: unknown), at least ``reuse_to_copy`` times a row on average (see the
+    module docstring)."""
     if type(array) is not np.ndarray or array.dtype != np.float32 or array.ndim != 2 \
             or array.ctypes.data % CACHE_LINE == 0 or not array.flags.c_contiguous \
-            or (array.shape[1] * 4) % MIN_ROW_BYTES != 0 \
+            or array.size == 0 or (array.shape[1] * 4) % MIN_ROW_BYTES != 0 \
             or array.nbytes > 2 * l2_cache_bytes() or gathers is None \
-            or gathers < MIN_REUSE * thread_count() * array.shape[0]:
+            or gathers < reuse_to_copy(array.nbytes) * array.shape[0]:
         return array
-    buffers = getattr(_scratch, "buffers", None)
-    if buffers is None:
-        buffers = _scratch.buffers = {}
     size = array.size
-    buffer = buffers.get(slot)
-    if buffer is None or buffer.size < size + CACHE_LINE // 4:
-        buffer = buffers[slot] = np.empty(size + CACHE_LINE // 4, np.float32)
+    buffer = getattr(_scratch, "buffer", None)
+    if buffer is None or buffer.size < size + LINE_FLOATS:
+        buffer = _scratch.buffer = np.empty(size + LINE_FLOATS, np.float32)
     start = (-buffer.ctypes.data % CACHE_LINE) // 4
     copy = buffer[start:start + size].reshape(array.shape)
-    np.copyto(copy, array)
+    copy_lines(array, copy)
     return copy

@@ -133,7 +133,7 @@ def spmm(A, X, out=None, weighted: bool = True):
         return traced.spmm(A, X, out, weighted)
     if _needs_graph_ops(A, X, out):
         return _spmm_graph(A, X, out, weighted)
-    X = gather_ready(X, 0, _nonzeros(A))   # gathered rows on cache lines (ops.alignment)
+    X = gather_ready(X, _nonzeros(A))      # gathered rows on cache lines (ops.alignment)
     name = "spmm" if weighted else "spmm_unweighted"
     key = (name, type(X), getattr(X, "shape", None))
     result = _call_prepared(A, key, ("X",), (X,), out)
@@ -184,7 +184,7 @@ def sddmm(A, X, Y, out=None):
         return traced.sddmm(A, X, Y, out)
     if _needs_graph_ops(A, X, out, Y):
         return _sddmm_graph(A, X, Y, out)
-    X, Y = gather_ready(X, 0, _nonzeros(A)), gather_ready(Y, 1, _nonzeros(A))
+    Y = gather_ready(Y, _nonzeros(A))      # gathered rows on cache lines (ops.alignment)
     key = ("sddmm", type(X), getattr(X, "shape", None), type(Y), getattr(Y, "shape", None))
     result = _call_prepared(A, key, ("X", "Y"), (X, Y), out)
     if result is None and not isinstance(A, SparseMatrix):
