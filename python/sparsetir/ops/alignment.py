@@ -15,11 +15,13 @@ the rule is the same for any count. An operand larger than two cores' L2 caches 
 memory, where a copy costs about what the split loads do (the arxiv-size graph at 32
 features: 6.7-7.9 ms aligned, 9.1-10.4 ms not, a copy 7 ms with fresh pages), so it is read
 where it is. SDDMM's ``X`` is read row by row (each row's loads hit L1 after the first):
-copying it cost more than it saved (facebook, 128 features: 1.25 ms copying ``Y``, 1.23
-copying both). torch tensors are on 64-byte boundaries already (torch's allocator).
+copying it too saved nothing on facebook (128 features: 1.25 ms copying ``Y``, 1.23 both)
+and cost 10-23% on random graphs (16 a row, 128 features: 0.72 against 0.88 ms). torch
+tensors are on 64-byte boundaries already (torch's allocator).
 
 The thresholds come from ``benchmarks/alignment_copy.py`` (one thread, the caller's CPU time,
-medians of 300 alternating calls, on the loaded 2-core Intel VM with a 2 MiB L2 a core);
+medians of 300 alternating calls, the operand in cache before the call as an operator's
+output is, on the loaded 2-core Intel VM with a 2 MiB L2 a core);
 ``docs/benchmark.md`` lists the table. They are named constants, to be re-timed on an idle
 machine.
 
@@ -48,21 +50,23 @@ CACHE_LINE = 4 * LINE_FLOATS
 """The boundary gathered rows are loaded from (bytes): one AVX-512 vector, one cache line."""
 
 MIN_REUSE = 6
-"""Gathers a row from which a copy of an operand in a quarter of an L2 or less pays: SpMM on
-random graphs of 4,039 nodes at 16 and 32 features (operands of 0.25 and 0.5 MiB) ran as
-fast copied as not at 4 nonzeros a row and 20% faster copied at 8."""
+"""Gathers a row from which a copy of an operand of at most 3/8 of an L2 pays. SpMM on
+random graphs of 4,039 nodes at 16 and 32 features (operands of 0.25 and 0.5 MiB), one
+thread: 5-8% slower copied at 4 nonzeros a row, 11-14% faster at 6, 19-20% at 8; SDDMM
+(copying Y) even at 6, 7-14% faster at 8-12."""
 
 REUSE_PER_L2 = 16
-"""Beyond that, the gathers a row that pay grow with the operand: 16 per L2 it fills (a
-larger operand's gathered rows come from L3 more often, where a split load costs less; the
-copy's cost per row does not change). Break-even on those graphs: 8 a row at 1 MiB (64
-features), 16 at 2 MiB (128), 32 at 4 MiB (256). facebook, whose rows are gathered near each
-other, gains at every size (0.25-4 MiB, 43.7 a row): 9-37%."""
+"""Beyond that, the gathers a row that pay grow with the operand: 16 per core's L2 it fills
+(a larger operand's rows come from L3 more often, where a split load costs less, while the
+copy costs the same a row). SpMM on those graphs breaks even at 8 a row with 1 MiB (64
+features), 12-16 with 2 MiB (128: 6% faster at 16), above 32 with 4 MiB (256: 3% slower at
+24 and 32; SDDMM 5-9% faster there). facebook, whose rows are gathered near each other,
+gains at every size (0.25-4 MiB, 43.7 a row): SpMM 7-37%, SDDMM 0-26%."""
 
 MIN_ROW_BYTES = CACHE_LINE
 """Rows must be a whole number of cache lines, so every row of the copy starts on one. Rows of
 64 and 128 bytes (16 and 32 features) gain too now that the copy is shared by the threads
-(random graph, 8 a row: 46 -> 37 us at 16 features, 79 -> 63 at 32, one thread); when the
+(random graph, 8 a row: 45 -> 36 us at 16 features, 75 -> 61 at 32, one thread); when the
 copy ran on the calling thread alone, 32 features on facebook on 2 threads lost (0.15 ms
 without, 0.20 with), which is why 256-byte rows were the floor then."""
 

@@ -6,9 +6,12 @@ default CPU schedule (the loop over lines in parallel, each line's 16 floats one
 compiled once per machine like every ``ops`` kernel (``driver.background.remembered``: kept in
 memory and in the disk cache; one kernel serves every shape). Its parallel loop runs where the
 other kernels' do (``runtime.threads``): a launch cuts the lines into contiguous blocks, 8 a
-thread, taken by the task pool's threads (torch's team for torch tensors; a copy of less than
-``SERIAL_BYTES`` runs on the calling thread). On one thread it copies at numpy's speed (a
-2 MB operand: 0.14-0.15 ms against numpy's 0.14; ``benchmarks/alignment_copy.py``).
+thread, taken by the task pool's threads (a copy of less than ``SERIAL_BYTES`` runs on the
+calling thread). On one thread it copies at about numpy's speed (2 MiB: 0.14-0.16 ms against
+numpy's 0.14; 0.5 MiB: 13 against 10 us, the call's 2-3 us; ``benchmarks/alignment_copy.py``).
+It stays a pass of its own before the SpMM or SDDMM kernel: fused into the kernel it would
+still be a parallel loop that every thread finishes before any thread gathers, saving only
+one call (2-3 us), at the price of a second variant of every kernel.
 
 Example
 -------
