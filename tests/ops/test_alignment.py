@@ -120,7 +120,8 @@ source = np.random.default_rng(0).standard_normal((4000, 64)).astype(np.float32)
 target = np.full_like(source, np.nan)
 before = threads.pool_launches()
 copy_lines(source, target)
-print(json.dumps({"launches": threads.pool_launches() - before,
+print(json.dumps({"pool": threads.cooperate_with_torch().pool,
+                  "launches": threads.pool_launches() - before,
                   "team": threads.last_launch_threads(),
                   "equal": bool(np.array_equal(source, target))}))
 """
@@ -134,6 +135,8 @@ def test_the_copy_runs_on_the_kernels_threads():
     done = subprocess.run([sys.executable, "-c", _ON_TWO_THREADS], env=environment,
                           capture_output=True, text=True, timeout=300, check=True)
     found = json.loads(done.stdout.strip().splitlines()[-1])
+    if found.pop("pool") != "tasks":
+        pytest.skip("sparsetir's task pool is unavailable here (TVM's pool runs the kernels)")
     assert found == {"launches": 1, "team": 2, "equal": True}
 
 
