@@ -5,16 +5,18 @@ that puts it on one.
 For each graph and feature size, in one process, in alternating rounds: the kernel on the
 operand off the boundary (``off``), the copy followed by the kernel on the copy (``copied``),
 the copy alone (``copy``) and numpy's copy (``numpy``), the kernels bound once (the call path
-that ``ops.spmm`` takes minus its Python). Each is timed by the calling thread's CPU clock
-(``time.thread_time_ns``), which a shared machine's other processes do not inflate as they
-do the wall clock: run with ``TVM_NUM_THREADS=1`` so the caller does all the work. Medians of
-``--rounds``. ``reuse`` is the gathers per operand row (nonzeros / rows); the copy pays where
-``copied < off``; ``aligned`` is ``copied - copy``. The graphs are the bundled ones and uniform random ones of facebook's size
-(4,039 nodes) with ``--degrees`` nonzeros a row, to find the reuse at which it starts to pay;
+that ``ops.spmm`` takes minus its Python); ``aligned`` is ``copied - copy``. The operand was
+read by the call before, as an operator's output was just written. Each is timed by the
+caller's CPU clock (``time.thread_time_ns``), which a shared machine's other processes do not
+inflate as they do the wall clock: run with ``TVM_NUM_THREADS=1`` so the caller does all the
+work (``--clock wall`` times several threads, on an idle machine). Medians of ``--rounds``.
+``reuse`` is the gathers per operand row (nonzeros / rows); the copy pays where ``copied <
+off``. The graphs are the bundled ones and uniform random ones of facebook's size (4,039
+nodes) with ``--degrees`` nonzeros a row, to find the reuse at which it starts to pay;
 operands larger than two L2 caches are skipped (``ops.alignment`` never copies them).
 
 Run: ``TVM_NUM_THREADS=1 .venv/bin/python benchmarks/alignment_copy.py [--graphs facebook
-pubmed] [--degrees 4 8 16] [--feat 32 128] [--rounds 200]``
+pubmed] [--degrees 4 8 16] [--feat 32 128] [--rounds 200] [--clock cpu|wall]``
 """
 
 from __future__ import annotations
@@ -75,16 +77,19 @@ def cases(M, feat: int, rng) -> dict:
     return {op: variants(kernel) for op, kernel in kernels.items()}
 
 
-def measure(M, feat: int, rounds: int) -> dict:
-    """Median microseconds of the caller's CPU per op and variant, variants alternating."""
+CLOCKS = {"cpu": time.thread_time_ns, "wall": time.perf_counter_ns}
+
+
+def measure(M, feat: int, rounds: int, clock=time.thread_time_ns) -> dict:
+    """Median microseconds per op and variant by ``clock``, variants alternating."""
     calls = cases(M, feat, np.random.default_rng(0))
     times = {(op, k): [] for op in calls for k in range(4)}
     for _ in range(rounds):
         for op, variants in calls.items():
             for k, call in enumerate(variants):
-                start = time.thread_time_ns()
+                start = clock()
                 call()
-                times[(op, k)].append(time.thread_time_ns() - start)
+                times[(op, k)].append(clock() - start)
     return {key: float(np.median(t)) / 1e3 for key, t in times.items()}
 
 
@@ -95,13 +100,16 @@ def main() -> None:
     parser.add_argument("--degrees", type=int, nargs="*", default=[2, 4, 8, 16, 32])
     parser.add_argument("--feat", type=int, nargs="+", default=[16, 32, 64, 128, 256])
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
+                        help="cpu: the caller's CPU time (one thread); wall: for 2+ threads on "
+                             "an idle machine")
     args = parser.parse_args()
     import sparsetir.ops  # pylint: disable=import-outside-toplevel
     from sparsetir.data import load_graph  # pylint: disable=import-outside-toplevel
     from sparsetir.schedule.operators import l2_cache_bytes  # pylint: disable=C0415
     graphs = [(name, load_graph(name)) for name in args.graphs]
     graphs += [(f"random-{d}", random_graph(4039, d)) for d in args.degrees]
-    print(f"caller CPU us, medians of {args.rounds} (TVM_NUM_THREADS="
+    print(f"{args.clock} us, medians of {args.rounds} (TVM_NUM_THREADS="
           f"{os.environ.get('TVM_NUM_THREADS')})")
     print(f"{'graph':14s} {'reuse':>5s} {'feat':>4s} {'op':5s} {'off':>8s} {'copied':>8s} "
           f"{'copy':>7s} {'numpy':>7s} {'aligned':>8s}")
@@ -110,7 +118,7 @@ def main() -> None:
         for feat in args.feat:
             if max(M.shape) * feat * 4 > 2 * l2_cache_bytes():
                 continue                    # read where it is (ops.alignment)
-            result = measure(M, feat, args.rounds)
+            result = measure(M, feat, args.rounds, CLOCKS[args.clock])
             for op in ("spmm", "sddmm"):
                 off, copied, copy, numpy_copy = (result[(op, k)] for k in range(4))
                 print(f"{name:14s} {M.nnz / M.shape[1]:5.1f} {feat:4d} {op:5s} {off:8.1f} "

@@ -49,18 +49,18 @@ from .line_copy import LINE_FLOATS, copy_lines
 CACHE_LINE = 4 * LINE_FLOATS
 """The boundary gathered rows are loaded from (bytes): one AVX-512 vector, one cache line."""
 
-MIN_REUSE = 6
-"""Gathers a row from which a copy of an operand of at most 3/8 of an L2 pays. SpMM on
-random graphs of 4,039 nodes at 16 and 32 features (operands of 0.25 and 0.5 MiB), one
-thread: 5-8% slower copied at 4 nonzeros a row, 11-14% faster at 6, 19-20% at 8; SDDMM
-(copying Y) even at 6, 7-14% faster at 8-12."""
+MIN_REUSE = 8
+"""Gathers a row from which a copy of an operand of at most half an L2 pays. SpMM on random
+graphs of 4,039 nodes at 16 and 32 features (operands of 0.25 and 0.5 MiB), one thread, two
+runs: from 8% slower to 5% faster copied at 4 nonzeros a row, 11-19% faster at 6, 19-24% at
+8; SDDMM (copying Y) from 17% slower to 2% faster at 6, 1-8% faster at 8 (so 8, not 6)."""
 
 REUSE_PER_L2 = 16
 """Beyond that, the gathers a row that pay grow with the operand: 16 per core's L2 it fills
 (a larger operand's rows come from L3 more often, where a split load costs less, while the
 copy costs the same a row). SpMM on those graphs breaks even at 8 a row with 1 MiB (64
-features), 12-16 with 2 MiB (128: 6% faster at 16), above 32 with 4 MiB (256: 3% slower at
-24 and 32; SDDMM 5-9% faster there). facebook, whose rows are gathered near each other,
+features), 12-16 with 2 MiB (128: 4-6% faster at 16), about 32 with 4 MiB (256: 0-3% slower
+at 24 and 32; SDDMM 5-9% faster there). facebook, whose rows are gathered near each other,
 gains at every size (0.25-4 MiB, 43.7 a row): SpMM 7-37%, SDDMM 0-26%."""
 
 MIN_ROW_BYTES = CACHE_LINE
