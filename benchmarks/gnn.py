@@ -3,8 +3,8 @@
 The pieces are in the package ``gnn_training`` (its docstring lists them).
 
 Contenders (``gnn_training/frameworks.py``): ours (``sparsetir.nn``) eagerly in float32, ours
-under bfloat16 autocast (``ours_bf16``) and under ``torch.compile`` (``ours_compiled``), DGL
-and PyG.
+under bfloat16 autocast (``ours_bf16``) and under ``torch.compile`` (``ours_compiled``), DGL,
+and PyG eagerly and under ``torch.compile`` (``pyg_compiled``).
 
 Models (``gnn_training/models.py``): GCN (2 layers, hidden 16), GraphSAGE (3 layers, hidden 128, mean),
 GAT (2 layers, 4 heads) and RGCN (2 layers, synthetic relations), trained full batch with Adam
@@ -21,9 +21,11 @@ minus the resident set before the first epoch: ``rss``, and the same from a seco
 whose C heap hands every block of 128 KiB or more back when it is freed: ``live``, see
 ``LIVE_MEMORY_ENV``) and the losses. The check: each contender's
 float64 losses from the same weights must agree with DGL's within 1e-4 relative
-(``results.check_losses``); a contender that fails it is an ERROR, not a time. The two
-variants of ours are checked against eager float32 ours instead, in their worker, before
-timing (``worker.eager_check``); a compiled variant's compile time is reported apart. sparsetir's
+(``results.check_losses``); a contender that fails it is an ERROR, not a time. The variants
+(ours' two, ``pyg_compiled``) are checked against their eager contender in float32 instead, in
+their worker, before timing (``worker.eager_check``); the compiled ones' compile times and
+graph breaks are reported apart, side by side (``results.compiled``), and a network that
+``torch.compile`` refuses is reported ``refused`` with its message. sparsetir's
 kernels come from the user's kernel cache (``SPARSETIR_CACHE``, default ``~/.cache/sparsetir``),
 filled first by a one-epoch run of its own (``prewarm_ms``: that run's epoch, compiles included).
 ``OMP_WAIT_POLICY`` is left as the caller set it: how the libraries' thread pools behave under
@@ -33,9 +35,11 @@ load with their defaults is part of what is measured. Outputs (``--out``, defaul
 
 Example
 -------
-``.venv/bin/python benchmarks/gnn.py --quick`` (GCN on cora, five contenders: a few
-minutes, most of it inductor compiling ``ours_compiled``); ``.venv/bin/python benchmarks/gnn.py`` (everything); ``.venv/bin/python benchmarks/gnn.py
---models sage --graphs cora pubmed --conditions idle``
+``.venv/bin/python benchmarks/gnn.py --quick`` (GCN on cora, ours and DGL: about a minute);
+``... gnn.py --quick --contenders ours ours_compiled dgl pyg pyg_compiled`` (with the compiled
+rows: a few minutes, most of it inductor compiling); ``.venv/bin/python benchmarks/gnn.py``
+(everything); ``.venv/bin/python benchmarks/gnn.py --models sage --graphs cora pubmed
+--conditions idle``
 """
 
 from __future__ import annotations

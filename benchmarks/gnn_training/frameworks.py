@@ -10,11 +10,17 @@ model's layers, takes the canonical weights, and which of its calls are sparse o
   dtype=torch.bfloat16)`` (mixed precision: bfloat16 products and aggregations, float32
   weights and optimizer);
 - ``ours_compiled``: ``ours`` with the network under ``torch.compile`` (inductor, torch's
-  default), its sparse operators the custom operators ``torch.ops.sparsetir.*``.
+  default), its sparse operators the custom operators ``torch.ops.sparsetir.*``;
+- ``pyg_compiled``: ``pyg`` with the network under ``torch.compile`` the same way (PyG's
+  ``MessagePassing`` layers are written to compile; where one cannot be traced whole, dynamo
+  splits the network at a graph break and runs that piece eagerly: ``compile_report`` says
+  where).
 
-The two variants of ``ours`` (``VARIANTS``) are checked against ``ours`` itself in float32,
-eagerly: the worker trains both from the same weights and their losses over the warm-up
-epochs must agree within the variant's ``loss_rtol`` before any epoch is timed.
+The variants (``VARIANTS``: the two of ``ours`` and ``pyg_compiled``) are checked against
+their eager contender (``eager``: ``ours`` or ``pyg``) in float32: the worker trains both from
+the same weights and their losses over the warm-up epochs must agree within the variant's
+``loss_rtol`` before any epoch is timed. A compiled variant is compared with ``ours_compiled``
+(``COUNTERPART``), every other contender with eager ``ours``.
 
 All three get the same edges in the same order, so edge data (RGCN's relations and
 normalisers) line up. ``ours`` and ``dgl`` share layer code: sparsetir's layers take DGL's
@@ -54,8 +60,10 @@ import torch
 
 from . import models, tasks
 
-NAMES = ("ours", "ours_bf16", "ours_compiled", "dgl", "pyg")
-VARIANTS = ("ours_bf16", "ours_compiled")
+NAMES = ("ours", "ours_bf16", "ours_compiled", "dgl", "pyg", "pyg_compiled")
+VARIANTS = ("ours_bf16", "ours_compiled", "pyg_compiled")
+COUNTERPART = {"pyg_compiled": "ours_compiled"}
+"""The row of ours that a contender's ``ours_over_this_*`` columns divide by (default ``ours``)."""
 
 # canonical (DGL) suffix -> (PyG suffix, transpose?)
 PYG_NAMES = {
@@ -89,6 +97,9 @@ class Framework:
     name = ""
     compiles = False
     """Whether the network runs under ``torch.compile`` (its first epoch compiles)."""
+    sparse_calls_visible = True
+    """Whether the profiler sees each sparse operator as a call of its own (``sparse_time``
+    measures the sparse share only then)."""
 
     def prepare(self, net):
         """The callable that runs ``net`` (``net`` itself, or ``net`` compiled)."""
@@ -181,22 +192,44 @@ class OursBf16(Ours):
     rounding of the bfloat16 products: about 1e-4 relative on GCN/cora)."""
 
     name = "ours_bf16"
+    eager = "ours"
     loss_rtol = 2e-2
 
     def forward_context(self):
         return torch.autocast("cpu", dtype=torch.bfloat16)
 
 
-class OursCompiled(Ours):
-    """``ours`` under ``torch.compile(net)``; its first losses within ``loss_rtol`` of eager
-    ``ours`` (the same kernels; inductor's fused dense code rounds a little differently)."""
+class Compiled:
+    """A variant that runs the network under ``torch.compile(net)`` (inductor); its first
+    losses within ``loss_rtol`` of its eager contender's (the same operators; inductor's fused
+    dense code rounds a little differently). Mixed in before the eager contender's class."""
 
-    name = "ours_compiled"
     compiles = True
     loss_rtol = 1e-4
 
     def prepare(self, net):
         return torch.compile(net)
+
+    @staticmethod
+    def compile_report() -> dict:
+        """What dynamo met while compiling in this process so far: ``graph_breaks`` (how many
+        times it split the network; 0: it traced every forward whole, as
+        ``torch.compile(fullgraph=True)`` requires) and, when it did split it, a ``note``
+        naming each distinct reason by its first line."""
+        breaks = torch._dynamo.utils.counters["graph_break"]  # pylint: disable=protected-access
+        report = {"graph_breaks": sum(breaks.values())}
+        if breaks:
+            reasons = dict.fromkeys(reason.splitlines()[0] for reason in breaks)
+            report["note"] = (f"not fullgraph: {report['graph_breaks']} graph breaks while "
+                              f"compiling ({'; '.join(reasons)})")
+        return report
+
+
+class OursCompiled(Compiled, Ours):
+    """``ours`` under ``torch.compile(net)``, its sparse operators ``torch.ops.sparsetir.*``."""
+
+    name = "ours_compiled"
+    eager = "ours"
 
     def sparse_operator_names(self) -> set:
         """The custom operators a compiled graph calls (``sparsetir::gspmm``, ... and their
@@ -260,6 +293,17 @@ class PyG(Framework):
         return {self.MARK}
 
 
+class PyGCompiled(Compiled, PyG):
+    """``pyg`` under ``torch.compile(net)``. Its sparse time is not measured: inductor fuses
+    PyG's gathers and scatters with the dense code around them, and dynamo ignores the
+    ``record_function`` ranges that mark eager PyG's ``propagate``: no call of its own is the
+    message passing."""
+
+    name = "pyg_compiled"
+    eager = "pyg"
+    sparse_calls_visible = False
+
+
 def _marked(method, label: str):
     def marked(*args, **kwargs):
         with torch.profiler.record_function(label):
@@ -270,5 +314,5 @@ def _marked(method, label: str):
 def load_framework(name: str):
     """Contender ``name``'s framework; ImportError when its library is not installed."""
     return {"ours": Ours, "ours_bf16": OursBf16, "ours_compiled": OursCompiled, "dgl": Dgl,
-            "pyg": PyG}[name]()
+            "pyg": PyG, "pyg_compiled": PyGCompiled}[name]()
 

@@ -4,13 +4,16 @@ JSON sidecar and the PNG chart.
 The check (``check_losses``): on each model and graph, every contender's float64 losses (the
 workers' ``check_losses``) must agree with DGL's within ``LOSS_RTOL`` relative at every epoch;
 a contender that does not is marked ``error`` on every row of that case, its times withheld.
-The variants of ours (``frameworks.VARIANTS``) are checked in their worker instead, against
-ours in float32 (``check_vs_eager``); a compiled variant's ``compile_ms`` is listed apart.
-Derived columns: ``loss_vs_dgl`` (the relative difference of the float32 final loss from DGL's,
-for information: float32 rounding grows in training), ``check_vs_dgl`` (the float64 one that is
-checked), ``ours_over_this_*`` (ours' epoch time, sparse time, live and resident-set peak
-memory over this contender's: below 1, ours is faster or smaller) and ``load_slowdown``
-(epoch time under load over idle).
+The variants (``frameworks.VARIANTS``) are checked in their worker instead, against their
+eager contender in float32 (``check_vs_eager``); the compiled ones (``ours_compiled``,
+``pyg_compiled``) are set side by side apart from the table (``compiled``), with their compile
+times and graph breaks. A contender that ``torch.compile`` refuses is ``refused``, with its
+message. Derived columns: ``loss_vs_dgl`` (the relative difference of the float32 final loss
+from DGL's, for information: float32 rounding grows in training), ``check_vs_dgl`` (the float64
+one that is checked), ``ours_over_this_*`` (ours' epoch time, sparse time, live and
+resident-set peak memory over this contender's, ours being ``ours_compiled`` for
+``pyg_compiled`` (``frameworks.COUNTERPART``) and eager ``ours`` for every other: below 1, ours
+is faster or smaller) and ``load_slowdown`` (epoch time under load over idle).
 
 Example
 -------
@@ -33,7 +36,7 @@ REFERENCE = "dgl"
 COLUMNS = ("model", "graph", "nodes", "edges", "contender", "condition", "status", "epoch_ms",
            "p25_ms", "p75_ms", "sparse_ms", "sparse_share", "live_peak_mib", "peak_mib",
            "final_loss", "loss_vs_dgl", "check_vs_dgl", "check_vs_eager", "compile_ms",
-           "ours_over_this_epoch",
+           "graph_breaks",           "ours_over_this_epoch",
            "ours_over_this_sparse", "ours_over_this_live", "ours_over_this_peak",
            "load_slowdown", "epochs", "first_epoch_ms", "prewarm_ms", "setup_ms",
            "profiled_epoch_ms", "profiled_sparse_ms", "baseline_mib", "rounds", "round_ms",
@@ -85,12 +88,13 @@ def finish(records: list) -> list:
         row.update({k: v for k, v in r.items() if k in COLUMNS})
         row["round_ms"] = " ".join(f"{ms:.5g}" for ms in r.get("round_ms", []))
         case = (r["model"], r["graph"])
-        mine = ok.get(case + ("ours", r["condition"]))
+        ours = frameworks.COUNTERPART.get(r["contender"], "ours")
+        mine = ok.get(case + (ours, r["condition"]))
         dgl = ok.get(case + (REFERENCE, r["condition"]))
         if r["status"] == "ok":
             if dgl:
                 row["loss_vs_dgl"] = _relative([r["final_loss"]], [dgl["final_loss"]])
-            if mine and r["contender"] != "ours":
+            if mine and r["contender"] != ours:
                 for column, field in (("epoch", "epoch_ms"), ("sparse", "sparse_ms"),
                                       ("live", "live_peak_mib"), ("peak", "peak_mib")):
                     if r.get(field) and mine.get(field) not in (None, ""):
@@ -122,10 +126,11 @@ def header(machine: dict, settings: dict) -> str:
         f"{settings['profile_epochs']} profiled epochs; load: {settings['load_processes']} busy "
         "processes beside the worker",
         f"check: float64 losses over {settings['check_epochs']} epochs agree with DGL's within "
-        f"{LOSS_RTOL:g} relative, else ERROR; ours_bf16 (torch.autocast bfloat16) and "
-        "ours_compiled (torch.compile): warm-up losses agree with eager float32 ours' within "
-        f"{frameworks.OursBf16.loss_rtol:g} and {frameworks.OursCompiled.loss_rtol:g} "
-        "relative ('eager' in the check column), else ERROR",
+        f"{LOSS_RTOL:g} relative, else ERROR; ours_bf16 (torch.autocast bfloat16), "
+        "ours_compiled and pyg_compiled (torch.compile): warm-up losses agree with eager "
+        f"float32 ours' (pyg_compiled: PyG's) within {frameworks.OursBf16.loss_rtol:g} "
+        f"(bf16) or {frameworks.Compiled.loss_rtol:g} (compiled) relative ('eager' in the "
+        "check column), else ERROR",
     ])
 
 
@@ -133,13 +138,14 @@ def _fmt_ratio(value) -> str:
     return f"{value:.2f}" if value != "" else "-"
 
 
-def _cell(row, field: str, fmt: str) -> str:
+def _cell(row, field: str, fmt: str, scale: float = 1) -> str:
+    """``row[field] * scale`` formatted; the status of a row that has no figures."""
     if row is None:
         return ""
     if row["status"] != "ok":
-        return "n/a" if row["status"] == "n/a" else "ERROR"
+        return {"n/a": "n/a", "refused": "refused"}.get(row["status"], "ERROR")
     value = row[field]
-    return "-" if value == "" else format(value, fmt)
+    return "-" if value == "" else format(value * scale, fmt)
 
 
 def table(rows: list, machine: dict, settings: dict) -> str:
@@ -170,9 +176,9 @@ def table(rows: list, machine: dict, settings: dict) -> str:
                            f"{_cell(load, 'epoch_ms', '.4g'):>10s}"
                            f"{_cell(load, 'load_slowdown', '.2f'):>9s}")
         out.append("")
-    out += [ratios(rows, settings), "", compile_times(rows), ""]
+    out += [ratios(rows, settings), "", compiled(rows, settings), ""]
     notes = sorted({f"{r['contender']} {r['model']} {r['graph']} {r['condition']}: "
-                    f"{r['status'].upper()}, {r['note']}" for r in rows if r["status"] != "ok"})
+                    f"{r['status'].upper()}, {r['note']}" for r in rows if r["note"]})
     out += [f"  {n}" for n in notes]
     return "\n".join(out)
 
@@ -189,13 +195,32 @@ def _check_cell(name: str, idle) -> str:
     return f"{idle['check_vs_dgl']:.0e}" if idle["check_vs_dgl"] != "" else "-"
 
 
-def compile_times(rows: list) -> str:
-    """The compile time of each compiled case (its first epoch less its median epoch), apart
-    from the epoch times."""
-    cases = [f"{r['model']}/{r['graph']} {r['compile_ms'] / 1e3:.1f} s" for r in rows
-             if r["compile_ms"] != "" and r["condition"] == "idle"]
-    return "torch.compile time (first epoch less a median epoch, idle): " + \
-        (", ".join(cases) if cases else "none measured")
+def compiled(rows: list, settings: dict) -> str:
+    """``ours_compiled`` against ``pyg_compiled``, idle, per model and graph: each one's epoch
+    time, ours' epoch and sparse time over PyG's (below 1: ours is faster), each one's compile
+    time (its warm-up epochs less as many median epochs: apart from the epoch times) and how
+    often dynamo split its network (0: it compiles fullgraph)."""
+    by_key = {(r["model"], r["graph"], r["contender"]): r for r in rows
+              if r["condition"] == "idle"}
+    lines = ["torch.compile (inductor), idle: ours_compiled against pyg_compiled; compile time = "
+             "the warm-up epochs less as many median epochs; breaks = graph breaks (0: "
+             "fullgraph)",
+             f"{'model':6s}{'graph':16s}" + "".join(f"{h:>11s}" for h in (
+                 "ours ms", "pyg ms", "epoch o/p", "sparse o/p", "ours cmp s", "pyg cmp s",
+                 "ours brk", "pyg brk"))]
+    for model in settings["models"]:
+        for graph in settings["graphs"]:
+            ours = by_key.get((model, graph, "ours_compiled"))
+            pyg = by_key.get((model, graph, "pyg_compiled"))
+            if ours is None and pyg is None:
+                continue
+            cells = [_cell(ours, "epoch_ms", ".4g"), _cell(pyg, "epoch_ms", ".4g"),
+                     _cell(pyg, "ours_over_this_epoch", ".2f"),
+                     _cell(pyg, "ours_over_this_sparse", ".2f"),
+                     _cell(ours, "compile_ms", ".1f", 1e-3), _cell(pyg, "compile_ms", ".1f", 1e-3),
+                     _cell(ours, "graph_breaks", "d"), _cell(pyg, "graph_breaks", "d")]
+            lines.append(f"{model:6s}{graph:16s}" + "".join(f"{c or '-':>11s}" for c in cells))
+    return "\n".join(lines)
 
 
 def ratios(rows: list, settings: dict) -> str:

@@ -14,14 +14,17 @@ Then ``--profile-epochs`` more epochs under ``torch.profiler`` give the share of
 in sparse operators (``sparse_time``). Last, the check: the same network trained from the same
 weights in float64 for ``--check-epochs`` epochs; its losses are what the harness compares
 across contenders (float32 rounding differences grow too fast in training to compare float32
-losses at 1e-4 after more than a few epochs: see ``docs/gnn-benchmark.md``). A variant of
-ours (``frameworks.VARIANTS``: bfloat16 autocast, ``torch.compile``) is checked otherwise,
-before its timed epochs: ours in float32, eagerly, trains from the same weights for as many
-epochs as the variant's warm-up (at most ``--check-epochs``), and the variant's warm-up losses
-must agree with those within the variant's ``loss_rtol``, else the case is an error with no
-time (``check_vs_eager``: the largest relative difference). A compiled network's first epoch
-compiles it: ``compile_ms`` is that epoch's time less the median epoch's. One line
-``RESULT {json}`` on stdout.
+losses at 1e-4 after more than a few epochs: see ``docs/gnn-benchmark.md``). A variant
+(``frameworks.VARIANTS``: ours under bfloat16 autocast, ours or PyG under ``torch.compile``)
+is checked otherwise, before its timed epochs: its eager contender (``framework.eager``) in
+float32 trains from the same weights for as many epochs as the variant's warm-up (at most
+``--check-epochs``), and the variant's warm-up losses must agree with those within the
+variant's ``loss_rtol``, else the case is an error with no time (``check_vs_eager``: the
+largest relative difference). A compiled network compiles in its warm-up epochs (again where
+a guard fails, as on PyG's GCN once its normalisation is cached): ``compile_ms`` is their time
+less as many median epochs, and ``graph_breaks`` (with a note naming the reasons) how often
+dynamo had to split it; where ``torch.compile`` raises, the case is ``refused`` with its
+message, no time. One line ``RESULT {json}`` on stdout.
 
 Threads: ``torch.set_num_threads(--threads)``; ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and
 ``TVM_NUM_THREADS`` come from the harness.
@@ -112,9 +115,9 @@ class Training:
 
 def eager_check(framework, spec, task, losses: list, epochs: int) -> tuple:
     """``(worst, note)``: the largest relative difference of a variant's first ``epochs``
-    ``losses`` from ours' in float32, eagerly, from the same weights; ``note`` says where they
-    part when that is beyond the variant's ``loss_rtol`` (empty otherwise)."""
-    eager = Training(spec, frameworks.load_framework("ours"), task)
+    ``losses`` from its eager contender's in float32, from the same weights; ``note`` says
+    where they part when that is beyond the variant's ``loss_rtol`` (empty otherwise)."""
+    eager = Training(spec, frameworks.load_framework(framework.eager), task)
     reference = [eager.epoch() for _ in range(epochs)]
     gaps = [abs(v - r) / abs(r) for v, r in zip(losses, reference)]
     worst = max(gaps)
@@ -122,8 +125,8 @@ def eager_check(framework, spec, task, losses: list, epochs: int) -> tuple:
         return worst, ""
     k = next(i for i, gap in enumerate(gaps) if gap > framework.loss_rtol)
     return worst, (f"NOT THE SAME MODEL: loss at epoch {k + 1} is {losses[k]:.8g}, eager "
-                   f"float32 ours' {reference[k]:.8g} (relative difference {gaps[k]:.2g}, "
-                   f"allowed {framework.loss_rtol:g})")
+                   f"float32 {framework.eager}'s {reference[k]:.8g} (relative difference "
+                   f"{gaps[k]:.2g}, allowed {framework.loss_rtol:g})")
 
 
 def train(args) -> dict:
@@ -162,8 +165,10 @@ def train(args) -> dict:
               "peak_mib": (peak_kib - baseline_kib) / 1024, "baseline_mib": baseline_kib / 1024,
               **checked}
     if framework.compiles:
-        fields["compile_ms"] = fields["first_epoch_ms"] - fields["epoch_ms"]
-    if args.profile_epochs:
+        compiling = max(args.warmup, 1)   # the epochs that compile: the warm-up, or the first
+        fields["compile_ms"] = 1e3 * sum(seconds[:compiling]) - compiling * fields["epoch_ms"]
+        fields.update(framework.compile_report())
+    if args.profile_epochs and framework.sparse_calls_visible:
         framework.mark_sparse_calls(run.net)
         sparse_s, total_s = sparse_time.sparse_seconds(
             run.epoch, framework.sparse_operator_names(), args.profile_epochs)
@@ -194,15 +199,27 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def outcome(args) -> dict:
+    """``train``'s fields, or why there are none: ``n/a`` (the library is not installed),
+    ``refused`` (``torch.compile`` raised: its message) or ``error`` (anything else)."""
+    try:
+        return train(args)
+    except ImportError as exc:
+        return {"status": "n/a", "note": f"not installed ({exc})".splitlines()[0]}
+    except torch._dynamo.exc.TorchDynamoException as exc:  # pylint: disable=protected-access
+        cause = getattr(exc, "inner_exception", exc)   # a backend's failure, unwrapped
+        first = (str(cause).strip().splitlines() or [""])[0]
+        return {"status": "refused",
+                "note": f"torch.compile refused: {type(cause).__name__}: {first}"}
+    except Exception:  # the case's error, reported in its row
+        return {"status": "error",
+                "note": traceback.format_exc(limit=2).strip().splitlines()[-1]}
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    try:
-        fields = train(args)
-    except ImportError as exc:
-        fields = {"status": "n/a", "note": f"not installed ({exc})".splitlines()[0]}
-    except Exception:  # the case's error, reported in its row
-        fields = {"status": "error", "note": traceback.format_exc(limit=2).strip().splitlines()[-1]}
+    fields = outcome(args)
     print(PREFIX + json.dumps({"contender": args.contender, "model": args.model,
                                "graph": args.graph, "condition": args.condition, **fields}),
           flush=True)

@@ -9,12 +9,16 @@
   is sparse when no operator is named;
 - the loss check marks a contender whose float64 losses drift beyond 1e-4 as an error, and
   the ratios and table follow;
-- the variants of ours (bfloat16 autocast, ``torch.compile``) train the same model as eager
-  float32 ours within their tolerance, and a variant that does not is refused before timing;
+- the variants (ours under bfloat16 autocast, ours and PyG under ``torch.compile``) train the
+  same model as their eager contender in float32 within their tolerance, and a variant that
+  does not is refused before timing; a compiled network's graph breaks are counted and named,
+  and a network that ``torch.compile`` cannot compile is reported ``refused``, not a crash;
+- ``ours_compiled`` and ``pyg_compiled`` are set side by side with their compile times;
 - the command line: ``--quick`` is GCN on cora, options override the preset.
 """
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -125,9 +129,12 @@ def test_profiler_rule_counts_dgl_sparse_calls(tiny_graph):
 
 @pytest.mark.parametrize("name", frameworks.VARIANTS)
 def test_variants_train_the_eager_model(tiny_graph, name):
+    if not _installed(name.split("_")[0]):
+        pytest.skip(f"{name} is not installed")
     spec = models.MODELS["sage"]
     task = tasks.seeded_task("tiny", tiny_graph, WIDTH, CLASSES, spec.self_loops)
     framework = frameworks.load_framework(name)
+    torch._dynamo.utils.counters.clear()
     run = Training(spec, framework, task)
     losses = [run.epoch() for _ in range(3)]
     worst, note = worker.eager_check(framework, spec, task, losses, 3)
@@ -136,11 +143,49 @@ def test_variants_train_the_eager_model(tiny_graph, name):
         assert worst > 0
         with framework.forward_context():
             assert run.net.layers[0].fc_neigh(run.features).dtype == torch.bfloat16
-    else:
+    else:                            # compiled whole: GraphSAGE has no graph break on either
         assert run.model is not run.net and framework.compiles
-        assert "sparsetir::gspmm" in framework.sparse_operator_names()
+        assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
+        assert framework.compile_report() == {"graph_breaks": 0}
+        if name == "ours_compiled":
+            assert "sparsetir::gspmm" in framework.sparse_operator_names()
+        else:                        # fused by inductor: no sparse time to measure
+            assert not framework.sparse_calls_visible
     worst, note = worker.eager_check(framework, spec, task, [x * 1.05 for x in losses], 3)
     assert "NOT THE SAME MODEL: loss at epoch 1" in note and worst > 0.04
+    assert f"eager float32 {framework.eager}'s" in note
+
+
+def test_compile_report_counts_and_names_graph_breaks():
+    def split(x):                    # .item() in the middle: dynamo breaks the graph there
+        scale = x.sum().item()
+        return torch.relu(x) * scale
+
+    torch._dynamo.utils.counters.clear()
+    assert frameworks.Compiled.compile_report() == {"graph_breaks": 0}
+    x = torch.randn(5)
+    torch.testing.assert_close(torch.compile(split)(x), split(x))
+    report = frameworks.Compiled.compile_report()
+    assert report["graph_breaks"] >= 1
+    assert report["note"].startswith(f"not fullgraph: {report['graph_breaks']} graph breaks")
+    assert "Tensor.item()" in report["note"] and "\n" not in report["note"]
+
+
+@pytest.mark.skipif(not _installed("pyg"), reason="pyg is not installed")
+def test_a_network_torch_compile_refuses_is_reported_refused(monkeypatch, tmp_path):
+    def refusing_backend(graph_module, example_inputs):
+        raise RuntimeError("this backend compiles nothing")
+
+    monkeypatch.setattr(frameworks.PyGCompiled, "prepare",
+                        lambda self, net: torch.compile(net, backend=refusing_backend))
+    tasks.prepare("cora", tmp_path)
+    args = worker.parse_args(["--contender", "pyg_compiled", "--model", "gcn", "--graph", "cora",
+                              "--cache", str(tmp_path), "--warmup", "1", "--epochs", "1",
+                              "--profile-epochs", "0", "--check-epochs", "0"])
+    fields = worker.outcome(args)
+    assert fields == {"status": "refused", "note": "torch.compile refused: RuntimeError: this "
+                      "backend compiles nothing"}
+    json.dumps(fields)
 
 
 def _record(contender, condition="idle", epoch_ms=10.0, losses=(1.0, 0.9, 0.8), live=4.0):
@@ -171,6 +216,38 @@ def test_loss_check_ratios_and_table():
             "memory": "1 kB"}
     text = results.table(rows, info, settings)
     assert "ERROR" in text and "NOT THE SAME MODEL" in text and "0.50" in text
+
+
+def test_compiled_contenders_side_by_side():
+    records = [_record("dgl"), _record("ours", epoch_ms=5.0), _record("pyg", epoch_ms=8.0),
+               dict(_record("ours_compiled", epoch_ms=4.0), compile_ms=30_000.0, graph_breaks=0,
+                    check_vs_eager=1e-7),
+               dict(_record("pyg_compiled", epoch_ms=16.0), compile_ms=12_000.0, graph_breaks=9,
+                    check_vs_eager=2e-7, note="not fullgraph: 9 graph breaks while compiling "
+                    "(Dynamic shape operator)")]
+    for r in records[3:]:
+        r["check_losses"] = None     # variants are checked against eager, not DGL
+    refused = {"contender": "pyg_compiled", "model": "gcn", "graph": "cora", "condition": "load",
+               "status": "refused", "note": "torch.compile refused: RuntimeError: no"}
+    rows = results.finish(results.check_losses(records + [refused]))
+    by = {(r["contender"], r["condition"]): r for r in rows}
+    assert by["pyg_compiled", "idle"]["ours_over_this_epoch"] == pytest.approx(0.25)
+    assert by["ours_compiled", "idle"]["ours_over_this_epoch"] == pytest.approx(1.25)
+    assert by["pyg", "idle"]["ours_over_this_epoch"] == pytest.approx(5 / 8)
+    settings = gnn.settings_of(gnn.parse_args(["--quick"]))
+    lines = results.compiled(rows, settings).splitlines()
+    assert lines[1].split() == ["model", "graph", "ours", "ms", "pyg", "ms", "epoch", "o/p",
+                                "sparse", "o/p", "ours", "cmp", "s", "pyg", "cmp", "s", "ours",
+                                "brk", "pyg", "brk"]
+    assert lines[2].split() == ["gcn", "cora", "4", "16", "0.25", "0.25", "30.0", "12.0", "0",
+                                "9"]
+    info = {"cpu_model": "cpu", "llvm_cpu": "x", "cpus_usable": 2, "cpus_total": 2,
+            "memory": "1 kB"}
+    text = results.table(rows, info, settings)
+    assert "REFUSED, torch.compile refused: RuntimeError: no" in text
+    assert "pyg_compiled gcn cora idle: OK, not fullgraph: 9 graph breaks" in text
+    body = text.split("\n\n", 1)[1]  # below the header
+    assert "ERROR" not in body and "2e-07 eager" in body and " refused" in body
 
 
 def test_rounds_keep_the_median_epoch_round_and_median_sparse_time_and_memory():
@@ -209,7 +286,8 @@ def test_command_line():
         == ["pyg"]
     full = gnn.settings_of(gnn.parse_args(["--models", "sage", "gat", "--epochs", "7",
                                            "--conditions", "idle", "--threads", "1"]))
-    assert full["contenders"] == ["ours", "ours_bf16", "ours_compiled", "dgl", "pyg"]
+    assert full["contenders"] == ["ours", "ours_bf16", "ours_compiled", "dgl", "pyg",
+                                  "pyg_compiled"]
     assert full["models"] == ["sage", "gat"] and full["graphs"] == tasks.labels()
     assert full["epochs"] == 7 and full["threads"] == 1 and full["conditions"] == ["idle"]
     assert gnn.epochs_for("synthetic-arxiv", full)["epochs"] == 7
