@@ -12,7 +12,10 @@ transformed first and the results are summed into the destinations at width ``ou
 otherwise each (relation, destination) slot sums its sources first, at width ``in_feat``, and
 the sums are transformed. The typed products run over every slot as one dense product, or,
 where most of those slots would be empty (many relations), per relation over the slots in use
-(``segment_mm``): never more rows than DGL's one product per edge (``gather_mm``).
+(``segment_mm``): never more rows than DGL's one product per edge (``gather_mm``). While torch
+traces it (``torch.compile``, ``torch.export``), which cannot group edges by the values of
+``etypes``, it transforms first over the dense slots (``relation_slots``), or per edge where
+those would be many times more than the edges.
 
 Example
 -------
@@ -37,6 +40,7 @@ from .edge_groups import edge_groups
 from .graph_inputs import check_matrix, check_rows, leading_rows
 from .kernel_plans import Call, Edges, Nodes, precompile
 from .linear import TypedLinear
+from .relation_slots import dense_slots_fit, slot_messages
 
 
 class RelGraphConv(nn.Module):
@@ -113,15 +117,17 @@ class RelGraphConv(nn.Module):
     def _messages(self, M, feat, etypes, norm):
         """The sum over relations and in-edges of ``norm_uv x_u W_r`` per destination."""
         linear = self.linear_r
-        if tracing():
-            return self._messages_per_edge(M, feat, etypes, norm)
-        transform_first = linear.in_size > linear.out_size
-        groups = edge_groups(M, etypes, linear.num_types, by_source=transform_first)
         if norm is not None:
             check_rows("norm", norm, M.nnz, "edge (stored entry)")
             if norm.numel() != M.nnz:
                 raise SparseTIRValueError(f"norm has shape {tuple(norm.shape)}: one scale per "
                                           f"edge, (nnz,) or (nnz, 1), is expected")
+        if tracing():
+            if dense_slots_fit(M.shape[1], linear.num_types, M.nnz):
+                return slot_messages(linear, M, feat, etypes, norm)
+            return self._messages_per_edge(M, feat, etypes, norm)
+        transform_first = linear.in_size > linear.out_size
+        groups = edge_groups(M, etypes, linear.num_types, by_source=transform_first)
         if groups is None:                      # no edge
             return feat.new_zeros(M.shape[0], linear.out_size)
         if norm is not None:
@@ -143,11 +149,10 @@ class RelGraphConv(nn.Module):
         return ops.copy_u_sum(groups.slots_to_destinations, sums)
 
     def _messages_per_edge(self, M, feat, etypes, norm):
-        """``_messages`` as torch traces it: each edge's ``norm_uv x_u W_r`` (``gather_mm``),
-        summed into its destination (``copy_e_sum``). The groupings of ``edge_groups`` are
-        made from the values of ``etypes``, which a traced function does not know."""
-        if norm is not None:
-            check_rows("norm", norm, M.nnz, "edge (stored entry)")
+        """``_messages`` as torch traces it where the dense slots of ``relation_slots`` would
+        be too many: each edge's ``norm_uv x_u W_r`` (``gather_mm``), summed into its
+        destination (``copy_e_sum``). The compact groupings of ``edge_groups`` are made from
+        the values of ``etypes``, which a traced function does not know."""
         h = self.linear_r(feat.index_select(0, graph_tensors(M).indices), etypes)
         if norm is not None:
             h = h * norm.reshape(-1, 1)
