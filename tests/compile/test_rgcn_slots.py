@@ -14,6 +14,7 @@ import sparsetir.nn.relation_slots  # noqa: F401  (torch.ops.sparsetir.relation_
 from sparsetir.errors import SparseTIRTypeError, SparseTIRValueError
 from sparsetir.nn import RelGraphConv
 from sparsetir.ops import SparseMatrix
+from sparsetir.ops.custom_ops import matrix_of
 
 
 @pytest.fixture(autouse=True)
@@ -113,7 +114,7 @@ def test_relation_slots_against_numpy():
     indptr, indices = (torch.from_numpy(np.array(M.storage(name)))
                        for name in ("indptr", "indices"))
     etypes = torch.tensor([2, 0, 1, 1, 0, 2, 2, 1])
-    slots, order = torch.ops.sparsetir.relation_slots(indptr, indices, etypes, 3)
+    slots, order = torch.ops.sparsetir.relation_slots(indptr, indices, etypes, 4, 3)
     rows = np.repeat(np.arange(4), np.diff(M.indptr))
     expected = M.indices.astype(np.int64) * 3 + etypes.numpy()
     assert slots.dtype == torch.int32 and order.dtype == torch.int64
@@ -139,3 +140,34 @@ def test_bad_relations_are_refused_by_name_while_compiled(etypes, error, match):
     while chain[-1].__cause__ is not None:
         chain.append(chain[-1].__cause__)
     assert any(isinstance(e, error) or error.__name__ in str(e) for e in chain)
+
+
+def test_new_relations_on_the_same_graph_are_read_anew():
+    """The slot matrix kept for a graph is made again when the relations change, in a new
+    tensor or written in place."""
+    M = random_graph(30, 6)
+    torch.manual_seed(0)
+    conv = RelGraphConv(5, 3, 3)
+    compiled = torch.compile(conv, fullgraph=True, backend="aot_eager")
+    x, norm = torch.randn(30, 5), torch.rand(M.nnz)
+    etypes = torch.zeros(M.nnz, dtype=torch.int64)
+    for new in (torch.ones(M.nnz, dtype=torch.int64),
+                torch.from_numpy(np.random.default_rng(7).integers(0, 3, M.nnz))):
+        torch.testing.assert_close(compiled(M, x, etypes, norm), conv(M, x, etypes, norm),
+                                   rtol=1e-5, atol=1e-6)
+        etypes.copy_(new)                                 # in place
+    torch.testing.assert_close(compiled(M, x, etypes, norm), conv(M, x, etypes, norm),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_slot_matrix_is_made_once_per_graph_and_relations():
+    M = random_graph(30, 8)
+    indptr, indices = (torch.from_numpy(np.array(M.storage(name)))
+                       for name in ("indptr", "indices"))
+    etypes = torch.from_numpy(np.random.default_rng(9).integers(0, 3, M.nnz))
+    matrices = []
+    for _ in range(2):
+        slots, _ = torch.ops.sparsetir.relation_slots(indptr, indices, etypes, 30, 3)
+        matrices.append(matrix_of(indptr, slots, 90))
+    assert matrices[0] is matrices[1] and matrices[0].shape == (30, 90)
+    np.testing.assert_array_equal(matrices[0].indices, M.indices * 3 + etypes.numpy())

@@ -7,12 +7,14 @@ is then an entry at ``(v, u * num_rels + r)`` of a ``num_dst x (num_src * num_re
 with ``M``'s ``indptr``, and the messages are one ``gspmm`` over it (``copy_u_sum``, or
 ``u_mul_e_sum`` with ``norm``), whose registered backward gives the gradients of the slots
 (so of ``feat`` and the weights) and of ``norm``. Its column indices are made from ``etypes``
-by the operator ``torch.ops.sparsetir.relation_slots`` (``(indptr, indices, etypes,
-num_rels) -> (slots, order)``), which reads the values of ``etypes`` only when the graph runs, refusing
-relations out of range by name. ``order`` is the edge of ``M`` behind each entry: the identity,
+by the operator ``torch.ops.sparsetir.relation_slots`` (``(indptr, indices, etypes, num_src,
+num_rels) -> (slots, order)``), which reads the values of ``etypes`` only when the graph runs,
+refusing relations out of range by name. ``order`` is the edge of ``M`` behind each entry: the identity,
 unless ``M`` holds parallel edges (a column repeated in a row), whose slots are sorted within
-their row. The ``gspmm`` operator makes its matrix from these tensors at each call
-(``custom_ops.matrix_of``): ``O(nnz)`` work.
+their row. The slot matrix is made once per matrix and relations (kept while ``M`` lives,
+the last ``etypes`` compared by value at each call: ``O(nnz)``), and the ``gspmm`` operator
+finds it behind the fresh tensors ``relation_slots`` returns (``custom_ops.remember_matrix``),
+with its bound kernels and transpose.
 
 This needs no grouping of ``etypes`` by value, which a traced function cannot do, and runs the
 eager layer's dense layout; ``dense_slots_fit`` says when it is taken: while the slots are at
@@ -25,18 +27,22 @@ Example
 >>> indptr = torch.tensor([0, 2, 4], dtype=torch.int32)       # row 1: two edges from 1
 >>> indices = torch.tensor([0, 2, 1, 1], dtype=torch.int32)
 >>> slots, order = torch.ops.sparsetir.relation_slots(indptr, indices,
-...                                                   torch.tensor([1, 0, 1, 0]), 2)
+...                                                   torch.tensor([1, 0, 1, 0]), 3, 2)
 >>> slots.tolist(), order.tolist()
 ([1, 4, 2, 3], [0, 1, 3, 2])
 """
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import torch
 from torch import Tensor
 
 from ..errors import SparseTIRTypeError
+from ..ops import SparseMatrix
+from ..ops.custom_ops import matrix_of, remember_matrix
 from ..ops.dtypes import autocast_result
 from ..ops.graph_tensors import graph_tensors
 from .edge_groups import DENSE_FACTOR, checked_etypes
@@ -58,7 +64,7 @@ def slot_messages(linear, M, feat: Tensor, etypes, norm) -> Tensor:
     _check_integers(etypes)
     arrays = graph_tensors(M)
     slots, order = torch.ops.sparsetir.relation_slots(arrays.indptr, arrays.indices, etypes,
-                                                      linear.num_types)
+                                                      M.shape[1], linear.num_types)
     x = linear.every_type(feat)
     rhs = None if norm is None else norm.reshape(-1, 1).index_select(0, order)
     return torch.ops.sparsetir.gspmm(arrays.indptr, slots, "copy_lhs" if rhs is None else "mul",
@@ -66,19 +72,41 @@ def slot_messages(linear, M, feat: Tensor, etypes, norm) -> Tensor:
 
 
 @torch.library.custom_op("sparsetir::relation_slots", mutates_args=())
-def relation_slots(indptr: Tensor, indices: Tensor, etypes: Tensor,
+def relation_slots(indptr: Tensor, indices: Tensor, etypes: Tensor, num_src: int,
                    num_rels: int) -> tuple[Tensor, Tensor]:
-    """``(slots, order)`` (int32, int64) of a CSR matrix (``indptr``, ``indices``) whose
-    entries have the relations ``etypes`` (see the module docstring)."""
-    types = checked_etypes(etypes, int(indices.numel()), num_rels)
-    slots = indices.numpy().astype(np.int64) * num_rels + types
-    rows = np.repeat(np.arange(indptr.numel() - 1), np.diff(indptr.numpy()))
+    """``(slots, order)`` (int32, int64) of a CSR matrix (``indptr``, ``indices``, ``num_src``
+    columns) whose entries have the relations ``etypes`` (see the module docstring): fresh
+    tensors at each call, which ``custom_ops.matrix_of`` leads to the slot matrix kept for
+    these relations."""
+    M = matrix_of(indptr, indices, num_src)
+    types = checked_etypes(etypes, M.nnz, num_rels)
+    slots, order, matrix = _slot_matrix(M, types, num_rels)
+    slots = torch.from_numpy(slots.astype(np.int32))
+    remember_matrix(indptr, slots, matrix.shape[1], matrix)
+    return slots, torch.from_numpy(order.copy())
+
+
+_KEPT = weakref.WeakKeyDictionary()
+"""SparseMatrix -> {num_rels: (edge types, slots, order, slot matrix)}: the last of each."""
+
+
+def _slot_matrix(M: SparseMatrix, types: np.ndarray, num_rels: int) -> tuple:
+    """``(slots, order, slot matrix)`` of ``M`` under ``types``, made once while the types
+    stay the same."""
+    kept = _KEPT.setdefault(M, {})
+    if num_rels in kept and np.array_equal(kept[num_rels][0], types):
+        return kept[num_rels][1:]
+    slots = M.indices.astype(np.int64) * num_rels + types
+    rows = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr))
     if ((np.diff(slots) < 0) & (np.diff(rows) == 0)).any():   # parallel edges
         order = np.lexsort((slots, rows))
         slots = slots[order]
     else:
         order = np.arange(slots.size)
-    return torch.from_numpy(slots.astype(np.int32)), torch.from_numpy(order)
+    matrix = SparseMatrix.from_csr(M.indptr, slots, np.ones(slots.size, np.float32),
+                                   (M.shape[0], M.shape[1] * num_rels))
+    kept[num_rels] = (types, slots, order, matrix)
+    return slots, order, matrix
 
 
 def _check_integers(etypes: Tensor) -> None:
@@ -88,6 +116,6 @@ def _check_integers(etypes: Tensor) -> None:
 
 
 @relation_slots.register_fake
-def _(indptr, indices, etypes, num_rels):
+def _(indptr, indices, etypes, num_src, num_rels):
     _check_integers(etypes)
     return torch.empty_like(indices), indices.new_empty(indices.shape, dtype=torch.int64)

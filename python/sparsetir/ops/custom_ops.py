@@ -95,7 +95,18 @@ def matrix_of(indptr, indices, num_src: int | None = None):
     matrix = SparseMatrix.from_csr(indptr.numpy(), indices.numpy(),
                                    np.ones(indices.numel(), np.float32),
                                    (indptr.numel() - 1, int(num_src)))
+    return remember_matrix(indptr, indices, num_src, matrix)
+
+
+def remember_matrix(indptr, indices, num_src: int, matrix: SparseMatrix) -> SparseMatrix:
+    """Let ``matrix_of(indptr, indices, num_src)`` find ``matrix`` (whose CSR arrays the
+    caller vouches are those of the tensors) while the tensors are unchanged, as it keeps
+    those it makes; returns ``matrix``. An operator that makes CSR tensors at each call for a
+    matrix it keeps (``nn.relation_slots``) spares the operators that read them a new
+    matrix, its bound kernels and transpose."""
+    key = (indptr.data_ptr(), indices.data_ptr(), int(indices.numel()), int(num_src))
     _MADE[key] = (indptr, indices, (indptr._version, indices._version), matrix)
+    _MADE.move_to_end(key)
     while len(_MADE) > _MADE_LIMIT:
         _MADE.popitem(last=False)
     return matrix
