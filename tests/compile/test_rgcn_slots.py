@@ -171,3 +171,11 @@ def test_slot_matrix_is_made_once_per_graph_and_relations():
         matrices.append(matrix_of(indptr, slots, 90))
     assert matrices[0] is matrices[1] and matrices[0].shape == (30, 90)
     np.testing.assert_array_equal(matrices[0].indices, M.indices * 3 + etypes.numpy())
+
+
+def test_relation_slots_passes_opcheck():
+    M = parallel_graph()
+    indptr, indices = (torch.from_numpy(np.array(M.storage(name)))
+                       for name in ("indptr", "indices"))
+    torch.library.opcheck(torch.ops.sparsetir.relation_slots.default,
+                          (indptr, indices, torch.tensor([2, 0, 1, 1, 0, 2, 2, 1]), 4, 3))
