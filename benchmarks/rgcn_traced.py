@@ -85,8 +85,8 @@ def main() -> None:
             model = torch.compile(model, fullgraph=True, backend=BACKENDS[row])
         seconds = epoch_seconds(model, x, labels, args.epochs)
         rest = seconds[2:]
-        print(f"{row:15s} first {seconds[0] * 1e3:8.1f} ms   median {statistics.median(rest) * 1e3:7.1f}"
-              f" ms   min {min(rest) * 1e3:7.1f} ms")
+        print(f"{row:15s} first {seconds[0] * 1e3:8.1f} ms   median "
+              f"{statistics.median(rest) * 1e3:7.1f} ms   min {min(rest) * 1e3:7.1f} ms")
     relgraphconv.dense_slots_fit = dense_slots_fit
 
 

@@ -9,12 +9,12 @@ with ``M``'s ``indptr``, and the messages are one ``gspmm`` over it (``copy_u_su
 (so of ``feat`` and the weights) and of ``norm``. Its column indices are made from ``etypes``
 by the operator ``torch.ops.sparsetir.relation_slots`` (``(indptr, indices, etypes, num_src,
 num_rels) -> (slots, order)``), which reads the values of ``etypes`` only when the graph runs,
-refusing relations out of range by name. ``order`` is the edge of ``M`` behind each entry: the identity,
-unless ``M`` holds parallel edges (a column repeated in a row), whose slots are sorted within
-their row. The slot matrix is made once per matrix and relations (kept while ``M`` lives,
-the last ``etypes`` compared by value at each call: ``O(nnz)``), and the ``gspmm`` operator
-finds it behind the fresh tensors ``relation_slots`` returns (``custom_ops.remember_matrix``),
-with its bound kernels and transpose.
+refusing relations out of range by name. ``order`` is the edge of ``M`` behind each entry:
+the identity, unless ``M`` holds parallel edges (a column repeated in a row), whose slots are
+sorted within their row. The slot matrix is made once per matrix and relations (kept while
+``M`` lives, the last ``etypes`` compared by value at each call: ``O(nnz)``), and the
+``gspmm`` operator finds it behind the fresh tensors ``relation_slots`` returns
+(``custom_ops.remember_matrix``), with its bound kernels and transpose.
 
 This needs no grouping of ``etypes`` by value, which a traced function cannot do, and runs the
 eager layer's dense layout; ``dense_slots_fit`` says when it is taken: while the slots are at
