@@ -34,17 +34,18 @@ def graph(label: str):
     return tasks.symmetric_without_loops(load_graph(label))
 
 
-def rows(model_names, graph_names, epochs: int) -> list:
-    """One row of ``COLUMNS`` per model and graph."""
+def rows(model_names, graph_names, epochs: int, seed: int = 0) -> list:
+    """One row of ``COLUMNS`` per model and graph; ``seed`` makes the task and the weights."""
     contenders = [frameworks.load_framework("ours"), frameworks.load_framework("ours_bf16")]
     out = []
     for label in graph_names:
         A = graph(label)
         for name in model_names:
             spec = accuracy.MODELS[name]
-            task, split = communities.community_task(label, A, spec.self_loops)
-            fp32, bf16 = accuracy.train_and_test(spec, contenders, task, split, epochs)
-            out.append((name, label, 100 * accuracy.mlp_accuracy(task, split, epochs=epochs),
+            task, split = communities.community_task(label, A, spec.self_loops, seed)
+            fp32, bf16 = accuracy.train_and_test(spec, contenders, task, split, epochs, seed)
+            mlp = accuracy.mlp_accuracy(task, split, epochs=epochs, seed=seed)
+            out.append((name, label, 100 * mlp,
                         100 * fp32.test_accuracy, 100 * bf16.test_accuracy,
                         100 * (bf16.test_accuracy - fp32.test_accuracy),
                         fp32.median_epoch_ms, bf16.median_epoch_ms))
@@ -69,14 +70,16 @@ def parse_args(argv=None) -> argparse.Namespace:
                         default=list(communities.CLASS_SIZES))
     parser.add_argument("--epochs", type=int, default=accuracy.EPOCHS)
     parser.add_argument("--threads", type=int, default=1, help="torch's threads")
+    parser.add_argument("--seed", type=int, default=0, help="of the task and the weights")
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(f"CPU: {machine.cpu_model()}; torch threads {args.threads}; {args.epochs} epochs")
-    print(table(rows(args.models, args.graphs, args.epochs)), flush=True)
+    print(f"CPU: {machine.cpu_model()}; torch threads {args.threads}; {args.epochs} epochs; "
+          f"seed {args.seed}")
+    print(table(rows(args.models, args.graphs, args.epochs, args.seed)), flush=True)
 
 
 if __name__ == "__main__":
