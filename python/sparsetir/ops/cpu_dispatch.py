@@ -32,6 +32,8 @@ Example
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import _C
 from torch._library.autograd import make_autograd_impl
@@ -60,6 +62,16 @@ def custom_operator(qualname: str):
     return define
 
 
+@functools.lru_cache(maxsize=64)
+def _cpu_is_next(raw_keyset: int) -> bool:
+    """Whether the CPU kernel is the next one below autograd for the dispatch key set whose
+    ``raw_repr`` is ``raw_keyset`` (the set of plain CPU tensors; not one that holds a fake
+    tensor's, a torch dispatch mode's or functionalization's key). Kept by the set: reading it
+    again costs more than the call it saves."""
+    keyset = _C.DispatchKeySet.from_raw_repr(raw_keyset)
+    return (keyset & _BELOW_INPLACE_OR_VIEW).highestPriorityTypeId() == _CPU
+
+
 def _autograd_kernel(op, kernel):
     """The ``AutogradCPU`` kernel of ``op`` (see the module docstring)."""
     overload = op._opoverload                       # pylint: disable=protected-access
@@ -71,7 +83,7 @@ def _autograd_kernel(op, kernel):
         if is_grad_enabled() and any_requires_grad(*args):
             return recorded(keyset, *args)
         with below_autograd():
-            if (keyset & _BELOW_INPLACE_OR_VIEW).highestPriorityTypeId() == _CPU:
+            if _cpu_is_next(keyset.raw_repr()):
                 return kernel(*args)
             return overload.redispatch(keyset & _BELOW_AUTOGRAD, *args)
     return autograd_cpu

@@ -84,8 +84,9 @@ def matrix_of(indptr, indices, num_src: int | None = None):
     matrix = None if found is None else found()
     if matrix is not None:
         own = matrix._graph_tensors          # pylint: disable=protected-access
-        if own is not None and own.indptr.data_ptr() == key[0] \
-                and own.indices.data_ptr() == key[1] and own.indptr.numel() == indptr.numel():
+        if own is not None and (own.indptr is indptr and own.indices is indices or (
+                own.indptr.data_ptr() == key[0] and own.indices.data_ptr() == key[1]
+                and own.indptr.numel() == indptr.numel())):
             return matrix
     if num_src is None:
         num_src = int(indices.max()) + 1 if indices.numel() else 0
@@ -160,7 +161,7 @@ def _reduced(matrix, op: str, reduce_op: str, lhs, rhs, dtype: Optional[str]) ->
     return them: ``arg`` empty where the reduction records none (sum, mean)."""
     out, arg = gspmm_values(matrix, op, reduce_op, lhs, rhs, record_arg=True,
                             dtype=_checked(dtype))
-    return out, arg if arg is not None else out.new_empty((0,), dtype=torch.int32)
+    return out, arg if arg is not None else out.new_empty(0, dtype=torch.int32)
 
 
 def _contiguous(*tensors):
