@@ -20,7 +20,10 @@ registers two more kernels for CPU tensors, which torch prefers to ``custom_op``
 Both run with ``torch.compiler.disable`` (as ``custom_op`` runs its kernels), so a kernel that
 runs while dynamo's frame hook is set is never traced. The kernels' outputs must not alias
 their inputs (``custom_ops._fresh``): nothing checks it at run time any more, while
-``opcheck`` does.
+``opcheck`` does. The kernels use what ``custom_op`` itself builds on
+(``torch._library.autograd.make_autograd_impl``, ``_C._AutoDispatchBelowAutograd``, the
+dispatch key sets), private to torch and pinned with it (2.13); ``tests/compile``'s
+``test_cpu_dispatch.py`` fails where they change.
 
 Example
 -------
