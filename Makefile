@@ -59,6 +59,13 @@ bench: $(BENCH_STAMP)
 bench-gnn: $(BENCH_STAMP)
 	$(PY) benchmarks/gnn.py $(GNN_ARGS)
 
+# GCN and GraphSAGE on cora and pubmed: test accuracy and epoch time in float32 and under
+# bfloat16 autocast (benchmarks/gnn_accuracy.py; docs/half-precision.md). E.g.
+# ACCURACY_ARGS="--models gcn --graphs cora".
+ACCURACY_ARGS ?=
+bench-gnn-accuracy: $(STAMP)
+	TVM_NUM_THREADS=$${TVM_NUM_THREADS:-1} $(PY) benchmarks/gnn_accuracy.py $(ACCURACY_ARGS)
+
 # The folder for a GPU machine (benchmarks/gpu/package.py: runtime-only, no TVM there); on the
 # GPU machine: `sh build/gpu_bundle/device_run.sh OUT_DIR` (docs/benchmark.md, its README).
 GPU_ARCH ?= sm_90
@@ -66,4 +73,4 @@ gpu-bundle: $(STAMP)
 	$(PY) benchmarks/gpu/package.py --out build/gpu_bundle --arch $(GPU_ARCH)
 	$(PY) build/gpu_bundle/run.py --selftest-cpu
 
-.PHONY: venv test bench bench-gnn package-test gpu-bundle prebuilt
+.PHONY: venv test bench bench-gnn bench-gnn-accuracy package-test gpu-bundle prebuilt

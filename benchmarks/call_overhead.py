@@ -11,13 +11,20 @@ Both are given numpy arrays straight from scipy and numpy (16-byte aligned, pass
 copy). The kernel alone is timed with TVM's time evaluator on the same arguments. Times are
 medians of interleaved rounds in one process.
 
-A second table compares a graph operator on torch tensors called eagerly
-(``ops.u_mul_e_sum(M, X, w)``) with the same call through its torch custom operator
-(``torch.ops.sparsetir.gspmm``, what ``torch.compile`` and ``torch.export`` run): the same
-kernel, so the difference is torch's dispatch of the operator.
+A second table compares graph operators on torch tensors called eagerly
+(``ops.u_mul_e_sum(M, X, w)``, ``ops.u_dot_v(M, X, Y)``) with the same calls through their
+torch custom operators (``torch.ops.sparsetir.gspmm``, ``gsddmm``: what ``torch.compile`` and
+``torch.export`` run): the same kernels, so the difference is torch's dispatch of the
+operator. It starts with a 16 x 16 graph of 8 features, where the kernel costs little; eager
+and operator calls alternate call by call and each row gives medians of up to ``--calls``
+calls. With ``TVM_NUM_THREADS=1`` (and torch on one thread) every call runs in the calling
+thread, which is timed by its own CPU time (``time.thread_time_ns``): what other processes on
+a loaded machine take does not count; otherwise wall time.
 
 Run: ``TVM_NUM_THREADS=2 .venv/bin/python benchmarks/call_overhead.py [--feat 32 128]
-[--graphs cora synthetic-arxiv]``
+[--graphs cora synthetic-arxiv]``; the dispatch alone:
+``TVM_NUM_THREADS=1 .venv/bin/python benchmarks/call_overhead.py --custom-ops-only
+--graphs cora --feat 32``
 """
 
 from __future__ import annotations
@@ -26,9 +33,11 @@ import argparse
 import os
 import platform
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -61,7 +70,17 @@ def main() -> None:
     parser.add_argument("--feat", type=int, nargs="+", default=[32, 128])
     parser.add_argument("--graphs", nargs="+", default=graph_names() + ["synthetic-arxiv"])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=4000,
+                        help="calls of each operator timed, at most (custom operator table)")
+    parser.add_argument("--budget", type=float, default=2.0,
+                        help="seconds of eager calls timed per row, at most (custom operator "
+                        "table)")
+    parser.add_argument("--custom-ops-only", action="store_true",
+                        help="only the custom operator table")
     args = parser.parse_args()
+    if args.custom_ops_only:
+        custom_operator_rows(args)
+        return
     from tvm.target.codegen import llvm_get_system_cpu
     print(f"SpMM call overhead on {platform.machine()} (LLVM cpu {llvm_get_system_cpu()}, "
           f"TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS')})")
@@ -96,29 +115,68 @@ def main() -> None:
 
 
 def custom_operator_rows(args) -> None:
-    """The eager graph operator against its torch custom operator (see the docstring)."""
+    """The eager graph operators against their torch custom operators (see the docstring)."""
     import torch  # pylint: disable=import-outside-toplevel
-    from sparsetir.ops.graph_tensors import graph_tensors
-    print(f"\n{'graph':16s} {'feat':>4s} {'eager ms':>9s} {'custom op ms':>12s} "
-          f"{'dispatch us':>11s}")
+    threads = os.environ.get("TVM_NUM_THREADS")
+    if threads == "1":        # every call runs in this thread: its CPU time, not the wall's
+        torch.set_num_threads(1)
+        clock, clock_name = time.thread_time_ns, "thread CPU time"
+    else:
+        clock, clock_name = time.perf_counter_ns, "wall time"
+    print(f"\nTorch custom operators, {clock_name}, median of up to {args.calls} calls each "
+          "(eager and operator alternated call by call)")
+    print(f"{'graph':16s} {'feat':>4s} {'operator':>8s} {'calls':>5s} {'eager us':>9s} "
+          f"{'custom op us':>12s} {'dispatch us':>11s}")
+    for name, A, feat in dispatch_cases(args):
+        for operator, (eager, custom) in operator_pairs(A, feat).items():
+            torch.testing.assert_close(custom(), eager())
+            calls = max(20, min(args.calls,
+                                int(args.budget / max(median_seconds(eager, 5), 1e-7))))
+            e, o = alternated_medians(eager, custom, calls, clock)
+            print(f"{name:16s} {feat:4d} {operator:>8s} {calls:5d} {e:9.1f} {o:12.1f} "
+                  f"{o - e:11.1f}", flush=True)
+
+
+def dispatch_cases(args):
+    """``(name, scipy matrix, features)``: a 16 x 16 graph with 8 features, where the kernel
+    costs little beside the dispatch, then the graphs and feature sizes asked for."""
+    yield "16x16", scipy.sparse.random(16, 16, density=0.25, format="csr", dtype=np.float32,
+                                       random_state=0), 8
     for feat in args.feat:
         for name in args.graphs:
-            M = sparsetir.ops.SparseMatrix(graph(name))
-            arrays = graph_tensors(M)
-            X = torch.randn(M.shape[1], feat)
-            w = arrays.data
-            eager = sparsetir.ops.u_mul_e_sum(M, X, w)
-            operator = torch.ops.sparsetir.gspmm(arrays.indptr, arrays.indices, "mul", "sum",
-                                                 X, w)[0]
-            torch.testing.assert_close(operator, eager)
-            eager_s, operator_s = [], []
-            for _ in range(args.rounds):       # interleaved, so machine noise hits both
-                eager_s.append(median_seconds(lambda: sparsetir.ops.u_mul_e_sum(M, X, w), 50))
-                operator_s.append(median_seconds(lambda: torch.ops.sparsetir.gspmm(
-                    arrays.indptr, arrays.indices, "mul", "sum", X, w), 50))
-            e, o = float(np.median(eager_s)), float(np.median(operator_s))
-            print(f"{name:16s} {feat:4d} {e * 1e3:9.4f} {o * 1e3:12.4f} {(o - e) * 1e6:11.1f}",
-                  flush=True)
+            yield name, graph(name), feat
+
+
+def operator_pairs(A, feat: int) -> dict:
+    """``{operator: (eager call, custom operator call)}`` on ``A`` with ``feat`` features:
+    ``u_mul_e_sum`` against ``gspmm``, ``u_dot_v`` against ``gsddmm``."""
+    import torch  # pylint: disable=import-outside-toplevel
+    from sparsetir.ops.graph_tensors import graph_tensors
+    M = sparsetir.ops.SparseMatrix(A)
+    arrays = graph_tensors(M)
+    X, Y = torch.randn(M.shape[1], feat), torch.randn(M.shape[0], feat)
+    w, ops = arrays.data, torch.ops.sparsetir
+    return {
+        "gspmm": (lambda: sparsetir.ops.u_mul_e_sum(M, X, w),
+                  lambda: ops.gspmm(arrays.indptr, arrays.indices, "mul", "sum", X, w)[0]),
+        "gsddmm": (lambda: sparsetir.ops.u_dot_v(M, X, Y),
+                   lambda: ops.gsddmm(arrays.indptr, arrays.indices, "dot", X, Y, "u", "v")),
+    }
+
+
+def alternated_medians(first, second, calls: int, clock) -> tuple:
+    """Median microseconds of ``calls`` calls of ``first`` and of ``second``, alternated call by
+    call (so load on the machine hits both alike), timed with ``clock`` (nanoseconds). Each
+    result is freed after the clock is read: freeing a large one (memory given back to the
+    system) is no part of the call."""
+    times = ([], [])
+    for _ in range(calls):
+        for call, kept in zip((first, second), times):
+            start = clock()
+            result = call()
+            kept.append(clock() - start)
+            del result
+    return tuple(float(np.median(kept)) / 1e3 for kept in times)
 
 
 if __name__ == "__main__":

@@ -71,12 +71,17 @@ def bandwidth(threads: int, mib: int = 128, repeat: int = 5) -> dict:
     return result
 
 
+def cpu_model() -> str:
+    """The CPU's model name from ``/proc/cpuinfo`` ("unknown" where there is none)."""
+    return _proc_field("/proc/cpuinfo", "model name")
+
+
 def describe(threads: int) -> dict:
     """CPU model, LLVM's name for the host CPU, cores, memory, library versions and bandwidth."""
     import tvm
 
     info = {
-        "cpu_model": _proc_field("/proc/cpuinfo", "model name"),
+        "cpu_model": cpu_model(),
         "cpu_vendor": _proc_field("/proc/cpuinfo", "vendor_id"),
         "llvm_cpu": str(tvm.target.codegen.llvm_get_system_cpu()),
         "cpus_usable": len(os.sched_getaffinity(0)),

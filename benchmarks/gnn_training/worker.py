@@ -85,9 +85,11 @@ def peak_memory() -> int:
 
 class Training:
     """``spec`` on ``task`` with ``framework`` in ``dtype``: ``epoch()`` trains one epoch and
-    returns its loss."""
+    returns its loss, the cross-entropy over ``train_nodes`` (every node when ``None``), with
+    Adam's ``weight_decay``; ``predictions()`` are the classes the network gives every node."""
 
-    def __init__(self, spec, framework, task, dtype=torch.float32, seed: int = 0):
+    def __init__(self, spec, framework, task, dtype=torch.float32, seed: int = 0,
+                 weight_decay: float = 0.0, train_nodes: np.ndarray | None = None):
         start = time.perf_counter()
         self.inputs = framework.inputs(task, dtype)
         self.setup_s = time.perf_counter() - start
@@ -99,7 +101,10 @@ class Training:
         self.framework, self.model = framework, framework.prepare(self.net)
         self.features = torch.from_numpy(task.features).to(dtype)
         self.labels = torch.from_numpy(task.labels)
-        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=LEARNING_RATE)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=LEARNING_RATE,
+                                          weight_decay=weight_decay)
+        self.train_nodes = (slice(None) if train_nodes is None
+                            else torch.from_numpy(np.asarray(train_nodes, np.int64)))
 
     def logits(self):
         return self.model(self.inputs, self.features)
@@ -107,10 +112,17 @@ class Training:
     def epoch(self) -> float:
         self.optimizer.zero_grad()
         with self.framework.forward_context():
-            loss = torch.nn.functional.cross_entropy(self.logits(), self.labels)
+            loss = torch.nn.functional.cross_entropy(self.logits()[self.train_nodes],
+                                                     self.labels[self.train_nodes])
         loss.backward()
         self.optimizer.step()
         return loss.item()
+
+    def predictions(self) -> np.ndarray:
+        """Each node's class (the argmax of its logits), from a forward in the context the
+        network trains in, without gradients."""
+        with torch.no_grad(), self.framework.forward_context():
+            return self.logits().argmax(1).numpy()
 
 
 def eager_check(framework, spec, task, losses: list, epochs: int) -> tuple:

@@ -82,6 +82,31 @@ def test_empty_rows_give_zero_and_out_is_written(matrix, dtype):
 
 
 @HALVES
+def test_out_written_in_place_is_safe(matrix, dtype):
+    """``out=`` is written by the kernel itself (no copy) only where that is safe: an ``out``
+    that is also the gathered operand still gets ``A @ X`` of X's old values, and a write into
+    a tensor autograd saved is still caught at backward, as torch's ``copy_`` would be."""
+    square = scipy.sparse.random(COLS, COLS, density=0.2, format="csr", dtype=np.float32,
+                                 random_state=4)
+    S = ops.SparseMatrix(square)
+    x = _rounded((COLS, FEAT), dtype, 11)
+    M, _ = matrix
+    y = _rounded((ROWS, FEAT), dtype, 12)
+    w = torch.randn(ROWS, FEAT, dtype=dtype, requires_grad=True)
+    loss = (w * y).sum()                                             # saves y for backward
+    with torch.autocast("cpu", dtype=dtype):                         # a half result
+        expected = ops.spmm(S, x.clone())
+        assert torch.equal(ops.spmm(S, x, out=x), expected)       # out is X
+        ops.spmm(M, _rounded((COLS, FEAT), dtype, 13), out=y)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    values = torch.full((M.nnz,), float("nan"), dtype=dtype)
+    a, b = _rounded((ROWS, FEAT), dtype, 14), _rounded((COLS, FEAT), dtype, 15)
+    assert ops.sddmm(M, a, b, out=values) is values
+    assert torch.equal(values, ops.sddmm(M, a, b))
+
+
+@HALVES
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "copy_lhs", "copy_rhs"])
 @pytest.mark.parametrize("reducer", ["sum", "max", "min", "mean"])
 def test_gspmm_is_the_float32_result_rounded_once(matrix, dtype, op, reducer):

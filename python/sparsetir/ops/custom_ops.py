@@ -1,10 +1,11 @@
 """``sparsetir.ops`` as torch custom operators, for ``torch.compile`` and ``torch.export``.
 
-Each operator is ``torch.ops.sparsetir.<name>``, defined with ``torch.library.custom_op``: its
-kernel is the compiled kernel ``sparsetir.ops`` calls in eager mode, its fake implementation
-gives the result's shape and dtype from the operands' (so tracing runs nothing), and its
-backward, registered with ``register_autograd``, is a second operator that runs the backward
-pass of ``autograd`` (the same compiled kernels). A matrix reaches an operator as its
+Each operator is ``torch.ops.sparsetir.<name>``, defined with ``torch.library.custom_op``
+(``cpu_dispatch.custom_operator``, which gives CPU calls a short path through torch's
+dispatcher): its kernel is the compiled kernel ``sparsetir.ops`` calls in eager mode, its fake
+implementation gives the result's shape and dtype from the operands' (so tracing runs
+nothing), and its backward, registered with ``register_autograd``, is a second operator that
+runs the backward pass of ``autograd`` (the same compiled kernels). A matrix reaches an operator as its
 ``indptr`` and ``indices`` tensors (``graph_tensors``), which find the ``SparseMatrix`` with
 its bound kernels and transpose when the operator runs.
 
@@ -53,8 +54,9 @@ from torch import Tensor
 
 from . import typed
 from .autograd import GSDDMM, EdgeSoftmax, GSpMM
+from .cpu_dispatch import custom_operator
 from .dtypes import check_dtype, dtype_name
-from .generic import kernel_dtypes
+from .generic import edge_softmax_values, gsddmm_values, gspmm_values, kernel_dtypes
 from .graph_ops import (gsddmm_operands, gsddmm_read, gspmm_operands, gspmm_read,
                         segments_matrix)
 from .graph_tensors import LIVE
@@ -82,8 +84,9 @@ def matrix_of(indptr, indices, num_src: int | None = None):
     matrix = None if found is None else found()
     if matrix is not None:
         own = matrix._graph_tensors          # pylint: disable=protected-access
-        if own is not None and own.indptr.data_ptr() == key[0] \
-                and own.indices.data_ptr() == key[1] and own.indptr.numel() == indptr.numel():
+        if own is not None and (own.indptr is indptr and own.indices is indices or (
+                own.indptr.data_ptr() == key[0] and own.indices.data_ptr() == key[1]
+                and own.indptr.numel() == indptr.numel())):
             return matrix
     if num_src is None:
         num_src = int(indices.max()) + 1 if indices.numel() else 0
@@ -128,7 +131,8 @@ class _Context:
 
 def _fresh(result: Tensor, *inputs) -> Tensor:
     """``result``, copied where it shares memory with an input (an operator's outputs may not
-    alias its inputs)."""
+    alias its inputs, and ``cpu_dispatch`` does not check it at run time). The forward
+    operators need none: ``gspmm_values`` and ``gsddmm_values`` return new tensors."""
     shared = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, Tensor)}
     return result.clone() if result.untyped_storage().data_ptr() in shared else result
 
@@ -156,6 +160,21 @@ def _out_dtype(lhs, rhs, dtype: Optional[str]) -> torch.dtype:
     return getattr(torch, kernel_dtypes(lhs, rhs, dtype)[1])
 
 
+def _checked(dtype: Optional[str]) -> Optional[str]:
+    """``dtype``, refused by name unless None or a dtype the kernels compute in."""
+    if dtype is not None:
+        check_dtype("dtype", dtype)
+    return dtype
+
+
+def _reduced(matrix, op: str, reduce_op: str, lhs, rhs, dtype: Optional[str]) -> tuple:
+    """``gspmm_values``'s ``(out, arg)`` over checked operands as the forward operators
+    return them: ``arg`` empty where the reduction records none (sum, mean)."""
+    out, arg = gspmm_values(matrix, op, reduce_op, lhs, rhs, record_arg=True,
+                            dtype=_checked(dtype))
+    return out, arg if arg is not None else out.new_empty(0, dtype=torch.int32)
+
+
 def _contiguous(*tensors):
     return tuple(None if t is None else t.contiguous() for t in tensors)
 
@@ -172,18 +191,14 @@ def _features(lhs, rhs, trim: int = 0) -> tuple:
 
 # ---------------------------------------------------------------------------------- gspmm
 
-@torch.library.custom_op("sparsetir::gspmm", mutates_args=())
+@custom_operator("sparsetir::gspmm")
 def gspmm(indptr: Tensor, indices: Tensor, op: str, reduce_op: str, lhs: Optional[Tensor],
           rhs: Optional[Tensor], dtype: Optional[str] = None) -> tuple[Tensor, Tensor]:
     """``ops.gspmm`` over the CSR tensors ``indptr``, ``indices``; ``(out, arg)``, ``out`` of
     ``dtype`` (None: the operands')."""
     matrix = matrix_of(indptr, indices, _rows(lhs))
     lhs, rhs = gspmm_operands(matrix, op, reduce_op, lhs, rhs)
-    _out_dtype(lhs, rhs, dtype)
-    ctx = _Context(_NO_GRAD + (True, True))
-    out = GSpMM.forward(ctx, matrix, op, reduce_op, lhs, rhs, dtype)
-    arg = ctx.arg if ctx.arg is not None else out.new_empty((0,), dtype=torch.int32)
-    return _fresh(out, lhs, rhs), arg
+    return _reduced(matrix, op, reduce_op, lhs, rhs, dtype)
 
 
 @gspmm.register_fake
@@ -196,7 +211,7 @@ def _(indptr, indices, op, reduce_op, lhs, rhs, dtype=None):
     return out, sample.new_empty(recorded, dtype=torch.int32)
 
 
-@torch.library.custom_op("sparsetir::gspmm_backward", mutates_args=())
+@custom_operator("sparsetir::gspmm_backward")
 def gspmm_backward(indptr: Tensor, indices: Tensor, op: str, reduce_op: str,
                    lhs: Optional[Tensor], rhs: Optional[Tensor], arg: Tensor, grad: Tensor,
                    needs: list[bool]) -> tuple[Tensor, Tensor]:
@@ -244,7 +259,7 @@ def _source_rows(lhs, rhs, lhs_target: str, rhs_target: str) -> Optional[int]:
     return None
 
 
-@torch.library.custom_op("sparsetir::gsddmm", mutates_args=())
+@custom_operator("sparsetir::gsddmm")
 def gsddmm(indptr: Tensor, indices: Tensor, op: str, lhs: Optional[Tensor],
            rhs: Optional[Tensor], lhs_target: str, rhs_target: str,
            dtype: Optional[str] = None) -> Tensor:
@@ -252,10 +267,7 @@ def gsddmm(indptr: Tensor, indices: Tensor, op: str, lhs: Optional[Tensor],
     (None: the operands')."""
     matrix = matrix_of(indptr, indices, _source_rows(lhs, rhs, lhs_target, rhs_target))
     lhs, rhs = gsddmm_operands(matrix, op, lhs, rhs, lhs_target, rhs_target)
-    _out_dtype(lhs, rhs, dtype)
-    ctx = _Context(_NO_GRAD[:2] + (True, True))
-    return _fresh(GSDDMM.forward(ctx, matrix, op, lhs, rhs, lhs_target, rhs_target, dtype),
-                  lhs, rhs)
+    return gsddmm_values(matrix, op, lhs, rhs, lhs_target, rhs_target, _checked(dtype))
 
 
 @gsddmm.register_fake
@@ -267,7 +279,7 @@ def _(indptr, indices, op, lhs, rhs, lhs_target, rhs_target, dtype=None):
     return sample.new_empty(shape, dtype=_out_dtype(lhs, rhs, dtype))
 
 
-@torch.library.custom_op("sparsetir::gsddmm_backward", mutates_args=())
+@custom_operator("sparsetir::gsddmm_backward")
 def gsddmm_backward(indptr: Tensor, indices: Tensor, op: str, lhs: Optional[Tensor],
                     rhs: Optional[Tensor], out: Tensor, lhs_target: str, rhs_target: str,
                     grad: Tensor, needs: list[bool]) -> tuple[Tensor, Tensor]:
@@ -306,12 +318,12 @@ gsddmm.register_autograd(_gsddmm_grad, setup_context=_gsddmm_setup)
 
 # --------------------------------------------------------------------------- edge_softmax
 
-@torch.library.custom_op("sparsetir::edge_softmax", mutates_args=())
+@custom_operator("sparsetir::edge_softmax")
 def edge_softmax(indptr: Tensor, indices: Tensor, logits: Tensor) -> Tensor:
     """``ops.edge_softmax`` over the CSR tensors ``indptr``, ``indices``."""
     matrix = matrix_of(indptr, indices)
     (logits,) = gspmm_operands(matrix, "copy_rhs", "sum", None, logits)[1:]
-    return _fresh(EdgeSoftmax.forward(_Context((False, False)), matrix, logits), logits)
+    return edge_softmax_values(matrix, logits)
 
 
 @edge_softmax.register_fake
@@ -319,7 +331,7 @@ def _(indptr, indices, logits):
     return torch.empty_like(logits)
 
 
-@torch.library.custom_op("sparsetir::edge_softmax_backward", mutates_args=())
+@custom_operator("sparsetir::edge_softmax_backward")
 def edge_softmax_backward(indptr: Tensor, indices: Tensor, scores: Tensor,
                           grad: Tensor) -> Tensor:
     """The gradient of ``edge_softmax``'s logits given its result ``scores``."""
@@ -346,17 +358,13 @@ edge_softmax.register_autograd(_edge_softmax_grad, setup_context=_edge_softmax_s
 
 # ------------------------------------------------------------------------- segment_reduce
 
-@torch.library.custom_op("sparsetir::segment_reduce", mutates_args=())
+@custom_operator("sparsetir::segment_reduce")
 def segment_reduce(seglen: Tensor, value: Tensor, reducer: str,
                    dtype: Optional[str] = None) -> tuple[Tensor, Tensor]:
     """``ops.segment_reduce``; ``(out, arg)`` as ``gspmm``'s."""
     matrix = segments_matrix(seglen, value, reducer)
     (value,) = gspmm_operands(matrix, "copy_lhs", reducer, value, None)[:1]
-    _out_dtype(value, None, dtype)
-    ctx = _Context(_NO_GRAD + (True, False))
-    out = GSpMM.forward(ctx, matrix, "copy_lhs", reducer, value, None, dtype)
-    arg = ctx.arg if ctx.arg is not None else out.new_empty((0,), dtype=torch.int32)
-    return _fresh(out, value), arg
+    return _reduced(matrix, "copy_lhs", reducer, value, None, dtype)
 
 
 @segment_reduce.register_fake
@@ -367,7 +375,7 @@ def _(seglen, value, reducer, dtype=None):
     return out, value.new_empty(recorded, dtype=torch.int32)
 
 
-@torch.library.custom_op("sparsetir::segment_reduce_backward", mutates_args=())
+@custom_operator("sparsetir::segment_reduce_backward")
 def segment_reduce_backward(seglen: Tensor, value: Tensor, reducer: str, arg: Tensor,
                             grad: Tensor) -> Tensor:
     """The gradient of ``segment_reduce``'s ``value``."""
@@ -398,13 +406,13 @@ segment_reduce.register_autograd(_segment_reduce_grad, setup_context=_segment_re
 
 # ----------------------------------------------------------------- gather_mm, segment_mm
 
-@torch.library.custom_op("sparsetir::gather_mm", mutates_args=())
+@custom_operator("sparsetir::gather_mm")
 def gather_mm(a: Tensor, b: Tensor, idx_b: Tensor, dtype: Optional[str] = None) -> Tensor:
     """``ops.gather_mm``, the result in ``dtype`` (None: the operands')."""
     return _fresh(typed.typed_product(a, b, idx_b, False, dtype), a, b)
 
 
-@torch.library.custom_op("sparsetir::segment_mm", mutates_args=())
+@custom_operator("sparsetir::segment_mm")
 def segment_mm(a: Tensor, b: Tensor, seglen_a: Tensor, dtype: Optional[str] = None) -> Tensor:
     """``ops.segment_mm``, the result in ``dtype`` (None: the operands')."""
     return _fresh(typed.typed_product(a, b, seglen_a, True, dtype), a, b)
@@ -419,7 +427,7 @@ gather_mm.register_fake(_typed_fake)
 segment_mm.register_fake(_typed_fake)
 
 
-@torch.library.custom_op("sparsetir::typed_mm_backward", mutates_args=())
+@custom_operator("sparsetir::typed_mm_backward")
 def typed_mm_backward(a: Tensor, b: Tensor, relations: Tensor, segments: bool, grad: Tensor,
                       needs: list[bool]) -> tuple[Tensor, Tensor]:
     """The gradients of ``gather_mm``'s (``segments`` False: ``relations`` is ``idx_b``) or

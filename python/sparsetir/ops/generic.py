@@ -46,13 +46,40 @@ def kernel_dtypes(lhs, rhs, dtype: str | None = None):
     return (out if len(set(names)) == 1 else tuple(names)), out
 
 
-def new_like(like, shape: tuple, dtype: str | None = None):
-    """An uninitialised array of ``like``'s kind (numpy or torch) and dtype (or ``dtype``)."""
+def new_like(like, shape: tuple, dtype: str | None = None, out=None, operands: tuple = ()):
+    """An uninitialised array of ``like``'s kind (numpy or torch) and dtype (or ``dtype``):
+    ``out`` itself where it can take the result as it is (``writes_into``, against the
+    ``operands`` the kernel reads)."""
     dtype = dtype or dtype_name(like)
+    if out is not None and writes_into(out, like, shape, dtype, operands):
+        return out
     if is_torch(like):
         import torch  # pylint: disable=import-outside-toplevel
         return torch.empty(shape, dtype=getattr(torch, dtype))
     return np.empty(shape, dtype)
+
+
+def writes_into(out, like, shape: tuple, dtype: str, operands: tuple) -> bool:
+    """Whether a kernel can write its result of ``shape`` and ``dtype`` straight into ``out``
+    (a caller's ``out=``) instead of a fresh array copied there: same kind as ``like``, that
+    dtype and shape, contiguous, not tracked by autograd (torch records a write into such a
+    tensor, which ``copy_`` does), and sharing no memory with an operand the kernel reads.
+
+    >>> import numpy as np
+    >>> x, out = np.ones((4, 2), np.float32), np.empty((4, 2), np.float32)
+    >>> writes_into(out, x, (4, 2), "float32", (x,)), writes_into(x, x, (4, 2), "float32", (x,))
+    (True, False)
+    """
+    if type(out) is not type(like) or dtype_name(out) != dtype or tuple(out.shape) != shape:
+        return False
+    if is_torch(out):
+        if out.requires_grad or not out.is_contiguous() or out.device.type != "cpu":
+            return False
+        start = out.untyped_storage().data_ptr()
+        return all(operand is None or operand.untyped_storage().data_ptr() != start
+                   for operand in operands)
+    return out.flags.c_contiguous and out.flags.writeable and not any(
+        operand is not None and np.may_share_memory(out, operand) for operand in operands)
 
 
 def _blocked(array, rows: int, sizes: tuple, full: tuple):
@@ -85,19 +112,20 @@ def _feature_shape(array):
 
 
 def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = False,
-                 dtype: str | None = None):
+                 dtype: str | None = None, out=None):
     """``(out, arg)``: ``out[v] = reduce_op over in-edges e = (u, v) of op(lhs[u], rhs[e])``
     (0 where ``v`` has no in-edge), and for ``max``/``min`` with ``record_arg`` the edge
     that gave each value (int32; ``nnz`` for no edge), else None.
 
     ``lhs`` (num_src, *F) and ``rhs`` (nnz, *F), either None when ``op`` does not read it:
     contiguous arrays of one kind, checked by the caller. ``out`` has ``dtype`` (by default
-    the operands', ``dtypes.result_dtype``)."""
+    the operands', ``dtypes.result_dtype``), written into ``out`` where that can hold it as
+    it is (``writes_into``), else into a new array."""
     sample = lhs if lhs is not None else rhs
     kernel_dtype, dtype = kernel_dtypes(lhs, rhs, dtype)
     plan = feature_blocks(_feature_shape(lhs), _feature_shape(rhs))
     m, n = matrix.shape
-    out = new_like(sample, (m,) + plan.shape, dtype)
+    out = new_like(sample, (m,) + plan.shape, dtype, out, (lhs, rhs))
     reduction = "sum" if reduce_op == "mean" else reduce_op
     if not math.prod(out.shape):        # no destination or no feature: nothing to compute
         return out, (new_like(sample, out.shape, "int32") if reduction in ("max", "min")
@@ -130,10 +158,11 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
 
 
 def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: str = "v",
-                  dtype: str | None = None):
+                  dtype: str | None = None, out=None):
     """``out[e] = op(lhs[lhs_target(e)], rhs[rhs_target(e)])`` for every edge ``e = (u, v)``
     (for ``dot``, summed over the last dimension, kept as size 1), shape (nnz, *F).
-    Operands and ``dtype`` as ``gspmm_values`` takes them, with the rows of their targets."""
+    Operands, ``dtype`` and ``out`` as ``gspmm_values`` takes them, with the rows of their
+    targets."""
     sample = lhs if lhs is not None else rhs
     kernel_dtype, dtype = kernel_dtypes(lhs, rhs, dtype)
     dot = op == "dot"
@@ -143,7 +172,8 @@ def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: 
     plan = feature_blocks(lhs_shape, rhs_shape)
     rows = {"u": matrix.shape[1], "v": matrix.shape[0], "e": matrix.nnz}
     tail = ((lhs.shape[-1],) if dot else ())
-    out = new_like(sample, (matrix.nnz,) + plan.shape + ((1,) if dot else ()), dtype)
+    out = new_like(sample, (matrix.nnz,) + plan.shape + ((1,) if dot else ()), dtype, out,
+                   (lhs, rhs))
     if not math.prod(out.shape):        # no edge or no feature: nothing to compute
         return out
     operands = []

@@ -140,11 +140,14 @@ def as_graph(M) -> SparseMatrix:
     return as_sparse_matrix(M, "M").edge_matrix()
 
 
-def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data):
+def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data,
+                  out=None):
     """``gspmm`` over ``matrix``'s stored entries, which may sum parallel edges (``spmm``'s
-    weights then count them)."""
+    weights then count them); without autograd, written into ``out`` where it can hold the
+    result as it is (``generic.writes_into``)."""
     lhs, rhs = gspmm_operands(matrix, op, reduce_op, lhs_data, rhs_data)
-    return _run(lambda m, o, r, x, e, d: gspmm_values(m, o, r, x, e, dtype=d)[0], "GSpMM",
+    return _run(lambda m, o, r, x, e, d: gspmm_values(m, o, r, x, e, dtype=d, out=out)[0],
+                "GSpMM",
                 matrix, op, reduce_op, lhs, rhs, autocast_result(lhs, rhs))
 
 
@@ -206,11 +209,11 @@ def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
 
 
 def gsddmm_entries(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target: str = "u",
-                   rhs_target: str = "v"):
+                   rhs_target: str = "v", out=None):
     """``gsddmm`` over ``matrix``'s stored entries, which may sum parallel edges (``sddmm``
-    gives each of them its entry's value)."""
+    gives each of them its entry's value); ``out`` as ``gspmm_entries`` takes it."""
     lhs, rhs = gsddmm_operands(matrix, op, lhs_data, rhs_data, lhs_target, rhs_target)
-    return _run(gsddmm_values, "GSDDMM", matrix, op, lhs, rhs, lhs_target, rhs_target,
+    return _run(lambda *args: gsddmm_values(*args, out=out), "GSDDMM", matrix, op, lhs, rhs, lhs_target, rhs_target,
                 autocast_result(lhs, rhs) if op == "dot" else None)
 
 

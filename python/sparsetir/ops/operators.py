@@ -20,7 +20,7 @@ from .arrays import (DenseOperand, check_output, check_tensor, new_array, reorde
 from ..driver.build_module import build
 from ..driver.background import remembered
 from .kernels import tiled_kernels
-from .graph_tensors import tracing
+from .graph_tensors import graph_tensors, tracing
 from .matrix import SparseMatrix, as_sparse_matrix
 from .alignment import gather_ready
 from .plain import PlainCSR
@@ -324,8 +324,8 @@ def _graph_matrix(A, X):
     values = matrix.edge_values()
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(X, torch.Tensor):
-        if not isinstance(values, torch.Tensor):
-            values = torch.from_numpy(np.array(values))
+        if not isinstance(values, torch.Tensor):        # the private data: its tensor copy
+            values = graph_tensors(matrix).data
     elif not isinstance(values, np.ndarray):
         values = values.detach().numpy()
     return matrix, values
@@ -337,12 +337,12 @@ def _spmm_graph(A, X, out, weighted: bool):
     _check_torch_operands(X=X, out=out)
     matrix, values = _graph_matrix(A, X)
     if weighted:
-        result = gspmm_entries(matrix, "mul", "sum", X, values)
+        result = gspmm_entries(matrix, "mul", "sum", X, values, out)
     elif matrix.multiplicity is not None:     # parallel edges: each counts, as in copy_u_sum
         result = gspmm_entries(matrix, "mul", "sum", X, _like(X, matrix.multiplicity.astype(
-            matrix.dtype)))
+            matrix.dtype)), out)
     else:
-        result = gspmm_entries(matrix, "copy_lhs", "sum", X, None)
+        result = gspmm_entries(matrix, "copy_lhs", "sum", X, None, out)
     return _written(result, out)
 
 
@@ -352,9 +352,10 @@ def _sddmm_graph(A, X, Y, out):
     _check_torch_operands(X=X, Y=Y, out=out)
     matrix, _ = _graph_matrix(A, X)
     vector = getattr(X, "ndim", 2) == 1
-    result = gsddmm_entries(matrix, "dot", Y.reshape(-1, 1) if vector else Y,
-                    X.reshape(-1, 1) if vector else X, "u", "v").reshape(-1)
     order = None if isinstance(A, SparseMatrix) else matrix.source_order
+    into = out.reshape(-1, 1) if order is None and getattr(out, "ndim", 0) == 1 else None
+    result = gsddmm_entries(matrix, "dot", Y.reshape(-1, 1) if vector else Y,
+                            X.reshape(-1, 1) if vector else X, "u", "v", out=into).reshape(-1)
     if order is not None:
         result = result[_like(result, order)]
     return _written(result, out)
@@ -392,7 +393,8 @@ def _written(result, out):
         if out.is_leaf and out.requires_grad and torch.is_grad_enabled():
             raise SparseTIRValueError("out is a leaf tensor that requires grad, which torch "
                                       "does not let an operation write into; pass no out=")
-        out.copy_(result)
-    else:
+        if result.data_ptr() != out.data_ptr():        # not computed in place (writes_into)
+            out.copy_(result)
+    elif not np.shares_memory(result, out):
         out[...] = result
     return out

@@ -385,6 +385,8 @@ def _torch_as_numpy(args: tuple):
     arrays, found = [], False
     for value in args:
         if type(value) is torch.Tensor:
+            if value.dtype is torch.bfloat16:    # numpy has none; the C path takes no bfloat16
+                return None
             try:      # a functorch or sparse tensor has no pointer or storage to read
                 if not value.data_ptr() or outgrows_storage(value):   # numpy() would not see it
                     return None
