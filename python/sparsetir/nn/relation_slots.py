@@ -42,6 +42,7 @@ from torch import Tensor
 
 from ..errors import SparseTIRTypeError
 from ..ops import SparseMatrix
+from ..ops.cpu_dispatch import custom_operator
 from ..ops.custom_ops import matrix_of, remember_matrix
 from ..ops.dtypes import autocast_result
 from ..ops.graph_tensors import graph_tensors
@@ -71,7 +72,7 @@ def slot_messages(linear, M, feat: Tensor, etypes, norm) -> Tensor:
                                      "sum", x, rhs, autocast_result(x, rhs))[0]
 
 
-@torch.library.custom_op("sparsetir::relation_slots", mutates_args=())
+@custom_operator("sparsetir::relation_slots")
 def relation_slots(indptr: Tensor, indices: Tensor, etypes: Tensor, num_src: int,
                    num_rels: int) -> tuple[Tensor, Tensor]:
     """``(slots, order)`` (int32, int64) of a CSR matrix (``indptr``, ``indices``, ``num_src``
