@@ -101,7 +101,7 @@ def _lane_choices(feat_size: int) -> tuple:
     widest = spmm_lanes(feat_size)
     if widest == 1:
         return (0,)
-    return tuple(lanes for lanes in (16, 32, 64) if lanes <= widest and feat_size % lanes == 0) \
+    return tuple(lanes for lanes in (16, 32, 64, 128) if lanes <= widest and feat_size % lanes == 0) \
         or (widest,)
 
 
