@@ -52,12 +52,12 @@ def prefetches(mod):
     return groups
 
 
-@pytest.mark.parametrize("name, feat, lines", [("spmm", 128, 4), ("spmm", 32, 2),
+@pytest.mark.parametrize("name, feat, lines", [("spmm", 128, 8), ("spmm", 32, 2),
                                                ("sddmm", 64, 4), ("sddmm", 128, 8)])
 def test_one_prefetch_per_cache_line_of_the_gathered_row(name, feat, lines):
     (group,) = prefetches(lowered(annotated(name, feat, 8)))
     condition, count = group
-    assert count == lines     # spmm: a 64-lane register tile per pass; sddmm: the whole row
+    assert count == lines     # spmm: a 128-lane register tile per pass; sddmm: the whole row
     assert "+ 8 <" in str(condition) and "nnz" in str(condition)
 
 
