@@ -107,6 +107,36 @@ def test_out_written_in_place_is_safe(matrix, dtype):
 
 
 @HALVES
+@pytest.mark.parametrize("weighted", [True, False])
+def test_repeated_calls_into_out_are_prepared(matrix, dtype, weighted):
+    """A second autocast ``spmm`` of the same kind into ``out`` runs the kernel the first one
+    prepared (``operators._call_prepared_half``), with the same result; an operand that
+    requires grad still gets its gradient, and a call without autocast is a call of its own."""
+    M = ops.SparseMatrix(scipy.sparse.csr_matrix(matrix[1].numpy()))   # no call prepared yet
+    x = _rounded((COLS, FEAT), dtype, 16)
+    out = torch.full((ROWS, FEAT), float("nan"), dtype=dtype)
+    with torch.autocast("cpu", dtype=dtype):
+        first = ops.spmm(M, x, out=out, weighted=weighted).clone()
+        calls = len(M.calls)
+        out.fill_(float("nan"))
+        assert ops.spmm(M, x, out=out, weighted=weighted) is out
+    assert calls >= 1 and len(M.calls) == calls and torch.equal(out, first)
+    xg = x.clone().requires_grad_()
+    with torch.autocast("cpu", dtype=dtype):
+        tracked = ops.spmm(M, xg, weighted=weighted)
+    tracked.float().sum().backward()
+    dense = matrix[1] if weighted else (matrix[1] != 0).float()
+    torch.testing.assert_close(xg.grad.float(), dense.sum(0).reshape(-1, 1).expand(COLS, FEAT),
+                               rtol=2 * UNIT_ROUNDOFF[dtype], atol=1e-3)
+    if weighted:                    # without autocast, A's float32 values give float32
+        with pytest.raises(SparseTIRTypeError):
+            ops.spmm(M, x, out=out, weighted=weighted)
+    else:                           # the pattern alone keeps X's dtype: the same sums
+        out.fill_(float("nan"))
+        assert torch.equal(ops.spmm(M, x, out=out, weighted=weighted), first)
+
+
+@HALVES
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "copy_lhs", "copy_rhs"])
 @pytest.mark.parametrize("reducer", ["sum", "max", "min", "mean"])
 def test_gspmm_is_the_float32_result_rounded_once(matrix, dtype, op, reducer):

@@ -112,7 +112,7 @@ def _feature_shape(array):
 
 
 def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = False,
-                 dtype: str | None = None, out=None):
+                 dtype: str | None = None, out=None, prepare: tuple | None = None):
     """``(out, arg)``: ``out[v] = reduce_op over in-edges e = (u, v) of op(lhs[u], rhs[e])``
     (0 where ``v`` has no in-edge), and for ``max``/``min`` with ``record_arg`` the edge
     that gave each value (int32; ``nnz`` for no edge), else None.
@@ -120,12 +120,15 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
     ``lhs`` (num_src, *F) and ``rhs`` (nnz, *F), either None when ``op`` does not read it:
     contiguous arrays of one kind, checked by the caller. ``out`` has ``dtype`` (by default
     the operands', ``dtypes.result_dtype``), written into ``out`` where that can hold it as
-    it is (``writes_into``), else into a new array."""
+    it is (``writes_into``), else into a new array. With ``prepare`` (a key), a sum written
+    into ``out`` from 2-D ``lhs`` and 1-D or no ``rhs`` leaves ``matrix.calls[prepare] = (bound
+    kernel, rhs)``: a later call of the same kind may run that kernel on ``(lhs, rhs, out)``
+    (``rhs`` left out when None) through ``BoundKernel.call_fast``."""
     sample = lhs if lhs is not None else rhs
     kernel_dtype, dtype = kernel_dtypes(lhs, rhs, dtype)
     plan = feature_blocks(_feature_shape(lhs), _feature_shape(rhs))
     m, n = matrix.shape
-    out = new_like(sample, (m,) + plan.shape, dtype, out, (lhs, rhs))
+    given, out = out, new_like(sample, (m,) + plan.shape, dtype, out, (lhs, rhs))
     reduction = "sum" if reduce_op == "mean" else reduce_op
     if not math.prod(out.shape):        # no destination or no feature: nothing to compute
         return out, (new_like(sample, out.shape, "int32") if reduction in ("max", "min")
@@ -139,8 +142,12 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
     result = out.reshape((m,) + plan.sizes)
     key = (op, reduction, kernel_dtype) + blocks
     prefetch = 0 if lhs is None else prefetch_distance(n, lhs[:1].nbytes // 4)
-    _bound(matrix, ("gspmm",) + key + (prefetch,), lambda: gspmm_kernel(*key),
-           lambda mod: schedule_gspmm_cpu(mod, prefetch=prefetch))(*operands, result)
+    bound = _bound(matrix, ("gspmm",) + key + (prefetch,), lambda: gspmm_kernel(*key),
+                   lambda mod: schedule_gspmm_cpu(mod, prefetch=prefetch))
+    bound(*operands, result)
+    if prepare is not None and out is given and reduce_op == "sum" and lhs is not None \
+            and lhs.ndim == 2 and (rhs is None or rhs.ndim == 1):
+        matrix.calls[prepare] = (bound, rhs)
     arg = None
     if reduction in ("max", "min") and record_arg:
         arg = new_like(sample, out.shape, "int32")

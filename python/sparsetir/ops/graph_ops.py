@@ -141,12 +141,14 @@ def as_graph(M) -> SparseMatrix:
 
 
 def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data,
-                  out=None):
+                  out=None, prepare: tuple | None = None):
     """``gspmm`` over ``matrix``'s stored entries, which may sum parallel edges (``spmm``'s
     weights then count them); without autograd, written into ``out`` where it can hold the
-    result as it is (``generic.writes_into``)."""
+    result as it is (``generic.writes_into``), the call prepared under ``prepare``
+    (``generic.gspmm_values``)."""
     lhs, rhs = gspmm_operands(matrix, op, reduce_op, lhs_data, rhs_data)
-    return _run(lambda m, o, r, x, e, d: gspmm_values(m, o, r, x, e, dtype=d, out=out)[0],
+    return _run(lambda m, o, r, x, e, d: gspmm_values(m, o, r, x, e, dtype=d, out=out,
+                                                      prepare=prepare)[0],
                 "GSpMM",
                 matrix, op, reduce_op, lhs, rhs, autocast_result(lhs, rhs))
 

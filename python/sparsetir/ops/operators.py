@@ -132,7 +132,8 @@ def spmm(A, X, out=None, weighted: bool = True):
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.spmm(A, X, out, weighted)
     if _needs_graph_ops(A, X, out):
-        return _spmm_graph(A, X, out, weighted)
+        result = _call_prepared_half(A, X, out, weighted)
+        return result if result is not None else _spmm_graph(A, X, out, weighted)
     X = gather_ready(X, _nonzeros(A))      # gathered rows on cache lines (ops.alignment)
     name = "spmm" if weighted else "spmm_unweighted"
     key = (name, type(X), getattr(X, "shape", None))
@@ -336,14 +337,45 @@ def _spmm_graph(A, X, out, weighted: bool):
     from .graph_ops import gspmm_entries  # pylint: disable=import-outside-toplevel
     _check_torch_operands(X=X, out=out)
     matrix, values = _graph_matrix(A, X)
+    prepare = _half_key(X, out, weighted) if type(A) is SparseMatrix \
+        and matrix.values is matrix.data else None
     if weighted:
-        result = gspmm_entries(matrix, "mul", "sum", X, values, out)
+        result = gspmm_entries(matrix, "mul", "sum", X, values, out, prepare)
     elif matrix.multiplicity is not None:     # parallel edges: each counts, as in copy_u_sum
         result = gspmm_entries(matrix, "mul", "sum", X, _like(X, matrix.multiplicity.astype(
             matrix.dtype)), out)
     else:
-        result = gspmm_entries(matrix, "copy_lhs", "sum", X, None, out)
+        result = gspmm_entries(matrix, "copy_lhs", "sum", X, None, out, prepare)
     return _written(result, out)
+
+
+def _half_key(X, out, weighted: bool):
+    """The key of a half-precision torch call of ``spmm`` into ``out`` that a later one may
+    repeat (``_call_prepared_half``): the operands' dtypes and shapes and autocast's dtype;
+    None for any other call."""
+    torch = sys.modules.get("torch")
+    if torch is None or type(X) is not torch.Tensor or type(out) is not torch.Tensor \
+            or X.dtype not in (torch.bfloat16, torch.float16) or X.dim() != 2:
+        return None
+    return ("spmm_half", weighted, X.dtype, tuple(X.shape), out.dtype, tuple(out.shape),
+            autocast_dtype())
+
+
+def _call_prepared_half(A, X, out, weighted: bool):
+    """``out``, computed by the kernel an earlier call of the same key prepared
+    (``_half_key``: bfloat16 or float16 torch operands, no autograd), or None, with nothing
+    run, when there is none or the arrays are not the common kind (``BoundKernel.call_fast``
+    refuses operands that require grad, are not contiguous or overlap the output). Skips the
+    general path's per-call checks (50-80 us), which the first call made."""
+    if type(A) is not SparseMatrix or out is None or not A.calls:
+        return None
+    key = _half_key(X, out, weighted)
+    entry = A.calls.get(key) if key is not None else None
+    if entry is None:
+        return None
+    bound, values = entry
+    operands = (X, out) if values is None else (X, values, out)
+    return out if bound.call_fast(operands) else None
 
 
 def _sddmm_graph(A, X, Y, out):
