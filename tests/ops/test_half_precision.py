@@ -121,6 +121,12 @@ def test_repeated_calls_into_out_are_prepared(matrix, dtype, weighted):
         out.fill_(float("nan"))
         assert ops.spmm(M, x, out=out, weighted=weighted) is out
     assert calls >= 1 and len(M.calls) == calls and torch.equal(out, first)
+    w = torch.zeros(ROWS, FEAT, dtype=dtype, requires_grad=True)
+    tracked_out = w * 1                                  # a tensor of a graph: the write is
+    with torch.autocast("cpu", dtype=dtype):            # recorded, its old history cut
+        ops.spmm(M, x, out=tracked_out, weighted=weighted)
+    tracked_out.float().sum().backward()
+    assert torch.equal(tracked_out.detach(), first) and not w.grad.any()
     xg = x.clone().requires_grad_()
     with torch.autocast("cpu", dtype=dtype):
         tracked = ops.spmm(M, xg, weighted=weighted)

@@ -84,7 +84,7 @@ def main():
         np.testing.assert_allclose(sparsetir.ops.spmm(matrix, x), a @ x, rtol=1e-5, atol=1e-6)
     source = sparsetir.backend.native.source_path("fastcall.c")
     assert source.is_relative_to(Path(sparsetir.__file__).parent), source
-    ((bound, _),) = matrix.calls.values()
+    ((bound, _, _),) = matrix.calls.values()
     assert bound.native_call
     print("llvm and cuda builds OK; ops.spmm through the native call")
 

@@ -122,8 +122,8 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
     the operands', ``dtypes.result_dtype``), written into ``out`` where that can hold it as
     it is (``writes_into``), else into a new array. With ``prepare`` (a key), a sum written
     into ``out`` from 2-D ``lhs`` and 1-D or no ``rhs`` leaves ``matrix.calls[prepare] = (bound
-    kernel, rhs)``: a later call of the same kind may run that kernel on ``(lhs, rhs, out)``
-    (``rhs`` left out when None) through ``BoundKernel.call_fast``."""
+    kernel, out's shape, (rhs,) or ())``, the entries ``operators._call_prepared`` reads: a
+    later call of the same kind may run that kernel on ``(lhs, rhs, out)``."""
     sample = lhs if lhs is not None else rhs
     kernel_dtype, dtype = kernel_dtypes(lhs, rhs, dtype)
     plan = feature_blocks(_feature_shape(lhs), _feature_shape(rhs))
@@ -147,7 +147,7 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
     bound(*operands, result)
     if prepare is not None and out is given and reduce_op == "sum" and lhs is not None \
             and lhs.ndim == 2 and (rhs is None or rhs.ndim == 1):
-        matrix.calls[prepare] = (bound, rhs)
+        matrix.calls[prepare] = (bound, tuple(out.shape), () if rhs is None else (rhs,))
     arg = None
     if reduction in ("max", "min") and record_arg:
         arg = new_like(sample, out.shape, "int32")

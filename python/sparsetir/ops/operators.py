@@ -81,12 +81,13 @@ def bind_kernel(matrix, name: str, feat_size: int, prefetch: int | None = None,
 def _call_prepared(A, key: tuple, names: tuple, operands: tuple, out):
     """The result of the call that an earlier call on the ``SparseMatrix`` ``A`` prepared
     under ``key`` (operator, operand kinds and shapes), when the arrays are the common kind
-    (``BoundKernel.call_fast``); None, with nothing run, when the call needs the full path.
-    A torch tensor is checked by name (``names``: the operands') before its memory is read."""
+    (``BoundKernel.call_fast``, on ``operands``, the operands the preparing call kept, and
+    ``out``); None, with nothing run, when the call needs the full path. A torch tensor is
+    checked by name (``names``: the operands') before its memory is read."""
     if type(A) is not SparseMatrix:
         return None
     try:
-        bound, out_shape = A.calls[key]
+        bound, out_shape, bound_operands = A.calls[key]
     except (KeyError, TypeError):           # not prepared, or a shape that is no tuple
         return None
     torch = sys.modules.get("torch")
@@ -98,7 +99,7 @@ def _call_prepared(A, key: tuple, names: tuple, operands: tuple, out):
         out = new_array(type(operands[0]) is not np.ndarray, out_shape)
     elif _kind(out) is None or out.shape != out_shape:
         return None
-    return out if bound.call_fast((*operands, out)) else None
+    return out if bound.call_fast((*operands, *bound_operands, out)) else None
 
 
 def _kind(value):
@@ -115,7 +116,7 @@ def _prepare_call(matrix, key: tuple, operands: tuple, bound, out_shape: tuple) 
     (``(name, kind, shape, kind, shape...)``), when every operand is exactly a numpy array or
     a torch tensor."""
     if all(_kind(operand) is not None for operand in operands):
-        matrix.calls[key] = (bound, out_shape)
+        matrix.calls[key] = (bound, out_shape, ())
 
 
 def spmm(A, X, out=None, weighted: bool = True):
@@ -362,20 +363,15 @@ def _half_key(X, out, weighted: bool):
 
 
 def _call_prepared_half(A, X, out, weighted: bool):
-    """``out``, computed by the kernel an earlier call of the same key prepared
-    (``_half_key``: bfloat16 or float16 torch operands, no autograd), or None, with nothing
-    run, when there is none or the arrays are not the common kind (``BoundKernel.call_fast``
-    refuses operands that require grad, are not contiguous or overlap the output). Skips the
-    general path's per-call checks (50-80 us), which the first call made."""
-    if type(A) is not SparseMatrix or out is None or not A.calls:
-        return None
+    """``_call_prepared`` for a half-precision torch ``spmm`` into ``out`` that an earlier
+    one prepared (``_half_key``; ``generic.gspmm_values`` keeps its kernel and the matrix's
+    values): skips the general path's per-call checks (50-80 us), which that call made. None
+    when autograd records the call or its write into ``out`` (the general path does)."""
     key = _half_key(X, out, weighted)
-    entry = A.calls.get(key) if key is not None else None
-    if entry is None:
+    if key is None or ((X.requires_grad or out.requires_grad)
+                       and sys.modules["torch"].is_grad_enabled()):
         return None
-    bound, values = entry
-    operands = (X, out) if values is None else (X, values, out)
-    return out if bound.call_fast(operands) else None
+    return _call_prepared(A, key, ("X",), (X,), out)
 
 
 def _sddmm_graph(A, X, Y, out):
