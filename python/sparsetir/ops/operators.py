@@ -23,6 +23,7 @@ from .kernels import tiled_kernels
 from .graph_tensors import graph_tensors, tracing
 from .matrix import SparseMatrix, as_sparse_matrix
 from .alignment import gather_ready
+from .huge_pages import note_gathered
 from .plain import PlainCSR
 from . import tuning
 from ..schedule.operators import prefetch_distance, schedule_for
@@ -132,6 +133,7 @@ def spmm(A, X, out=None, weighted: bool = True):
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.spmm(A, X, out, weighted)
+    note_gathered(X)                       # a reused large X moves to huge pages
     if _needs_graph_ops(A, X, out):
         result = _call_prepared_half(A, X, out, weighted)
         return result if result is not None else _spmm_graph(A, X, out, weighted)
@@ -184,6 +186,7 @@ def sddmm(A, X, Y, out=None):
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.sddmm(A, X, Y, out)
+    note_gathered(Y)                       # a reused large Y moves to huge pages
     if _needs_graph_ops(A, X, out, Y):
         return _sddmm_graph(A, X, Y, out)
     Y = gather_ready(Y, _nonzeros(A))      # gathered rows on cache lines (ops.alignment)

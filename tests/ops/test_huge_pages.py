@@ -1,0 +1,132 @@
+"""Reused large gathered operands moved onto huge pages (``ops.huge_pages``): only the same
+object on its ``CALLS_BEFORE``-th call, only large ones, values and results unchanged."""
+
+import gc
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+import sparsetir.ops as ops
+from sparsetir.ops import huge_pages
+from sparsetir.ops.huge_pages import (CALLS_BEFORE, HUGE_PAGE, MIN_BYTES, back_with_huge_pages,
+                                      moved_bytes, note_gathered)
+
+
+def huge_bytes_at(address: int) -> int | None:
+    """The bytes on huge pages in the mapping holding ``address`` (/proc/self/smaps), None
+    when the mapping is not found."""
+    try:
+        lines = open("/proc/self/smaps").read().splitlines()
+    except OSError:
+        return None
+    inside = False
+    for line in lines:
+        fields = line.split()
+        if "-" in fields[0] and len(fields) >= 5 and all(
+                c in "0123456789abcdef" for c in fields[0].replace("-", "")):
+            low, high = (int(part, 16) for part in fields[0].split("-"))
+            inside = low <= address < high
+        elif inside and fields[0] == "AnonHugePages:":
+            return int(fields[1]) * 1024
+    return None
+
+
+@pytest.fixture
+def recorded_moves(monkeypatch):
+    """Replace the move by a recorder: the (address, nbytes) of every move asked for."""
+    moves = []
+    monkeypatch.setattr(huge_pages, "back_with_huge_pages",
+                        lambda address, nbytes: moves.append((address, nbytes)) or nbytes)
+    monkeypatch.setattr(huge_pages, "huge_pages_available", lambda: True)
+    return moves
+
+
+def large_array():
+    return np.random.default_rng(0).standard_normal((MIN_BYTES // 4 // 64, 64)).astype(
+        np.float32)
+
+
+def test_the_same_large_object_moves_once_on_its_counted_call(recorded_moves):
+    X = large_array()
+    for call in range(1, 3 * CALLS_BEFORE):
+        note_gathered(X)
+        assert len(recorded_moves) == (call >= CALLS_BEFORE)
+    assert recorded_moves == [(X.__array_interface__["data"][0], X.nbytes)]
+    assert moved_bytes(X) == X.nbytes
+
+
+def test_new_objects_small_ones_and_strided_views_never_move(recorded_moves):
+    base = large_array()
+    for _ in range(2 * CALLS_BEFORE):
+        note_gathered(base.copy())                     # a new tensor each step
+        note_gathered(np.ones((8, 8), np.float32))     # under MIN_BYTES
+    strided = np.repeat(base, 2, axis=1)[:, ::2]
+    for _ in range(2 * CALLS_BEFORE):
+        note_gathered(strided)
+    assert recorded_moves == []
+
+
+def test_a_dead_operand_is_forgotten(recorded_moves):
+    X = large_array()
+    note_gathered(X)
+    key = id(X)
+    assert key in huge_pages._seen
+    del X
+    gc.collect()
+    assert key not in huge_pages._seen
+
+
+def test_turned_off_by_the_environment(monkeypatch):
+    monkeypatch.setenv("SPARSETIR_HUGE_PAGES", "0")
+    huge_pages.huge_pages_available.cache_clear()
+    try:
+        assert not huge_pages.huge_pages_available()
+        assert back_with_huge_pages(0, 4 * HUGE_PAGE) == 0
+    finally:
+        huge_pages.huge_pages_available.cache_clear()
+
+
+def test_the_move_keeps_every_value_and_reaches_the_pages():
+    torch = pytest.importorskip("torch")
+    X = torch.randn(3 * HUGE_PAGE // 4 + 123)          # torch: 4 KiB pages as allocated
+    before = X.clone()
+    moved = back_with_huge_pages(X.data_ptr(), X.nbytes)
+    assert torch.equal(X, before)
+    assert moved % HUGE_PAGE == 0 and moved <= X.nbytes
+    assert back_with_huge_pages(X.data_ptr(), HUGE_PAGE // 2) == 0   # no whole huge page
+    if moved == 0:
+        pytest.skip("this kernel does not move pages on request (THP off, or before 6.1)")
+    first_whole_page = -(-X.data_ptr() // HUGE_PAGE) * HUGE_PAGE    # its mapping of its own
+    assert huge_bytes_at(first_whole_page) >= moved
+
+
+@pytest.mark.parametrize("operator", ["spmm", "sddmm"])
+def test_results_stay_right_across_the_move(operator):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    n, feat = MIN_BYTES // 4 // 64, 64
+    A = scipy.sparse.random(200, n, density=0.002, format="csr", dtype=np.float32,
+                            random_state=4)
+    keep = np.ones(200, np.float32)
+    keep[50:60] = 0                                  # empty rows 50..59
+    A = (scipy.sparse.diags(keep) @ A).tocsr()
+    A.eliminate_zeros()
+    A.sort_indices()                                 # the matrix's nonzero order
+    M = ops.SparseMatrix(A)
+    gathered = torch.from_numpy(rng.standard_normal((n, feat)).astype(np.float32))
+    rows = torch.from_numpy(rng.standard_normal((200, feat)).astype(np.float32))
+    if operator == "spmm":
+        expected = A @ gathered.numpy()
+    else:
+        coo = A.tocoo()
+        expected = np.einsum("ij,ij->i", rows.numpy()[coo.row], gathered.numpy()[coo.col])
+    for _ in range(CALLS_BEFORE + 2):
+        out = torch.full(expected.shape, float("nan"))
+        if operator == "spmm":
+            ops.spmm(M, gathered, out=out)
+        else:
+            ops.sddmm(M, rows, gathered, out=out)
+        np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
+    moved = back_with_huge_pages(gathered.data_ptr(), gathered.nbytes)   # already there
+    assert moved_bytes(gathered) == moved
