@@ -96,7 +96,7 @@ def header(machine: dict, settings: dict) -> str:
         f"triad {machine['triad_gbps']} GB/s (numpy, STREAM-like)",
         f"timing: each (contender, graph) in its own process; whole call, median of "
         f"{settings['min_repeat']}-{settings['max_repeat']} calls (about {settings['budget']} s "
-        "each measurement) after a checked first call and warm-up",
+        "each measurement) after a checked first call and as long a warm-up",
         f"dtypes: {', '.join(settings.get('dtypes', ['float32']))}"
         + ("; bfloat16 for " + ", ".join(contenders.BFLOAT16) + " (ours under torch.autocast, "
            "float32 sums; checked against the float32 result within 4 u = 2^-6 of the sum "
@@ -260,7 +260,12 @@ def _ours_costs(rows: list) -> str:
 
 def chart(rows: list, graphs: list, path: Path) -> bool:
     """Ours' speedup over each contender in float32 (log scale, bars per feature size), one
-    panel per operator (rows) and graph (columns); False when matplotlib is not installed."""
+    panel per operator (rows) and graph (columns); False when matplotlib is not installed or
+    no other contender ran idle in float32 (``--contenders ours``)."""
+    rows = [r for r in rows if r["contender"] != "ours" and r["speedup_of_ours"] != ""
+            and r.get("condition", "idle") == "idle" and r["dtype"] == "float32"]
+    if not rows:
+        return False
     try:
         import matplotlib
     except ImportError:
@@ -268,8 +273,6 @@ def chart(rows: list, graphs: list, path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in rows if r["contender"] != "ours" and r["speedup_of_ours"] != ""
-            and r.get("condition", "idle") == "idle" and r["dtype"] == "float32"]
     ops = [op for op in workload.OPS if any(r["op"] == op for r in rows)]
     names = [n for n in contenders.NAMES if any(r["contender"] == n for r in rows)]
     colors = {n: plt.get_cmap("tab10")(i) for i, n in enumerate(contenders.NAMES)}

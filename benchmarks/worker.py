@@ -2,7 +2,10 @@
 
 For every feature size and operator: make the inputs and the scipy reference, get the
 contender's ``run`` (outside the timed region), call it once (the first call, timed apart: it
-compiles for ours) and check the result, warm up, choose the repeat count from the warm-up time
+compiles for ours) and check the result, warm up (as long as the timed calls will take, at
+least one call: one-off costs after the first call, such as a pool's threads starting or ours
+moving a reused operand onto huge pages, ``ops.huge_pages``, fall there, and the timed calls
+see the steady state a loop of calls reaches), choose the repeat count from the warm-up time
 (``budget`` seconds of timed calls, clamped to ``[min_repeat, max_repeat]``), time each call,
 and check the last result again. A result whose check fails is reported as an error, with no
 time. In bfloat16 (``--dtypes``, for the contenders of ``contenders.BFLOAT16``) the same, with
@@ -88,7 +91,7 @@ def measure(contender, A, op: str, feat: int, args, dtype: str = "float32") -> d
         return {"status": "error", "note": f"wrong result (error {error:.3g} of the allowed)",
                 "first_call_ms": 1e3 * first_s}
     warm, calls = time.perf_counter(), 0
-    while calls == 0 or (calls < args.max_repeat and time.perf_counter() - warm < args.budget / 10):
+    while calls == 0 or (calls < args.max_repeat and time.perf_counter() - warm < args.budget):
         run()
         calls += 1
     per_call = (time.perf_counter() - warm) / calls

@@ -1,5 +1,6 @@
 """Reused large gathered operands moved onto huge pages (``ops.huge_pages``): only the same
-object on its ``CALLS_BEFORE``-th call, only large ones, values and results unchanged."""
+object, once it has been gathered for about as long as the move takes, only large ones, values
+and results unchanged."""
 
 import gc
 
@@ -9,8 +10,8 @@ import scipy.sparse
 
 import sparsetir.ops as ops
 from sparsetir.ops import huge_pages
-from sparsetir.ops.huge_pages import (CALLS_BEFORE, HUGE_PAGE, MIN_BYTES, back_with_huge_pages,
-                                      moved_bytes, note_gathered)
+from sparsetir.ops.huge_pages import (HUGE_PAGE, MIN_BYTES, MIN_CALLS, MOVE_SECONDS_PER_MIB,
+                                      back_with_huge_pages, moved_bytes, note_gathered)
 
 
 def huge_bytes_at(address: int) -> int | None:
@@ -47,24 +48,55 @@ def large_array():
         np.float32)
 
 
-def test_the_same_large_object_moves_once_on_its_counted_call(recorded_moves):
+class Clock:
+    """A ``time.perf_counter`` that moves only when told."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = Clock()
+    monkeypatch.setattr(huge_pages.time, "perf_counter", fake)
+    return fake
+
+
+def calls_until_moved(operand, clock, interval: float, limit: int = 1000, moves=None):
+    """The call (1-based) with ``operand`` at which it moved, calls ``interval`` s apart."""
+    for call in range(1, limit + 1):
+        note_gathered(operand)
+        if moves:
+            return call
+        clock.now += interval
+    return None
+
+
+@pytest.mark.parametrize("interval", [1.0, 0.004, 0.001, 0.0001])
+def test_the_same_object_moves_once_it_was_gathered_as_long_as_the_move_takes(
+        recorded_moves, clock, interval):
     X = large_array()
-    for call in range(1, 3 * CALLS_BEFORE):
+    move_s = MOVE_SECONDS_PER_MIB * X.nbytes / (1 << 20)
+    expected = max(MIN_CALLS, -(-move_s // interval))
+    assert calls_until_moved(X, clock, interval, moves=recorded_moves) == expected
+    for _ in range(3 * MIN_CALLS):
         note_gathered(X)
-        assert len(recorded_moves) == (call >= CALLS_BEFORE)
     assert recorded_moves == [(X.__array_interface__["data"][0], X.nbytes)]
     assert moved_bytes(X) == X.nbytes
 
 
-def test_new_objects_small_ones_and_strided_views_never_move(recorded_moves):
+def test_new_objects_small_ones_and_strided_views_never_move(recorded_moves, clock):
     base = large_array()
-    for _ in range(2 * CALLS_BEFORE):
+    for _ in range(4 * MIN_CALLS):
         note_gathered(base.copy())                     # a new tensor each step
         note_gathered(np.ones((8, 8), np.float32))     # under MIN_BYTES
+        clock.now += 1.0
     strided = np.repeat(base, 2, axis=1)[:, ::2]
-    for _ in range(2 * CALLS_BEFORE):
-        note_gathered(strided)
-    assert recorded_moves == []
+    assert calls_until_moved(strided, clock, 1.0, limit=4 * MIN_CALLS) is None
+    assert recorded_moves == [] and moved_bytes(strided) == 0
 
 
 def test_a_dead_operand_is_forgotten(recorded_moves):
@@ -102,8 +134,9 @@ def test_the_move_keeps_every_value_and_reaches_the_pages():
 
 
 @pytest.mark.parametrize("operator", ["spmm", "sddmm"])
-def test_results_stay_right_across_the_move(operator):
+def test_results_stay_right_across_the_move(operator, monkeypatch):
     torch = pytest.importorskip("torch")
+    monkeypatch.setattr(huge_pages, "MOVE_SECONDS_PER_MIB", 0.0)     # moves at MIN_CALLS
     rng = np.random.default_rng(3)
     n, feat = MIN_BYTES // 4 // 64, 64
     A = scipy.sparse.random(200, n, density=0.002, format="csr", dtype=np.float32,
@@ -121,7 +154,7 @@ def test_results_stay_right_across_the_move(operator):
     else:
         coo = A.tocoo()
         expected = np.einsum("ij,ij->i", rows.numpy()[coo.row], gathered.numpy()[coo.col])
-    for _ in range(CALLS_BEFORE + 2):
+    for _ in range(MIN_CALLS + 2):
         out = torch.full(expected.shape, float("nan"))
         if operator == "spmm":
             ops.spmm(M, gathered, out=out)

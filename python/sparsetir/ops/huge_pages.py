@@ -1,6 +1,6 @@
 """Gathered operands on 2 MiB pages: a large dense operand whose rows a kernel gathers (SpMM's
-``X``, SDDMM's ``Y``) is moved onto transparent huge pages once the same object has been passed
-to ``CALLS_BEFORE`` calls.
+``X``, SDDMM's ``Y``) is moved onto transparent huge pages once the same object has been
+gathered for about as long as the move takes.
 
 A gather reads one row at an address known only from ``indices``: over an operand much larger
 than the TLB's reach (Intel's second-level TLB maps 2,048 pages of 4 KiB, 8 MiB; AMD Zen 4's
@@ -15,21 +15,24 @@ synthetic graph 11.9 -> 9.0 ms at 128 features and 28.0 -> 21.1 at 256, R-MAT 13
 2.6 ms, at 128 17.7 -> 14.2.
 
 Moving costs time once: ``madvise(MADV_COLLAPSE)`` (Linux 6.1) copies the operand into huge
-pages, about 2 ms a MiB on that VM (87 MiB: 177 ms), about the time of 10-20 calls that gather
-it (a call reads each of its rows a few times), and it pays only if the same memory is gathered
-again. So an operand is moved when the same object (not a new tensor at a recycled address: a
-training step's activations are new tensors each step) comes back for its ``CALLS_BEFORE``-th
-call: the cost then is at most about what those calls took (a rent-or-buy rule), and a loop
-over fixed features (inference, the input layer, a benchmark) gains from there on. Operands
-under ``MIN_BYTES`` fit the TLB's reach and are left as they are; memory already on huge pages
-(numpy's) moves in microseconds. ``SPARSETIR_HUGE_PAGES=0`` turns it off. Nothing changes for
-the user but the pages: the values, the address and the object stay.
+pages, about ``MOVE_SECONDS_PER_MIB`` (87 MiB: 177 ms on that VM, about the time of 10-20 calls
+that gather it), and it pays only if the same memory is gathered again. So an operand is moved
+when the same object (not a new tensor at a recycled address: a training step's activations
+are new tensors each step) has been gathered for about as long as the move takes, a
+rent-or-buy rule: at its ``MIN_CALLS``-th call or later, once its calls so far times the
+shortest interval between two of them (an upper bound on one call's time) reaches the move's
+estimated time. The move then never costs more than the time since the operand's first call,
+and a loop over fixed features (inference, an input layer that aggregates before its linear
+map, a benchmark) gains from there on. Operands under ``MIN_BYTES`` fit the TLB's reach and are
+left as they are; memory already on huge pages (numpy's) moves in microseconds.
+``SPARSETIR_HUGE_PAGES=0`` turns it off. Nothing changes for the user but the pages: the
+values, the address and the object stay.
 
 Example
 -------
 >>> import numpy as np
 >>> X = np.ones((4, 4), np.float32)          # under MIN_BYTES: never moved
->>> for _ in range(CALLS_BEFORE):
+>>> for _ in range(2 * MIN_CALLS):
 ...     note_gathered(X)
 >>> moved_bytes(X)
 0
@@ -40,6 +43,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import time
 import weakref
 from functools import lru_cache
 from pathlib import Path
@@ -51,41 +55,60 @@ MIN_BYTES = 8 << 20
 """Operands smaller than this fit Intel's second-level TLB on 4 KiB pages: left as they are
 (pubmed at 32 features, 2.5 MiB: 0.33 against 0.30 ms moved, within the noise)."""
 
-CALLS_BEFORE = 16
-"""The call with the same operand object that moves it: about the number of calls whose time
-the move costs (see the module docstring)."""
+MIN_CALLS = 3
+"""Calls with the same operand object before it may move (two intervals between calls)."""
+
+MOVE_SECONDS_PER_MIB = 2e-3
+"""The estimated time of the move a MiB: ``MADV_COLLAPSE`` of torch tensors on 4 KiB pages on
+the Intel VM, 43 MiB in 79 ms and 87 MiB in 177 ms (2026-11-28)."""
 
 MADV_HUGEPAGE = 14
 MADV_COLLAPSE = 25
 
-_seen: dict = {}        # id(operand) -> [weak reference to it, calls seen, bytes moved]
+_seen: dict = {}        # id(operand) -> _Uses
+
+
+class _Uses:
+    """The calls seen with one operand object."""
+
+    __slots__ = ("reference", "calls", "last", "shortest", "moved")
+
+    def __init__(self, reference, now: float):
+        self.reference, self.calls, self.last = reference, 0, now
+        self.shortest, self.moved = float("inf"), None
 
 
 def note_gathered(operand) -> None:
-    """Count a call that gathers rows of ``operand`` (a numpy array or torch tensor): on the
-    ``CALLS_BEFORE``-th call with this same object, when it has at least ``MIN_BYTES``, move its
-    memory onto huge pages (``back_with_huge_pages``). Costs a dictionary lookup a call."""
+    """Count a call that gathers rows of ``operand`` (a numpy array or torch tensor); once this
+    same object, of at least ``MIN_BYTES``, has been gathered for about as long as moving it
+    takes (see the module docstring), move its memory onto huge pages
+    (``back_with_huge_pages``), once. Costs a dictionary lookup and a clock read a call."""
     nbytes = getattr(operand, "nbytes", 0)
     if nbytes < MIN_BYTES or not huge_pages_available():
         return
-    key = id(operand)
-    entry = _seen.get(key)
-    if entry is None or entry[0]() is not operand:
+    key, now = id(operand), time.perf_counter()
+    uses = _seen.get(key)
+    if uses is None or uses.reference() is not operand:
         try:
             reference = weakref.ref(operand, lambda ref, key=key: _forget(key, ref))
         except TypeError:            # an object without weak references: not counted
             return
-        _seen[key] = entry = [reference, 0, 0]
-    entry[1] += 1
-    if entry[1] == CALLS_BEFORE and _contiguous(operand):
-        entry[2] = back_with_huge_pages(_address(operand), nbytes)
+        _seen[key] = uses = _Uses(reference, now)
+    else:
+        uses.shortest = min(uses.shortest, now - uses.last)
+        uses.last = now
+    uses.calls += 1
+    if uses.moved is None and uses.calls >= MIN_CALLS and \
+            uses.calls * uses.shortest >= MOVE_SECONDS_PER_MIB * nbytes / (1 << 20):
+        uses.moved = back_with_huge_pages(_address(operand), nbytes) \
+            if _contiguous(operand) else 0
 
 
 def moved_bytes(operand) -> int:
     """The bytes of ``operand`` that ``note_gathered`` moved onto huge pages (0 when it did
     not)."""
-    entry = _seen.get(id(operand))
-    return entry[2] if entry is not None and entry[0]() is operand else 0
+    uses = _seen.get(id(operand))
+    return uses.moved or 0 if uses is not None and uses.reference() is operand else 0
 
 
 def back_with_huge_pages(address: int, nbytes: int) -> int:
@@ -139,6 +162,6 @@ def _address(operand) -> int:
 
 
 def _forget(key: int, reference) -> None:
-    entry = _seen.get(key)
-    if entry is not None and entry[0] is reference:
+    uses = _seen.get(key)
+    if uses is not None and uses.reference is reference:
         del _seen[key]
