@@ -143,6 +143,31 @@ def test_repeated_calls_into_out_are_prepared(matrix, dtype, weighted):
 
 
 @HALVES
+def test_repeated_sddmm_into_out_is_prepared(matrix, dtype):
+    """A second autocast ``sddmm`` of the same kind into ``out`` runs the kernel the first one
+    prepared, with the same values (the float32 sums rounded once, every entry rewritten);
+    one with an operand that requires grad takes the general path and gets its gradient."""
+    M = ops.SparseMatrix(scipy.sparse.csr_matrix(matrix[1].numpy()))   # no call prepared yet
+    x, y = _rounded((ROWS, FEAT), dtype, 21), _rounded((COLS, FEAT), dtype, 22)
+    out = torch.full((M.nnz,), float("nan"), dtype=dtype)
+    with torch.autocast("cpu", dtype=dtype):
+        first = ops.sddmm(M, x, y, out=out).clone()
+        calls = len(M.calls)
+        out.fill_(float("nan"))
+        assert ops.sddmm(M, x, y, out=out) is out
+    rows, cols = np.repeat(np.arange(ROWS), np.diff(M.indptr)), np.array(M.indices)
+    assert_one_rounding(out, (x.double()[rows] * y.double()[cols]).sum(1), dtype)
+    assert calls >= 1 and len(M.calls) == calls and torch.equal(out, first)
+    yg = y.clone().requires_grad_()
+    with torch.autocast("cpu", dtype=dtype):
+        tracked = ops.sddmm(M, x, yg)
+    tracked.float().sum().backward()
+    dense_pattern = (matrix[1] != 0).double()
+    torch.testing.assert_close(yg.grad.double(), dense_pattern.T @ x.double(),
+                               rtol=4 * UNIT_ROUNDOFF[dtype], atol=1e-2)
+
+
+@HALVES
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "copy_lhs", "copy_rhs"])
 @pytest.mark.parametrize("reducer", ["sum", "max", "min", "mean"])
 def test_gspmm_is_the_float32_result_rounded_once(matrix, dtype, op, reducer):

@@ -99,6 +99,16 @@ def test_new_objects_small_ones_and_strided_views_never_move(recorded_moves, clo
     assert recorded_moves == [] and moved_bytes(strided) == 0
 
 
+def test_anything_else_is_left_to_the_operators_checks(recorded_moves, clock):
+    torch = pytest.importorskip("torch")
+    sparse = torch.eye(2048).to_sparse()
+    for junk in (sparse, [1.0, 2.0], None, "X"):
+        for _ in range(2 * MIN_CALLS):
+            note_gathered(junk)
+            clock.now += 1.0
+    assert recorded_moves == []
+
+
 def test_a_dead_operand_is_forgotten(recorded_moves):
     X = large_array()
     note_gathered(X)

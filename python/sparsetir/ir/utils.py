@@ -37,6 +37,20 @@ def substitute(node, var_map: dict):
     return tvm_ffi.structural_map(node, (tirx.Var, lambda v: var_map.get(v, v)), order="post")
 
 
+def uses_var(node, var) -> bool:
+    """Whether the expression or statement ``node`` refers to ``var``.
+
+    Example
+    -------
+    >>> m, n = tirx.Var("m", "int32"), tirx.Var("n", "int32")
+    >>> uses_var(m * 2 + 1, m), uses_var(m * 2, n)
+    (True, False)
+    """
+    found = tvm_ffi.structural_walk(node, (tirx.Var, lambda v: tvm_ffi.VisitInterrupt(True)
+                                           if v.same_as(var) else None), order="pre")
+    return bool(getattr(found, "value", False))
+
+
 def structural_map(node, entries, order: str = "post"):
     """``tvm_ffi.structural_map`` whose callbacks may raise.
 

@@ -165,11 +165,13 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
 
 
 def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: str = "v",
-                  dtype: str | None = None, out=None):
+                  dtype: str | None = None, out=None, prepare: tuple | None = None):
     """``out[e] = op(lhs[lhs_target(e)], rhs[rhs_target(e)])`` for every edge ``e = (u, v)``
     (for ``dot``, summed over the last dimension, kept as size 1), shape (nnz, *F).
     Operands, ``dtype`` and ``out`` as ``gspmm_values`` takes them, with the rows of their
-    targets."""
+    targets. With ``prepare`` (a key), a ``dot`` of 2-D operands written into ``out`` leaves
+    ``matrix.calls[prepare] = (bound kernel, (nnz,), ())``: a later call may run that kernel
+    on ``(lhs, rhs, out)`` with a 1-D ``out`` (``operators._call_prepared``)."""
     sample = lhs if lhs is not None else rhs
     kernel_dtype, dtype = kernel_dtypes(lhs, rhs, dtype)
     dot = op == "dot"
@@ -179,10 +181,9 @@ def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: 
     plan = feature_blocks(lhs_shape, rhs_shape)
     rows = {"u": matrix.shape[1], "v": matrix.shape[0], "e": matrix.nnz}
     tail = ((lhs.shape[-1],) if dot else ())
-    out = new_like(sample, (matrix.nnz,) + plan.shape + ((1,) if dot else ()), dtype, out,
-                   (lhs, rhs))
-    if not math.prod(out.shape):        # no edge or no feature: nothing to compute
-        return out
+    if not matrix.nnz * math.prod(plan.shape):   # no edge or no feature: nothing to compute
+        return new_like(sample, (matrix.nnz,) + plan.shape + ((1,) if dot else ()), dtype,
+                        out, (lhs, rhs))
     operands = []
     for array, target, full in ((lhs, lhs_target, plan.lhs_full),
                                 (rhs, rhs_target, plan.rhs_full)):
@@ -194,9 +195,13 @@ def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: 
     gathered = [array[:1].nbytes for array, target in ((lhs, lhs_target), (rhs, rhs_target))
                 if array is not None and target == "u"]
     prefetch = prefetch_distance(matrix.shape[1], max(gathered) // 4) if gathered else 0
-    _bound(matrix, ("gsddmm",) + key + (prefetch,), lambda: gsddmm_kernel(*key),
-           lambda mod: schedule_gsddmm_cpu(mod, dot, prefetch))(
-        *operands, out.reshape((matrix.nnz,) + plan.sizes))
+    given, out = out, new_like(sample, (matrix.nnz,) + plan.shape + ((1,) if dot else ()),
+                               dtype, out, (lhs, rhs))
+    bound = _bound(matrix, ("gsddmm",) + key + (prefetch,), lambda: gsddmm_kernel(*key),
+                   lambda mod: schedule_gsddmm_cpu(mod, dot, prefetch))
+    bound(*operands, out.reshape((matrix.nnz,) + plan.sizes))
+    if prepare is not None and out is given and dot and lhs.ndim == rhs.ndim == 2:
+        matrix.calls[prepare] = (bound, (matrix.nnz,), ())
     return out
 
 

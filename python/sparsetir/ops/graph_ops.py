@@ -211,11 +211,13 @@ def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
 
 
 def gsddmm_entries(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target: str = "u",
-                   rhs_target: str = "v", out=None):
+                   rhs_target: str = "v", out=None, prepare: tuple | None = None):
     """``gsddmm`` over ``matrix``'s stored entries, which may sum parallel edges (``sddmm``
-    gives each of them its entry's value); ``out`` as ``gspmm_entries`` takes it."""
+    gives each of them its entry's value); ``out`` and ``prepare`` as ``gspmm_entries`` takes
+    them."""
     lhs, rhs = gsddmm_operands(matrix, op, lhs_data, rhs_data, lhs_target, rhs_target)
-    return _run(lambda *args: gsddmm_values(*args, out=out), "GSDDMM", matrix, op, lhs, rhs, lhs_target, rhs_target,
+    return _run(lambda *args: gsddmm_values(*args, out=out, prepare=prepare), "GSDDMM", matrix,
+                op, lhs, rhs, lhs_target, rhs_target,
                 autocast_result(lhs, rhs) if op == "dot" else None)
 
 

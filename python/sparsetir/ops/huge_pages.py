@@ -83,8 +83,11 @@ def note_gathered(operand) -> None:
     same object, of at least ``MIN_BYTES``, has been gathered for about as long as moving it
     takes (see the module docstring), move its memory onto huge pages
     (``back_with_huge_pages``), once. Costs a dictionary lookup and a clock read a call."""
-    nbytes = getattr(operand, "nbytes", 0)
-    if nbytes < MIN_BYTES or not huge_pages_available():
+    try:
+        nbytes = operand.nbytes
+    except (AttributeError, RuntimeError):      # no array (checked later); a sparse tensor
+        return
+    if not isinstance(nbytes, int) or nbytes < MIN_BYTES or not huge_pages_available():
         return
     key, now = id(operand), time.perf_counter()
     uses = _seen.get(key)

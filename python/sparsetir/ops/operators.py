@@ -135,7 +135,7 @@ def spmm(A, X, out=None, weighted: bool = True):
         return traced.spmm(A, X, out, weighted)
     note_gathered(X)                       # a reused large X moves to huge pages
     if _needs_graph_ops(A, X, out):
-        result = _call_prepared_half(A, X, out, weighted)
+        result = _call_prepared_half(A, ("spmm", weighted), ("X",), (X,), out)
         return result if result is not None else _spmm_graph(A, X, out, weighted)
     X = gather_ready(X, _nonzeros(A))      # gathered rows on cache lines (ops.alignment)
     name = "spmm" if weighted else "spmm_unweighted"
@@ -188,7 +188,8 @@ def sddmm(A, X, Y, out=None):
         return traced.sddmm(A, X, Y, out)
     note_gathered(Y)                       # a reused large Y moves to huge pages
     if _needs_graph_ops(A, X, out, Y):
-        return _sddmm_graph(A, X, Y, out)
+        result = _call_prepared_half(A, ("sddmm",), ("Y", "X"), (Y, X), out)
+        return result if result is not None else _sddmm_graph(A, X, Y, out)
     Y = gather_ready(Y, _nonzeros(A))      # gathered rows on cache lines (ops.alignment)
     key = ("sddmm", type(X), getattr(X, "shape", None), type(Y), getattr(Y, "shape", None))
     result = _call_prepared(A, key, ("X", "Y"), (X, Y), out)
@@ -341,7 +342,7 @@ def _spmm_graph(A, X, out, weighted: bool):
     from .graph_ops import gspmm_entries  # pylint: disable=import-outside-toplevel
     _check_torch_operands(X=X, out=out)
     matrix, values = _graph_matrix(A, X)
-    prepare = _half_key(X, out, weighted) if type(A) is SparseMatrix \
+    prepare = _half_key(("spmm", weighted), (X,), out) if type(A) is SparseMatrix \
         and matrix.values is matrix.data else None
     if weighted:
         result = gspmm_entries(matrix, "mul", "sum", X, values, out, prepare)
@@ -353,28 +354,31 @@ def _spmm_graph(A, X, out, weighted: bool):
     return _written(result, out)
 
 
-def _half_key(X, out, weighted: bool):
-    """The key of a half-precision torch call of ``spmm`` into ``out`` that a later one may
-    repeat (``_call_prepared_half``): the operands' dtypes and shapes and autocast's dtype;
-    None for any other call."""
+def _half_key(kind: tuple, operands: tuple, out):
+    """The key of a half-precision torch call into ``out`` that a later one may repeat
+    (``_call_prepared_half``): ``kind`` (the operator, and for ``spmm`` whether weighted), the
+    operands' and ``out``'s dtypes and shapes and autocast's dtype; None for any other call
+    (an operand that is not a 2-D bfloat16 or float16 tensor, an ``out`` that is no tensor)."""
     torch = sys.modules.get("torch")
-    if torch is None or type(X) is not torch.Tensor or type(out) is not torch.Tensor \
-            or X.dtype not in (torch.bfloat16, torch.float16) or X.dim() != 2:
+    if torch is None or type(out) is not torch.Tensor or not all(
+            type(x) is torch.Tensor and x.dtype in (torch.bfloat16, torch.float16)
+            and x.dim() == 2 for x in operands):
         return None
-    return ("spmm_half", weighted, X.dtype, tuple(X.shape), out.dtype, tuple(out.shape),
-            autocast_dtype())
+    return (kind + tuple((x.dtype, tuple(x.shape)) for x in operands)
+            + (out.dtype, tuple(out.shape), autocast_dtype()))
 
 
-def _call_prepared_half(A, X, out, weighted: bool):
-    """``_call_prepared`` for a half-precision torch ``spmm`` into ``out`` that an earlier
-    one prepared (``_half_key``; ``generic.gspmm_values`` keeps its kernel and the matrix's
-    values): skips the general path's per-call checks (50-80 us), which that call made. None
-    when autograd records the call or its write into ``out`` (the general path does)."""
-    key = _half_key(X, out, weighted)
-    if key is None or ((X.requires_grad or out.requires_grad)
+def _call_prepared_half(A, kind: tuple, names: tuple, operands: tuple, out):
+    """``_call_prepared`` for a half-precision torch call into ``out`` that an earlier one
+    prepared (``_half_key``; ``generic.gspmm_values`` and ``gsddmm_values`` keep their kernel
+    and the matrix's values): skips the general path's per-call checks (50-100 us), which that
+    call made. ``operands`` in the kernel's order, ``names`` theirs. None when autograd records
+    the call or its write into ``out`` (the general path does)."""
+    key = _half_key(kind, operands, out)
+    if key is None or (any(x.requires_grad for x in operands + (out,))
                        and sys.modules["torch"].is_grad_enabled()):
         return None
-    return _call_prepared(A, key, ("X",), (X,), out)
+    return _call_prepared(A, key, names, operands, out)
 
 
 def _sddmm_graph(A, X, Y, out):
@@ -385,8 +389,10 @@ def _sddmm_graph(A, X, Y, out):
     vector = getattr(X, "ndim", 2) == 1
     order = None if isinstance(A, SparseMatrix) else matrix.source_order
     into = out.reshape(-1, 1) if order is None and getattr(out, "ndim", 0) == 1 else None
+    prepare = _half_key(("sddmm",), (Y, X), out) if type(A) is SparseMatrix else None
     result = gsddmm_entries(matrix, "dot", Y.reshape(-1, 1) if vector else Y,
-                            X.reshape(-1, 1) if vector else X, "u", "v", out=into).reshape(-1)
+                            X.reshape(-1, 1) if vector else X, "u", "v", out=into,
+                            prepare=prepare).reshape(-1)
     if order is not None:
         result = result[_like(result, order)]
     return _written(result, out)
