@@ -33,7 +33,7 @@ from tvm import tirx
 from tvm.script import tirx as T
 
 from ..ir.attrs import PREFETCH_ANNOTATION as PREFETCH
-from ..ir.utils import substitute
+from ..ir.utils import substitute, uses_var
 from .index_loads import read_only_params
 
 CACHE_LINE = 64
@@ -87,19 +87,12 @@ def _index_load(index, loop_var, is_readonly):
     found = []
 
     def on_load(load):
-        if is_readonly(load.source) and len(load.indices) == 1 and _uses(load.indices[0],
+        if is_readonly(load.source) and len(load.indices) == 1 and uses_var(load.indices[0],
                                                                           loop_var):
             found.append(load)
 
     tvm_ffi.structural_walk(index, (tvm.ir.TensorLoad, on_load), order="pre")
     return found[0] if len(found) == 1 else None
-
-
-def _uses(expr, var) -> bool:
-    hits = []
-    tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: hits.append(v.same_as(var))),
-                            order="pre")
-    return any(hits)
 
 
 def _prefetch(load, gather, distance: int, inner_loops: dict):
@@ -108,7 +101,7 @@ def _prefetch(load, gather, distance: int, inner_loops: dict):
     position = gather.indices[0]
     ahead = tirx.BufferLoad(gather.source, [position + distance])
     index = _replace_load(load.indices[0], gather, ahead)
-    inner = [(var, loop) for var, loop in inner_loops.items() if _uses(index, var)]
+    inner = [(var, loop) for var, loop in inner_loops.items() if uses_var(index, var)]
     if any(not isinstance(loop.extent, tirx.IntImm) for _, loop in inner):
         return None
     analyzer = tvm.sym.Analyzer()

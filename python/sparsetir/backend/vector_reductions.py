@@ -35,7 +35,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..ir.utils import substitute
+from ..ir.utils import substitute, uses_var
 
 LANES = 16
 
@@ -94,7 +94,7 @@ class _Rewriter:
             return None
         value = store.value
         if not isinstance(value, tirx.Add) or not _same_element(value.a, store) \
-                or _reads(value.b, store.buffer) or _uses(store.indices, loop.loop_var) \
+                or _reads(value.b, store.buffer) or uses_var(store.indices, loop.loop_var) \
                 or any(_reads(i, store.buffer) for i in store.indices):
             return None
         dtype = str(store.value.ty.dtype)
@@ -164,15 +164,6 @@ def _reads(expr, buffer) -> bool:
     found = tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad, lambda load: tvm_ffi.VisitInterrupt(
         True) if load.source.same_as(buffer) else None), order="pre")
     return bool(getattr(found, "value", False))
-
-
-def _uses(exprs, var) -> bool:
-    for expr in exprs:
-        found = tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: tvm_ffi.VisitInterrupt(True)
-                                               if v.same_as(var) else None), order="pre")
-        if getattr(found, "value", False):
-            return True
-    return False
 
 
 def _binds_threads(body) -> bool:

@@ -28,6 +28,7 @@ from ..backend.pipeline import lower_blocks
 from ..backend.target import compile_module, make_target
 from ..ir import attrs
 from ..ir.function import SparseFunction
+from ..ir.utils import uses_var
 from ..lower.lower_sparse_iter import lower_sparse_iter
 from ..runtime import (
     BufferParam,
@@ -180,7 +181,7 @@ def with_vector_alignment(signature: Signature, func: tirx.PrimFunc) -> Signatur
 
         def on_access(access):
             buffer = access.buffer if isinstance(access, tirx.BufferStore) else access.source
-            if not _uses_var(access.indices, loop.loop_var):   # one element for all lanes
+            if not uses_var(access.indices, loop.loop_var):   # one element for all lanes
                 return
             size = min(16, int(loop.extent) * buffer.dtype.itemsize)
             if size & (size - 1) == 0:
@@ -206,14 +207,6 @@ def with_vector_alignment(signature: Signature, func: tirx.PrimFunc) -> Signatur
 
 def param_itemsize(param: BufferParam) -> int:
     return tvm_ffi.dtype(param.dtype).itemsize
-
-
-def _uses_var(exprs, var) -> bool:
-    hits = []
-    for expr in exprs:
-        tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: hits.append(v.same_as(var))),
-                                order="pre")
-    return any(hits)
 
 
 def _stored_buffers(func) -> list:

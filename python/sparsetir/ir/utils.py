@@ -38,14 +38,19 @@ def substitute(node, var_map: dict):
 
 
 def uses_var(node, var) -> bool:
-    """Whether the expression or statement ``node`` refers to ``var``.
+    """Whether the expression or statement ``node`` (or one of a list of them; a Python number
+    refers to nothing) refers to ``var``.
 
     Example
     -------
     >>> m, n = tirx.Var("m", "int32"), tirx.Var("n", "int32")
-    >>> uses_var(m * 2 + 1, m), uses_var(m * 2, n)
-    (True, False)
+    >>> uses_var(m * 2 + 1, m), uses_var([m * 2, 3], n), uses_var(m, m)
+    (True, False, True)
     """
+    if isinstance(node, (list, tuple, tvm_ffi.Array)):
+        return any(uses_var(item, var) for item in node)
+    if isinstance(node, (int, float)):
+        return False
     found = tvm_ffi.structural_walk(node, (tirx.Var, lambda v: tvm_ffi.VisitInterrupt(True)
                                            if v.same_as(var) else None), order="pre")
     return bool(getattr(found, "value", False))

@@ -57,7 +57,7 @@ from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration, SpIterVar
 from ..ir.node import replace
 from ..ir.substitute import Substituter
-from ..ir.utils import structural_map, substitute
+from ..ir.utils import structural_map, substitute, uses_var
 from ..ir.visit import iterations, tir_stmts
 from ..errors import FormatRewriteError, SparseTIRTypeError
 
@@ -240,7 +240,7 @@ class _NewFormat:
                       if any(c.is_sparse and c.parent.name == axis.name
                              for c in self.axes.values())}
         for var, value, name in zip(new, back, names):
-            if name in data_fixed and not _uses(value, var):
+            if name in data_fixed and not uses_var(value, var):
                 continue
             if not analyzer.can_prove(value == var):
                 raise FormatRewriteError(f"FormatRewriteRule {self.rule.name!r}: idx_map is not "
@@ -327,14 +327,6 @@ def _writer(body, view):
         if stores:
             return it.name
     return None
-
-
-def _uses(expr, var) -> bool:
-    found = tvm_ffi.structural_walk(
-        tirx.const(0, "int32") + expr,
-        (tirx.Var, lambda v: tvm_ffi.VisitInterrupt(True) if v.same_as(var) else None),
-        order="pre")
-    return bool(getattr(found, "value", False))
 
 
 def _renamed_axis(axis: Axis, suffix: str, done: dict, handles: dict) -> Axis:
