@@ -109,6 +109,28 @@ def test_anything_else_is_left_to_the_operators_checks(recorded_moves, clock):
     assert recorded_moves == []
 
 
+@pytest.mark.parametrize("call", ["spmm", "copy_u_sum", "u_mul_e_sum", "u_dot_v", "sddmm"])
+def test_every_operator_counts_a_call_once(recorded_moves, clock, call):
+    """Each call of an operator that gathers the operand counts once (an operator calling
+    another must not count twice: two counts a call would make the shortest interval 0)."""
+    n, feat = MIN_BYTES // 4 // 64, 64
+    A = scipy.sparse.random(8, n, density=0.001, format="csr", dtype=np.float32,
+                            random_state=5)
+    M = ops.SparseMatrix(A)
+    gathered = np.ones((n, feat), np.float32)
+    rows = np.ones((8, feat), np.float32)
+    run = {"spmm": lambda: ops.spmm(M, gathered),
+           "copy_u_sum": lambda: ops.copy_u_sum(M, gathered),
+           "u_mul_e_sum": lambda: ops.u_mul_e_sum(M, gathered, M.values.reshape(-1, 1)),
+           "u_dot_v": lambda: ops.u_dot_v(M, gathered, rows),
+           "sddmm": lambda: ops.sddmm(M, rows, gathered)}[call]
+    interval = 2 * MOVE_SECONDS_PER_MIB * gathered.nbytes / (1 << 20)   # 2 calls' worth
+    for count in range(1, MIN_CALLS + 1):
+        run()
+        assert len(recorded_moves) == (count == MIN_CALLS), count
+        clock.now += interval
+
+
 def test_a_dead_operand_is_forgotten(recorded_moves):
     X = large_array()
     note_gathered(X)

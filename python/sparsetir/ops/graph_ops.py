@@ -48,6 +48,7 @@ from .dtypes import autocast_result, check_dtype, dtype_name, result_dtype
 from .generic import edge_softmax_values, gsddmm_values, gspmm_values
 from .generic_kernels import GSDDMM_OPS, GSPMM_OPS, TARGETS
 from .graph_tensors import tracing
+from .huge_pages import note_gathered
 from .matrix import SparseMatrix, as_sparse_matrix
 
 REDUCERS = ("sum", "max", "min", "mean")
@@ -130,6 +131,7 @@ def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data):
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.gspmm(M, op, reduce_op, lhs_data, rhs_data)
+    note_gathered(lhs_data)                 # a reused large source operand: huge pages
     return gspmm_entries(as_graph(M), op, reduce_op, lhs_data, rhs_data)
 
 
@@ -207,6 +209,9 @@ def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.gsddmm(M, op, lhs_data, rhs_data, lhs_target, rhs_target)
+    for data, target in ((lhs_data, lhs_target), (rhs_data, rhs_target)):
+        if target == "u":                   # gathered by source: huge pages when reused
+            note_gathered(data)
     return gsddmm_entries(as_graph(M), op, lhs_data, rhs_data, lhs_target, rhs_target)
 
 

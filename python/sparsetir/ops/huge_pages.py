@@ -1,6 +1,8 @@
 """Gathered operands on 2 MiB pages: a large dense operand whose rows a kernel gathers (SpMM's
-``X``, SDDMM's ``Y``) is moved onto transparent huge pages once the same object has been
-gathered for about as long as the move takes.
+``X``, SDDMM's ``Y``, the source data ``u`` of ``gspmm`` and ``gsddmm`` and their aliases:
+``copy_u_sum``, ``u_mul_e_sum``, ``u_dot_v``...) is moved onto transparent huge pages once the
+same object has been gathered for about as long as the move takes. Each operator notes its
+operand once a call (:func:`note_gathered`).
 
 A gather reads one row at an address known only from ``indices``: over an operand much larger
 than the TLB's reach (Intel's second-level TLB maps 2,048 pages of 4 KiB, 8 MiB; AMD Zen 4's
