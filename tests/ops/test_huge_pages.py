@@ -100,9 +100,12 @@ def test_new_objects_small_ones_and_strided_views_never_move(recorded_moves, clo
 
 
 def test_anything_else_is_left_to_the_operators_checks(recorded_moves, clock):
+    """Sparse, meta and transposed tensors and non-arrays are never moved, and noting them
+    raises nothing, however often they come: the operators' checks name them."""
     torch = pytest.importorskip("torch")
-    sparse = torch.eye(2048).to_sparse()
-    for junk in (sparse, [1.0, 2.0], None, "X"):
+    eye = torch.eye(2048)
+    for junk in (eye.to_sparse(), eye.to_sparse_csr(), torch.empty(2048, 2048, device="meta"),
+                 eye.t(), [1.0, 2.0], None, "X"):
         for _ in range(2 * MIN_CALLS):
             note_gathered(junk)
             clock.now += 1.0
@@ -129,6 +132,30 @@ def test_every_operator_counts_a_call_once(recorded_moves, clock, call):
         run()
         assert len(recorded_moves) == (count == MIN_CALLS), count
         clock.now += interval
+
+
+def test_refused_operands_stay_refused_by_name_on_every_call(clock):
+    """A sparse CSR tensor, or a torch.func tensor, passed again and again keeps getting the
+    operator's own error, never one from the move (which reads memory they do not have)."""
+    torch = pytest.importorskip("torch")
+    n = MIN_BYTES // 4 // 1024
+    M = ops.SparseMatrix(scipy.sparse.random(8, n, density=0.01, format="csr",
+                                             dtype=np.float32, random_state=6))
+    X = torch.ones(n, 1024).to_sparse_csr()
+    for _ in range(2 * MIN_CALLS):
+        with pytest.raises(TypeError, match="X is a sparse_csr torch tensor"):
+            ops.spmm(M, X)
+        clock.now += 1.0
+    dense = torch.ones(n, 1024)
+
+    def loss(x):
+        for _ in range(2 * MIN_CALLS):
+            with pytest.raises(TypeError, match="torch.func"):
+                ops.spmm(M, x)
+            clock.now += 1.0
+        return x.sum()
+
+    torch.func.grad(loss)(dense)
 
 
 def test_a_dead_operand_is_forgotten(recorded_moves):

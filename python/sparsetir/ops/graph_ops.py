@@ -209,9 +209,11 @@ def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.gsddmm(M, op, lhs_data, rhs_data, lhs_target, rhs_target)
+    noted = []                              # gathered by source: huge pages when reused
     for data, target in ((lhs_data, lhs_target), (rhs_data, rhs_target)):
-        if target == "u":                   # gathered by source: huge pages when reused
+        if target == "u" and not any(data is other for other in noted):     # once a call
             note_gathered(data)
+            noted.append(data)
     return gsddmm_entries(as_graph(M), op, lhs_data, rhs_data, lhs_target, rhs_target)
 
 

@@ -27,7 +27,7 @@ estimated time. The move then never costs more than the time since the operand's
 and a loop over fixed features (inference, an input layer that aggregates before its linear
 map, a benchmark) gains from there on. Operands under ``MIN_BYTES`` fit the TLB's reach and are
 left as they are; memory already on huge pages (numpy's) moves in microseconds.
-``SPARSETIR_HUGE_PAGES=0`` turns it off. Nothing changes for the user but the pages: the
+``SPARSETIR_HUGE_PAGES=0`` (set before the first call) turns it off. Nothing changes for the user but the pages: the
 values, the address and the object stay.
 
 Example
@@ -49,6 +49,8 @@ import time
 import weakref
 from functools import lru_cache
 from pathlib import Path
+
+import numpy as np
 
 HUGE_PAGE = 2 << 20
 """The size of a transparent huge page on x86-64 and most arm64 kernels (bytes)."""
@@ -87,7 +89,7 @@ def note_gathered(operand) -> None:
     (``back_with_huge_pages``), once. Costs a dictionary lookup and a clock read a call."""
     try:
         nbytes = operand.nbytes
-    except (AttributeError, RuntimeError):      # no array (checked later); a sparse tensor
+    except (AttributeError, RuntimeError, TypeError, ValueError):   # no array: checked later
         return
     if not isinstance(nbytes, int) or nbytes < MIN_BYTES or not huge_pages_available():
         return
@@ -105,8 +107,8 @@ def note_gathered(operand) -> None:
     uses.calls += 1
     if uses.moved is None and uses.calls >= MIN_CALLS and \
             uses.calls * uses.shortest >= MOVE_SECONDS_PER_MIB * nbytes / (1 << 20):
-        uses.moved = back_with_huge_pages(_address(operand), nbytes) \
-            if _contiguous(operand) else 0
+        memory = _memory(operand)
+        uses.moved = back_with_huge_pages(*memory) if memory is not None else 0
 
 
 def moved_bytes(operand) -> int:
@@ -136,7 +138,7 @@ def back_with_huge_pages(address: int, nbytes: int) -> int:
 @lru_cache(maxsize=None)
 def huge_pages_available() -> bool:
     """Linux with transparent huge pages not set to ``never``, and not turned off by
-    ``SPARSETIR_HUGE_PAGES=0``."""
+    ``SPARSETIR_HUGE_PAGES=0`` (read once, at the first large operand: set it before)."""
     if os.environ.get("SPARSETIR_HUGE_PAGES", "1") == "0" or not sys.platform.startswith("linux"):
         return False
     try:
@@ -154,16 +156,26 @@ def _libc():
     return libc
 
 
-def _contiguous(operand) -> bool:
-    if hasattr(operand, "is_contiguous"):      # torch.Tensor
-        return operand.is_contiguous()
-    return bool(getattr(getattr(operand, "flags", None), "c_contiguous", False))
-
-
-def _address(operand) -> int:
-    if hasattr(operand, "data_ptr"):           # torch.Tensor
-        return operand.data_ptr()
-    return operand.__array_interface__["data"][0]
+def _memory(operand):
+    """``(address, nbytes)`` of a C-contiguous numpy array or of a contiguous strided CPU torch
+    tensor with memory of its own, else None: anything else (a view with gaps, a sparse,
+    meta or ``torch.func`` tensor) is left as it is, to the operators' own checks."""
+    if isinstance(operand, np.ndarray):
+        if not operand.flags.c_contiguous:
+            return None
+        address = operand.__array_interface__["data"][0]
+    else:
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(operand, torch.Tensor) \
+                or operand.layout is not torch.strided or operand.device.type != "cpu":
+            return None
+        try:
+            if not operand.is_contiguous():
+                return None
+            address = operand.data_ptr()
+        except RuntimeError:                    # a torch.func tensor: no storage to read
+            return None
+    return (address, operand.nbytes) if address else None
 
 
 def _forget(key: int, reference) -> None:
