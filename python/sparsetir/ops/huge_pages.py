@@ -23,12 +23,13 @@ when the same object (not a new tensor at a recycled address: a training step's 
 are new tensors each step) has been gathered for about as long as the move takes, a
 rent-or-buy rule: at its ``MIN_CALLS``-th call or later, once its calls so far times the
 shortest interval between two of them (an upper bound on one call's time) reaches the move's
-estimated time. The move then never costs more than the time since the operand's first call,
-and a loop over fixed features (inference, an input layer that aggregates before its linear
-map, a benchmark) gains from there on. Operands under ``MIN_BYTES`` fit the TLB's reach and are
-left as they are; memory already on huge pages (numpy's) moves in microseconds.
-``SPARSETIR_HUGE_PAGES=0`` (set before the first call) turns it off. Nothing changes for the user but the pages: the
-values, the address and the object stay.
+estimated time. The move then costs (as estimated) at most 1.5 times the time since the
+operand's first call, and a loop over fixed features (inference, an input layer that
+aggregates before its linear map, a benchmark) gains from there on. Operands under
+``MIN_BYTES`` fit the TLB's reach and are left as they are; memory already on huge pages
+(numpy's) moves in microseconds. ``SPARSETIR_HUGE_PAGES=0`` (set before the first call) turns
+it off. Nothing changes for the user but the pages: the values, the address and the object
+stay.
 
 Example
 -------
