@@ -5,7 +5,7 @@ treats differently."""
 import numpy as np
 import pytest
 import tvm_ffi
-from tvm import tirx
+from tvm import s_tir, tirx
 
 import sparsetir
 from sparsetir.driver.build_module import lower_to_stage3
@@ -47,3 +47,32 @@ def test_spmm_equals_scipy(feat):
     spmm(SparseMatrix(A), X, out=out)
     np.testing.assert_allclose(out, A @ X, rtol=1e-5, atol=1e-5)
     assert spmm_lanes(feat) in (1, 8, 16, 32, 64, 128)
+
+
+def row_buffers(dtype, dot_size, targets=("u", "v")):
+    """The float32 buffers a half-precision dot's schedule allocates per row: (name, shape)."""
+    from sparsetir.ops.generic_kernels import gsddmm_kernel
+    from sparsetir.schedule.generic import schedule_gsddmm_cpu
+    mod = schedule_gsddmm_cpu(sparsetir.lower_sparse_iter(gsddmm_kernel(
+        "dot", dtype, (), (), (), *targets, dot_size)), True)
+    found = []
+
+    def on_block(block):
+        found.extend((b.name, tuple(int(s) for s in b.shape)) for b in block.alloc_buffers
+                     if str(b.dtype) == "float32" and not b.name.startswith("OUT"))
+
+    tvm_ffi.structural_walk(mod["main"].body, (s_tir.SBlock, on_block), order="pre")
+    return found
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_dot_widens_the_rows_operand_once_a_row(dtype):
+    """u_dot_v: the row's operand (target v, buffer Y) is widened into a float32 row of its own
+    before the edge loop; the gathered one (X) is not; float32 kernels and rows past
+    WIDENED_ROW_LIMIT keep reading where they are."""
+    from sparsetir.schedule.generic import WIDENED_ROW_LIMIT
+    assert row_buffers(dtype, 32) == [("Y_global", (1, 32))]
+    assert row_buffers(dtype, 32, ("v", "u")) == [("X_global", (1, 32))]
+    assert row_buffers(dtype, 32, ("u", "e")) == []
+    assert row_buffers("float32", 32) == []
+    assert row_buffers(dtype, 2 * WIDENED_ROW_LIMIT) == []

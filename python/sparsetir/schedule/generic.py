@@ -74,20 +74,37 @@ def schedule_gspmm_cpu(mod: tvm.IRModule, block: str = "gspmm",
     return widen_accumulators(sch.mod)
 
 
+WIDENED_ROW_LIMIT = 4096
+"""The most values of a row a half-precision ``dot`` widens into a buffer of its own (16 KiB of
+float32 on the stack of the thread that runs the row); a longer row is widened where it is read."""
+
+
 def _widen_row_operand(sch, update, edges) -> None:
     """Read ``update``'s half-precision operands whose region does not depend on the edge
     (the iteration of the ``edges`` loop) through a buffer filled before that loop
     (``cache_read``: the row's part, in the row's block), which ``widen_accumulators`` then
-    holds in float32."""
+    holds in float32; rows of more than ``WIDENED_ROW_LIMIT`` values are left alone."""
     block = sch.get(update)
     extent = sch.get(edges).extent
     edge = next(iv.var for iv in block.iter_vars
                 if tvm_ffi.structural_equal(iv.dom.extent, extent))
     rows = [index for index, read in enumerate(block.reads)
-            if str(read.source.dtype) in HALF_DTYPES
+            if str(read.source.dtype) in HALF_DTYPES and _row_values(read) <= WIDENED_ROW_LIMIT
             and not any(uses_var(r.min, edge) or uses_var(r.extent, edge) for r in read.region)]
     for index in reversed(rows):        # cache_read keeps the other reads' positions
         sch.cache_read(update, index, "global")
+
+
+def _row_values(read) -> float:
+    """The values of one row of the buffer ``read`` reads (its shape past the first axis;
+    infinite when a size is not a constant)."""
+    sizes = read.source.shape[1:]
+    if not all(isinstance(size, tvm.tirx.IntImm) for size in sizes):
+        return float("inf")
+    count = 1
+    for size in sizes:
+        count *= int(size)
+    return count
 
 
 def schedule_gsddmm_cpu(mod: tvm.IRModule, dot: bool, prefetch: int = 0) -> tvm.IRModule:
