@@ -16,6 +16,7 @@ import scipy.sparse
 import torch
 
 import sparsetir.ops as ops
+from sparsetir.schedule.generic import WIDENED_ROW_LIMIT
 from sparsetir.errors import SparseTIRTypeError
 from sparsetir.lower import lower_sparse_iter
 from sparsetir.ops.generic_kernels import gspmm_kernel
@@ -165,6 +166,21 @@ def test_repeated_sddmm_into_out_is_prepared(matrix, dtype):
     dense_pattern = (matrix[1] != 0).double()
     torch.testing.assert_close(yg.grad.double(), dense_pattern.T @ x.double(),
                                rtol=4 * UNIT_ROUNDOFF[dtype], atol=1e-2)
+
+
+@HALVES
+@pytest.mark.parametrize("feat", [32, WIDENED_ROW_LIMIT + 1])
+def test_sddmm_rows_widened_once_or_where_read(matrix, dtype, feat):
+    """The row's operand widened once a row (32 features) and, past WIDENED_ROW_LIMIT, where
+    it is read: both the float32 sums rounded once, into an out that held NaN, empty rows
+    included (they own no entry)."""
+    M, _ = matrix
+    x, y = _rounded((ROWS, feat), dtype, 23), _rounded((COLS, feat), dtype, 24)
+    out = torch.full((M.nnz,), float("nan"), dtype=dtype)
+    with torch.autocast("cpu", dtype=dtype):
+        ops.sddmm(M, x, y, out=out)
+    rows, cols = np.repeat(np.arange(ROWS), np.diff(M.indptr)), np.array(M.indices)
+    assert_one_rounding(out, (x.double()[rows] * y.double()[cols]).sum(1), dtype)
 
 
 @HALVES
