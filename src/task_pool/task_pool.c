@@ -37,9 +37,15 @@
  * pool of its own would share the cores with them (DGL's edge softmax of GAT on Pubmed: 1.4-1.7
  * ms on the pool, 0.87 on torch's team). The region's threads claim the same shares one at a
  * time from a counter, so a thread the OS deschedules leaves its shares to the others; the
- * region still ends when every thread of the team has arrived. An error a task raises (the lambda returns nonzero with the
- * error in its thread's tvm-ffi slot) is moved to the calling thread's slot, the first one
- * when several fail, and the launch returns -1, as TVM's pool does. A parallel barrier cannot
+ * region still ends when every thread of the team has arrived. On a busy machine, a thread
+ * that libgomp parked or the OS descheduled arrives up to a scheduler tick late (4-8 ms),
+ * long after the caller has run every share. So a caller that waits at the region's end
+ * longer than LATE_NS and longer than half its own work (sparsetir_task_pool_note_region)
+ * runs MODE_OPENMP launches on the pool for a while, then tries the team again.
+ *
+ * An error a task raises (the lambda returns nonzero with the error in its thread's tvm-ffi
+ * slot) is moved to the calling thread's slot, the first one when several fail, and the
+ * launch returns -1, as TVM's pool does. A parallel barrier cannot
  * be kept when shares are claimed (a share may wait for one nobody runs yet): the barrier
  * raises an error instead of deadlocking; sparsetir's kernels never emit one.
  */
@@ -70,6 +76,9 @@ typedef void (*set_error_text_fn)(const char *kind, const char *message);
 enum { TASKS_PER_THREAD = 8, MAX_TASKS = 0xffff, MAX_WORKERS = 255 };
 enum { MODE_POOL = 0, MODE_SERIAL = 1, MODE_OPENMP = 2 };
 static const long MIN_SPIN_NS = 20000;
+static const long LATE_NS = 500000;     /* an OpenMP region's caller waited this long: late */
+static const long AVOID_NS = 100000000; /* then MODE_OPENMP launches use the pool this long, */
+enum { MAX_BACKOFF = 5 };                /* doubled for each late region in a row, up to 16x */
 
 static move_error_fn ffi_move_error;     /* TVMFFIErrorMoveFromRaised */
 static set_error_fn ffi_set_error;       /* TVMFFIErrorSetRaised (takes a reference) */
@@ -96,6 +105,9 @@ static _Atomic long last_end_ns;         /* when the last launch ended */
 static _Atomic long gap_ns;              /* the running average of the gaps between launches */
 static _Atomic long pooled;              /* launches that ran on the pool, ever */
 static _Atomic int last_team = 0;        /* the threads the last launch was cut for */
+static _Atomic long team_avoided_until;  /* MODE_OPENMP launches use the pool until then */
+static _Atomic int late_streak;          /* late regions in a row */
+static _Atomic long late_regions;        /* late regions, ever */
 static int workers;                       /* started, under `owner` */
 
 static __thread int forked_here; /* this thread called fork() and is the child's thread */
@@ -125,6 +137,8 @@ static void after_fork_in_child(void) {
   atomic_store(&pooled, 0);
   atomic_store(&claim, 0);
   atomic_store(&sleepers, 0);
+  atomic_store(&team_avoided_until, 0);
+  atomic_store(&late_streak, 0);
   forked_here = 1;
 }
 
@@ -274,6 +288,36 @@ int sparsetir_task_pool_workers(void) {
   return started;
 }
 
+/* After an OpenMP region that began at `began`, whose caller ran out of shares at `done` and
+ * left it at `ended` (CLOCK_MONOTONIC ns): when the caller waited at the region's end more
+ * than LATE_NS and more than half as long as it worked, a thread of the team came late
+ * (parked, or descheduled by a busy machine), and MODE_OPENMP launches run on the pool for
+ * AVOID_NS from `ended`, twice as long after each further late region in a row (at most
+ * 2^(MAX_BACKOFF-1) times); the first launch after that tries the team again. Returns how
+ * long (ns) the team is avoided from `ended`: 0 after a region that was on time. */
+long sparsetir_task_pool_note_region(long began, long done, long ended) {
+  long waited = ended - done, worked = done - began;
+  if (waited <= LATE_NS || 2 * waited <= worked) {
+    atomic_store(&late_streak, 0);
+    return 0;
+  }
+  int streak = atomic_load(&late_streak);
+  if (streak < MAX_BACKOFF) streak += 1;
+  atomic_store(&late_streak, streak);
+  atomic_fetch_add(&late_regions, 1);
+  long avoid = AVOID_NS << (streak - 1);
+  atomic_store(&team_avoided_until, ended + avoid);
+  return avoid;
+}
+
+/* How many OpenMP regions of this process found a thread of the team late. */
+long sparsetir_task_pool_late_regions(void) { return atomic_load(&late_regions); }
+
+/* Whether MODE_OPENMP launches run on the pool now, after a late region (note_region). */
+int sparsetir_task_pool_team_avoided(void) {
+  return now_ns() < atomic_load(&team_avoided_until);
+}
+
 /* A launch as one OpenMP parallel region whose threads claim the loop's shares one at a time
  * from a counter of the launch (see MODE_OPENMP). */
 static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
@@ -283,6 +327,8 @@ static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
   _Atomic int next = 0;
   void *first_error = NULL;
   int failed = 0;
+  long began = now_ns();
+  _Atomic long done = 0;
 #pragma omp parallel num_threads(team)
   {
     TVMParallelGroupEnv env = {NULL, tasks};
@@ -303,7 +349,9 @@ static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
       }
     }
     in_task = 0;
+    if (omp_get_thread_num() == 0) atomic_store_explicit(&done, now_ns(), memory_order_relaxed);
   }
+  sparsetir_task_pool_note_region(began, atomic_load(&done), now_ns());
   if (!failed) return 0;
   if (first_error != NULL) {
     ffi_set_error(first_error);
@@ -313,12 +361,12 @@ static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
 }
 
 int sparsetir_task_pool_launch(parallel_lambda lambda, void *cdata, int num_task) {
-  int team = atomic_load(&team_size);
-  if (mode_here == MODE_OPENMP && team > 1 && !forked_here && !in_task &&
-      !omp_in_parallel()) {
-    return launch_openmp(lambda, cdata, num_task);
+  int team = atomic_load(&team_size), mode = mode_here;
+  if (mode == MODE_OPENMP && team > 1 && !forked_here && !in_task && !omp_in_parallel()) {
+    if (!sparsetir_task_pool_team_avoided()) return launch_openmp(lambda, cdata, num_task);
+    mode = MODE_POOL;
   }
-  if (team <= 1 || forked_here || mode_here != MODE_POOL || in_task ||
+  if (team <= 1 || forked_here || mode != MODE_POOL || in_task ||
       omp_in_parallel() || pthread_mutex_trylock(&owner) != 0) {
     TVMParallelGroupEnv env = {NULL, 1};
     if (!in_task) atomic_store(&last_team, 1);

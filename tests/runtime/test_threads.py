@@ -253,6 +253,57 @@ def check_fork() -> dict:
     return {"pool": decision.pool, "printed": printed.getvalue().strip()}
 
 
+def check_late_team() -> dict:
+    """How long the task pool avoids torch's team after regions its caller noted late or on
+    time (``sparsetir_task_pool_note_region``, fed made-up times), and where calls on torch
+    tensors then ran: while the team is avoided, and after the avoidance ended (outputs start
+    as NaN)."""
+    import time
+
+    import torch
+
+    import sparsetir.ops
+
+    torch.set_num_threads(2)
+    decision = threads.cooperate_with_torch()
+    note = threads._pool.sparsetir_task_pool_note_region
+    ms = 1_000_000
+
+    def late(ended):         # waited 1 ms at the end, after 0.1 ms of work
+        return note(ended - 1 * ms - ms // 10, ended - 1 * ms, ended)
+
+    windows = [late(10 * ms) for _ in range(6)]
+    windows.append(note(0, ms // 2, ms // 2 + ms // 10))   # waited 0.1 ms: on time
+    windows.append(late(10 * ms))
+    windows.append(note(0, 5 * ms, 7 * ms))                # waited 2 ms after 5 of work
+    windows.append(late(10 * ms))
+    counted = threads.late_regions()
+
+    A = _matrix(6000, 800)
+    M = sparsetir.ops.SparseMatrix(A)
+    X = torch.from_numpy(np.random.default_rng(3).standard_normal((A.shape[1], 16))
+                         .astype(np.float32))
+    expected = A @ X.numpy()
+
+    def call():
+        out = torch.full((A.shape[0], 16), float("nan"))
+        pooled = threads.pool_launches()
+        sparsetir.ops.spmm(M, X, out=out)
+        return {"pooled": threads.pool_launches() - pooled,
+                "error": float(np.abs(out.numpy() - expected).max())}
+
+    before = threads.team_avoided()
+    late(time.monotonic_ns() + 60_000 * ms)                # avoided for the next minute
+    avoided = threads.team_avoided()
+    while_avoided = call()
+    late(time.monotonic_ns() - 60_000 * ms)                # an avoidance that ended long ago
+    after = {"avoided": threads.team_avoided(), **call(),
+             "team": threads.last_launch_threads()}
+    return {"pool": decision.pool, "windows": windows, "counted": counted,
+            "before": before, "avoided": avoided, "while_avoided": while_avoided,
+            "after": after}
+
+
 def check_small_calls_run_serially() -> dict:
     """A kernel whose parallel loop writes the id of the thread that ran each iteration, called
     with arrays just under, at and over ``SERIAL_BYTES`` (plain on numpy arrays, bound on torch
@@ -304,7 +355,7 @@ def check_small_calls_run_serially() -> dict:
         kernel(np.zeros(8, np.int64), 8)
         kernel.time(big, big.size, number=1, repeat=1)
     used["timed"] = most_threads(timed, big)[1]
-    return {"pool": decision.pool, "used": used}
+    return {"pool": decision.pool, "used": used, "late": threads.late_regions()}
 
 
 def check_small_calls_off_the_main_thread() -> dict:
@@ -453,10 +504,31 @@ def test_calls_under_serial_bytes_run_on_the_calling_thread():
     assert found["used"]["small_again"] == [serial, serial]
     assert found["used"]["at"][0] in pooled                  # numpy: the task pool
     # torch: torch's OpenMP team (cut for 2 threads, none on the pool); on a busy machine its
-    # second thread may take no share in any of the tries (the caller claims them all)
-    assert found["used"]["at_team"] == 2 and found["used"]["at"][1] in ([2, 0], [1, 0])
+    # second thread may take no share in any of the tries (the caller claims them all), or
+    # come late, and then the calls after it run on the pool
+    if found["late"] == 0:
+        assert found["used"]["at_team"] == 2 and found["used"]["at"][1] in ([2, 0], [1, 0])
+    else:
+        assert found["used"]["at_team"] in (1, 2) and found["used"]["at"][1][0] in (1, 2)
     assert found["used"]["small_team"] == 1                  # a serial launch: its caller
     assert found["used"]["timed"] >= 1                       # its warm-up and timed runs
+
+
+def test_a_late_team_sends_torch_calls_to_the_pool_for_a_while():
+    found = run_check("check_late_team", TVM_NUM_THREADS="2")
+    assert found["pool"] == "tasks"
+    ms = 1_000_000
+    # 0.1 s, doubled for each late region in a row up to 1.6 s; an on-time region (waited
+    # 0.1 ms, or 2 ms after 5 ms of work) avoids nothing and starts the doubling again
+    assert found["windows"] == [100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 1600 * ms,
+                                0, 100 * ms, 0, 100 * ms]
+    assert found["counted"] == 8
+    assert not found["before"] and found["avoided"]
+    assert found["while_avoided"]["pooled"] >= 1                 # on the task pool
+    assert found["while_avoided"]["error"] < 1e-4
+    assert not found["after"]["avoided"]
+    assert found["after"]["pooled"] == 0 and found["after"]["team"] == 2   # the team again
+    assert found["after"]["error"] < 1e-4
 
 
 def test_spreading_the_team_never_binds_it():
