@@ -39,9 +39,12 @@
  * time from a counter, so a thread the OS deschedules leaves its shares to the others; the
  * region still ends when every thread of the team has arrived. On a busy machine, a thread
  * that libgomp parked or the OS descheduled arrives up to a scheduler tick late (4-8 ms),
- * long after the caller has run every share. So a caller that waits at the region's end
- * longer than LATE_NS and longer than half its own work (sparsetir_task_pool_note_region)
- * runs MODE_OPENMP launches on the pool for a while, then tries the team again.
+ * long after the caller has run every share. So when a thread of the team entered a region
+ * only after its caller had run out of shares, and the caller then waited more than LATE_NS
+ * at the region's end (sparsetir_task_pool_note_region), the calling thread's MODE_OPENMP
+ * launches run on the pool for a while (serially while another thread holds the pool), then
+ * try the team again. Each calling thread has a team of its own in libgomp, so this is kept
+ * per calling thread.
  *
  * An error a task raises (the lambda returns nonzero with the error in its thread's tvm-ffi
  * slot) is moved to the calling thread's slot, the first one when several fail, and the
@@ -105,14 +108,14 @@ static _Atomic long last_end_ns;         /* when the last launch ended */
 static _Atomic long gap_ns;              /* the running average of the gaps between launches */
 static _Atomic long pooled;              /* launches that ran on the pool, ever */
 static _Atomic int last_team = 0;        /* the threads the last launch was cut for */
-static _Atomic long team_avoided_until;  /* MODE_OPENMP launches use the pool until then */
-static _Atomic int late_streak;          /* late regions in a row */
-static _Atomic long late_regions;        /* late regions, ever */
+static _Atomic long late_regions;        /* late regions, in this process */
 static int workers;                       /* started, under `owner` */
 
 static __thread int forked_here; /* this thread called fork() and is the child's thread */
 static __thread int mode_here;   /* where this thread's launches run: MODE_* */
 static __thread int in_task;     /* this thread is running a task */
+static __thread long team_avoided_until; /* its MODE_OPENMP launches use the pool until then */
+static __thread int late_streak;         /* late regions of its team in a row */
 
 static inline void relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -137,8 +140,9 @@ static void after_fork_in_child(void) {
   atomic_store(&pooled, 0);
   atomic_store(&claim, 0);
   atomic_store(&sleepers, 0);
-  atomic_store(&team_avoided_until, 0);
-  atomic_store(&late_streak, 0);
+  atomic_store(&late_regions, 0);
+  team_avoided_until = 0;
+  late_streak = 0;
   forked_here = 1;
 }
 
@@ -288,35 +292,32 @@ int sparsetir_task_pool_workers(void) {
   return started;
 }
 
-/* After an OpenMP region that began at `began`, whose caller ran out of shares at `done` and
- * left it at `ended` (CLOCK_MONOTONIC ns): when the caller waited at the region's end more
- * than LATE_NS and more than half as long as it worked, a thread of the team came late
- * (parked, or descheduled by a busy machine), and MODE_OPENMP launches run on the pool for
+/* After an OpenMP region of the calling thread's team whose caller ran out of shares at `done`,
+ * whose other threads entered it at `arrived` at the latest (0: none did), and which the
+ * caller left at `ended` (CLOCK_MONOTONIC ns): when a thread entered only after `done` and the
+ * caller waited more than LATE_NS at the end, the team came late (a thread parked, or
+ * descheduled by a busy machine), and this thread's MODE_OPENMP launches run on the pool for
  * AVOID_NS from `ended`, twice as long after each further late region in a row (at most
- * 2^(MAX_BACKOFF-1) times); the first launch after that tries the team again. Returns how
+ * 2^(MAX_BACKOFF-1) times); its first launch after that tries the team again. Returns how
  * long (ns) the team is avoided from `ended`: 0 after a region that was on time. */
-long sparsetir_task_pool_note_region(long began, long done, long ended) {
-  long waited = ended - done, worked = done - began;
-  if (waited <= LATE_NS || 2 * waited <= worked) {
-    atomic_store(&late_streak, 0);
+long sparsetir_task_pool_note_region(long done, long arrived, long ended) {
+  if (arrived <= done || ended - done <= LATE_NS) {
+    late_streak = 0;
     return 0;
   }
-  int streak = atomic_load(&late_streak);
-  if (streak < MAX_BACKOFF) streak += 1;
-  atomic_store(&late_streak, streak);
+  if (late_streak < MAX_BACKOFF) late_streak += 1;
   atomic_fetch_add(&late_regions, 1);
-  long avoid = AVOID_NS << (streak - 1);
-  atomic_store(&team_avoided_until, ended + avoid);
+  long avoid = AVOID_NS << (late_streak - 1);
+  team_avoided_until = ended + avoid;
   return avoid;
 }
 
-/* How many OpenMP regions of this process found a thread of the team late. */
+/* How many OpenMP regions of this process found a thread of their team late. */
 long sparsetir_task_pool_late_regions(void) { return atomic_load(&late_regions); }
 
-/* Whether MODE_OPENMP launches run on the pool now, after a late region (note_region). */
-int sparsetir_task_pool_team_avoided(void) {
-  return now_ns() < atomic_load(&team_avoided_until);
-}
+/* Whether the calling thread's MODE_OPENMP launches run on the pool now, after a late region
+ * of its team (note_region). */
+int sparsetir_task_pool_team_avoided(void) { return now_ns() < team_avoided_until; }
 
 /* A launch as one OpenMP parallel region whose threads claim the loop's shares one at a time
  * from a counter of the launch (see MODE_OPENMP). */
@@ -327,12 +328,18 @@ static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
   _Atomic int next = 0;
   void *first_error = NULL;
   int failed = 0;
-  long began = now_ns();
-  _Atomic long done = 0;
+  _Atomic long done = 0, arrived = 0;
 #pragma omp parallel num_threads(team)
   {
     TVMParallelGroupEnv env = {NULL, tasks};
-    if (omp_get_thread_num() == 0) atomic_store(&last_team, omp_get_num_threads());
+    if (omp_get_thread_num() == 0) {
+      atomic_store(&last_team, omp_get_num_threads());
+    } else { /* when the last of the team entered */
+      long entered = now_ns(), latest = atomic_load_explicit(&arrived, memory_order_relaxed);
+      while (entered > latest && !atomic_compare_exchange_weak_explicit(
+                 &arrived, &latest, entered, memory_order_relaxed, memory_order_relaxed)) {
+      }
+    }
     in_task = 1;
     for (int task; (task = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed)) < tasks;) {
       if (lambda(task, &env, cdata) == 0) continue;
@@ -351,7 +358,7 @@ static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
     in_task = 0;
     if (omp_get_thread_num() == 0) atomic_store_explicit(&done, now_ns(), memory_order_relaxed);
   }
-  sparsetir_task_pool_note_region(began, atomic_load(&done), now_ns());
+  sparsetir_task_pool_note_region(atomic_load(&done), atomic_load(&arrived), now_ns());
   if (!failed) return 0;
   if (first_error != NULL) {
     ffi_set_error(first_error);

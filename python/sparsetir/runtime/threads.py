@@ -35,11 +35,15 @@ module loaded from then on):
   its parallel loops on torch's team, in equal static shares, as the kernels did before the
   pool existed; a call on numpy arrays runs on the pool (:func:`size_launches`). Unless that
   team comes late: on a busy machine a thread of it that libgomp parked, or that the OS
-  descheduled, joins a call up to a scheduler tick (4-8 ms) after the caller has run every
-  share, and the call waits for it. A call whose caller waited at the region's end more than
-  0.5 ms and more than half as long as it worked sends the calls on torch tensors to the pool
-  for 0.1 s, twice as long after each further late call in a row (up to 1.6 s), then tries
-  the team again (:func:`team_avoided`, :func:`late_regions`).
+  descheduled, enters a call's parallel region up to a scheduler tick (4-8 ms) after the
+  caller has run every share, and the caller waits for it. After such a region, with a wait
+  of more than 0.5 ms, the calling thread's launches on torch tensors run on the pool (on the
+  caller alone while another thread holds the pool) for 0.1 s, twice as long after each
+  further late region in a row (up to 1.6 s), then try the team again
+  (:func:`team_avoided`, :func:`late_regions`). A retry may meet the team parked (nothing
+  woke it meanwhile unless torch's operators ran), so on a machine that stays busy the
+  avoidance soon lasts 1.6 s. libgomp gives each calling thread a team of its own; the
+  avoidance is kept per calling thread.
 * A call whose arrays hold fewer than ``SERIAL_BYTES`` (64 KiB) in all (:func:`size_launches`,
   which the call wrappers of ``runtime.kernel`` use) runs on the calling thread, as torch runs
   a range under its grain size: below that, waking a worker costs more than it saves. Above it
@@ -178,8 +182,8 @@ def _count(value: str) -> int:
 def size_launches(nbytes: int, torch_call: bool = False) -> None:
     """Let the calling thread's next kernel launches run on itself when the call's arrays hold
     fewer than ``SERIAL_BYTES`` bytes (``nbytes``), else on torch's OpenMP team for a call on
-    torch tensors (``torch_call``; the task pool while :func:`team_avoided`) and on the task
-    pool otherwise; nothing changes where TVM's pool runs the kernels. Cheap when nothing
+    torch tensors (``torch_call``; the task pool while :func:`team_avoided`, or the calling
+    thread while another holds the pool) and on the task pool otherwise; nothing changes where TVM's pool runs the kernels. Cheap when nothing
     changes.
 
     At most every ``SPREAD_INTERVAL_S`` seconds per thread, a call on torch tensors from the
@@ -277,9 +281,9 @@ def last_launch_threads() -> int:
 
 
 def late_regions() -> int:
-    """How many kernel calls on torch's OpenMP team (calls on torch tensors) made their caller
-    wait for a late thread of the team (see the module docstring) in this process; 0 where
-    TVM's pool runs the kernels.
+    """How many parallel regions of kernels on torch's OpenMP team (calls on torch tensors)
+    made their caller wait for a thread of the team that came late (see the module docstring)
+    in this process; 0 where TVM's pool runs the kernels.
 
     Example
     -------
@@ -290,9 +294,9 @@ def late_regions() -> int:
 
 
 def team_avoided() -> bool:
-    """Whether kernel calls on torch tensors run on the task pool now, instead of torch's
-    OpenMP team, because a recent call on that team waited for a late thread of it (see the
-    module docstring); False where TVM's pool runs the kernels.
+    """Whether the calling thread's kernel calls on torch tensors run on the task pool now,
+    instead of its OpenMP team, because a recent region on that team waited for a thread of it
+    that came late (see the module docstring); False where TVM's pool runs the kernels.
 
     Example
     -------
