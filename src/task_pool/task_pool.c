@@ -37,18 +37,9 @@
  * pool of its own would share the cores with them (DGL's edge softmax of GAT on Pubmed: 1.4-1.7
  * ms on the pool, 0.87 on torch's team). The region's threads claim the same shares one at a
  * time from a counter, so a thread the OS deschedules leaves its shares to the others; the
- * region still ends when every thread of the team has arrived. On a busy machine, a thread
- * that libgomp parked or the OS descheduled arrives up to a scheduler tick late (4-8 ms),
- * long after the caller has run every share. So when a thread of the team entered a region
- * only after its caller had run out of shares, and the caller then waited more than LATE_NS
- * at the region's end (sparsetir_task_pool_note_region), the calling thread's MODE_OPENMP
- * launches run on the pool for a while (serially while another thread holds the pool), then
- * try the team again. Each calling thread has a team of its own in libgomp, so this is kept
- * per calling thread.
- *
- * An error a task raises (the lambda returns nonzero with the error in its thread's tvm-ffi
- * slot) is moved to the calling thread's slot, the first one when several fail, and the
- * launch returns -1, as TVM's pool does. A parallel barrier cannot
+ * region still ends when every thread of the team has arrived. An error a task raises (the lambda returns nonzero with the
+ * error in its thread's tvm-ffi slot) is moved to the calling thread's slot, the first one
+ * when several fail, and the launch returns -1, as TVM's pool does. A parallel barrier cannot
  * be kept when shares are claimed (a share may wait for one nobody runs yet): the barrier
  * raises an error instead of deadlocking; sparsetir's kernels never emit one.
  */
@@ -79,9 +70,6 @@ typedef void (*set_error_text_fn)(const char *kind, const char *message);
 enum { TASKS_PER_THREAD = 8, MAX_TASKS = 0xffff, MAX_WORKERS = 255 };
 enum { MODE_POOL = 0, MODE_SERIAL = 1, MODE_OPENMP = 2 };
 static const long MIN_SPIN_NS = 20000;
-static const long LATE_NS = 500000;     /* an OpenMP region's caller waited this long: late */
-static const long AVOID_NS = 100000000; /* then MODE_OPENMP launches use the pool this long, */
-enum { MAX_BACKOFF = 5 };                /* doubled for each late region in a row, up to 16x */
 
 static move_error_fn ffi_move_error;     /* TVMFFIErrorMoveFromRaised */
 static set_error_fn ffi_set_error;       /* TVMFFIErrorSetRaised (takes a reference) */
@@ -108,14 +96,11 @@ static _Atomic long last_end_ns;         /* when the last launch ended */
 static _Atomic long gap_ns;              /* the running average of the gaps between launches */
 static _Atomic long pooled;              /* launches that ran on the pool, ever */
 static _Atomic int last_team = 0;        /* the threads the last launch was cut for */
-static _Atomic long late_regions;        /* late regions, in this process */
 static int workers;                       /* started, under `owner` */
 
 static __thread int forked_here; /* this thread called fork() and is the child's thread */
 static __thread int mode_here;   /* where this thread's launches run: MODE_* */
 static __thread int in_task;     /* this thread is running a task */
-static __thread long team_avoided_until; /* its MODE_OPENMP launches use the pool until then */
-static __thread int late_streak;         /* late regions of its team in a row */
 
 static inline void relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -140,9 +125,6 @@ static void after_fork_in_child(void) {
   atomic_store(&pooled, 0);
   atomic_store(&claim, 0);
   atomic_store(&sleepers, 0);
-  atomic_store(&late_regions, 0);
-  team_avoided_until = 0;
-  late_streak = 0;
   forked_here = 1;
 }
 
@@ -292,33 +274,6 @@ int sparsetir_task_pool_workers(void) {
   return started;
 }
 
-/* After an OpenMP region of the calling thread's team whose caller ran out of shares at `done`,
- * whose other threads entered it at `arrived` at the latest (0: none did), and which the
- * caller left at `ended` (CLOCK_MONOTONIC ns): when a thread entered only after `done` and the
- * caller waited more than LATE_NS at the end, the team came late (a thread parked, or
- * descheduled by a busy machine), and this thread's MODE_OPENMP launches run on the pool for
- * AVOID_NS from `ended`, twice as long after each further late region in a row (at most
- * 2^(MAX_BACKOFF-1) times); its first launch after that tries the team again. Returns how
- * long (ns) the team is avoided from `ended`: 0 after a region that was on time. */
-long sparsetir_task_pool_note_region(long done, long arrived, long ended) {
-  if (arrived <= done || ended - done <= LATE_NS) {
-    late_streak = 0;
-    return 0;
-  }
-  if (late_streak < MAX_BACKOFF) late_streak += 1;
-  atomic_fetch_add(&late_regions, 1);
-  long avoid = AVOID_NS << (late_streak - 1);
-  team_avoided_until = ended + avoid;
-  return avoid;
-}
-
-/* How many OpenMP regions of this process found a thread of their team late. */
-long sparsetir_task_pool_late_regions(void) { return atomic_load(&late_regions); }
-
-/* Whether the calling thread's MODE_OPENMP launches run on the pool now, after a late region
- * of its team (note_region). */
-int sparsetir_task_pool_team_avoided(void) { return now_ns() < team_avoided_until; }
-
 /* A launch as one OpenMP parallel region whose threads claim the loop's shares one at a time
  * from a counter of the launch (see MODE_OPENMP). */
 static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
@@ -328,18 +283,10 @@ static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
   _Atomic int next = 0;
   void *first_error = NULL;
   int failed = 0;
-  _Atomic long done = 0, arrived = 0;
 #pragma omp parallel num_threads(team)
   {
     TVMParallelGroupEnv env = {NULL, tasks};
-    if (omp_get_thread_num() == 0) {
-      atomic_store(&last_team, omp_get_num_threads());
-    } else { /* when the last of the team entered */
-      long entered = now_ns(), latest = atomic_load_explicit(&arrived, memory_order_relaxed);
-      while (entered > latest && !atomic_compare_exchange_weak_explicit(
-                 &arrived, &latest, entered, memory_order_relaxed, memory_order_relaxed)) {
-      }
-    }
+    if (omp_get_thread_num() == 0) atomic_store(&last_team, omp_get_num_threads());
     in_task = 1;
     for (int task; (task = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed)) < tasks;) {
       if (lambda(task, &env, cdata) == 0) continue;
@@ -356,9 +303,7 @@ static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
       }
     }
     in_task = 0;
-    if (omp_get_thread_num() == 0) atomic_store_explicit(&done, now_ns(), memory_order_relaxed);
   }
-  sparsetir_task_pool_note_region(atomic_load(&done), atomic_load(&arrived), now_ns());
   if (!failed) return 0;
   if (first_error != NULL) {
     ffi_set_error(first_error);
@@ -368,12 +313,12 @@ static int launch_openmp(parallel_lambda lambda, void *cdata, int num_task) {
 }
 
 int sparsetir_task_pool_launch(parallel_lambda lambda, void *cdata, int num_task) {
-  int team = atomic_load(&team_size), mode = mode_here;
-  if (mode == MODE_OPENMP && team > 1 && !forked_here && !in_task && !omp_in_parallel()) {
-    if (!sparsetir_task_pool_team_avoided()) return launch_openmp(lambda, cdata, num_task);
-    mode = MODE_POOL;
+  int team = atomic_load(&team_size);
+  if (mode_here == MODE_OPENMP && team > 1 && !forked_here && !in_task &&
+      !omp_in_parallel()) {
+    return launch_openmp(lambda, cdata, num_task);
   }
-  if (team <= 1 || forked_here || mode != MODE_POOL || in_task ||
+  if (team <= 1 || forked_here || mode_here != MODE_POOL || in_task ||
       omp_in_parallel() || pthread_mutex_trylock(&owner) != 0) {
     TVMParallelGroupEnv env = {NULL, 1};
     if (!in_task) atomic_store(&last_team, 1);

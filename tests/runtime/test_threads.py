@@ -253,64 +253,6 @@ def check_fork() -> dict:
     return {"pool": decision.pool, "printed": printed.getvalue().strip()}
 
 
-def check_late_team() -> dict:
-    """How long the task pool avoids torch's team after regions noted late or on time
-    (``sparsetir_task_pool_note_region``, fed made-up times), whether another thread's calls
-    avoid it too, and where calls on torch tensors ran: while the team is avoided, and after
-    the avoidance ended (outputs start as NaN)."""
-    import time
-
-    import torch
-
-    import sparsetir.ops
-
-    torch.set_num_threads(2)
-    decision = threads.cooperate_with_torch()
-    if threads._pool is None:
-        return {"pool": decision.pool}
-    note = threads._pool.sparsetir_task_pool_note_region
-    ms = 1_000_000
-
-    def late(ended):     # the caller ran out of shares 1 ms before the end, a thread came after
-        return note(ended - ms, ended - ms // 10, ended)
-
-    windows = [late(10 * ms) for _ in range(6)]
-    windows.append(note(5 * ms, 4 * ms, 10 * ms))   # a thread came before the caller ran out
-    windows.append(late(10 * ms))
-    windows.append(note(ms, ms + ms // 10, ms + ms * 4 // 10))   # came late, waited 0.4 ms
-    windows.append(late(10 * ms))
-    windows.append(note(ms, 0, 10 * ms))            # no other thread entered
-    windows.append(late(10 * ms))
-    counted = threads.late_regions()
-
-    A = _matrix(6000, 800)
-    M = sparsetir.ops.SparseMatrix(A)
-    X = torch.from_numpy(np.random.default_rng(3).standard_normal((A.shape[1], 16))
-                         .astype(np.float32))
-    expected = A @ X.numpy()
-
-    def call():
-        out = torch.full((A.shape[0], 16), float("nan"))
-        pooled = threads.pool_launches()
-        sparsetir.ops.spmm(M, X, out=out)
-        return {"pooled": threads.pool_launches() - pooled,
-                "error": float(np.abs(out.numpy() - expected).max())}
-
-    before = threads.team_avoided()
-    late(time.monotonic_ns() + 60_000 * ms)                # avoided for the next minute
-    avoided = threads.team_avoided()
-    elsewhere = []                                         # another thread has its own team
-    other = threading.Thread(target=lambda: elsewhere.append(threads.team_avoided()))
-    other.start()
-    other.join()
-    while_avoided = call()
-    late(time.monotonic_ns() - 60_000 * ms)                # an avoidance that ended long ago
-    after = {"avoided": threads.team_avoided(), **call()}
-    return {"pool": decision.pool, "windows": windows, "counted": counted,
-            "before": before, "avoided": avoided, "elsewhere": elsewhere,
-            "while_avoided": while_avoided, "after": after}
-
-
 def check_small_calls_run_serially() -> dict:
     """A kernel whose parallel loop writes the id of the thread that ran each iteration, called
     with arrays just under, at and over ``SERIAL_BYTES`` (plain on numpy arrays, bound on torch
@@ -362,7 +304,7 @@ def check_small_calls_run_serially() -> dict:
         kernel(np.zeros(8, np.int64), 8)
         kernel.time(big, big.size, number=1, repeat=1)
     used["timed"] = most_threads(timed, big)[1]
-    return {"pool": decision.pool, "used": used, "late": threads.late_regions()}
+    return {"pool": decision.pool, "used": used}
 
 
 def check_small_calls_off_the_main_thread() -> dict:
@@ -511,33 +453,10 @@ def test_calls_under_serial_bytes_run_on_the_calling_thread():
     assert found["used"]["small_again"] == [serial, serial]
     assert found["used"]["at"][0] in pooled                  # numpy: the task pool
     # torch: torch's OpenMP team (cut for 2 threads, none on the pool); on a busy machine its
-    # second thread may take no share in any of the tries (the caller claims them all), or
-    # come late, and then the calls after it run on the pool
-    if found["late"] == 0:
-        assert found["used"]["at_team"] == 2 and found["used"]["at"][1] in ([2, 0], [1, 0])
-    else:      # the late region ran on the team: not every call went to the pool
-        assert found["used"]["at"][1][1] < 1
+    # second thread may take no share in any of the tries (the caller claims them all)
+    assert found["used"]["at_team"] == 2 and found["used"]["at"][1] in ([2, 0], [1, 0])
     assert found["used"]["small_team"] == 1                  # a serial launch: its caller
     assert found["used"]["timed"] >= 1                       # its warm-up and timed runs
-
-
-def test_a_late_team_sends_torch_calls_to_the_pool_for_a_while():
-    found = run_check("check_late_team", TVM_NUM_THREADS="2")
-    assert found["pool"] == "tasks"
-    ms = 1_000_000
-    # 0.1 s, doubled for each late region in a row up to 1.6 s; a region on time (every
-    # thread came before the caller ran out of shares, the caller waited 0.5 ms or less, or
-    # no thread came) avoids nothing and starts the doubling again
-    assert found["windows"] == [100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 1600 * ms,
-                                0, 100 * ms, 0, 100 * ms, 0, 100 * ms]
-    assert found["counted"] == 9
-    assert not found["before"] and found["avoided"]
-    assert found["elsewhere"] == [False]                         # per calling thread
-    assert found["while_avoided"]["pooled"] >= 1                 # on the task pool
-    assert found["while_avoided"]["error"] < 1e-4
-    assert not found["after"]["avoided"]
-    assert found["after"]["pooled"] == 0                         # the team again
-    assert found["after"]["error"] < 1e-4
 
 
 def test_spreading_the_team_never_binds_it():

@@ -33,17 +33,7 @@ module loaded from then on):
   on a pool of its own then shares the cores with them (GAT's edge softmax on Pubmed: 1.4-1.7
   ms against 0.87 ms on torch's team; GAT training 1.2x slower an epoch). So such a call runs
   its parallel loops on torch's team, in equal static shares, as the kernels did before the
-  pool existed; a call on numpy arrays runs on the pool (:func:`size_launches`). Unless that
-  team comes late: on a busy machine a thread of it that libgomp parked, or that the OS
-  descheduled, enters a call's parallel region up to a scheduler tick (4-8 ms) after the
-  caller has run every share, and the caller waits for it. After such a region, with a wait
-  of more than 0.5 ms, the calling thread's launches on torch tensors run on the pool (on the
-  caller alone while another thread holds the pool) for 0.1 s, twice as long after each
-  further late region in a row (up to 1.6 s), then try the team again
-  (:func:`team_avoided`, :func:`late_regions`). A retry may meet the team parked (nothing
-  woke it meanwhile unless torch's operators ran), so on a machine that stays busy the
-  avoidance soon lasts 1.6 s. libgomp gives each calling thread a team of its own; the
-  avoidance is kept per calling thread.
+  pool existed; a call on numpy arrays runs on the pool (:func:`size_launches`).
 * A call whose arrays hold fewer than ``SERIAL_BYTES`` (64 KiB) in all (:func:`size_launches`,
   which the call wrappers of ``runtime.kernel`` use) runs on the calling thread, as torch runs
   a range under its grain size: below that, waking a worker costs more than it saves. Above it
@@ -182,9 +172,8 @@ def _count(value: str) -> int:
 def size_launches(nbytes: int, torch_call: bool = False) -> None:
     """Let the calling thread's next kernel launches run on itself when the call's arrays hold
     fewer than ``SERIAL_BYTES`` bytes (``nbytes``), else on torch's OpenMP team for a call on
-    torch tensors (``torch_call``; the task pool while :func:`team_avoided`, or the calling
-    thread while another holds the pool) and on the task pool otherwise; nothing changes where TVM's pool runs the kernels. Cheap when nothing
-    changes.
+    torch tensors (``torch_call``) and on the task pool otherwise; nothing changes where TVM's
+    pool runs the kernels. Cheap when nothing changes.
 
     At most every ``SPREAD_INTERVAL_S`` seconds per thread, a call on torch tensors from the
     main thread (whose team is the one torch's operators use) or a large one from another
@@ -280,32 +269,6 @@ def last_launch_threads() -> int:
     return _pool.sparsetir_task_pool_last_team() if _pool is not None else 0
 
 
-def late_regions() -> int:
-    """How many parallel regions of kernels on torch's OpenMP team (calls on torch tensors)
-    made their caller wait for a thread of the team that came late (see the module docstring)
-    in this process; 0 where TVM's pool runs the kernels.
-
-    Example
-    -------
-    >>> late_regions() >= 0
-    True
-    """
-    return _pool.sparsetir_task_pool_late_regions() if _pool is not None else 0
-
-
-def team_avoided() -> bool:
-    """Whether the calling thread's kernel calls on torch tensors run on the task pool now,
-    instead of its OpenMP team, because a recent region on that team waited for a thread of it
-    that came late (see the module docstring); False where TVM's pool runs the kernels.
-
-    Example
-    -------
-    >>> team_avoided() in (True, False)
-    True
-    """
-    return bool(_pool.sparsetir_task_pool_team_avoided()) if _pool is not None else False
-
-
 def cooperate_with_torch() -> Cooperation:
     """Run kernels' parallel loops on sparsetir's task pool from now on, unless the environment
     configures TVM's pool (then nothing changes). Decided once per process; the decision is
@@ -364,10 +327,6 @@ def _install_task_pool(threads: int) -> None:
     library.sparsetir_task_pool_threads.argtypes = [ctypes.c_int]
     library.sparsetir_task_pool_threads.restype = None
     library.sparsetir_task_pool_last_team.restype = ctypes.c_int
-    library.sparsetir_task_pool_note_region.argtypes = [ctypes.c_long] * 3
-    library.sparsetir_task_pool_note_region.restype = ctypes.c_long
-    library.sparsetir_task_pool_late_regions.restype = ctypes.c_long
-    library.sparsetir_task_pool_team_avoided.restype = ctypes.c_int
     _pool = library
     _set_mode = library.sparsetir_task_pool_mode
 
