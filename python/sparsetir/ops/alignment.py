@@ -79,18 +79,25 @@ def reuse_to_copy(nbytes: int) -> float:
     return max(MIN_REUSE, REUSE_PER_L2 * nbytes / l2_cache_bytes())
 
 
-def gather_ready(array, gathers: int | None):
-    """``array``, or a copy of it on a ``CACHE_LINE`` boundary (in this thread's buffer, made
-    by ``line_copy`` on the kernels' threads) when it is a non-empty C-contiguous 2-D float32
-    numpy array off that boundary, its rows are a whole number of ``MIN_ROW_BYTES``, it fits
+def copy_may_pay(shape: tuple, gathers: int | None) -> bool:
+    """Whether copying a C-contiguous 2-D float32 operand of ``shape`` off the ``CACHE_LINE``
+    boundary pays: it is not empty, its rows are a whole number of ``MIN_ROW_BYTES``, it fits
     two cores' L2 caches, and the call gathers its rows ``gathers`` times (the matrix's
     nonzeros; None: unknown), at least ``reuse_to_copy`` times a row on average (see the
     module docstring)."""
+    rows, feats = shape
+    nbytes = 4 * rows * feats
+    return nbytes > 0 and (4 * feats) % MIN_ROW_BYTES == 0 and nbytes <= 2 * l2_cache_bytes() \
+        and gathers is not None and gathers >= reuse_to_copy(nbytes) * rows
+
+
+def gather_ready(array, gathers: int | None):
+    """``array``, or a copy of it on a ``CACHE_LINE`` boundary (in this thread's buffer, made
+    by ``line_copy`` on the kernels' threads) when it is a C-contiguous 2-D float32 numpy
+    array off that boundary and a copy pays (``copy_may_pay``)."""
     if type(array) is not np.ndarray or array.dtype != np.float32 or array.ndim != 2 \
             or array.ctypes.data % CACHE_LINE == 0 or not array.flags.c_contiguous \
-            or array.size == 0 or (array.shape[1] * 4) % MIN_ROW_BYTES != 0 \
-            or array.nbytes > 2 * l2_cache_bytes() or gathers is None \
-            or gathers < reuse_to_copy(array.nbytes) * array.shape[0]:
+            or not copy_may_pay(array.shape, gathers):
         return array
     size = array.size
     buffer = getattr(_scratch, "buffer", None)

@@ -139,6 +139,7 @@ class SparseMatrix:
         self.__dict__["values"] = self.data
         self.prepared = {}      # what the operators prepare once per matrix (bound kernels)
         self.calls = {}         # operator and operand shapes -> (bound kernel, result shape)
+        self.numpy_calls = {}   # the same, numpy calls' short path (``numpy_calls``)
         self.tuned = {}         # (kernel, feature size) -> the bound kernel a search chose
         self.auto_tune = False  # search at a kernel's first call (``tune=True``)
         self.__dict__["_graph_tensors"] = None

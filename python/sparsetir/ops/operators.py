@@ -24,6 +24,7 @@ from .graph_tensors import graph_tensors, tracing
 from .matrix import SparseMatrix, as_sparse_matrix
 from .alignment import gather_ready
 from .huge_pages import note_gathered
+from . import numpy_calls
 from .plain import PlainCSR
 from . import tuning
 from ..schedule.operators import prefetch_distance, schedule_for
@@ -130,6 +131,11 @@ def spmm(A, X, out=None, weighted: bool = True):
     ``X``, or matrix values made by ``SparseMatrix.from_csr``, that require grad, the result
     carries autograd (``graph_ops``); float64 matrices and operands compute in float64.
     """
+    if type(A) is SparseMatrix and type(X) is np.ndarray and A.values is A.data:
+        name = "spmm" if weighted else "spmm_unweighted"
+        result = numpy_calls.run(A.numpy_calls, (name, X.shape), (X,), out)
+        if result is not None:
+            return result
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.spmm(A, X, out, weighted)
@@ -158,6 +164,8 @@ def spmm(A, X, out=None, weighted: bool = True):
     _run(bound, {"x": "X", "y": "out"}, x.as_matrix(), y)
     finish()
     _prepare_call(matrix, key, (X,), bound, x.rows_shape(m))
+    if matrix is A:
+        numpy_calls.prepare(A.numpy_calls, (name, X.shape), bound, (X,), result, 0, A.nnz)
     return result
 
 
@@ -183,6 +191,11 @@ def sddmm(A, X, Y, out=None):
     >>> sddmm(A, np.ones((1, 1), np.float32), np.float32([[10], [20]])).tolist()
     [20.0, 10.0]
     """
+    if type(A) is SparseMatrix and type(X) is np.ndarray and A.values is A.data:
+        key = ("sddmm", X.shape, getattr(Y, "shape", None))
+        result = numpy_calls.run(A.numpy_calls, key, (X, Y), out)
+        if result is not None:
+            return result
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.sddmm(A, X, Y, out)
@@ -215,6 +228,9 @@ def sddmm(A, X, Y, out=None):
     _run(bound, {"x": "X", "y": "Y"}, x.as_matrix(), y.as_matrix(), values)
     finish()
     _prepare_call(matrix, key, (X, Y), bound, (matrix.nnz,))
+    if matrix is A:
+        numpy_calls.prepare(A.numpy_calls, ("sddmm", X.shape, Y.shape), bound, (X, Y), result,
+                            1, A.nnz)
     return result
 
 

@@ -538,6 +538,21 @@ class BoundKernel:
         self._bump_written(args)
         return True
 
+    def call_native(self, args: tuple) -> bool:
+        """Run the kernel on ``args`` through its C plan alone (``call_fast``'s first try, for
+        callers that know the arguments are numpy arrays and have sized the launch with
+        ``threads.size_launches``) and return True; False, with nothing run, when the plan
+        declines them or there is none (``native_call``)."""
+        if self.kernel._function is not self._code:      # the kernel took new code
+            self._follow_code()
+        native = self._fast.native
+        return native is not None and native(*args)
+
+    @property
+    def fixed_bytes(self) -> int:
+        """The bytes of the bound arrays, which a launch's size counts with the call's."""
+        return self._fixed_bytes
+
     def _follow_code(self) -> None:
         """Call the kernel's new code (``Kernel.take_code``), natively if calls were native."""
         native = self._fast.native is not None

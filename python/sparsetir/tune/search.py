@@ -120,6 +120,7 @@ def tune(matrix, feat_sizes, ops=("spmm", "sddmm"), budget_s: float = 10.0,
     outcomes = [_tune_one(matrix, kernel, feat, pattern, stats, share, use_records)
                 for kernel, feat in cases]
     matrix.calls.clear()                 # calls prepared before bound the earlier kernels
+    matrix.numpy_calls.clear()
     return TuneReport(outcomes, matrix)
 
 

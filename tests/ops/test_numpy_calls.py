@@ -1,0 +1,156 @@
+"""The short path of repeated numpy calls (``ops.numpy_calls``): after a first call prepares
+it, ``spmm``/``sddmm`` on numpy arrays skip the general path, stay equal to scipy into outputs
+that held garbage, and hand every other call (other dtypes, layouts, shapes, torch) back to
+the general path, which copies or refuses it as on a first call."""
+
+import copy
+
+import numpy as np
+import pytest
+
+import sparsetir.ops as ops
+from sparsetir import ArgumentError
+from sparsetir.ops import alignment, operators
+from sparsetir.ops.line_copy import copy_lines
+from sparsetir.schedule.operators import prefetch_distance
+from sparse_inputs import skewed_csr
+
+M_ROWS, N_COLS, FEAT = 90, 60, 16
+
+
+def matrix():
+    return skewed_csr(M_ROWS, N_COLS, seed=3, density=0.1)       # rows 4 and 89 empty
+
+
+def expected(A, op, X, Y):
+    if op == "sddmm":
+        coo = A.tocoo()
+        return np.einsum("ij,ij->i", X[coo.row], Y[coo.col])
+    P = A.copy()
+    if op == "spmm_unweighted":
+        P.data[:] = 1
+    return P @ X
+
+
+def call(M, op, X, Y, out=None):
+    if op == "sddmm":
+        return ops.sddmm(M, X, Y, out=out)
+    return ops.spmm(M, X, out=out, weighted=op == "spmm")
+
+
+def operands(op, seed=0):
+    rng = np.random.default_rng(seed)
+    if op == "sddmm":
+        return (rng.standard_normal((M_ROWS, FEAT)).astype(np.float32),
+                rng.standard_normal((N_COLS, FEAT)).astype(np.float32))
+    return rng.standard_normal((N_COLS, FEAT)).astype(np.float32), None
+
+
+def out_for(A, op):
+    return np.full(A.nnz if op == "sddmm" else (M_ROWS, FEAT), np.nan, np.float32)
+
+
+@pytest.fixture
+def general_path(monkeypatch):
+    """Count the calls that reach the general path's prepared call."""
+    reached = []
+    prepared = operators._call_prepared          # pylint: disable=protected-access
+
+    def counted(*args):
+        reached.append(args[1][0])
+        return prepared(*args)
+
+    monkeypatch.setattr(operators, "_call_prepared", counted)
+    return reached
+
+
+@pytest.mark.parametrize("op", ["spmm", "spmm_unweighted", "sddmm"])
+@pytest.mark.parametrize("given_out", [True, False])
+def test_repeated_calls_take_the_short_path_and_equal_scipy(op, given_out, general_path):
+    A = matrix()
+    M = ops.SparseMatrix(A)
+    X, Y = operands(op)
+    call(M, op, X, Y)                                  # the first call prepares
+    assert general_path == [op]
+    for seed in (1, 2):                                # new values, same shapes
+        X, Y = operands(op, seed)
+        out = out_for(A, op) if given_out else None
+        result = call(M, op, X, Y, out)
+        assert result is out if given_out else isinstance(result, np.ndarray)
+        np.testing.assert_allclose(result, expected(A, op, X, Y), rtol=1e-5, atol=1e-5)
+    assert len(general_path) == 1                      # the later calls never reached it
+
+
+@pytest.mark.parametrize("op", ["spmm", "sddmm"])
+def test_what_the_short_path_declines_is_copied_or_refused_as_before(op, general_path):
+    A = matrix()
+    M = ops.SparseMatrix(A)
+    X, Y = operands(op)
+    call(M, op, X, Y)
+    fortran = np.asfortranarray(X)
+    raw = np.empty(X.nbytes + 1, np.uint8)              # float32s one byte off alignment
+    unaligned = np.ndarray(X.shape, np.float32, buffer=raw, offset=1)
+    unaligned[:] = X
+    for other, general in ((fortran, True), (X[:, :], False), (unaligned, None)):
+        reached = len(general_path)
+        np.testing.assert_allclose(call(M, op, other, Y, out_for(A, op)),
+                                   expected(A, op, X, Y), rtol=1e-5, atol=1e-5)
+        if general is not None:          # (the unaligned X: general, or copied when gathered)
+            assert (len(general_path) > reached) == general
+    with pytest.raises(TypeError, match="float32"):
+        call(M, op, X.astype(np.float64), Y)
+    flat = np.full(out_for(A, op).size, np.nan, np.float32)
+    if op == "spmm":
+        with pytest.raises(ValueError, match="shape"):  # as many elements, another shape
+            call(M, op, X, Y, flat)
+    frozen = out_for(A, op)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        call(M, op, X, Y, frozen)
+
+
+def test_an_output_over_an_operand_is_refused_on_the_short_path_too():
+    square = ops.SparseMatrix(skewed_csr(N_COLS, N_COLS, seed=4, density=0.1))
+    X = operands("spmm")[0]
+    ops.spmm(square, X)
+    with pytest.raises(ArgumentError, match="'out' shares memory with argument 'X'"):
+        ops.spmm(square, X, out=X)
+
+
+def test_an_off_boundary_gathered_operand_is_copied_at_every_call(monkeypatch):
+    made = []
+    monkeypatch.setattr(alignment, "copy_lines",
+                        lambda source, target: made.append(source.size) or copy_lines(source,
+                                                                                       target))
+    A = skewed_csr(M_ROWS, N_COLS, seed=5, density=0.5)     # ~45 gathers a row: copies pay
+    M = ops.SparseMatrix(A)
+    buffer = np.empty(N_COLS * FEAT + 32, np.float32)
+    start = (-buffer.ctypes.data % 64 + 16) // 4
+    X = buffer[start:start + N_COLS * FEAT].reshape(N_COLS, FEAT)
+    for seed in range(3):
+        X[:] = np.random.default_rng(seed).standard_normal(X.shape)
+        out = np.full((M_ROWS, FEAT), np.nan, np.float32)
+        ops.spmm(M, X, out=out)
+        np.testing.assert_allclose(out, A @ X, rtol=1e-5, atol=1e-5)
+    assert made == [X.size] * 3
+
+
+def test_the_short_path_runs_the_code_a_kernel_takes_later():
+    A = matrix()
+    M = ops.SparseMatrix(A)
+    X = operands("spmm")[0]
+    ops.spmm(M, X)
+    bound = M.numpy_calls[("spmm", X.shape)].bound
+    kernel = bound.kernel
+    before = copy.copy(kernel)
+    prefetch = 16 if prefetch_distance(N_COLS, FEAT) != 16 else 8     # not the default's
+    other = operators._kernel("spmm", FEAT, prefetch=prefetch)  # pylint: disable=protected-access
+    assert other is not kernel
+    try:
+        kernel.take_code(other)
+        out = np.full((M_ROWS, FEAT), np.nan, np.float32)
+        ops.spmm(M, X, out=out)
+        assert bound._code is other._function       # pylint: disable=protected-access
+        np.testing.assert_allclose(out, A @ X, rtol=1e-5, atol=1e-5)
+    finally:
+        kernel.take_code(before)
