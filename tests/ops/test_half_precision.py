@@ -19,6 +19,7 @@ import sparsetir.ops as ops
 from sparsetir.schedule.generic import WIDENED_ROW_LIMIT
 from sparsetir.errors import SparseTIRTypeError
 from sparsetir.lower import lower_sparse_iter
+from sparsetir.ops.dtypes import dtype_name
 from sparsetir.ops.generic_kernels import gspmm_kernel
 from sparsetir.schedule.generic import schedule_gspmm_cpu
 
@@ -398,3 +399,15 @@ def test_typed_products_under_autocast_keep_float64_and_refuse_other_halves():
             ops.gather_mm(a.to(torch.float16), b.float(), idx)
         with pytest.raises(SparseTIRTypeError, match="b is float64"):
             ops.segment_mm(a.float(), b, [3, 3])
+
+
+def test_dtype_names_are_remembered_per_dtype_and_never_mixed_up():
+    for _ in range(2):                                   # computed, then remembered
+        assert dtype_name(np.ones(1, np.float32)) == "float32"
+        assert dtype_name(np.ones(1, ">f4")) == ">f4"    # byte-swapped: not float32
+        assert dtype_name(torch.ones(1, dtype=torch.bfloat16)) == "bfloat16"
+        assert dtype_name(torch.ones(1)) == "float32"
+
+    class Unhashable:
+        dtype = ["float32"]
+    assert dtype_name(Unhashable()) == "['float32']"

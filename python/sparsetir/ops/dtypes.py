@@ -33,9 +33,26 @@ from ..schedule.widen import HALF_DTYPES
 FLOAT_DTYPES = ("float32", "float64") + HALF_DTYPES
 
 
+_NAMES: dict = {}          # (type of dtype, dtype) -> its plain name
+_MAX_NAMES = 256
+
+
 def dtype_name(array) -> str:
-    """``"float32"``, ``"bfloat16"``... (the plain name) of a numpy array or torch tensor."""
-    return str(array.dtype).replace("torch.", "")
+    """``"float32"``, ``"bfloat16"``... (the plain name) of a numpy array or torch tensor.
+
+    Remembered per dtype: numpy makes a dtype's name in Python code, which after a kernel has
+    emptied the caches cost about 30 us a call (``ops.numpy_calls``)."""
+    dtype = array.dtype
+    key = (type(dtype), dtype)
+    try:
+        name = _NAMES.get(key)
+    except TypeError:                            # an unhashable "dtype": not remembered
+        return str(dtype).replace("torch.", "")
+    if name is None:
+        name = str(dtype).replace("torch.", "")
+        if len(_NAMES) < _MAX_NAMES:
+            _NAMES[key] = name
+    return name
 
 
 def check_dtype(name: str, dtype: str) -> None:

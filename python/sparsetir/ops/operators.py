@@ -14,7 +14,7 @@ import scipy.sparse
 
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from ..lower import lower_sparse_iter
-from .dtypes import HALF_DTYPES, autocast_dtype, result_dtype
+from .dtypes import HALF_DTYPES, autocast_dtype, dtype_name, result_dtype
 from .arrays import (DenseOperand, check_output, check_tensor, new_array, reordered_view,
                      writable_view)
 from ..driver.build_module import build
@@ -316,13 +316,13 @@ def _needs_graph_ops(A, *operands) -> bool:
     if isinstance(A, SparseMatrix):
         if A.values is not A.data or A.dtype != np.float32:
             return True
-    elif str(getattr(A, "dtype", "float32")).replace("torch.", "") != "float32":
+    elif hasattr(A, "dtype") and dtype_name(A) != "float32":
         return True
     torch = sys.modules.get("torch")
     if autocast_dtype() is not None and any(isinstance(x, torch.Tensor) for x in operands):
         return True
     for operand in operands:
-        if str(getattr(operand, "dtype", "float32")).replace("torch.", "") != "float32":
+        if hasattr(operand, "dtype") and dtype_name(operand) != "float32":
             return True
         if torch is not None and isinstance(operand, torch.Tensor) and operand.requires_grad \
                 and torch.is_grad_enabled():
