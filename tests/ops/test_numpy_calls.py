@@ -3,6 +3,7 @@ it, ``spmm``/``sddmm`` on numpy arrays skip the general path, stay equal to scip
 that held garbage, and hand every other call (other dtypes, layouts, shapes, torch) back to
 the general path, which copies or refuses it as on a first call."""
 
+import array
 import copy
 
 import numpy as np
@@ -154,3 +155,67 @@ def test_the_short_path_runs_the_code_a_kernel_takes_later():
         np.testing.assert_allclose(out, A @ X, rtol=1e-5, atol=1e-5)
     finally:
         kernel.take_code(before)
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass")
+def test_operands_that_are_not_exactly_arrays_work_before_and_after_a_prepared_call():
+    A = matrix()
+    M = ops.SparseMatrix(A)
+    X, _ = operands("spmm")
+    rows = np.random.default_rng(7).standard_normal((M_ROWS, FEAT)).astype(np.float32)
+    for _ in range(2):                   # the first call prepares the array call
+        np.testing.assert_allclose(ops.spmm(M, np.asmatrix(X)), A @ X, rtol=1e-5, atol=1e-5)
+        vector = array.array("f", X[:, 0])                  # float32, and no .shape
+        np.testing.assert_allclose(ops.spmm(M, vector), A @ X[:, 0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(ops.spmm(M, X), A @ X, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(ops.sddmm(M, rows, np.asmatrix(X)),
+                                   expected(A, "sddmm", rows, X), rtol=1e-5, atol=1e-5)
+        ops.sddmm(M, rows, X)
+
+
+def test_a_call_counts_once_for_huge_pages_taken_or_declined(monkeypatch):
+    from sparsetir.ops import huge_pages, numpy_calls
+    counted = []
+    monkeypatch.setattr(huge_pages, "back_with_huge_pages", lambda address, nbytes: nbytes)
+    for module in (operators, numpy_calls):
+        monkeypatch.setattr(module, "note_gathered", counted.append)
+    n = huge_pages.MIN_BYTES // 4 // 64                  # X of MIN_BYTES: counted
+    A = skewed_csr(8, n, seed=6, density=0.0005)
+    M = ops.SparseMatrix(A)
+    X = np.random.default_rng(8).standard_normal((n, 64)).astype(np.float32)
+    ops.spmm(M, X)                                       # prepares
+    wide = np.full((8, 128), np.nan, np.float32)
+    for out, path in ((None, "short"), (wide[:, ::2], "declined"), (None, "short")):
+        before = len(counted)
+        result = ops.spmm(M, X, out=out)
+        np.testing.assert_allclose(result, A @ X, rtol=1e-4, atol=1e-4)
+        assert len(counted) == before + 1, path
+        assert all(x is X for x in counted)
+
+
+def test_nothing_runs_on_the_short_path_while_torch_traces(monkeypatch):
+    from sparsetir.ops import numpy_calls
+    A = matrix()
+    M = ops.SparseMatrix(A)
+    X, _ = operands("spmm")
+    ops.spmm(M, X)
+    out = out_for(A, "spmm")
+    monkeypatch.setattr(numpy_calls, "tracing", lambda: True)
+    assert numpy_calls.run(M.numpy_calls, "spmm", (X,), out) is None
+    assert np.isnan(out).all()
+    monkeypatch.setattr(numpy_calls, "tracing", lambda: False)
+    assert numpy_calls.run(M.numpy_calls, "spmm", (X,), out) is out
+    np.testing.assert_allclose(out, A @ X, rtol=1e-5, atol=1e-5)
+
+
+def test_a_vector_operand_takes_the_short_path_too(general_path):
+    A = matrix()
+    M = ops.SparseMatrix(A)
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal(N_COLS).astype(np.float32)
+        out = np.full(M_ROWS, np.nan, np.float32)
+        assert ops.spmm(M, x, out=out) is out
+        np.testing.assert_allclose(out, A @ x, rtol=1e-5, atol=1e-5)
+    assert general_path == ["spmm"]
+    with pytest.raises(ValueError, match="shape"):
+        ops.spmm(M, x, out=np.empty((M_ROWS, 1), np.float32))   # as many elements

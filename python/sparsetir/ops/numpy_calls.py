@@ -7,9 +7,10 @@ Such a call needs none of the general path's Python checks: the kernel's C plan
 C-contiguous, the prepared shapes, aligned, the output writable, nothing overlapping) and
 declines anything else, which then takes the general path. What such a call still does in
 Python is only what may apply to its shapes, decided once when it is prepared: counting a
-large gathered operand for huge pages (``huge_pages.note_gathered``), the cache-line copy of
+large gathered operand for huge pages (``huge_pages.note_gathered``, after the kernel ran, so
+that a call the C plan declines is counted once, by the general path), the cache-line copy of
 a gathered operand where it may pay (``alignment.gather_ready``), and the launch's thread mode
-(``threads.size_launches``).
+(``threads.size_launches``); and, before any of it, whether torch is tracing the caller.
 
 Why it matters: a call's Python runs after the previous kernel has pushed the interpreter's
 code and data out of the L1 and L2 caches, so each line costs microseconds, not nanoseconds.
@@ -18,8 +19,8 @@ through the general path than the kernel's C plan alone, and 20 us more through 
 
 Example
 -------
->>> prepare(M.numpy_calls, ("spmm", X.shape), bound, (X,), out, 0, M.nnz)
->>> run(M.numpy_calls, ("spmm", X.shape), (X,), out)   # out, or None: the general path
+>>> prepare(M.numpy_calls, "spmm", bound, (X,), out, 0, M.nnz)
+>>> run(M.numpy_calls, "spmm", (X,), out)        # out, or None: the general path
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ import numpy as np
 
 from ..runtime.threads import size_launches
 from .alignment import copy_may_pay, gather_ready
-from .huge_pages import MIN_BYTES, huge_pages_available, note_gathered
+from .graph_tensors import tracing
+from .huge_pages import MIN_BYTES, note_gathered
 
 
 class NumpyCall:
-    """One prepared call: the bound kernel and what a call of these shapes must do first.
+    """One prepared call: the bound kernel and what a call of these shapes must do besides.
 
     ``gathered``: the position among the operands of the one whose rows the kernel gathers
     (SpMM's ``X``, SDDMM's ``Y``)."""
@@ -46,40 +48,52 @@ class NumpyCall:
             gathers
         self.nbytes = bound.fixed_bytes + sum(a.nbytes for a in operands) \
             + 4 * int(np.prod(out_shape))
-        self.count_for_huge_pages = array.nbytes >= MIN_BYTES and huge_pages_available()
+        self.count_for_huge_pages = array.nbytes >= MIN_BYTES
         self.may_copy = array.ndim == 2 and copy_may_pay(array.shape, gathers)
 
     def __call__(self, operands: tuple, out):
         """``out`` (a new array when None) filled by the kernel, or None with nothing written
-        when its C plan declines the arrays."""
+        when its C plan declines the arrays. The call counts for huge pages once it ran (a
+        declined one is counted by the general path)."""
         if out is None:
             out = np.empty(self.out_shape, np.float32)
-        if self.count_for_huge_pages:
-            note_gathered(operands[self.gathered])
+        gathered = operands[self.gathered]
         if self.may_copy:
             operands = list(operands)
-            operands[self.gathered] = gather_ready(operands[self.gathered], self.gathers)
+            operands[self.gathered] = gather_ready(gathered, self.gathers)
         size_launches(self.nbytes)
-        return out if self.bound.call_native((*operands, out)) else None
+        if not self.bound.call_native((*operands, out)):
+            return None
+        if self.count_for_huge_pages:
+            note_gathered(gathered)
+        return out
 
 
-def prepare(calls: dict, key: tuple, bound, operands: tuple, out, gathered: int,
+def _key(kind: str, operands: tuple) -> tuple:
+    return (kind, *[operand.shape for operand in operands])
+
+
+def prepare(calls: dict, kind: str, bound, operands: tuple, out, gathered: int,
             gathers: int) -> None:
-    """Keep in ``calls`` (a matrix's ``numpy_calls``) the call just made through the general
-    path, ``bound`` on ``operands`` into ``out``, for later calls under ``key``, when every
-    array is exactly a float32 numpy array and the kernel can be called natively."""
+    """Keep in ``calls`` (a matrix's ``numpy_calls``) the call of kernel ``kind`` just made
+    through the general path, ``bound`` on ``operands`` into ``out``, for later calls with
+    operands of the same shapes, when every array is exactly a float32 numpy array and the
+    kernel can be called natively."""
     arrays = (*operands, out)
     if bound.native_call and all(type(a) is np.ndarray and a.dtype == np.float32
                                  for a in arrays):
-        calls[key] = NumpyCall(bound, operands, out.shape, gathered, gathers)
+        calls[_key(kind, operands)] = NumpyCall(bound, operands, out.shape, gathered, gathers)
 
 
-def run(calls: dict, key: tuple, operands: tuple, out):
-    """The result of a call prepared in ``calls`` under ``key``, or None (nothing run) when
-    none was, ``out`` is neither None nor a numpy array of the prepared shape, or the kernel's
-    C plan declines the arrays."""
-    call = calls.get(key)
-    if call is None or (out is not None and (type(out) is not np.ndarray
-                                             or out.shape != call.out_shape)):
+def run(calls: dict, kind: str, operands: tuple, out):
+    """The result of a call of kernel ``kind`` on ``operands`` (each exactly a numpy array:
+    the caller checks) that ``calls`` holds prepared, or None (nothing run) when it holds none
+    for their shapes, ``out`` is neither None nor a numpy array of the prepared shape, torch
+    is tracing the caller (``torch.compile``: the general path calls its operators), or the
+    kernel's C plan declines the arrays."""
+    if not calls or (out is not None and type(out) is not np.ndarray):
+        return None
+    call = calls.get(_key(kind, operands))
+    if call is None or (out is not None and out.shape != call.out_shape) or tracing():
         return None
     return call(operands, out)

@@ -132,8 +132,8 @@ def spmm(A, X, out=None, weighted: bool = True):
     carries autograd (``graph_ops``); float64 matrices and operands compute in float64.
     """
     if type(A) is SparseMatrix and type(X) is np.ndarray and A.values is A.data:
-        name = "spmm" if weighted else "spmm_unweighted"
-        result = numpy_calls.run(A.numpy_calls, (name, X.shape), (X,), out)
+        result = numpy_calls.run(A.numpy_calls, "spmm" if weighted else "spmm_unweighted",
+                                 (X,), out)
         if result is not None:
             return result
     if tracing():
@@ -165,7 +165,7 @@ def spmm(A, X, out=None, weighted: bool = True):
     finish()
     _prepare_call(matrix, key, (X,), bound, x.rows_shape(m))
     if matrix is A:
-        numpy_calls.prepare(A.numpy_calls, (name, X.shape), bound, (X,), result, 0, A.nnz)
+        numpy_calls.prepare(A.numpy_calls, name, bound, (X,), result, 0, A.nnz)
     return result
 
 
@@ -191,9 +191,9 @@ def sddmm(A, X, Y, out=None):
     >>> sddmm(A, np.ones((1, 1), np.float32), np.float32([[10], [20]])).tolist()
     [20.0, 10.0]
     """
-    if type(A) is SparseMatrix and type(X) is np.ndarray and A.values is A.data:
-        key = ("sddmm", X.shape, getattr(Y, "shape", None))
-        result = numpy_calls.run(A.numpy_calls, key, (X, Y), out)
+    if type(A) is SparseMatrix and type(X) is np.ndarray and type(Y) is np.ndarray \
+            and A.values is A.data:
+        result = numpy_calls.run(A.numpy_calls, "sddmm", (X, Y), out)
         if result is not None:
             return result
     if tracing():
@@ -229,8 +229,7 @@ def sddmm(A, X, Y, out=None):
     finish()
     _prepare_call(matrix, key, (X, Y), bound, (matrix.nnz,))
     if matrix is A:
-        numpy_calls.prepare(A.numpy_calls, ("sddmm", X.shape, Y.shape), bound, (X, Y), result,
-                            1, A.nnz)
+        numpy_calls.prepare(A.numpy_calls, "sddmm", bound, (X, Y), result, 1, A.nnz)
     return result
 
 
