@@ -521,12 +521,10 @@ class BoundKernel:
         are not on the CPU), else in Python (``fast_path.FastPath``); return False, with
         nothing run, for any other call."""
         size_launches(self._fixed_bytes + sum(map(_nbytes, args)), _has_torch(args))
-        if self.kernel._function is not self._code:      # the kernel took new code
-            self._follow_code()
+        if self.call_native(args):
+            return True
         native = self._fast.native
         if native is not None:
-            if native(*args):
-                return True
             arrays = _torch_as_numpy(args)
             if arrays is not None and native(*arrays):
                 self._bump_written(args)
