@@ -51,10 +51,11 @@ class NumpyCall:
         self.count_for_huge_pages = array.nbytes >= MIN_BYTES
         self.may_copy = array.ndim == 2 and copy_may_pay(array.shape, gathers)
 
-    def __call__(self, operands: tuple, out):
+    def __call__(self, operands: tuple, out, matrix=None):
         """``out`` (a new array when None) filled by the kernel, or None with nothing written
         when its C plan declines the arrays. The call counts for huge pages once it ran (a
-        declined one is counted by the general path)."""
+        declined one is counted by the general path). ``matrix``: what ``run_kernel`` needs
+        besides (``plain_calls``: the caller's scipy matrix)."""
         if out is None:
             out = np.empty(self.out_shape, np.float32)
         gathered = operands[self.gathered]
@@ -62,11 +63,16 @@ class NumpyCall:
             operands = list(operands)
             operands[self.gathered] = gather_ready(gathered, self.gathers)
         size_launches(self.nbytes)
-        if not self.bound.call_native((*operands, out)):
+        if not self.run_kernel((*operands, out), matrix):
             return None
         if self.count_for_huge_pages:
             note_gathered(gathered)
         return out
+
+    def run_kernel(self, arrays: tuple, matrix) -> bool:   # pylint: disable=unused-argument
+        """Run the kernel on the operands and output ``arrays``; False when its C plan
+        declines them."""
+        return self.bound.call_native(arrays)
 
 
 def _key(kind: str, operands: tuple) -> tuple:

@@ -24,7 +24,7 @@ from .graph_tensors import graph_tensors, tracing
 from .matrix import SparseMatrix, as_sparse_matrix
 from .alignment import gather_ready
 from .huge_pages import note_gathered
-from . import numpy_calls
+from . import numpy_calls, plain_calls
 from .plain import PlainCSR
 from . import tuning
 from ..schedule.operators import prefetch_distance, schedule_for
@@ -131,9 +131,14 @@ def spmm(A, X, out=None, weighted: bool = True):
     ``X``, or matrix values made by ``SparseMatrix.from_csr``, that require grad, the result
     carries autograd (``graph_ops``); float64 matrices and operands compute in float64.
     """
-    if type(A) is SparseMatrix and type(X) is np.ndarray and A.values is A.data:
-        result = numpy_calls.run(A.numpy_calls, "spmm" if weighted else "spmm_unweighted",
-                                 (X,), out)
+    if type(X) is np.ndarray:
+        kind = "spmm" if weighted else "spmm_unweighted"
+        if type(A) is SparseMatrix and A.values is A.data:
+            result = numpy_calls.run(A.numpy_calls, kind, (X,), out)
+        elif type(A) in plain_calls.SCIPY_CSR:
+            result = plain_calls.run(kind, A, (X,), out)
+        else:
+            result = None
         if result is not None:
             return result
     if tracing():
@@ -148,7 +153,7 @@ def spmm(A, X, out=None, weighted: bool = True):
     key = (name, type(X), getattr(X, "shape", None))
     result = _call_prepared(A, key, ("X",), (X,), out)
     if result is None and not isinstance(A, SparseMatrix):
-        result = _spmm_plain(PlainCSR.of(A), name, X, out)
+        result = _spmm_plain(A, name, X, out)
     if result is not None:
         return result
     matrix = as_sparse_matrix(A)
@@ -191,9 +196,13 @@ def sddmm(A, X, Y, out=None):
     >>> sddmm(A, np.ones((1, 1), np.float32), np.float32([[10], [20]])).tolist()
     [20.0, 10.0]
     """
-    if type(A) is SparseMatrix and type(X) is np.ndarray and type(Y) is np.ndarray \
-            and A.values is A.data:
-        result = numpy_calls.run(A.numpy_calls, "sddmm", (X, Y), out)
+    if type(X) is np.ndarray and type(Y) is np.ndarray:
+        if type(A) is SparseMatrix and A.values is A.data:
+            result = numpy_calls.run(A.numpy_calls, "sddmm", (X, Y), out)
+        elif type(A) in plain_calls.SCIPY_CSR:
+            result = plain_calls.run("sddmm", A, (X, Y), out)
+        else:
+            result = None
         if result is not None:
             return result
     if tracing():
@@ -207,7 +216,7 @@ def sddmm(A, X, Y, out=None):
     key = ("sddmm", type(X), getattr(X, "shape", None), type(Y), getattr(Y, "shape", None))
     result = _call_prepared(A, key, ("X", "Y"), (X, Y), out)
     if result is None and not isinstance(A, SparseMatrix):
-        result = _sddmm_plain(PlainCSR.of(A), X, Y, out)
+        result = _sddmm_plain(A, X, Y, out)
     if result is not None:
         return result
     matrix = as_sparse_matrix(A)
@@ -233,10 +242,11 @@ def sddmm(A, X, Y, out=None):
     return result
 
 
-def _spmm_plain(plain, name: str, X, out):
-    """``spmm`` on the caller's own CSR arrays (``plain``, a ``PlainCSR``), checked by the
-    kernel; None, with nothing written, when ``plain`` is None or the checks refuse the arrays
+def _spmm_plain(A, name: str, X, out):
+    """``spmm`` on the caller's own CSR arrays (``PlainCSR.of(A)``), checked by the kernel;
+    None, with nothing written, when ``A`` has no plain form or the checks refuse its arrays
     (the wrapped path then sorts them, or names the problem)."""
+    plain = PlainCSR.of(A)
     if plain is None:
         return None
     m, n = plain.shape
@@ -248,11 +258,14 @@ def _spmm_plain(plain, name: str, X, out):
     if not _run_plain(plain, name, x.feat_size, *values, x.as_matrix(), y):
         return None
     finish()
+    plain_calls.prepare(name, _kernel_of(plain, name, x.feat_size), plain, A, (X,), result, 0,
+                        row_tiles_for_threads())
     return result
 
 
-def _sddmm_plain(plain, X, Y, out):
+def _sddmm_plain(A, X, Y, out):
     """``sddmm`` on the caller's own CSR arrays, as ``_spmm_plain``."""
+    plain = PlainCSR.of(A)
     if plain is None:
         return None
     m, n = plain.shape
@@ -265,7 +278,15 @@ def _sddmm_plain(plain, X, Y, out):
     if not _run_plain(plain, "sddmm", x.feat_size, x.as_matrix(), y.as_matrix(), values):
         return None
     finish()
+    plain_calls.prepare("sddmm", _kernel_of(plain, "sddmm", x.feat_size), plain, A, (X, Y),
+                        result, 1, row_tiles_for_threads())
     return result
+
+
+def _kernel_of(plain, name: str, feat_size: int):
+    """The kernel a plain call of ``name`` runs on ``plain``'s arrays."""
+    return _kernel(name, feat_size, prefetch=prefetch_distance(plain.shape[1], feat_size),
+                   index_dtype=str(plain.indices.dtype))
 
 
 def _run_plain(plain, name: str, feat_size: int, *operands) -> bool:
@@ -273,11 +294,9 @@ def _run_plain(plain, name: str, feat_size: int, *operands) -> bool:
     False, with nothing run, when a check refuses them."""
     m, n = plain.shape
     tiles = row_tiles_for_threads()
-    kernel = _kernel(name, feat_size, prefetch=prefetch_distance(n, feat_size),
-                     index_dtype=str(plain.indices.dtype))
     try:
-        kernel(*operands, plain.tile_ptr(tiles), plain.rows(), plain.indptr, plain.indices,
-               tiles, m, n, plain.nnz)
+        _kernel_of(plain, name, feat_size)(*operands, plain.tile_ptr(tiles), plain.rows(),
+                                           plain.indptr, plain.indices, tiles, m, n, plain.nnz)
     except ArgumentError:
         return False
     return True

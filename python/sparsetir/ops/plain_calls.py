@@ -1,0 +1,126 @@
+"""The short path of a repeated plain call: ``spmm(A, X, out=Y)`` or ``sddmm(A, X, Y, out=V)``
+with ``A`` a scipy CSR matrix (exactly ``csr_matrix`` or ``csr_array``) and float32 numpy
+operands, of sizes an earlier plain call prepared.
+
+The plain call (``ops.plain``) passes the caller's own index arrays to the kernel at every call
+and checks them every time, so an array changed in place is checked like a new one. Through
+the general path, the Python before the kernel cost about 0.8 ms a call on an arxiv-size graph
+at 128 features, although each of its steps is cheap: a kernel that streams tens of megabytes
+leaves the interpreter's code and data out of the caches, so each step pays misses (the
+numpy-array short path of a ``SparseMatrix``, ``numpy_calls``, says more). Here a call of
+prepared sizes does what it must and nothing else:
+
+- cuts the row tiles from the caller's ``indptr`` (one binary search per tile, as
+  ``tiles.balanced_row_bounds``);
+- runs the kernel's compiled index checks on the caller's arrays through their C plan
+  (``BoundKernel.check_native``): row pointers from 0 to nnz and non-decreasing, column
+  indices in range and strictly increasing within each row, the tiles' bounds;
+- runs the kernel through its C plan (``BoundKernel.call_native``), which checks each array's
+  type, dtype, size, alignment and that the output overlaps nothing.
+
+Whatever either plan declines, and indices the checks refuse, take the general path, which
+sorts, copies or raises as before. Nothing of the matrix is kept between calls: the prepared
+call is keyed by sizes (rows, columns, nonzeros, index dtype, operand shapes, row tiles), not by
+the matrix, and holds only the kernel bound to those sizes.
+
+Example
+-------
+>>> prepare("spmm", kernel, plain, (X,), Y, 0, tiles)   # after a plain call through the general path
+>>> run("spmm", A, (X,), Y)                              # Y, or None: take the general path
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse
+
+from .graph_tensors import tracing
+from .numpy_calls import NumpyCall
+from .tiles import row_tiles_for_threads
+
+SCIPY_CSR = (scipy.sparse.csr_matrix, scipy.sparse.csr_array)
+"""The matrix types the short path takes (exactly these: a subclass takes the general path)."""
+
+KEPT = 16
+"""Prepared plain calls kept; when more are prepared, all are dropped and prepared again."""
+
+_calls: dict = {}
+_seen: set = set()      # the sizes of plain calls made once (prepared at the second)
+
+
+class PlainCall(NumpyCall):
+    """A prepared plain call: the kernel bound to the sizes only (``validate=False``: the
+    checks run at every call, ``check_native``), and the tiles' nonzero targets."""
+
+    __slots__ = ("row_count", "targets", "weighted")
+
+    def __init__(self, kernel, plain, operands: tuple, out_shape: tuple, gathered: int,
+                 weighted: bool, tiles: int):
+        m, n = plain.shape
+        bound = kernel.bind(validate=False, t=tiles, m=m, n=n, nnz=plain.nnz,
+                            rows=plain.rows())
+        super().__init__(bound, operands, out_shape, gathered, plain.nnz)
+        self.nbytes += plain.indptr.nbytes + plain.indices.nbytes \
+            + (plain.data.nbytes if weighted else 0)
+        self.row_count, self.weighted = m, weighted
+        targets = (np.arange(tiles + 1, dtype=np.int64) * plain.nnz + tiles // 2) // tiles
+        self.targets = targets.astype(plain.indptr.dtype)
+
+    def run_kernel(self, arrays: tuple, matrix) -> bool:
+        """Cut the tiles from ``matrix.indptr``, check the matrix's arrays, run the kernel;
+        False, with nothing written, when a check or a C plan refuses them."""
+        indptr = matrix.indptr
+        tile_ptr = np.searchsorted(indptr, self.targets).astype(np.int32)
+        tile_ptr[-1] = self.row_count        # past trailing empty rows; checked with the rest
+        args = (matrix.data, *arrays) if self.weighted else arrays
+        args = (*args, tile_ptr, indptr, matrix.indices)
+        return bool(self.bound.check_native(args)) and self.bound.call_native(args)
+
+
+def _key(kind: str, matrix, operands: tuple) -> tuple:
+    indices = matrix.indices
+    return (kind, matrix.shape, indices.size, indices.dtype, row_tiles_for_threads(),
+            *[operand.shape for operand in operands])
+
+
+def prepare(kind: str, kernel, plain, matrix, operands: tuple, out, gathered: int,
+            tiles: int) -> None:
+    """Note the plain call of kernel ``kind`` just made through the general path on
+    ``matrix`` (``plain`` its arrays, cut into ``tiles`` row tiles), on ``operands`` into
+    ``out``; at the second call of the same sizes, keep it for later ones. Only when
+    ``matrix`` is a scipy CSR matrix, every array is exactly a float32 numpy array, and the
+    kernel can be called natively. Calls whose sizes change at every call (sampled
+    subgraphs) so cost a set lookup, not a prepared call each."""
+    if type(matrix) not in SCIPY_CSR or not all(
+            type(a) is np.ndarray and a.dtype == np.float32 for a in (*operands, out)):
+        return
+    key = _key(kind, matrix, operands)
+    if key not in _seen:
+        if len(_seen) >= 16 * KEPT:
+            _seen.clear()
+        _seen.add(key)
+        return
+    call = PlainCall(kernel, plain, operands, out.shape, gathered, kind == "spmm", tiles)
+    if call.bound.native_call:
+        if len(_calls) >= KEPT:
+            _calls.clear()
+        _calls[key] = call
+
+
+def run(kind: str, matrix, operands: tuple, out):
+    """The result of plain call ``kind`` on ``matrix`` (exactly a scipy CSR matrix: the
+    caller checks) and ``operands`` (exactly numpy arrays), or None (nothing written) when no
+    call of their sizes was prepared, ``out`` is neither None nor a numpy array of the
+    prepared shape, torch is tracing the caller, or a check or C plan refuses the arrays."""
+    if not _calls or (out is not None and type(out) is not np.ndarray):
+        return None
+    call = _calls.get(_key(kind, matrix, operands))
+    if call is None or (out is not None and out.shape != call.out_shape) or tracing():
+        return None
+    return call(operands, out, matrix)
+
+
+def clear() -> None:
+    """Forget every prepared plain call and the sizes seen once."""
+    _calls.clear()
+    _seen.clear()

@@ -1,0 +1,174 @@
+"""The short path of repeated plain calls (``ops.plain_calls``): from the second plain call of
+some sizes on, ``spmm``/``sddmm`` on a scipy CSR matrix and numpy arrays skip the general
+path, still check the matrix's arrays at every call, stay equal to scipy into outputs that
+held garbage, and hand whatever a check or C plan refuses back to the general path."""
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+import sparsetir.ops as ops
+from sparsetir import ArgumentError
+from sparsetir.errors import SparseTIRError
+from sparsetir.ops import operators, plain_calls
+from sparse_inputs import skewed_csr
+
+M_ROWS, N_COLS, FEAT = 90, 60, 16
+
+
+def matrix(seed=3, index_dtype=np.int32):
+    """Rows 4 and 89 (the last) empty, row 7 full."""
+    A = skewed_csr(M_ROWS, N_COLS, seed=seed, density=0.1)
+    A.indptr, A.indices = A.indptr.astype(index_dtype), A.indices.astype(index_dtype)
+    return A
+
+
+def expected(A, op, X, Y):
+    A = scipy.sparse.csr_matrix((A.data.astype(np.float64), A.indices, A.indptr), A.shape)
+    if op == "sddmm":
+        coo = A.tocoo()
+        return np.einsum("ij,ij->i", X[coo.row], Y[coo.col])
+    if op == "spmm_unweighted":
+        A.data[:] = 1
+    return A @ X
+
+
+def call(A, op, X, Y, out=None):
+    if op == "sddmm":
+        return ops.sddmm(A, X, Y, out=out)
+    return ops.spmm(A, X, out=out, weighted=op == "spmm")
+
+
+def operands(op, seed=0):
+    rng = np.random.default_rng(seed)
+    if op == "sddmm":
+        return (rng.standard_normal((M_ROWS, FEAT)).astype(np.float32),
+                rng.standard_normal((N_COLS, FEAT)).astype(np.float32))
+    return rng.standard_normal((N_COLS, FEAT)).astype(np.float32), None
+
+
+def nan_out(A, op):
+    return np.full(A.nnz if op == "sddmm" else (M_ROWS, FEAT), np.nan, np.float32)
+
+
+@pytest.fixture
+def general_path(monkeypatch):
+    """Forget prepared plain calls; count the calls that reach the general plain path."""
+    plain_calls.clear()
+    reached = []
+    for name in ("_spmm_plain", "_sddmm_plain"):
+        original = getattr(operators, name)
+
+        def counted(*args, _original=original):
+            reached.append(1)
+            return _original(*args)
+
+        monkeypatch.setattr(operators, name, counted)
+    yield reached
+    plain_calls.clear()
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("op", ["spmm", "spmm_unweighted", "sddmm"])
+@pytest.mark.parametrize("scipy_type", [scipy.sparse.csr_matrix, scipy.sparse.csr_array])
+def test_from_the_second_call_on_the_short_path_equals_scipy(op, index_dtype, scipy_type,
+                                                              general_path):
+    A = scipy_type(matrix(index_dtype=index_dtype))
+    for seed in range(4):
+        X, Y = operands(op, seed)
+        out = nan_out(A, op) if seed % 2 else None
+        result = call(A, op, X, Y, out)
+        assert result is out if out is not None else isinstance(result, np.ndarray)
+        np.testing.assert_allclose(result, expected(A, op, X, Y), rtol=1e-5, atol=1e-5)
+    assert len(general_path) == 2            # the first two calls: seen once, then prepared
+
+
+def test_sizes_seen_once_prepare_nothing(general_path):
+    for rows in (30, 40, 50):                # a sampled subgraph of new sizes at every step
+        A = skewed_csr(rows, N_COLS, seed=rows, density=0.1)
+        X = operands("spmm")[0]
+        np.testing.assert_allclose(ops.spmm(A, X), expected(A, "spmm", X, None),
+                                   rtol=1e-5, atol=1e-5)
+    assert not plain_calls._calls           # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("op", ["spmm", "sddmm"])
+def test_arrays_changed_in_place_are_checked_at_every_call(op, general_path):
+    A = matrix()
+    X, Y = operands(op)
+    call(A, op, X, Y)
+    call(A, op, X, Y)                                           # prepared now
+    # valid changes: the empty row 4 takes row 5's first entry, a row's last column moves
+    assert A.indptr[4] == A.indptr[5] < A.indptr[6]
+    A.indptr[5] += 1
+    row = 10
+    last = A.indptr[row + 1] - 1
+    assert A.indices[last - 1] < N_COLS - 2
+    A.indices[last] = N_COLS - 2 if A.indices[last] == N_COLS - 1 else N_COLS - 1
+    reached = len(general_path)
+    np.testing.assert_allclose(call(A, op, X, Y, nan_out(A, op)), expected(A, op, X, Y),
+                               rtol=1e-5, atol=1e-5)
+    assert len(general_path) == reached                         # still the short path
+    saved = int(A.indices[last])
+    A.indices[last] = N_COLS                                    # out of range: refused
+    with pytest.raises(SparseTIRError, match=str(N_COLS)):
+        call(A, op, X, Y)
+    A.indices[last] = saved
+    A.indptr[row + 1] = A.indptr[row] - 1                       # indptr falls: refused
+    with pytest.raises(SparseTIRError, match="indptr"):
+        call(A, op, X, Y)
+
+
+def test_unsorted_columns_leave_the_short_path_for_the_wrapped_one(general_path):
+    A = matrix()
+    X = operands("spmm")[0]
+    ops.spmm(A, X)
+    ops.spmm(A, X)
+    lo = A.indptr[7]                                            # the full row
+    A.indices[lo:lo + 2] = A.indices[lo:lo + 2][::-1].copy()
+    A.data[lo:lo + 2] = A.data[lo:lo + 2][::-1].copy()
+    reached = len(general_path)
+    np.testing.assert_allclose(ops.spmm(A, X, out=nan_out(A, "spmm")),
+                               expected(A, "spmm", X, None), rtol=1e-5, atol=1e-5)
+    assert len(general_path) == reached + 1
+
+
+def test_another_matrix_of_the_same_sizes_and_other_dtypes(general_path):
+    A, B = matrix(seed=3), matrix(seed=3)
+    B.data = np.random.default_rng(9).standard_normal(B.nnz).astype(np.float32)
+    X = operands("spmm")[0]
+    ops.spmm(A, X)
+    ops.spmm(A, X)
+    np.testing.assert_allclose(ops.spmm(B, X, out=nan_out(B, "spmm")),
+                               expected(B, "spmm", X, None), rtol=1e-5, atol=1e-5)
+    wide = B.astype(np.float64)                                 # float64: computed in float64
+    result = ops.spmm(wide, X.astype(np.float64))
+    assert result.dtype == np.float64
+    np.testing.assert_allclose(result, expected(B, "spmm", X, None), rtol=1e-12)
+    with pytest.raises(TypeError, match="float32"):
+        ops.spmm(A, X.astype(np.float64))
+
+
+def test_an_output_over_an_operand_is_refused_on_the_short_path_too(general_path):
+    A = skewed_csr(N_COLS, N_COLS, seed=4, density=0.1)
+    X = operands("spmm")[0]
+    ops.spmm(A, X)
+    ops.spmm(A, X)
+    with pytest.raises(ArgumentError, match="'out' shares memory with argument 'X'"):
+        ops.spmm(A, X, out=X)
+
+
+def test_check_native_runs_the_compiled_checks_in_c():
+    A = matrix()
+    plain = operators.PlainCSR.of(A)
+    kernel = operators._kernel_of(plain, "spmm", FEAT)     # pylint: disable=protected-access
+    bound = kernel.bind(validate=False, t=2, m=M_ROWS, n=N_COLS, nnz=A.nnz, rows=plain.rows())
+    X = operands("spmm")[0]
+    out = nan_out(A, "spmm")
+    args = (A.data, X, out, plain.tile_ptr(2), A.indptr, A.indices)
+    assert bound.check_native(args) is True
+    bad = A.indices.copy()
+    bad[3] = -1
+    assert bound.check_native((*args[:-1], bad)) is False
+    assert bound.check_native((*args[:-1], bad.astype(np.int64))) is None   # declined
+    assert np.isnan(out).all()                                 # checks never run the kernel
