@@ -39,9 +39,10 @@ def cache(tmp_path, monkeypatch):
 @pytest.mark.parametrize("kernel", ["spmm", "spmm_unweighted", "sddmm"])
 def test_every_candidate_computes_what_scipy_does(kernel):
     M = ops.SparseMatrix(_matrix())
+    trial = measure.Trial(M, kernel, 16)
     for candidate in space(kernel, 16):
         bound = measure.bind(candidate, M, kernel, 16)
-        measure.check(bound, M, kernel, 16)          # raises CandidateFailed when wrong
+        trial.check(bound)                           # raises CandidateFailed when wrong
         args = measure.operands(M, kernel, 16, seed=3)
         bound(*args)
         np.testing.assert_allclose(args[-1], measure.reference(M, kernel, args),
@@ -202,3 +203,25 @@ def test_one_name_or_size_and_repeats(cache):
     twice = ops.tune(report.matrix, [16, 16], ops=("sddmm", "sddmm"), budget_s=1)
     assert len(twice.outcomes) == 1 and twice.outcomes[0].from_record
     assert "record" in str(twice)
+
+
+def test_sddmm_reference_in_chunks_equals_the_whole(monkeypatch):
+    M = ops.SparseMatrix(_matrix(seed=7))
+    args = measure.operands(M, "sddmm", 16)
+    A = M.to_scipy().tocoo()
+    X, Y = (a.astype(np.float64) for a in args[:2])
+    whole = np.einsum("ij,ij->i", X[A.row], Y[A.col])
+    monkeypatch.setattr(measure, "REFERENCE_CHUNK", 16 * 7)        # 7 nonzeros a chunk
+    np.testing.assert_allclose(measure.reference(M, "sddmm", args), whole, rtol=1e-12)
+
+
+def test_operands_and_reference_are_made_once_per_case(cache, monkeypatch):
+    made = []
+    real = measure.reference
+
+    def counted(*args):
+        made.append(args[1])
+        return real(*args)
+    monkeypatch.setattr(measure, "reference", counted)
+    report = ops.tune(ops.SparseMatrix(_matrix(seed=8)), [16], ops=("sddmm",), budget_s=3)
+    assert len(report.outcomes[0].measured) > 1 and made == ["sddmm"]

@@ -2,15 +2,16 @@
 
 :func:`bind` gives a candidate's kernel with the matrix's arrays bound, callable as
 ``sparsetir.ops`` calls its kernels (SpMM ``(X, Y)``, SDDMM ``(X, Y, out)``); the CSR kernels
-come from ``ops.operators.bind_kernel``, hyb from ``ops.hyb``. :func:`check` runs it once on
-seeded operands into an output filled with NaN and compares with scipy: a candidate that fails
-can never be chosen. :func:`time_calls` times whole calls of the bound kernel (the median of as
+come from ``ops.operators.bind_kernel``, hyb from ``ops.hyb``. :meth:`Trial.check` runs it
+once on seeded operands into an output filled with NaN and compares with scipy (the operands
+and scipy's result are made once for all candidates): a candidate that fails can never be
+chosen. :func:`time_calls` times whole calls of the bound kernel (the median of as
 many as fit in a budget), as a user's call runs.
 
 Example
 -------
->>> # bound = bind(candidate, M, "spmm", 64); check(bound, M, "spmm", 64)
->>> # seconds = time_calls(bound, operands(M, "spmm", 64), budget_s=0.2)
+>>> # bound = bind(candidate, M, "spmm", 64); trial = Trial(M, "spmm", 64); trial.check(bound)
+>>> # seconds = time_calls(bound, trial.args, budget_s=0.2)
 """
 
 from __future__ import annotations
@@ -59,30 +60,58 @@ def operands(matrix, kernel: str, feat_size: int, seed: int = 0) -> tuple:
             np.full((m, feat_size), np.nan, np.float32))
 
 
+REFERENCE_CHUNK = 1 << 22
+"""Elements of each gathered operand SDDMM's reference holds at once (32 MiB of float64)."""
+
+
 def reference(matrix, kernel: str, args: tuple) -> np.ndarray:
-    """What scipy (float64) computes for the call ``args``."""
+    """What scipy (float64) computes for the call ``args``; SDDMM's gathered rows are made a
+    chunk of nonzeros at a time, so the memory it takes does not grow with ``nnz * feat``."""
     A = matrix.to_scipy().astype(np.float64)
     if kernel == "sddmm":
-        X, Y = (a.astype(np.float64) for a in args[:2])
+        X, Y = args[:2]
         rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
-        return np.einsum("ij,ij->i", X[rows], Y[A.indices])
+        result = np.empty(A.nnz)
+        step = max(1, REFERENCE_CHUNK // max(X.shape[1], 1))
+        for start in range(0, A.nnz, step):
+            part = slice(start, start + step)
+            result[part] = np.einsum("ij,ij->i", X[rows[part]].astype(np.float64),
+                                     Y[A.indices[part]].astype(np.float64))
+        return result
     if kernel == "spmm_unweighted":
         A.data[:] = 1.0
     return A @ args[0].astype(np.float64)
 
 
-def check(bound, matrix, kernel: str, feat_size: int) -> None:
-    """Raise :class:`CandidateFailed` unless ``bound`` computes what scipy does, on seeded
-    operands into an output that starts as NaN (every entry must be written)."""
-    args = operands(matrix, kernel, feat_size)
-    try:
-        bound(*args)
-    except Exception as err:  # noqa: BLE001  (any failure rules the candidate out)
-        raise CandidateFailed(f"the call failed: {err}") from err
-    result, expected = args[-1], reference(matrix, kernel, args)
-    scale = float(np.abs(expected).max(initial=1.0))
-    if not np.isfinite(result).all() or np.abs(result - expected).max(initial=0) > 1e-4 * scale:
-        raise CandidateFailed("its result differs from scipy's")
+class Trial:
+    """What candidates for one matrix, kernel and feature size are checked and timed on:
+    seeded operands and what scipy computes on them, made once for every candidate (on an
+    arxiv-size graph at 256 features that takes seconds).
+
+    Example
+    -------
+    >>> # trial = Trial(M, "spmm", 64)
+    >>> # trial.check(bound)                       # raises CandidateFailed when wrong
+    >>> # seconds = time_calls(bound, trial.args, budget_s=0.2)
+    """
+
+    def __init__(self, matrix, kernel: str, feat_size: int):
+        self.args = operands(matrix, kernel, feat_size)
+        self.expected = reference(matrix, kernel, self.args)
+        self.tolerance = 1e-4 * float(np.abs(self.expected).max(initial=1.0))
+
+    def check(self, bound) -> None:
+        """Raise :class:`CandidateFailed` unless ``bound`` computes what scipy does, into an
+        output filled with NaN first (every entry must be written)."""
+        result = self.args[-1]
+        result.fill(np.nan)
+        try:
+            bound(*self.args)
+        except Exception as err:  # noqa: BLE001  (any failure rules the candidate out)
+            raise CandidateFailed(f"the call failed: {err}") from err
+        if not np.isfinite(result).all() \
+                or np.abs(result - self.expected).max(initial=0) > self.tolerance:
+            raise CandidateFailed("its result differs from scipy's")
 
 
 def time_calls(bound, args: tuple, budget_s: float) -> float:

@@ -5,7 +5,7 @@ For one (kernel, feature size): a record stored by an earlier search for this pa
 machine (``records``) is checked against scipy and used without measuring. Otherwise the cost
 model (``cost_model``) orders every candidate (``candidates.space``), and the default
 (``candidates.default``, what an untuned call runs) and the model's best few are built, checked
-against scipy on NaN-filled outputs (``measure.check``: a wrong one is dropped) and timed as
+against scipy on NaN-filled outputs (``measure.Trial``: a wrong one is dropped) and timed as
 whole calls, the default first, within the time budget; the fastest is chosen (the default
 unless another beats it), bound to the matrix (``SparseMatrix.tuned``, which the operators'
 calls use) and recorded. Compile time (building kernels) and search time (checking and timing)
@@ -31,7 +31,7 @@ from ..runtime.threads import thread_count
 from . import records
 from .candidates import KERNELS, default, space
 from .cost_model import MatrixStats, ranked
-from .measure import CandidateFailed, bind, check, operands, time_calls
+from .measure import CandidateFailed, Trial, bind, time_calls
 
 MEASURED = 4
 """Candidates measured per (kernel, feature size) besides the default, the model's best first."""
@@ -151,24 +151,27 @@ def _tune_one(matrix, kernel: str, feat: int, pattern: str, stats, budget_s: flo
         raise SparseTIRValueError(f"no search for kernel {kernel!r}; kernels: "
                                   f"{', '.join(KERNELS)}")
     key = records.record_key(pattern, kernel, feat)
+    begun = time.perf_counter()
+    trial = Trial(matrix, kernel, feat)
+    trial_s = time.perf_counter() - begun         # search time: operands and scipy's result
     if use_records:
         recorded = records.load(key)
         if recorded is not None:
             started = time.perf_counter()
             try:
                 bound = bind(recorded, matrix, kernel, feat)
-                check(bound, matrix, kernel, feat)
+                trial.check(bound)
             except CandidateFailed:
                 bound = None
             if bound is not None:
                 matrix.tuned[(kernel, feat)] = bound
                 return Outcome(kernel, feat, recorded.describe(), from_record=True,
-                               compile_s=time.perf_counter() - started)
+                               compile_s=time.perf_counter() - started, search_s=trial_s)
     base = default(kernel, feat, matrix.shape[1])      # X's rows (SpMM), Y's (SDDMM)
     order = [base] + [c for c in ranked(space(kernel, feat), kernel, feat, stats,
                                         thread_count()) if c != base][:MEASURED]
-    outcome = Outcome(kernel, feat, base.describe())
-    deadline = time.perf_counter() + budget_s
+    outcome = Outcome(kernel, feat, base.describe(), search_s=trial_s)
+    deadline = begun + budget_s
     best, best_s, best_bound = None, float("inf"), None
     for candidate in order:
         if candidate is not base and time.perf_counter() > deadline:
@@ -182,12 +185,11 @@ def _tune_one(matrix, kernel: str, feat: int, pattern: str, stats, budget_s: flo
         compiled = time.perf_counter()
         outcome.compile_s += compiled - started
         try:
-            check(bound, matrix, kernel, feat)
+            trial.check(bound)
         except CandidateFailed as err:
             outcome.failed[candidate.describe()] = str(err)
             continue
-        args = operands(matrix, kernel, feat, seed=1)
-        seconds = time_calls(bound, args, min(0.5, budget_s / (MEASURED + 1)))
+        seconds = time_calls(bound, trial.args, min(0.5, budget_s / (MEASURED + 1)))
         outcome.search_s += time.perf_counter() - compiled
         outcome.measured[candidate.describe()] = seconds
         if candidate is base:
