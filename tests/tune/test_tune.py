@@ -225,3 +225,33 @@ def test_operands_and_reference_are_made_once_per_case(cache, monkeypatch):
     monkeypatch.setattr(measure, "reference", counted)
     report = ops.tune(ops.SparseMatrix(_matrix(seed=8)), [16], ops=("sddmm",), budget_s=3)
     assert len(report.outcomes[0].measured) > 1 and made == ["sddmm"]
+
+
+def test_a_candidate_that_only_won_one_after_the_other_is_not_chosen(cache, monkeypatch):
+    """Timed alone it looked fastest (as when the machine slowed down while the default
+    ran); timed in alternation with the default it is twice as slow: the default stays."""
+    M = ops.SparseMatrix(_matrix(seed=9))
+    base = default("spmm", 32, 500)
+    real_bind, real_time = measure.bind, search.time_calls
+    slow = []
+
+    def bind_one_slow(candidate, matrix, kernel, feat):
+        bound = real_bind(candidate, matrix, kernel, feat)
+        if candidate == base or slow:
+            return bound
+        slow.append(candidate)
+
+        def twice(*args):
+            bound(*args)
+            bound(*args)
+        return twice
+
+    def time_slow_as_fast(bound, args, budget_s):
+        seconds = real_time(bound, args, budget_s)
+        return seconds / 100 if getattr(bound, "__name__", "") == "twice" else seconds
+
+    monkeypatch.setattr(search, "bind", bind_one_slow)
+    monkeypatch.setattr(search, "time_calls", time_slow_as_fast)
+    outcome = ops.tune(M, [32], kernels=["spmm"], budget_s=3).outcomes[0]
+    assert slow and min(outcome.measured, key=outcome.measured.get) == slow[0].describe()
+    assert outcome.choice == base.describe() and outcome.chosen_s == outcome.default_s

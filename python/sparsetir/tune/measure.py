@@ -6,7 +6,7 @@ come from ``ops.operators.bind_kernel``, hyb from ``ops.hyb``. :meth:`Trial.chec
 once on seeded operands into an output filled with NaN and compares with scipy (the operands
 and scipy's result are made once for all candidates): a candidate that fails can never be
 chosen. :func:`time_calls` times whole calls of the bound kernel (the median of as
-many as fit in a budget), as a user's call runs.
+many as fit in a budget), as a user's call runs; :func:`time_pair` times two in alternation.
 
 Example
 -------
@@ -126,3 +126,19 @@ def time_calls(bound, args: tuple, budget_s: float) -> float:
         bound(*args)
         times.append(time.perf_counter() - begin)
     return float(np.median(times))
+
+
+def time_pair(first, second, args: tuple, budget_s: float) -> tuple:
+    """The median seconds of whole calls of ``first`` and of ``second`` on ``args``, timed in
+    alternation (one call each, in turn, as many pairs as fit in ``budget_s``, at least
+    ``MIN_CALLS``), so that a machine slowing down or speeding up meanwhile weighs on both."""
+    first(*args)
+    second(*args)
+    times, start = ([], []), time.perf_counter()
+    while len(times[0]) < MIN_CALLS or (len(times[0]) < MAX_CALLS
+                                        and time.perf_counter() - start < budget_s):
+        for bound, kept in zip((first, second), times):
+            begin = time.perf_counter()
+            bound(*args)
+            kept.append(time.perf_counter() - begin)
+    return float(np.median(times[0])), float(np.median(times[1]))

@@ -6,8 +6,9 @@ machine (``records``) is checked against scipy and used without measuring. Other
 model (``cost_model``) orders every candidate (``candidates.space``), and the default
 (``candidates.default``, what an untuned call runs) and the model's best few are built, checked
 against scipy on NaN-filled outputs (``measure.Trial``: a wrong one is dropped) and timed as
-whole calls, the default first, within the time budget; the fastest is chosen (the default
-unless another beats it), bound to the matrix (``SparseMatrix.tuned``, which the operators'
+whole calls, the default first, within the time budget; the fastest is timed again in calls
+alternating with the default's and chosen when it is at least ``MARGIN`` faster there (else the
+default stays), bound to the matrix (``SparseMatrix.tuned``, which the operators'
 calls use) and recorded. Compile time (building kernels) and search time (checking and timing)
 are reported apart.
 
@@ -31,10 +32,15 @@ from ..runtime.threads import thread_count
 from . import records
 from .candidates import KERNELS, default, space
 from .cost_model import MatrixStats, ranked
-from .measure import CandidateFailed, Trial, bind, time_calls
+from .measure import CandidateFailed, Trial, bind, time_calls, time_pair
 
 MEASURED = 4
 """Candidates measured per (kernel, feature size) besides the default, the model's best first."""
+
+MARGIN = 0.02
+"""How much faster than the default the best candidate must be, timed in calls alternating
+with the default's (``measure.time_pair``), to replace it: timed one after the other, a
+candidate can win by a machine that slowed down while the default ran."""
 
 OPERATORS = {"spmm": ("spmm", "spmm_unweighted"), "sddmm": ("sddmm",)}
 """The kernels behind each operator name ``tune`` takes (SpMM has a weighted and an unweighted
@@ -172,7 +178,7 @@ def _tune_one(matrix, kernel: str, feat: int, pattern: str, stats, budget_s: flo
                                         thread_count()) if c != base][:MEASURED]
     outcome = Outcome(kernel, feat, base.describe(), search_s=trial_s)
     deadline = begun + budget_s
-    best, best_s, best_bound = None, float("inf"), None
+    best, best_s, best_bound, base_bound = None, float("inf"), None, None
     for candidate in order:
         if candidate is not base and time.perf_counter() > deadline:
             break
@@ -193,11 +199,18 @@ def _tune_one(matrix, kernel: str, feat: int, pattern: str, stats, budget_s: flo
         outcome.search_s += time.perf_counter() - compiled
         outcome.measured[candidate.describe()] = seconds
         if candidate is base:
-            outcome.default_s = seconds
+            outcome.default_s, base_bound = seconds, bound
         if seconds < best_s:
             best, best_s, best_bound = candidate, seconds, bound
     if best is None:
         return outcome                   # nothing passed: the default path stays
+    if best is not base and outcome.default_s is not None:
+        started = time.perf_counter()
+        outcome.default_s, best_s = time_pair(base_bound, best_bound, trial.args,
+                                              min(0.5, budget_s / (MEASURED + 1)))
+        outcome.search_s += time.perf_counter() - started
+        if best_s > outcome.default_s * (1 - MARGIN):
+            best, best_s, best_bound = base, outcome.default_s, base_bound
     matrix.tuned[(kernel, feat)] = best_bound
     outcome.choice, outcome.chosen_s = best.describe(), best_s
     records.store(key, best, outcome.measured)
