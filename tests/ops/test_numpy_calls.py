@@ -14,41 +14,12 @@ from sparsetir import ArgumentError
 from sparsetir.ops import alignment, operators
 from sparsetir.ops.line_copy import copy_lines
 from sparsetir.schedule.operators import prefetch_distance
+from operator_calls import FEAT, M_ROWS, N_COLS, call, expected, nan_out, operands
 from sparse_inputs import skewed_csr
-
-M_ROWS, N_COLS, FEAT = 90, 60, 16
 
 
 def matrix():
     return skewed_csr(M_ROWS, N_COLS, seed=3, density=0.1)       # rows 4 and 89 empty
-
-
-def expected(A, op, X, Y):
-    if op == "sddmm":
-        coo = A.tocoo()
-        return np.einsum("ij,ij->i", X[coo.row], Y[coo.col])
-    P = A.copy()
-    if op == "spmm_unweighted":
-        P.data[:] = 1
-    return P @ X
-
-
-def call(M, op, X, Y, out=None):
-    if op == "sddmm":
-        return ops.sddmm(M, X, Y, out=out)
-    return ops.spmm(M, X, out=out, weighted=op == "spmm")
-
-
-def operands(op, seed=0):
-    rng = np.random.default_rng(seed)
-    if op == "sddmm":
-        return (rng.standard_normal((M_ROWS, FEAT)).astype(np.float32),
-                rng.standard_normal((N_COLS, FEAT)).astype(np.float32))
-    return rng.standard_normal((N_COLS, FEAT)).astype(np.float32), None
-
-
-def out_for(A, op):
-    return np.full(A.nnz if op == "sddmm" else (M_ROWS, FEAT), np.nan, np.float32)
 
 
 @pytest.fixture
@@ -75,7 +46,7 @@ def test_repeated_calls_take_the_short_path_and_equal_scipy(op, given_out, gener
     assert general_path == [op]
     for seed in (1, 2):                                # new values, same shapes
         X, Y = operands(op, seed)
-        out = out_for(A, op) if given_out else None
+        out = nan_out(A, op) if given_out else None
         result = call(M, op, X, Y, out)
         assert result is out if given_out else isinstance(result, np.ndarray)
         np.testing.assert_allclose(result, expected(A, op, X, Y), rtol=1e-5, atol=1e-5)
@@ -94,17 +65,17 @@ def test_what_the_short_path_declines_is_copied_or_refused_as_before(op, general
     unaligned[:] = X
     for other, general in ((fortran, True), (X[:, :], False), (unaligned, None)):
         reached = len(general_path)
-        np.testing.assert_allclose(call(M, op, other, Y, out_for(A, op)),
+        np.testing.assert_allclose(call(M, op, other, Y, nan_out(A, op)),
                                    expected(A, op, X, Y), rtol=1e-5, atol=1e-5)
         if general is not None:          # (the unaligned X: general, or copied when gathered)
             assert (len(general_path) > reached) == general
     with pytest.raises(TypeError, match="float32"):
         call(M, op, X.astype(np.float64), Y)
-    flat = np.full(out_for(A, op).size, np.nan, np.float32)
+    flat = np.full(nan_out(A, op).size, np.nan, np.float32)
     if op == "spmm":
         with pytest.raises(ValueError, match="shape"):  # as many elements, another shape
             call(M, op, X, Y, flat)
-    frozen = out_for(A, op)
+    frozen = nan_out(A, op)
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         call(M, op, X, Y, frozen)
@@ -199,7 +170,7 @@ def test_nothing_runs_on_the_short_path_while_torch_traces(monkeypatch):
     M = ops.SparseMatrix(A)
     X, _ = operands("spmm")
     ops.spmm(M, X)
-    out = out_for(A, "spmm")
+    out = nan_out(A, "spmm")
     monkeypatch.setattr(numpy_calls, "tracing", lambda: True)
     assert numpy_calls.run(M.numpy_calls, "spmm", (X,), out) is None
     assert np.isnan(out).all()

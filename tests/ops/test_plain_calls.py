@@ -11,9 +11,8 @@ import sparsetir.ops as ops
 from sparsetir import ArgumentError
 from sparsetir.errors import SparseTIRError
 from sparsetir.ops import operators, plain_calls
+from operator_calls import FEAT, M_ROWS, N_COLS, call, expected, nan_out, operands
 from sparse_inputs import skewed_csr
-
-M_ROWS, N_COLS, FEAT = 90, 60, 16
 
 
 def matrix(seed=3, index_dtype=np.int32):
@@ -21,34 +20,6 @@ def matrix(seed=3, index_dtype=np.int32):
     A = skewed_csr(M_ROWS, N_COLS, seed=seed, density=0.1)
     A.indptr, A.indices = A.indptr.astype(index_dtype), A.indices.astype(index_dtype)
     return A
-
-
-def expected(A, op, X, Y):
-    A = scipy.sparse.csr_matrix((A.data.astype(np.float64), A.indices, A.indptr), A.shape)
-    if op == "sddmm":
-        coo = A.tocoo()
-        return np.einsum("ij,ij->i", X[coo.row], Y[coo.col])
-    if op == "spmm_unweighted":
-        A.data[:] = 1
-    return A @ X
-
-
-def call(A, op, X, Y, out=None):
-    if op == "sddmm":
-        return ops.sddmm(A, X, Y, out=out)
-    return ops.spmm(A, X, out=out, weighted=op == "spmm")
-
-
-def operands(op, seed=0):
-    rng = np.random.default_rng(seed)
-    if op == "sddmm":
-        return (rng.standard_normal((M_ROWS, FEAT)).astype(np.float32),
-                rng.standard_normal((N_COLS, FEAT)).astype(np.float32))
-    return rng.standard_normal((N_COLS, FEAT)).astype(np.float32), None
-
-
-def nan_out(A, op):
-    return np.full(A.nnz if op == "sddmm" else (M_ROWS, FEAT), np.nan, np.float32)
 
 
 @pytest.fixture
