@@ -11,6 +11,7 @@ import sparsetir.ops as ops
 from sparsetir import ArgumentError
 from sparsetir.errors import SparseTIRError
 from sparsetir.ops import operators, plain_calls
+from sparsetir.runtime.kernel import BoundKernel
 from operator_calls import FEAT, M_ROWS, N_COLS, call, expected, nan_out, operands
 from sparse_inputs import skewed_csr
 
@@ -132,7 +133,7 @@ def test_an_output_over_an_operand_is_refused_on_the_short_path_too(general_path
 def test_check_native_runs_the_compiled_checks_in_c():
     A = matrix()
     plain = operators.PlainCSR.of(A)
-    kernel = operators._kernel_of(plain, "spmm", FEAT)     # pylint: disable=protected-access
+    kernel = operators._kernel("spmm", FEAT)              # pylint: disable=protected-access
     bound = kernel.bind(validate=False, t=2, m=M_ROWS, n=N_COLS, nnz=A.nnz, rows=plain.rows())
     X = operands("spmm")[0]
     out = nan_out(A, "spmm")
@@ -142,4 +143,74 @@ def test_check_native_runs_the_compiled_checks_in_c():
     bad[3] = -1
     assert bound.check_native((*args[:-1], bad)) is False
     assert bound.check_native((*args[:-1], bad.astype(np.int64))) is None   # declined
+    assert bound.check_native(args[:-1]) is None                            # one too few
     assert np.isnan(out).all()                                 # checks never run the kernel
+
+
+@pytest.mark.parametrize("op", ["spmm_unweighted", "sddmm"])
+def test_values_these_kernels_do_not_read_are_still_refused_as_before(op, general_path):
+    """Unweighted SpMM and SDDMM do not pass ``data`` to their kernel: a matrix of the
+    prepared sizes with float64 or misshapen values, or 2-D indices, must still reach the
+    general path and its errors."""
+    A = matrix()
+    X, Y = operands(op)
+    call(A, op, X, Y)
+    call(A, op, X, Y)                                           # prepared now
+    with pytest.raises(TypeError, match="float64"):
+        call(A.astype(np.float64), op, X, Y)
+    short = matrix()
+    short.data = short.data[:-1]
+    with pytest.raises(SparseTIRError, match="values"):
+        call(short, op, X, Y)
+    flat = matrix()
+    flat.indices = flat.indices.reshape(1, -1)
+    with pytest.raises(SparseTIRError, match="1-D"):
+        call(flat, op, X, Y)
+    np.testing.assert_allclose(call(A, op, X, Y, nan_out(A, op)), expected(A, op, X, Y),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_operands_the_c_plan_declines_are_not_prepared_again(general_path, monkeypatch):
+    """Nor checked twice: the short path declines them before its index checks."""
+    made, checked = [], []
+    real_check = BoundKernel.check_native
+    monkeypatch.setattr(BoundKernel, "check_native",
+                        lambda self, args: checked.append(1) or real_check(self, args))
+
+    class Counted(plain_calls.PlainCall):
+        __slots__ = ()
+
+        def __init__(self, *args):
+            made.append(1)
+            super().__init__(*args)
+    monkeypatch.setattr(plain_calls, "PlainCall", Counted)
+    A = matrix()
+    X = operands("spmm")[0]
+    wide = np.full((M_ROWS, 2 * FEAT), np.nan, np.float32)
+    for operand in (X, X, np.asfortranarray(X), np.asfortranarray(X), X[:, :]):
+        wide[:] = np.nan
+        ops.spmm(A, operand, out=wide[:, :FEAT])                # a column slice: not contiguous
+        np.testing.assert_allclose(wide[:, :FEAT], expected(A, "spmm", X, None), rtol=1e-5,
+                                   atol=1e-5)
+        assert np.isnan(wide[:, FEAT:]).all()
+    assert made == [1] and not checked
+
+
+def test_the_least_recently_used_prepared_call_is_dropped(general_path, monkeypatch):
+    monkeypatch.setattr(plain_calls, "KEPT", 2)
+    A = matrix()
+    rng = np.random.default_rng(5)
+    X = {feat: rng.standard_normal((N_COLS, feat)).astype(np.float32) for feat in (4, 8, 12)}
+
+    def kept():
+        return sorted(key[-1][1] for key in plain_calls._calls)   # pylint: disable=protected-access
+    for feat in (4, 8):
+        ops.spmm(A, X[feat])
+        ops.spmm(A, X[feat])                                    # prepared
+    ops.spmm(A, X[4])                                           # used: now the most recent
+    ops.spmm(A, X[12])
+    ops.spmm(A, X[12])
+    assert kept() == [4, 12]
+    for feat in (4, 8, 12):
+        np.testing.assert_allclose(ops.spmm(A, X[feat]), expected(A, "spmm", X[feat], None),
+                                   rtol=1e-5, atol=1e-5)

@@ -131,12 +131,12 @@ def spmm(A, X, out=None, weighted: bool = True):
     ``X``, or matrix values made by ``SparseMatrix.from_csr``, that require grad, the result
     carries autograd (``graph_ops``); float64 matrices and operands compute in float64.
     """
+    name = "spmm" if weighted else "spmm_unweighted"
     if type(X) is np.ndarray:
-        kind = "spmm" if weighted else "spmm_unweighted"
         if type(A) is SparseMatrix and A.values is A.data:
-            result = numpy_calls.run(A.numpy_calls, kind, (X,), out)
+            result = numpy_calls.run(A.numpy_calls, name, (X,), out)
         elif type(A) in plain_calls.SCIPY_CSR:
-            result = plain_calls.run(kind, A, (X,), out)
+            result = plain_calls.run(name, A, (X,), out)
         else:
             result = None
         if result is not None:
@@ -149,7 +149,6 @@ def spmm(A, X, out=None, weighted: bool = True):
         result = _call_prepared_half(A, ("spmm", weighted), ("X",), (X,), out)
         return result if result is not None else _spmm_graph(A, X, out, weighted)
     X = gather_ready(X, _nonzeros(A))      # gathered rows on cache lines (ops.alignment)
-    name = "spmm" if weighted else "spmm_unweighted"
     key = (name, type(X), getattr(X, "shape", None))
     result = _call_prepared(A, key, ("X",), (X,), out)
     if result is None and not isinstance(A, SparseMatrix):
@@ -255,11 +254,11 @@ def _spmm_plain(A, name: str, X, out):
     check_output(result, x.rows_shape(m))
     y, finish = writable_view(result, (m, x.feat_size))
     values = [plain.data] if name == "spmm" else []
-    if not _run_plain(plain, name, x.feat_size, *values, x.as_matrix(), y):
+    ran = _run_plain(plain, name, x.feat_size, *values, x.as_matrix(), y)
+    if ran is None:
         return None
     finish()
-    plain_calls.prepare(name, _kernel_of(plain, name, x.feat_size), plain, A, (X,), result, 0,
-                        row_tiles_for_threads())
+    plain_calls.prepare(name, *ran, plain, A, (X,), result, 0)
     return result
 
 
@@ -275,31 +274,27 @@ def _sddmm_plain(A, X, Y, out):
     result = x.new_output((plain.nnz,)) if out is None else out
     check_output(result, (plain.nnz,))
     values, finish = writable_view(result, (plain.nnz,))
-    if not _run_plain(plain, "sddmm", x.feat_size, x.as_matrix(), y.as_matrix(), values):
+    ran = _run_plain(plain, "sddmm", x.feat_size, x.as_matrix(), y.as_matrix(), values)
+    if ran is None:
         return None
     finish()
-    plain_calls.prepare("sddmm", _kernel_of(plain, "sddmm", x.feat_size), plain, A, (X, Y),
-                        result, 1, row_tiles_for_threads())
+    plain_calls.prepare("sddmm", *ran, plain, A, (X, Y), result, 1)
     return result
 
 
-def _kernel_of(plain, name: str, feat_size: int):
-    """The kernel a plain call of ``name`` runs on ``plain``'s arrays."""
-    return _kernel(name, feat_size, prefetch=prefetch_distance(plain.shape[1], feat_size),
-                   index_dtype=str(plain.indices.dtype))
-
-
-def _run_plain(plain, name: str, feat_size: int, *operands) -> bool:
-    """Run kernel ``name`` on ``operands`` and ``plain``'s arrays with every index check;
-    False, with nothing run, when a check refuses them."""
+def _run_plain(plain, name: str, feat_size: int, *operands):
+    """Run kernel ``name`` on ``operands`` and ``plain``'s arrays with every index check and
+    return ``(kernel, row tiles)``; None, with nothing run, when a check refuses them."""
     m, n = plain.shape
     tiles = row_tiles_for_threads()
+    kernel = _kernel(name, feat_size, prefetch=prefetch_distance(n, feat_size),
+                     index_dtype=str(plain.indices.dtype))
     try:
-        _kernel_of(plain, name, feat_size)(*operands, plain.tile_ptr(tiles), plain.rows(),
-                                           plain.indptr, plain.indices, tiles, m, n, plain.nnz)
+        kernel(*operands, plain.tile_ptr(tiles), plain.rows(), plain.indptr, plain.indices,
+               tiles, m, n, plain.nnz)
     except ArgumentError:
-        return False
-    return True
+        return None
+    return kernel, tiles
 
 
 def _tuned(matrix, name: str, feat_size: int):

@@ -18,34 +18,42 @@ prepared sizes does what it must and nothing else:
 - runs the kernel through its C plan (``BoundKernel.call_native``), which checks each array's
   type, dtype, size, alignment and that the output overlaps nothing.
 
-Whatever either plan declines, and indices the checks refuse, take the general path, which
-sorts, copies or raises as before. Nothing of the matrix is kept between calls: the prepared
-call is keyed by sizes (rows, columns, nonzeros, index dtype, operand shapes, row tiles), not by
-the matrix, and holds only the kernel bound to those sizes.
+Operands that are not C-contiguous float32 arrays, whatever either plan declines, and indices
+the checks refuse take the general path, which sorts, copies or raises as before. Nothing of
+the matrix is kept between calls: the prepared call is keyed by the shapes and dtypes of the
+matrix's arrays and the operands and by the row tiles, not by the matrix, and holds only the
+kernel bound to those sizes.
 
 Example
 -------
->>> prepare("spmm", kernel, plain, (X,), Y, 0, tiles)   # after a plain call through the general path
->>> run("spmm", A, (X,), Y)                              # Y, or None: take the general path
+>>> prepare("spmm", kernel, tiles, plain, A, (X,), Y, 0)   # after a plain call (general path)
+>>> run("spmm", A, (X,), Y)                                 # Y, or None: take the general path
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 import scipy.sparse
 
+from ..runtime.native_call import available as native_calls_available
 from .graph_tensors import tracing
 from .numpy_calls import NumpyCall
-from .tiles import row_tiles_for_threads
+from .tiles import row_tiles_for_threads, tile_targets
 
 SCIPY_CSR = (scipy.sparse.csr_matrix, scipy.sparse.csr_array)
 """The matrix types the short path takes (exactly these: a subclass takes the general path)."""
 
-KEPT = 16
-"""Prepared plain calls kept; when more are prepared, all are dropped and prepared again."""
+KEPT = 64
+"""Prepared plain calls kept, the least recently used dropped first."""
+SEEN = 1024
+"""Sizes of plain calls made once that are remembered (all are forgotten past that)."""
 
-_calls: dict = {}
-_seen: set = set()      # the sizes of plain calls made once (prepared at the second)
+FLOAT32 = np.dtype(np.float32)
+
+_calls: OrderedDict = OrderedDict()
+_seen: set = set()
 
 
 class PlainCall(NumpyCall):
@@ -54,8 +62,8 @@ class PlainCall(NumpyCall):
 
     __slots__ = ("row_count", "targets", "weighted")
 
-    def __init__(self, kernel, plain, operands: tuple, out_shape: tuple, gathered: int,
-                 weighted: bool, tiles: int):
+    def __init__(self, kernel, tiles: int, plain, operands: tuple, out_shape: tuple,
+                 gathered: int, weighted: bool):
         m, n = plain.shape
         bound = kernel.bind(validate=False, t=tiles, m=m, n=n, nnz=plain.nnz,
                             rows=plain.rows())
@@ -63,12 +71,16 @@ class PlainCall(NumpyCall):
         self.nbytes += plain.indptr.nbytes + plain.indices.nbytes \
             + (plain.data.nbytes if weighted else 0)
         self.row_count, self.weighted = m, weighted
-        targets = (np.arange(tiles + 1, dtype=np.int64) * plain.nnz + tiles // 2) // tiles
-        self.targets = targets.astype(plain.indptr.dtype)
+        self.targets = tile_targets(plain.nnz, tiles, plain.indptr.dtype)
 
     def run_kernel(self, arrays: tuple, matrix) -> bool:
         """Cut the tiles from ``matrix.indptr``, check the matrix's arrays, run the kernel;
-        False, with nothing written, when a check or a C plan refuses them."""
+        False, with nothing written, when an operand is not a C-contiguous float32 array (the
+        kernel's C plan would decline it, after the checks), or a check or a C plan refuses
+        the arrays."""
+        for array in arrays:
+            if array.dtype != FLOAT32 or not array.flags.c_contiguous:
+                return False
         indptr = matrix.indptr
         tile_ptr = np.searchsorted(indptr, self.targets).astype(np.int32)
         tile_ptr[-1] = self.row_count        # past trailing empty rows; checked with the rest
@@ -77,34 +89,43 @@ class PlainCall(NumpyCall):
         return bool(self.bound.check_native(args)) and self.bound.call_native(args)
 
 
-def _key(kind: str, matrix, operands: tuple) -> tuple:
-    indices = matrix.indices
-    return (kind, matrix.shape, indices.size, indices.dtype, row_tiles_for_threads(),
-            *[operand.shape for operand in operands])
+def _key(kind: str, matrix, operands: tuple, tiles: int) -> tuple:
+    """The shapes and dtypes of the matrix's arrays (unweighted SpMM and SDDMM do not pass
+    ``data`` to their kernel, yet a float64 or misshapen ``data`` must reach the general path,
+    which refuses it) and of the operands, and the row tiles."""
+    indptr, indices, data = matrix.indptr, matrix.indices, matrix.data
+    return (kind, matrix.shape, tiles, indptr.shape, indptr.dtype, indices.shape, indices.dtype,
+            data.shape, data.dtype, *[operand.shape for operand in operands])
 
 
-def prepare(kind: str, kernel, plain, matrix, operands: tuple, out, gathered: int,
-            tiles: int) -> None:
-    """Note the plain call of kernel ``kind`` just made through the general path on
-    ``matrix`` (``plain`` its arrays, cut into ``tiles`` row tiles), on ``operands`` into
-    ``out``; at the second call of the same sizes, keep it for later ones. Only when
-    ``matrix`` is a scipy CSR matrix, every array is exactly a float32 numpy array, and the
-    kernel can be called natively. Calls whose sizes change at every call (sampled
-    subgraphs) so cost a set lookup, not a prepared call each."""
-    if type(matrix) not in SCIPY_CSR or not all(
-            type(a) is np.ndarray and a.dtype == np.float32 for a in (*operands, out)):
+def prepare(kind: str, kernel, tiles: int, plain, matrix, operands: tuple, out,
+            gathered: int) -> None:
+    """Note the plain call of ``kernel`` (the operator ``kind``'s, cut into ``tiles`` row
+    tiles) just made through the general path on ``matrix`` (``plain``: its arrays), on
+    ``operands`` into ``out``; from the second call of the same sizes, keep it for later ones.
+    Only when ``matrix`` is a scipy CSR matrix, every array is exactly a float32 numpy array,
+    none is empty, and kernels can be called natively here. Calls whose sizes change at every
+    call (sampled subgraphs) so cost a set lookup, not a prepared call each."""
+    if type(matrix) not in SCIPY_CSR or not plain.nnz or not native_calls_available() \
+            or not all(type(a) is np.ndarray and a.dtype == FLOAT32 and a.size
+                       for a in (*operands, out)):
         return
-    key = _key(kind, matrix, operands)
+    key = _key(kind, matrix, operands, tiles)
+    if key in _calls:
+        return                          # kept already: its C plan declined this call's arrays
     if key not in _seen:
-        if len(_seen) >= 16 * KEPT:
+        if len(_seen) >= SEEN:
             _seen.clear()
         _seen.add(key)
         return
-    call = PlainCall(kernel, plain, operands, out.shape, gathered, kind == "spmm", tiles)
+    call = PlainCall(kernel, tiles, plain, operands, out.shape, gathered, kind == "spmm")
     if call.bound.native_call:
-        if len(_calls) >= KEPT:
-            _calls.clear()
         _calls[key] = call
+        while len(_calls) > KEPT:
+            try:
+                _calls.popitem(last=False)
+            except KeyError:            # another thread emptied it meanwhile
+                break
 
 
 def run(kind: str, matrix, operands: tuple, out):
@@ -114,9 +135,14 @@ def run(kind: str, matrix, operands: tuple, out):
     prepared shape, torch is tracing the caller, or a check or C plan refuses the arrays."""
     if not _calls or (out is not None and type(out) is not np.ndarray):
         return None
-    call = _calls.get(_key(kind, matrix, operands))
+    key = _key(kind, matrix, operands, row_tiles_for_threads())
+    call = _calls.get(key)
     if call is None or (out is not None and out.shape != call.out_shape) or tracing():
         return None
+    try:
+        _calls.move_to_end(key)
+    except KeyError:                    # another thread dropped it meanwhile: still usable
+        pass
     return call(operands, out, matrix)
 
 

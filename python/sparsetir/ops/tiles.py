@@ -38,8 +38,19 @@ def balanced_row_bounds(indptr: np.ndarray, tiles: int) -> np.ndarray:
     """
     m = indptr.size - 1
     nnz = int(indptr[-1]) if m >= 0 else 0
-    targets = (np.arange(tiles + 1, dtype=np.int64) * nnz + tiles // 2) // tiles
-    bounds = np.searchsorted(indptr, targets.astype(indptr.dtype, copy=False))
+    bounds = np.searchsorted(indptr, tile_targets(nnz, tiles, indptr.dtype))
     bounds = np.maximum.accumulate(np.clip(bounds, 0, max(m, 0))).astype(np.int32)
     bounds[0], bounds[-1] = 0, max(m, 0)
     return bounds
+
+
+def tile_targets(nnz: int, tiles: int, dtype) -> np.ndarray:
+    """The nonzero counts ``round(k * nnz / tiles)``, ``k = 0..tiles``, at which tiles start,
+    in ``dtype`` (the dtype of the ``indptr`` they are searched in).
+
+    Example
+    -------
+    >>> tile_targets(10, 4, np.int32).tolist()
+    [0, 3, 5, 8, 10]
+    """
+    return ((np.arange(tiles + 1, dtype=np.int64) * nnz + tiles // 2) // tiles).astype(dtype)

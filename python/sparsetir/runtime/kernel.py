@@ -570,7 +570,7 @@ class BoundKernel:
                 plan, picks = checks.native(self._values, free)
             self._checks_plan = (checks, plan, picks)
         _, plan, picks = self._checks_plan
-        if plan is None:
+        if plan is None or len(args) != len(self._free):
             return None
         violations = np.zeros(1, np.int64)     # one per call: threads may share the kernel
         if not plan(*[args[k] for k in picks], violations):
