@@ -112,7 +112,7 @@ def test_the_short_path_runs_the_code_a_kernel_takes_later():
     M = ops.SparseMatrix(A)
     X = operands("spmm")[0]
     ops.spmm(M, X)
-    bound = M.numpy_calls[("spmm", X.shape)].bound
+    bound = M.numpy_calls[("spmm", np.ndarray, X.shape)].bound
     kernel = bound.kernel
     before = copy.copy(kernel)
     prefetch = 16 if prefetch_distance(N_COLS, FEAT) != 16 else 8     # not the default's
@@ -190,3 +190,53 @@ def test_a_vector_operand_takes_the_short_path_too(general_path):
     assert general_path == ["spmm"]
     with pytest.raises(ValueError, match="shape"):
         ops.spmm(M, x, out=np.empty((M_ROWS, 1), np.float32))   # as many elements
+
+
+@pytest.mark.parametrize("op", ["spmm", "spmm_unweighted", "sddmm"])
+def test_torch_tensors_take_the_short_path_too(op, general_path):
+    torch = pytest.importorskip("torch")
+    A = matrix()
+    M = ops.SparseMatrix(A)
+    X, Y = operands(op)
+    as_torch = (torch.from_numpy(X), None if Y is None else torch.from_numpy(Y))
+    call(M, op, *as_torch)                             # the first call prepares
+    assert len(general_path) == 1
+    for seed, given_out in ((1, True), (2, False)):
+        X, Y = operands(op, seed)
+        out = torch.from_numpy(nan_out(A, op)) if given_out else None
+        version = None if out is None else out._version
+        result = call(M, op, torch.from_numpy(X), None if Y is None else torch.from_numpy(Y),
+                      out)
+        assert type(result) is torch.Tensor and result.dtype == torch.float32
+        assert result is out if given_out else True
+        if given_out:
+            assert out._version > version           # autograd learns that out changed
+        np.testing.assert_allclose(result.numpy(), expected(A, op, X, Y), rtol=1e-5, atol=1e-5)
+    assert len(general_path) == 1                      # the later calls never reached it
+
+
+def test_what_the_torch_short_path_leaves_to_the_general_path(general_path):
+    torch = pytest.importorskip("torch")
+    A = matrix()
+    M = ops.SparseMatrix(A)
+    X = torch.from_numpy(operands("spmm")[0])
+    ops.spmm(M, X)
+    reference = expected(A, "spmm", X.numpy(), None)
+    grad_x = X.clone().requires_grad_()                # autograd: the gradient is kept
+    result = ops.spmm(M, grad_x)
+    assert result.requires_grad
+    result.sum().backward()
+    np.testing.assert_allclose(grad_x.grad.numpy(),
+                               np.repeat(A.sum(axis=0).reshape(-1, 1), FEAT, axis=1),
+                               rtol=1e-5, atol=1e-5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast: a bfloat16 result
+        assert ops.spmm(M, X).dtype == torch.bfloat16
+    mixed = np.full((M_ROWS, FEAT), np.nan, np.float32)  # a numpy out for a torch X
+    np.testing.assert_allclose(ops.spmm(M, X, out=mixed), reference, rtol=1e-5, atol=1e-5)
+    tracked = torch.full((M_ROWS, FEAT), float("nan"), requires_grad=True)
+    with pytest.raises(Exception, match="grad"):
+        ops.spmm(M, X, out=tracked)
+    square = ops.SparseMatrix(skewed_csr(N_COLS, N_COLS, seed=4, density=0.1))
+    ops.spmm(square, X)
+    with pytest.raises(ArgumentError, match="shares memory"):
+        ops.spmm(square, X, out=X)

@@ -132,15 +132,15 @@ def spmm(A, X, out=None, weighted: bool = True):
     carries autograd (``graph_ops``); float64 matrices and operands compute in float64.
     """
     name = "spmm" if weighted else "spmm_unweighted"
-    if type(X) is np.ndarray:
-        if type(A) is SparseMatrix and A.values is A.data:
-            result = numpy_calls.run(A.numpy_calls, name, (X,), out)
-        elif type(A) in plain_calls.SCIPY_CSR:
-            result = plain_calls.run(name, A, (X,), out)
-        else:
-            result = None
-        if result is not None:
-            return result
+    if type(A) is SparseMatrix:
+        result = numpy_calls.run(A.numpy_calls, name, (X,), out) if A.values is A.data \
+            else None
+    elif type(A) in plain_calls.SCIPY_CSR and type(X) is np.ndarray:
+        result = plain_calls.run(name, A, (X,), out)
+    else:
+        result = None
+    if result is not None:
+        return result
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.spmm(A, X, out, weighted)
@@ -195,15 +195,15 @@ def sddmm(A, X, Y, out=None):
     >>> sddmm(A, np.ones((1, 1), np.float32), np.float32([[10], [20]])).tolist()
     [20.0, 10.0]
     """
-    if type(X) is np.ndarray and type(Y) is np.ndarray:
-        if type(A) is SparseMatrix and A.values is A.data:
-            result = numpy_calls.run(A.numpy_calls, "sddmm", (X, Y), out)
-        elif type(A) in plain_calls.SCIPY_CSR:
-            result = plain_calls.run("sddmm", A, (X, Y), out)
-        else:
-            result = None
-        if result is not None:
-            return result
+    if type(A) is SparseMatrix:
+        result = numpy_calls.run(A.numpy_calls, "sddmm", (X, Y), out) if A.values is A.data \
+            else None
+    elif type(A) in plain_calls.SCIPY_CSR and type(X) is np.ndarray and type(Y) is np.ndarray:
+        result = plain_calls.run("sddmm", A, (X, Y), out)
+    else:
+        result = None
+    if result is not None:
+        return result
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.sddmm(A, X, Y, out)

@@ -376,7 +376,7 @@ def _nbytes(value) -> int:
     return SERIAL_BYTES
 
 
-def _torch_as_numpy(args: tuple):
+def torch_as_numpy(args: tuple):
     """``args`` with every torch tensor replaced by the numpy array over its memory, or None
     when there is none or torch refuses one (see ``BoundKernel.call_fast``)."""
     torch = sys.modules.get("torch")
@@ -526,7 +526,7 @@ class BoundKernel:
             return True
         native = self._fast.native
         if native is not None:
-            arrays = _torch_as_numpy(args)
+            arrays = torch_as_numpy(args)
             if arrays is not None and native(*arrays):
                 self._bump_written(args)
                 return True
