@@ -11,6 +11,7 @@ import pytest
 
 import sparsetir.ops as ops
 from sparsetir import ArgumentError
+from sparsetir.errors import SparseTIRError
 from sparsetir.ops import alignment, operators
 from sparsetir.ops.line_copy import copy_lines
 from sparsetir.schedule.operators import prefetch_distance
@@ -234,9 +235,20 @@ def test_what_the_torch_short_path_leaves_to_the_general_path(general_path):
     mixed = np.full((M_ROWS, FEAT), np.nan, np.float32)  # a numpy out for a torch X
     np.testing.assert_allclose(ops.spmm(M, X, out=mixed), reference, rtol=1e-5, atol=1e-5)
     tracked = torch.full((M_ROWS, FEAT), float("nan"), requires_grad=True)
-    with pytest.raises(Exception, match="grad"):
+    with pytest.raises(SparseTIRError, match="grad"):
         ops.spmm(M, X, out=tracked)
     square = ops.SparseMatrix(skewed_csr(N_COLS, N_COLS, seed=4, density=0.1))
     ops.spmm(square, X)
     with pytest.raises(ArgumentError, match="shares memory"):
         ops.spmm(square, X, out=X)
+
+
+def test_torch_compile_traces_a_matrix_whose_torch_calls_are_prepared():
+    torch = pytest.importorskip("torch")
+    A = matrix()
+    M = ops.SparseMatrix(A)
+    X = torch.from_numpy(operands("spmm")[0])
+    ops.spmm(M, X)                                     # prepared for eager calls
+    compiled = torch.compile(lambda x: ops.spmm(M, x) * 2, backend="eager", fullgraph=True)
+    np.testing.assert_allclose(compiled(X).numpy(), 2 * expected(A, "spmm", X.numpy(), None),
+                               rtol=1e-5, atol=1e-5)

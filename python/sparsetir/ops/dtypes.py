@@ -27,31 +27,33 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from ..errors import SparseTIRTypeError
 from ..schedule.widen import HALF_DTYPES
 
 FLOAT_DTYPES = ("float32", "float64") + HALF_DTYPES
 
 
-_NAMES: dict = {}          # (type of dtype, dtype) -> its plain name
+_NAMES: dict = {}          # numpy dtype -> its plain name
 _MAX_NAMES = 256
 
 
 def dtype_name(array) -> str:
     """``"float32"``, ``"bfloat16"``... (the plain name) of a numpy array or torch tensor.
 
-    Remembered per dtype: numpy makes a dtype's name in Python code, which after a kernel has
-    emptied the caches cost about 30 us a call (``ops.numpy_calls``)."""
+    Remembered per numpy dtype: numpy makes a dtype's name in Python code, which after a kernel
+    has emptied the caches cost about 30 us a call (``ops.numpy_calls``). A torch dtype's name
+    is made in C, and is not remembered: ``torch.compile`` cannot guard a table with torch
+    dtypes in its keys."""
     dtype = array.dtype
-    key = (type(dtype), dtype)
-    try:
-        name = _NAMES.get(key)
-    except TypeError:                            # an unhashable "dtype": not remembered
+    if not isinstance(dtype, np.dtype):
         return str(dtype).replace("torch.", "")
+    name = _NAMES.get(dtype)
     if name is None:
-        name = str(dtype).replace("torch.", "")
+        name = str(dtype)
         if len(_NAMES) < _MAX_NAMES:
-            _NAMES[key] = name
+            _NAMES[dtype] = name
     return name
 
 

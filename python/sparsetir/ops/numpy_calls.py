@@ -13,10 +13,11 @@ that a call the C plan declines is counted once, by the general path), the cache
 a gathered operand where it may pay (``alignment.gather_ready``, numpy only, as on the general
 path), and the launch's thread mode (``threads.size_launches``: torch's OpenMP team for torch
 tensors); and, before any of it, whether torch is tracing the caller. Torch tensors pass as
-the numpy views torch gives (``runtime.kernel.torch_as_numpy``, which declines a tensor that
-requires grad, is not on the CPU, carries a negative or conjugate bit or outgrows its
-storage); a call under torch's autocast, which sets the result's dtype, takes the general
-path; autograd learns that the output changed.
+the numpy views torch gives (``runtime.kernel.torch_as_numpy``, which declines a tensor torch
+gives no view of: not on the CPU, with a negative or conjugate bit, outgrowing its storage,
+requiring grad); a call autograd records (a tensor requires grad in grad mode) or under
+torch's autocast (which sets the result's dtype) takes the general path, and so does every
+call while torch traces the caller; autograd learns that the output changed.
 
 Why it matters: a call's Python runs after the previous kernel has pushed the interpreter's
 code and data out of the L1 and L2 caches, so each line costs microseconds, not nanoseconds.
@@ -102,14 +103,18 @@ class TorchCall(NumpyCall):
 
     def __init__(self, bound, operands: tuple, out_shape: tuple, gathered: int, gathers: int):
         super().__init__(bound, operands, out_shape, gathered, gathers)
-        self.may_copy = False            # torch tensors are read where they are
+        self.may_copy = False            # torch tensors are read where they are (general path)
 
     def __call__(self, operands: tuple, out, matrix=None):
-        """As ``NumpyCall``'s, for torch tensors; None also under torch's autocast or when
-        torch gives no numpy view of a tensor."""
+        """As ``NumpyCall``'s, for torch tensors; None also under torch's autocast, when
+        autograd would record the call (a tensor requires grad in grad mode), or when torch
+        gives no numpy view of a tensor."""
         torch = sys.modules["torch"]
         if torch.is_autocast_enabled("cpu"):
             return None                  # autocast sets the result's dtype: the general path
+        if torch.is_grad_enabled() and (out is not None and out.requires_grad or any(
+                operand.requires_grad for operand in operands)):
+            return None                  # autograd records it: the general path
         if out is None:
             out = torch.empty(self.out_shape, dtype=torch.float32)
         arrays = torch_as_numpy((*operands, out))
@@ -143,22 +148,29 @@ def prepare(calls: dict, kind: str, bound, operands: tuple, out, gathered: int,
     calls[_key(kind, operands)] = made(bound, operands, tuple(out.shape), gathered, gathers)
 
 
+def may_take(operands: tuple) -> bool:
+    """Whether the short path may take ``operands``: all exactly numpy arrays, or all exactly
+    torch tensors while torch is not tracing the caller. Decided before the matrix's attributes
+    are read (``torch.compile`` cannot trace a read of its numpy arrays)."""
+    kind_of = type(operands[0])
+    if any(type(operand) is not kind_of for operand in operands):
+        return False
+    if kind_of is np.ndarray:
+        return True
+    torch = sys.modules.get("torch")
+    return torch is not None and kind_of is torch.Tensor and not tracing()
+
+
 def run(calls: dict, kind: str, operands: tuple, out):
-    """The result of a call of kernel ``kind`` on ``operands`` that ``calls`` holds prepared
-    for their kind and shapes, or None (nothing run) when it holds none, an operand or ``out``
-    is of another type than the first operand, ``out`` has another shape than the prepared
-    one, torch is tracing the caller (``torch.compile``: the general path calls its
-    operators), or the call declines the arrays."""
+    """The result of a call of kernel ``kind`` on ``operands`` (which ``may_take``: the caller
+    checks) that ``calls`` holds prepared for their kind and shapes, or None (nothing run) when
+    it holds none, ``out`` is not None and of another type than the operands or another shape
+    than the prepared one, torch is tracing the caller (``torch.compile``: the general path
+    calls its operators), or the call declines the arrays."""
     if not calls:
         return None
-    kind_of = type(operands[0])
-    if kind_of is not np.ndarray and kind_of is not getattr(sys.modules.get("torch"), "Tensor",
-                                                            None):
-        return None
-    if any(type(operand) is not kind_of for operand in operands):
-        return None
     call = calls.get(_key(kind, operands))
-    if call is None or (out is not None and (type(out) is not kind_of
+    if call is None or (out is not None and (type(out) is not type(operands[0])
                                              or out.shape != call.out_shape)) or tracing():
         return None
     return call(operands, out)

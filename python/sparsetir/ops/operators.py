@@ -132,13 +132,12 @@ def spmm(A, X, out=None, weighted: bool = True):
     carries autograd (``graph_ops``); float64 matrices and operands compute in float64.
     """
     name = "spmm" if weighted else "spmm_unweighted"
+    result = None
     if type(A) is SparseMatrix:
-        result = numpy_calls.run(A.numpy_calls, name, (X,), out) if A.values is A.data \
-            else None
+        if numpy_calls.may_take((X,)) and A.values is A.data:
+            result = numpy_calls.run(A.numpy_calls, name, (X,), out)
     elif type(A) in plain_calls.SCIPY_CSR and type(X) is np.ndarray:
         result = plain_calls.run(name, A, (X,), out)
-    else:
-        result = None
     if result is not None:
         return result
     if tracing():
@@ -195,13 +194,12 @@ def sddmm(A, X, Y, out=None):
     >>> sddmm(A, np.ones((1, 1), np.float32), np.float32([[10], [20]])).tolist()
     [20.0, 10.0]
     """
+    result = None
     if type(A) is SparseMatrix:
-        result = numpy_calls.run(A.numpy_calls, "sddmm", (X, Y), out) if A.values is A.data \
-            else None
+        if numpy_calls.may_take((X, Y)) and A.values is A.data:
+            result = numpy_calls.run(A.numpy_calls, "sddmm", (X, Y), out)
     elif type(A) in plain_calls.SCIPY_CSR and type(X) is np.ndarray and type(Y) is np.ndarray:
         result = plain_calls.run("sddmm", A, (X, Y), out)
-    else:
-        result = None
     if result is not None:
         return result
     if tracing():
