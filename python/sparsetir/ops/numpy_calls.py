@@ -24,8 +24,10 @@ code and data out of the L1 and L2 caches, so each line costs microseconds, not 
 On the 2-core Intel VM, SpMM on pubmed at 32 features (0.25 ms of kernel) took 94 us more
 through the general path than the kernel's C plan alone, and 20 us more through this one.
 On float32 torch tensors at 32 features (medians of back-to-back calls, one process per run,
-3 runs), whole calls took 0.211-0.222 ms through the general path and 0.196-0.203 through this
-one on pubmed, 0.147-0.149 and 0.098-0.143 on facebook.
+the two builds alternating, 3 runs, twice on 2026-11-29), whole calls took 0.211-0.222 and
+0.214-0.238 ms through the general path against 0.196-0.203 and 0.207-0.216 through this one
+on pubmed, 0.147-0.149 and 0.151-0.160 against 0.098-0.143 and 0.144-0.147 on facebook (the
+kernel runs on torch's OpenMP team, whose wake-up varies more than the path).
 
 Example
 -------
