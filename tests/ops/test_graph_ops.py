@@ -263,6 +263,26 @@ def test_torch_func_transforms_are_refused_by_name(graph):
         torch.vmap(lambda t: ops.copy_u_sum(graph[0], t))(x[None].expand(2, -1, -1))
 
 
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_forward_mode_tangents_are_refused_by_name_never_dropped(graph, requires_grad):
+    """A dual tensor's kernel would read its primal only: the tangent would be lost."""
+    import torch.autograd.forward_ad as fwAD
+    matrix = ops.SparseMatrix(graph[0].to_scipy().astype(np.float32))
+    x = torch.rand(N_COLS, 3)
+    rows = torch.rand(M_ROWS, 3)
+    ops.spmm(matrix, x)                        # the short path is prepared for these shapes
+    ops.sddmm(matrix, rows, x)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x.clone().requires_grad_(requires_grad), torch.ones_like(x))
+        for call, name in ((lambda: ops.spmm(matrix, dual), "X"),
+                           (lambda: ops.sddmm(matrix, rows, dual), "Y"),
+                           (lambda: ops.copy_u_sum(graph[0], dual.double()), "lhs_data")):
+            with pytest.raises(SparseTIRTypeError, match=f"{name} carries a forward-mode tangent"):
+                call()
+        primal = fwAD.unpack_dual(dual).primal     # the remedy the message names works
+        torch.testing.assert_close(ops.spmm(matrix, primal.detach()), ops.spmm(matrix, x))
+
+
 def test_parallel_edges_summed_by_a_matrix_are_edges_of_the_graph_operators():
     rows, cols = np.array([0, 0, 1]), np.array([1, 1, 0])
     A = scipy.sparse.coo_matrix((np.ones(3), (rows, cols)), shape=(2, 2))

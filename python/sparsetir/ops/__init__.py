@@ -27,7 +27,9 @@ setting one of TVM's pool variables keeps TVM's.
 Torch tensors carry autograd: every backward pass is made of compiled kernels too
 (``autograd``), and edge values that require grad come in through
 ``SparseMatrix.from_csr(indptr, indices, values, shape)``. A second derivative raises, as do
-``torch.func`` transforms (``grad``, ``vmap``) and sparse tensors given as dense operands.
+``torch.func`` transforms (``grad``, ``vmap``), forward-mode tangents
+(``torch.autograd.forward_ad``: a kernel would drop them) and sparse tensors given as dense
+operands.
 
 Example
 -------

@@ -27,14 +27,27 @@ from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 def check_functorch(name: str, tensor) -> None:
     """Refuse (``TypeError`` naming ``name``) a tensor of a ``torch.func`` transform (``grad``,
-    ``vmap``, ...): the operators' backward passes are ``autograd.Function``s without the
-    ``vmap`` and forward-mode rules those transforms need."""
+    ``vmap``, ...) or one carrying a forward-mode tangent (``torch.autograd.forward_ad``): the
+    operators' backward passes are ``autograd.Function``s without the ``vmap`` and forward-mode
+    rules those need, and a kernel reading the tensor's values would drop its tangent."""
     torch = sys.modules["torch"]
     functorch = getattr(torch._C, "_functorch", None)
     if functorch is not None and functorch.is_functorch_wrapped_tensor(tensor):
         raise SparseTIRTypeError(f"{name} is a tensor of a torch.func transform (grad, vmap, ...); "
                         "sparsetir.ops does not support torch.func: call it outside the "
                         "transform (torch.autograd works)")
+    if in_dual_level() and sys.modules["torch.autograd.forward_ad"].unpack_dual(
+            tensor).tangent is not None:
+        raise SparseTIRTypeError(f"{name} carries a forward-mode tangent (torch.autograd."
+                                 "forward_ad); sparsetir.ops has no forward-mode rule and would "
+                                 "drop it: use reverse mode (backward), or pass the primal "
+                                 f"(forward_ad.unpack_dual({name}).primal)")
+
+
+def in_dual_level() -> bool:
+    """Whether a ``torch.autograd.forward_ad.dual_level`` is open (never imports torch)."""
+    forward_ad = sys.modules.get("torch.autograd.forward_ad")
+    return forward_ad is not None and getattr(forward_ad, "_current_level", -1) >= 0
 
 
 def check_autograd(name: str, tensor, remedy: str = "") -> None:

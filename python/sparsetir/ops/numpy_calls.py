@@ -44,6 +44,7 @@ import numpy as np
 from ..runtime.kernel import torch_as_numpy
 from ..runtime.threads import size_launches
 from .alignment import copy_may_pay, gather_ready
+from .arrays import in_dual_level
 from .graph_tensors import tracing
 from .huge_pages import MIN_BYTES, note_gathered
 
@@ -152,15 +153,17 @@ def prepare(calls: dict, kind: str, bound, operands: tuple, out, gathered: int,
 
 def may_take(operands: tuple) -> bool:
     """Whether the short path may take ``operands``: all exactly numpy arrays, or all exactly
-    torch tensors while torch is not tracing the caller. Decided before the matrix's attributes
-    are read (``torch.compile`` cannot trace a read of its numpy arrays)."""
+    torch tensors while torch is not tracing the caller and no forward-mode AD level is open
+    (the general path refuses tangents by name). Decided before the matrix's attributes are
+    read (``torch.compile`` cannot trace a read of its numpy arrays)."""
     kind_of = type(operands[0])
     if any(type(operand) is not kind_of for operand in operands):
         return False
     if kind_of is np.ndarray:
         return True
     torch = sys.modules.get("torch")
-    return torch is not None and kind_of is torch.Tensor and not tracing()
+    return torch is not None and kind_of is torch.Tensor and not tracing() \
+        and not in_dual_level()
 
 
 def run(calls: dict, kind: str, operands: tuple, out):
