@@ -1,7 +1,7 @@
 """sparsetir's operators called with the plain scipy matrix on every call (no ``SparseMatrix``).
 
 The call users write first: ``sparsetir.ops.spmm(A, X)`` with ``A`` a scipy CSR matrix. Its
-arrays are checked by the kernel at every call (``ops/plain.py``; from the second call of the
+arrays are checked by the kernel at every call (``ops/plain.py``; from the third call of the
 same sizes through ``ops/plain_calls.py``), so the time includes the index checks a wrapped
 matrix skips. Otherwise as ``ours``.
 

@@ -132,6 +132,10 @@ def test_what_the_plain_call_leaves_to_the_wrapped_path():
     assert PlainCSR.of(mixed) is None                                # two index dtypes
     assert PlainCSR.of(_torch_csr(A).to_sparse_coo()) is None
     assert PlainCSR.of(ops.SparseMatrix(A)) is None
+    vector = scipy.sparse.csr_array(np.float32([1, 0, 2]))          # 1-D: named by the wrapped path
+    assert PlainCSR.of(vector) is None
+    with pytest.raises(SparseTIRError, match="2 dimensions, got 1"):
+        ops.spmm(vector, np.ones((3, 2), np.float32))
 
 
 def test_row_tiles_stay_in_range_whatever_indptr_holds():

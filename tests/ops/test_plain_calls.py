@@ -1,5 +1,5 @@
-"""The short path of repeated plain calls (``ops.plain_calls``): from the second plain call of
-some sizes on, ``spmm``/``sddmm`` on a scipy CSR matrix and numpy arrays skip the general
+"""The short path of repeated plain calls (``ops.plain_calls``): prepared at the second plain
+call of some sizes, taken from the third on, ``spmm``/``sddmm`` on a scipy CSR matrix and numpy arrays skip the general
 path, still check the matrix's arrays at every call, stay equal to scipy into outputs that
 held garbage, and hand whatever a check or C plan refuses back to the general path."""
 

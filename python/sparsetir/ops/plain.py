@@ -55,10 +55,10 @@ class PlainCSR:
     @classmethod
     def of(cls, matrix) -> "PlainCSR | None":
         """The plain form of ``matrix``, or None when the call must take the wrapped path (not
-        CSR, not float32, index arrays that are not both int32 or both int64, or a matrix
-        scipy knows has unsorted or repeated columns)."""
+        CSR, not 2-D (scipy's 1-D ``csr_array``), not float32, index arrays that are not both
+        int32 or both int64, or a matrix scipy knows has unsorted or repeated columns)."""
         if scipy.sparse.issparse(matrix):
-            if matrix.format != "csr" or matrix.dtype != np.float32 \
+            if matrix.format != "csr" or matrix.ndim != 2 or matrix.dtype != np.float32 \
                     or matrix.indptr.dtype != matrix.indices.dtype \
                     or matrix.indices.dtype not in INDEX_DTYPES \
                     or matrix.data.shape != matrix.indices.shape \

@@ -21,8 +21,9 @@ prepared sizes does what it must and nothing else:
 Operands that are not C-contiguous float32 arrays, whatever either plan declines, and indices
 the checks refuse take the general path, which sorts, copies or raises as before. Nothing of
 the matrix is kept between calls: the prepared call is keyed by the shapes and dtypes of the
-matrix's arrays and the operands and by the row tiles, not by the matrix, and holds only the
-kernel bound to those sizes.
+matrix's arrays, the operands' shapes and the row tiles, not by the matrix, and holds only the
+kernel bound to those sizes. The second plain call of some sizes prepares it; the third and
+later ones take it.
 
 Example
 -------
@@ -92,7 +93,8 @@ class PlainCall(NumpyCall):
 def _key(kind: str, matrix, operands: tuple, tiles: int) -> tuple:
     """The shapes and dtypes of the matrix's arrays (unweighted SpMM and SDDMM do not pass
     ``data`` to their kernel, yet a float64 or misshapen ``data`` must reach the general path,
-    which refuses it) and of the operands, and the row tiles."""
+    which refuses it), the operands' shapes (``run_kernel`` checks their dtype and layout) and
+    the row tiles."""
     indptr, indices, data = matrix.indptr, matrix.indices, matrix.data
     return (kind, matrix.shape, tiles, indptr.shape, indptr.dtype, indices.shape, indices.dtype,
             data.shape, data.dtype, *[operand.shape for operand in operands])
