@@ -17,10 +17,13 @@ import torch
 
 import sparsetir.ops as ops
 from sparsetir.schedule.generic import WIDENED_ROW_LIMIT
+from sparsetir import ArgumentError
 from sparsetir.errors import SparseTIRTypeError
 from sparsetir.lower import lower_sparse_iter
 from sparsetir.ops.dtypes import dtype_name
 from sparsetir.ops.generic_kernels import gspmm_kernel
+from sparsetir.runtime import native_call
+from sparsetir.runtime.kernel import BoundKernel
 from sparsetir.schedule.generic import schedule_gspmm_cpu
 
 UNIT_ROUNDOFF = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
@@ -108,12 +111,31 @@ def test_out_written_in_place_is_safe(matrix, dtype):
     assert torch.equal(values, ops.sddmm(M, a, b))
 
 
+@pytest.fixture
+def native_runs(monkeypatch):
+    """``(torch_views, ran)`` of every call through a kernel's C plan
+    (``BoundKernel.call_native``)."""
+    if not native_call.available():
+        pytest.skip("the native call module cannot be built here")
+    runs = []
+    real = BoundKernel.call_native
+
+    def spy(self, args, torch_views=False):
+        ran = real(self, args, torch_views)
+        runs.append((torch_views, ran))
+        return ran
+
+    monkeypatch.setattr(BoundKernel, "call_native", spy)
+    return runs
+
+
 @HALVES
 @pytest.mark.parametrize("weighted", [True, False])
-def test_repeated_calls_into_out_are_prepared(matrix, dtype, weighted):
+def test_repeated_calls_into_out_are_prepared(matrix, dtype, weighted, native_runs):
     """A second autocast ``spmm`` of the same kind into ``out`` runs the kernel the first one
-    prepared (``operators._call_prepared_half``), with the same result; an operand that
-    requires grad still gets its gradient, and a call without autocast is a call of its own."""
+    prepared (``operators._call_prepared_half``) through its C plan (bfloat16 tensors as the
+    uint16 views of their bits), with the same result; an operand that requires grad still
+    gets its gradient, and a call without autocast is a call of its own."""
     M = ops.SparseMatrix(scipy.sparse.csr_matrix(matrix[1].numpy()))   # no call prepared yet
     x = _rounded((COLS, FEAT), dtype, 16)
     out = torch.full((ROWS, FEAT), float("nan"), dtype=dtype)
@@ -121,7 +143,9 @@ def test_repeated_calls_into_out_are_prepared(matrix, dtype, weighted):
         first = ops.spmm(M, x, out=out, weighted=weighted).clone()
         calls = len(M.calls)
         out.fill_(float("nan"))
+        native_runs.clear()
         assert ops.spmm(M, x, out=out, weighted=weighted) is out
+    assert native_runs[-1] == (True, True)
     assert calls >= 1 and len(M.calls) == calls and torch.equal(out, first)
     w = torch.zeros(ROWS, FEAT, dtype=dtype, requires_grad=True)
     tracked_out = w * 1                                  # a tensor of a graph: the write is
@@ -145,10 +169,11 @@ def test_repeated_calls_into_out_are_prepared(matrix, dtype, weighted):
 
 
 @HALVES
-def test_repeated_sddmm_into_out_is_prepared(matrix, dtype):
+def test_repeated_sddmm_into_out_is_prepared(matrix, dtype, native_runs):
     """A second autocast ``sddmm`` of the same kind into ``out`` runs the kernel the first one
-    prepared, with the same values (the float32 sums rounded once, every entry rewritten);
-    one with an operand that requires grad takes the general path and gets its gradient."""
+    prepared through its C plan, with the same values (the float32 sums rounded once, every
+    entry rewritten); one with an operand that requires grad takes the general path and gets
+    its gradient."""
     M = ops.SparseMatrix(scipy.sparse.csr_matrix(matrix[1].numpy()))   # no call prepared yet
     x, y = _rounded((ROWS, FEAT), dtype, 21), _rounded((COLS, FEAT), dtype, 22)
     out = torch.full((M.nnz,), float("nan"), dtype=dtype)
@@ -156,7 +181,9 @@ def test_repeated_sddmm_into_out_is_prepared(matrix, dtype):
         first = ops.sddmm(M, x, y, out=out).clone()
         calls = len(M.calls)
         out.fill_(float("nan"))
+        native_runs.clear()
         assert ops.sddmm(M, x, y, out=out) is out
+    assert native_runs[-1] == (True, True)
     rows, cols = np.repeat(np.arange(ROWS), np.diff(M.indptr)), np.array(M.indices)
     assert_one_rounding(out, (x.double()[rows] * y.double()[cols]).sum(1), dtype)
     assert calls >= 1 and len(M.calls) == calls and torch.equal(out, first)
@@ -317,6 +344,28 @@ def test_layers_train_under_bf16_autocast(layer_name):
 def test_refused_mixtures_name_the_arguments(matrix, call, names):
     with pytest.raises(SparseTIRTypeError, match=names):
         call(matrix[0])
+
+
+def test_only_a_bfloat16_tensor_passes_as_its_bits(matrix, native_runs):
+    """The C plan of a bfloat16 kernel takes a bfloat16 tensor as the uint16 view of its bits
+    (numpy has no bfloat16), and nothing else as one: the same bits in a uint16 tensor or a
+    uint16 numpy array are refused by name, and ``out`` is left as it was."""
+    M = ops.SparseMatrix(scipy.sparse.csr_matrix(matrix[1].numpy()))   # no call prepared yet
+    x = _rounded((COLS, FEAT), torch.bfloat16, 30)
+    out = torch.full((ROWS, FEAT), float("nan"), dtype=torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ops.spmm(M, x, out=out)
+    (bound, _, bound_operands), = M.calls.values()
+    out.fill_(float("nan"))
+    bound(x, *bound_operands, out)
+    assert native_runs[-1] == (True, True)
+    assert_one_rounding(out, matrix[1].double() @ x.double(), torch.bfloat16)
+    out.fill_(float("nan"))
+    for bits in (x.view(torch.uint16), x.view(torch.uint16).numpy()):
+        native_runs.clear()
+        with pytest.raises(ArgumentError, match="'x'.*bfloat16"):
+            bound(bits, *bound_operands, out)
+        assert not any(ran for _, ran in native_runs) and torch.isnan(out).all()
 
 
 def test_numpy_float16_and_bfloat16(matrix):

@@ -94,7 +94,7 @@ class NumpyCall:
     def run_kernel(self, arrays: tuple, matrix) -> bool:   # pylint: disable=unused-argument
         """Run the kernel on the operands and output ``arrays``; False when its C plan
         declines them."""
-        return self.bound.call_native(arrays)
+        return self.bound.call_native(arrays, torch_views=self.torch_call)
 
 
 class TorchCall(NumpyCall):

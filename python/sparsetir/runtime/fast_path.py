@@ -30,6 +30,25 @@ from .arguments import outgrows_storage, tensor_of
 from .native_call import native_plan
 
 
+BFLOAT16_BITS = np.dtype(np.uint16)
+"""The dtype of the numpy view of a bfloat16 torch tensor's bits (numpy has no bfloat16)."""
+
+
+class _BitsOfBfloat16:
+    """An ``Acceptance`` as the C plan reads it (by attribute name), whose bfloat16 parameter
+    takes the uint16 view of a bfloat16 tensor's bits: only ``torch_as_numpy`` makes such
+    views, and it declines every uint16 array or tensor, so a uint16 array reaching this plan
+    is a bfloat16 tensor's."""
+
+    def __init__(self, accept):
+        self._accept = accept
+        if accept.dtype.name == "bfloat16":
+            self.buffer_format = memoryview(np.empty(1, BFLOAT16_BITS)).format
+
+    def __getattr__(self, name: str):
+        return getattr(self._accept, name)
+
+
 class FastPath:
     """Checks and converts the free arguments of a bound kernel in the common case.
 
@@ -44,7 +63,10 @@ class FastPath:
         Byte ranges of the bound arrays passed without a copy (``aliasing.byte_ranges``).
     function : tvm_ffi.Function, optional
         The compiled function: given, numpy calls are checked and made in C where the
-        native module is available (``native_call``; ``self.native``, else None).
+        native module is available (``native_call``; ``self.native``, else None), and so
+        are calls on the numpy views of torch tensors (``self.native_torch``: the same plan,
+        but for a bfloat16 parameter, which takes the uint16 view of a bfloat16 tensor's bits;
+        ``runtime.kernel.torch_as_numpy`` makes them).
 
     The fast path is off (``enabled`` False) for a kernel that does not run on the CPU
     (arrays must be moved) or a parameter without elements.
@@ -64,9 +86,16 @@ class FastPath:
         self._fixed_starts = [start for start, _ in merged]
         self._fixed_ends = [end for _, end in merged]
         self.enabled = all(accept.on_host and accept.length > 0 for accept in self._accepts)
-        self.native = native_plan(function, fixed_values, self._accepts,
-                                  list(zip(self._fixed_starts, self._fixed_ends))) \
-            if self.enabled and function is not None else None
+        ranges = list(zip(self._fixed_starts, self._fixed_ends))
+        plan = self.enabled and function is not None
+        self.native = native_plan(function, fixed_values, self._accepts, ranges) \
+            if plan else None
+        self.native_torch = self.native
+        if plan and any(accept.dtype.name == "bfloat16" for accept in self._accepts):
+            self.native_torch = native_plan(
+                function, fixed_values, [_BitsOfBfloat16(accept) for accept in self._accepts],
+                ranges) if not any(accept.dtype == np.uint16 for accept in self._accepts) \
+                else None           # a uint16 parameter could not tell the bits views apart
 
     def values(self, args: tuple):
         """The values to pass for ``args``, or None when a call must take the general path."""

@@ -13,7 +13,7 @@ from .aliasing import byte_ranges, check_no_aliasing
 from .arguments import (BufferConverter, ScalarConverter, host_array, is_sealed,
                         outgrows_storage, private_copy)
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
-from .fast_path import FastPath
+from .fast_path import BFLOAT16_BITS, FastPath
 from .saved import save
 from .signature import BufferParam, IndicesCheck, ScalarParam, Signature
 from .threads import SERIAL_BYTES, size_launches
@@ -377,23 +377,36 @@ def _nbytes(value) -> int:
 
 
 def torch_as_numpy(args: tuple):
-    """``args`` with every torch tensor replaced by the numpy array over its memory, or None
-    when there is none or torch refuses one (see ``BoundKernel.call_fast``)."""
+    """``args`` with every torch tensor replaced by the numpy array over its memory (a
+    bfloat16 tensor, which numpy has no dtype for, by the uint16 view of its bits:
+    ``fast_path.BFLOAT16_BITS``), or None when there is none, torch refuses one (see
+    ``BoundKernel.call_fast``), or an argument is a uint16 tensor or array (which the views
+    of bfloat16 bits could be taken for). For the C plan of torch calls
+    (``BoundKernel.call_native(..., torch_views=True)``).
+
+    Example
+    -------
+    >>> x = torch.ones(3, dtype=torch.bfloat16)
+    >>> torch_as_numpy((x, np.zeros(3, np.float32)))[0].dtype
+    dtype('uint16')
+    """
     torch = sys.modules.get("torch")
     if torch is None:
         return None
     arrays, found = [], False
     for value in args:
         if type(value) is torch.Tensor:
-            if value.dtype is torch.bfloat16:    # numpy has none; the C path takes no bfloat16
-                return None
             try:      # a functorch or sparse tensor has no pointer or storage to read
-                if not value.data_ptr() or outgrows_storage(value):   # numpy() would not see it
+                if not value.data_ptr() or outgrows_storage(value) \
+                        or value.dtype is torch.uint16:      # numpy() would not see it
                     return None
-                value = value.numpy()
+                value = value.view(torch.uint16).numpy() if value.dtype is torch.bfloat16 \
+                    else value.numpy()
             except (RuntimeError, TypeError):
                 return None
             found = True
+        elif getattr(value, "dtype", None) == BFLOAT16_BITS:
+            return None
         arrays.append(value)
     return arrays if found else None
 
@@ -496,7 +509,7 @@ class BoundKernel:
     @native_call.setter
     def native_call(self, enabled: bool) -> None:
         if not enabled:
-            self._fast.native = None
+            self._fast.native = self._fast.native_torch = None
         elif self._fast.native is None:
             self._fast = self._fast_path()
             if self._fast.native is None:
@@ -524,10 +537,9 @@ class BoundKernel:
         size_launches(self._fixed_bytes + sum(map(_nbytes, args)), _has_torch(args))
         if self.call_native(args):
             return True
-        native = self._fast.native
-        if native is not None:
+        if self._fast.native_torch is not None:
             arrays = torch_as_numpy(args)
-            if arrays is not None and native(*arrays):
+            if arrays is not None and self.call_native(arrays, torch_views=True):
                 self._bump_written(args)
                 return True
         values = self._fast.values(args)
@@ -537,14 +549,15 @@ class BoundKernel:
         self._bump_written(args)
         return True
 
-    def call_native(self, args: tuple) -> bool:
+    def call_native(self, args: tuple, torch_views: bool = False) -> bool:
         """Run the kernel on ``args`` through its C plan alone (``call_fast``'s first try, for
         callers that know the arguments are numpy arrays and have sized the launch with
         ``threads.size_launches``) and return True; False, with nothing run, when the plan
-        declines them or there is none (``native_call``)."""
+        declines them or there is none (``native_call``). ``torch_views``: ``args`` are what
+        ``torch_as_numpy`` made of torch tensors (a bfloat16 one as its bits)."""
         if self.kernel._function is not self._code:      # the kernel took new code
             self._follow_code()
-        native = self._fast.native
+        native = self._fast.native_torch if torch_views else self._fast.native
         return native is not None and native(*args)
 
     def check_native(self, args: tuple):
@@ -588,7 +601,7 @@ class BoundKernel:
         self._code = self.kernel._function
         self._fast = self._fast_path()
         if not native:
-            self._fast.native = None
+            self._fast.native = self._fast.native_torch = None
 
     def _bump_written(self, args: tuple) -> None:
         """Tell autograd that the torch tensors among the written ``args`` have changed."""
