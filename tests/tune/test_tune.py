@@ -255,3 +255,41 @@ def test_a_candidate_that_only_won_one_after_the_other_is_not_chosen(cache, monk
     outcome = ops.tune(M, [32], kernels=["spmm"], budget_s=3).outcomes[0]
     assert slow and min(outcome.measured, key=outcome.measured.get) == slow[0].describe()
     assert outcome.choice == base.describe() and outcome.chosen_s == outcome.default_s
+    assert set(outcome.paired) == {base.describe(), slow[0].describe()}
+    assert outcome.paired[base.describe()] == outcome.default_s
+    assert outcome.paired[slow[0].describe()] > outcome.default_s
+    record, = [json.loads(path.read_text()) for path in cache.glob("tune/*/record.json")]
+    assert record["paired_s"] == outcome.paired and record["measured_s"] == outcome.measured
+
+
+def test_time_pair_alternates_which_runs_first():
+    order = []
+    first, second = (lambda *args: order.append("a")), (lambda *args: order.append("b"))
+    measure.time_pair(first, second, (), budget_s=0)
+    assert order[:2] == ["a", "b"]                        # the warm-up calls
+    pairs = [tuple(order[k:k + 2]) for k in range(2, len(order), 2)]
+    assert len(pairs) == measure.MIN_CALLS
+    assert pairs == [("a", "b"), ("b", "a")] * (measure.MIN_CALLS // 2) + [("a", "b")]
+
+
+def test_a_candidate_that_fails_while_timed_is_dropped(cache, monkeypatch):
+    """Checked right, then raising when timed (as a call that runs out of memory): it is
+    dropped with the reason, and the search goes on with the others."""
+    M = ops.SparseMatrix(_matrix(seed=10))
+    base = default("spmm", 32, 500)
+    real_time = search.time_calls
+    timed = []
+
+    def fail_the_first_candidate(bound, args, budget_s):
+        timed.append(bound)
+        if len(timed) == 2:
+            raise MemoryError("no room")
+        return real_time(bound, args, budget_s)
+
+    monkeypatch.setattr(search, "time_calls", fail_the_first_candidate)
+    outcome = ops.tune(M, [32], kernels=["spmm"], budget_s=3).outcomes[0]
+    failed, = outcome.failed.items()
+    assert failed[1] == "failed while timed: no room" and failed[0] not in outcome.measured
+    assert base.describe() in outcome.measured and len(outcome.measured) == search.MEASURED
+    X = np.random.default_rng(3).standard_normal((500, 32)).astype(np.float32)
+    np.testing.assert_allclose(ops.spmm(M, X), M.to_scipy() @ X, rtol=1e-4, atol=1e-4)

@@ -130,15 +130,18 @@ def time_calls(bound, args: tuple, budget_s: float) -> float:
 
 def time_pair(first, second, args: tuple, budget_s: float) -> tuple:
     """The median seconds of whole calls of ``first`` and of ``second`` on ``args``, timed in
-    alternation (one call each, in turn, as many pairs as fit in ``budget_s``, at least
-    ``MIN_CALLS``), so that a machine slowing down or speeding up meanwhile weighs on both."""
+    alternation (one call each, as many pairs as fit in ``budget_s``, at least ``MIN_CALLS``;
+    the pairs in turn ``first, second`` and ``second, first``), so that a machine slowing down
+    or speeding up meanwhile weighs on both, and neither always runs on what the other left
+    in the caches."""
     first(*args)
     second(*args)
+    pair = ((first, 0), (second, 1))
     times, start = ([], []), time.perf_counter()
     while len(times[0]) < MIN_CALLS or (len(times[0]) < MAX_CALLS
                                         and time.perf_counter() - start < budget_s):
-        for bound, kept in zip((first, second), times):
+        for bound, which in pair if len(times[0]) % 2 == 0 else pair[::-1]:
             begin = time.perf_counter()
             bound(*args)
-            kept.append(time.perf_counter() - begin)
+            times[which].append(time.perf_counter() - begin)
     return float(np.median(times[0])), float(np.median(times[1]))

@@ -12,7 +12,7 @@ passes is checked against scipy before its kernel runs (``search``).
 
 Example
 -------
->>> # store(key, candidate, {"csr lanes=32 ...": 0.00061})
+>>> # store(key, candidate, {"csr lanes=32 ...": 0.00061}, {})
 >>> # load(key, "spmm", 32)      # the candidate, or None
 """
 
@@ -65,15 +65,17 @@ def load(key: dict) -> Candidate | None:
         return None
 
 
-def store(key: dict, choice: Candidate, measured: dict) -> None:
-    """Record ``choice`` under ``key`` with the times measured (description -> seconds),
+def store(key: dict, choice: Candidate, measured: dict, paired: dict) -> None:
+    """Record ``choice`` under ``key`` with the times that chose it (description -> seconds:
+    ``measured``, each candidate timed on its own; ``paired``, the default and the fastest
+    timed in alternation, which decided; empty when the default was fastest on its own),
     replacing a record there; where the cache cannot be used, nothing is stored (the cache
     warns)."""
     folder = cache_folder.folder("tune")
     if folder is None:
         return
-    text = json.dumps({"key": key, "choice": choice.to_json(), "measured_s": measured},
-                      indent=1, sort_keys=True)
+    text = json.dumps({"key": key, "choice": choice.to_json(), "measured_s": measured,
+                       "paired_s": paired}, indent=1, sort_keys=True)
     entry = folder / _entry_name(key)
     if cache_folder.read_entry(entry) is not None:
         with suppress(OSError):              # another process's record: it stays

@@ -6,9 +6,9 @@ machine (``records``) is checked against scipy and used without measuring. Other
 model (``cost_model``) orders every candidate (``candidates.space``), and the default
 (``candidates.default``, what an untuned call runs) and the model's best few are built, checked
 against scipy on NaN-filled outputs (``measure.Trial``: a wrong one is dropped) and timed as
-whole calls, the default first, within the time budget; the fastest is timed again in calls
-alternating with the default's and chosen when it is at least ``MARGIN`` faster there (else the
-default stays), bound to the matrix (``SparseMatrix.tuned``, which the operators'
+whole calls, the default first, within the time budget (a candidate whose call fails, checked
+or timed, is dropped); the fastest is timed again in calls alternating with the default's and
+chosen when it is at least ``MARGIN`` faster there (else the default stays), bound to the matrix (``SparseMatrix.tuned``, which the operators'
 calls use) and recorded. Compile time (building kernels) and search time (checking and timing)
 are reported apart.
 
@@ -49,7 +49,10 @@ kernel)."""
 
 @dataclass
 class Outcome:
-    """What the search found for one kernel and feature size."""
+    """What the search found for one kernel and feature size: ``measured`` holds each
+    candidate's seconds timed on its own, ``paired`` the default's and the fastest one's timed
+    in alternation (``measure.time_pair``: what decides), ``failed`` why a candidate was
+    dropped; ``chosen_s`` and ``default_s`` are the deciding times."""
     kernel: str
     feat_size: int
     choice: str
@@ -59,6 +62,7 @@ class Outcome:
     compile_s: float = 0.0
     search_s: float = 0.0
     measured: dict = field(default_factory=dict)
+    paired: dict = field(default_factory=dict)
     failed: dict = field(default_factory=dict)
 
     @property
@@ -192,11 +196,15 @@ def _tune_one(matrix, kernel: str, feat: int, pattern: str, stats, budget_s: flo
         outcome.compile_s += compiled - started
         try:
             trial.check(bound)
+            seconds = time_calls(bound, trial.args, min(0.5, budget_s / (MEASURED + 1)))
         except CandidateFailed as err:
             outcome.failed[candidate.describe()] = str(err)
             continue
-        seconds = time_calls(bound, trial.args, min(0.5, budget_s / (MEASURED + 1)))
-        outcome.search_s += time.perf_counter() - compiled
+        except Exception as err:  # noqa: BLE001  (a call that fails while timed is dropped)
+            outcome.failed[candidate.describe()] = f"failed while timed: {err}"
+            continue
+        finally:
+            outcome.search_s += time.perf_counter() - compiled
         outcome.measured[candidate.describe()] = seconds
         if candidate is base:
             outcome.default_s, base_bound = seconds, bound
@@ -205,13 +213,30 @@ def _tune_one(matrix, kernel: str, feat: int, pattern: str, stats, budget_s: flo
     if best is None:
         return outcome                   # nothing passed: the default path stays
     if best is not base and outcome.default_s is not None:
-        started = time.perf_counter()
-        outcome.default_s, best_s = time_pair(base_bound, best_bound, trial.args,
-                                              min(0.5, budget_s / (MEASURED + 1)))
-        outcome.search_s += time.perf_counter() - started
-        if best_s > outcome.default_s * (1 - MARGIN):
-            best, best_s, best_bound = base, outcome.default_s, base_bound
+        best, best_s, best_bound = _confirmed(outcome, (base, base_bound), (best, best_bound),
+                                              trial, min(0.5, budget_s / (MEASURED + 1)))
     matrix.tuned[(kernel, feat)] = best_bound
     outcome.choice, outcome.chosen_s = best.describe(), best_s
-    records.store(key, best, outcome.measured)
+    records.store(key, best, outcome.measured, outcome.paired)
     return outcome
+
+
+def _confirmed(outcome: Outcome, base: tuple, best: tuple, trial: Trial,
+               budget_s: float) -> tuple:
+    """``(candidate, seconds, bound)`` of the winner of the default ``base`` and the fastest
+    candidate ``best`` (each ``(candidate, bound)``), timed in alternation: ``best`` when it
+    is at least ``MARGIN`` faster there, else the default (also when the timing fails). The
+    times go to ``outcome.paired``, ``default_s`` and the search time."""
+    started = time.perf_counter()
+    try:
+        base_s, best_s = time_pair(base[1], best[1], trial.args, budget_s)
+    except Exception as err:  # noqa: BLE001  (the default stays)
+        outcome.failed[best[0].describe()] = f"failed while timed against the default: {err}"
+        return base[0], outcome.default_s, base[1]
+    finally:
+        outcome.search_s += time.perf_counter() - started
+    outcome.default_s = base_s
+    outcome.paired = {base[0].describe(): base_s, best[0].describe(): best_s}
+    if best_s > base_s * (1 - MARGIN):
+        return base[0], base_s, base[1]
+    return best[0], best_s, best[1]
