@@ -44,7 +44,7 @@ import numpy as np
 from ..runtime.kernel import torch_as_numpy
 from ..runtime.threads import size_launches
 from .alignment import copy_may_pay, gather_ready
-from .arrays import in_dual_level
+from .arrays import in_dual_level, recorded_or_autocast
 from .graph_tensors import tracing
 from .huge_pages import MIN_BYTES, note_gathered
 
@@ -112,12 +112,9 @@ class TorchCall(NumpyCall):
         """As ``NumpyCall``'s, for torch tensors; None also under torch's autocast, when
         autograd would record the call (a tensor requires grad in grad mode), or when torch
         gives no numpy view of a tensor."""
+        if recorded_or_autocast((*operands, out)):
+            return None                  # the general path's graph_ops make it
         torch = sys.modules["torch"]
-        if torch.is_autocast_enabled("cpu"):
-            return None                  # autocast sets the result's dtype: the general path
-        if torch.is_grad_enabled() and (out is not None and out.requires_grad or any(
-                operand.requires_grad for operand in operands)):
-            return None                  # autograd records it: the general path
         if out is None:
             out = torch.empty(self.out_shape, dtype=torch.float32)
         arrays = torch_as_numpy((*operands, out))

@@ -15,8 +15,8 @@ import scipy.sparse
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from ..lower import lower_sparse_iter
 from .dtypes import HALF_DTYPES, autocast_dtype, dtype_name, result_dtype
-from .arrays import (DenseOperand, check_output, check_tensor, new_array, reordered_view,
-                     writable_view)
+from .arrays import (DenseOperand, check_output, check_tensor, new_array, recorded_or_autocast,
+                     reordered_view, writable_view)
 from ..driver.build_module import build
 from ..driver.background import remembered
 from .kernels import tiled_kernels
@@ -330,15 +330,11 @@ def _needs_graph_ops(A, *operands) -> bool:
     elif hasattr(A, "dtype") and dtype_name(A) != "float32":
         return True
     torch = sys.modules.get("torch")
-    if autocast_dtype() is not None and any(isinstance(x, torch.Tensor) for x in operands):
+    tensors = [x for x in operands if torch is not None and isinstance(x, torch.Tensor)]
+    if tensors and recorded_or_autocast(tensors):
         return True
-    for operand in operands:
-        if hasattr(operand, "dtype") and dtype_name(operand) != "float32":
-            return True
-        if torch is not None and isinstance(operand, torch.Tensor) and operand.requires_grad \
-                and torch.is_grad_enabled():
-            return True
-    return False
+    return any(hasattr(operand, "dtype") and dtype_name(operand) != "float32"
+               for operand in operands)
 
 
 def _graph_matrix(A, X):
