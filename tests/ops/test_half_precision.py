@@ -16,6 +16,7 @@ import scipy.sparse
 import torch
 
 import sparsetir.ops as ops
+from sparsetir.ops import numpy_calls, operators
 from sparsetir.schedule.generic import WIDENED_ROW_LIMIT
 from sparsetir import ArgumentError
 from sparsetir.errors import SparseTIRTypeError
@@ -194,6 +195,64 @@ def test_repeated_sddmm_into_out_is_prepared(matrix, dtype, native_runs):
     dense_pattern = (matrix[1] != 0).double()
     torch.testing.assert_close(yg.grad.double(), dense_pattern.T @ x.double(),
                                rtol=4 * UNIT_ROUNDOFF[dtype], atol=1e-2)
+
+
+@HALVES
+@pytest.mark.parametrize("op", ["spmm", "spmm_unweighted", "sddmm"])
+def test_later_half_calls_take_the_short_path(matrix, dtype, op, monkeypatch):
+    """From the third autocast call of the same kind into ``out`` on (the second prepares
+    it), the call skips the general path (``numpy_calls.HalfCall``) with the same result; a
+    call under another autocast dtype or none, one that autograd records, and a float32 call
+    of the same shapes each take the general path and get its answer."""
+    M = ops.SparseMatrix(scipy.sparse.csr_matrix(matrix[1].numpy()))   # no call prepared yet
+    reached = []
+    prepared = operators._call_prepared                 # pylint: disable=protected-access
+    monkeypatch.setattr(operators, "_call_prepared",
+                        lambda *args: reached.append(args[1]) or prepared(*args))
+    if op == "sddmm":
+        operands = (_rounded((ROWS, FEAT), dtype, 40), _rounded((COLS, FEAT), dtype, 41))
+        out = torch.full((M.nnz,), float("nan"), dtype=dtype)
+        call = lambda *xs, out=None: ops.sddmm(M, *xs, out=out)
+    else:
+        operands = (_rounded((COLS, FEAT), dtype, 40),)
+        out = torch.full((ROWS, FEAT), float("nan"), dtype=dtype)
+        call = lambda *xs, out=None: ops.spmm(M, *xs, out=out, weighted=op == "spmm")
+    with torch.autocast("cpu", dtype=dtype):
+        first = call(*operands, out=out).clone()
+        for _ in range(3):
+            out.fill_(float("nan"))
+            assert call(*operands, out=out) is out and torch.equal(out, first)
+    assert len(reached) == 2 and isinstance(
+        M.numpy_calls[(op, torch.Tensor, dtype, *[x.shape for x in operands])],
+        numpy_calls.HalfCall)
+    other = torch.float16 if dtype == torch.bfloat16 else torch.bfloat16
+    with torch.autocast("cpu", dtype=other):
+        with pytest.raises(SparseTIRTypeError):     # two halves mixed: refused, not run
+            call(*operands, out=out.fill_(float("nan")))
+    assert torch.isnan(out).all()
+    dense = matrix[1].double() if op == "spmm" else (matrix[1] != 0).double()
+    if op != "sddmm":               # the pattern alone keeps X's dtype without autocast
+        with torch.autocast("cpu", dtype=dtype, enabled=False):
+            if op == "spmm":        # A's float32 values and a half X: a float32 result
+                with pytest.raises(SparseTIRTypeError):
+                    call(*operands, out=out)
+            else:
+                assert torch.equal(call(*operands, out=out.fill_(float("nan"))), first)
+    tracked = operands[0].clone().requires_grad_()
+    grad_out = torch.full_like(out, float("nan"))
+    with torch.autocast("cpu", dtype=dtype):
+        result = call(tracked, *operands[1:])
+        call(*operands, out=grad_out)              # the short path, beside a recorded call
+    result.float().sum().backward()
+    assert tracked.grad is not None and torch.equal(result.detach(), first)
+    assert torch.equal(grad_out, first)
+    singles = [x.float() for x in operands]
+    expected = (dense @ singles[0].double()).float() if op != "sddmm" \
+        else ops.sddmm(M, singles[0].numpy(), singles[1].numpy())
+    single_out = torch.full(out.shape, float("nan"))
+    for _ in range(3):                              # float32, the same shapes: its own calls
+        torch.testing.assert_close(call(*singles, out=single_out), torch.as_tensor(expected),
+                                   rtol=1e-5, atol=1e-5)
 
 
 @HALVES

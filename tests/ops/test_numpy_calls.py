@@ -113,7 +113,7 @@ def test_the_short_path_runs_the_code_a_kernel_takes_later():
     M = ops.SparseMatrix(A)
     X = operands("spmm")[0]
     ops.spmm(M, X)
-    bound = M.numpy_calls[("spmm", np.ndarray, X.shape)].bound
+    bound = M.numpy_calls[("spmm", np.ndarray, X.dtype, X.shape)].bound
     kernel = bound.kernel
     before = copy.copy(kernel)
     prefetch = 16 if prefetch_distance(N_COLS, FEAT) != 16 else 8     # not the default's

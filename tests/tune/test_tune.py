@@ -83,7 +83,7 @@ def test_tuned_calls_run_the_choice_and_stay_right(cache):
         out = np.full((600, 32), np.nan, np.float32)
         ops.spmm(M, X, out=out)
         np.testing.assert_allclose(out, before, rtol=1e-5, atol=1e-5)
-    assert M.numpy_calls[("spmm", np.ndarray, X.shape)].bound is M.tuned[("spmm", 32)]
+    assert M.numpy_calls[("spmm", np.ndarray, X.dtype, X.shape)].bound is M.tuned[("spmm", 32)]
     np.testing.assert_allclose(ops.spmm(M, X, weighted=False), (A != 0) @ X, rtol=1e-4,
                                atol=1e-4)
     assert "kernel" in str(report) and "compile s" in str(report)

@@ -50,22 +50,25 @@ def in_dual_level() -> bool:
     return forward_ad is not None and getattr(forward_ad, "_current_level", -1) >= 0
 
 
-def recorded_or_autocast(tensors) -> bool:
-    """Whether a call on the torch ``tensors`` (None among them skipped) is one only the
-    operators' torch path (``graph_ops``) makes as torch would: autograd records it (one
-    requires grad in grad mode), or torch's CPU autocast sets its result's dtype.
+def recorded(tensors) -> bool:
+    """Whether autograd records a call on the torch ``tensors`` (None among them skipped):
+    one requires grad in grad mode.
 
     Example
     -------
     >>> x = torch.ones(2, requires_grad=True)
-    >>> recorded_or_autocast((x, None)), torch.no_grad()(recorded_or_autocast)((x,))
+    >>> recorded((x, None)), torch.no_grad()(recorded)((x,))
     (True, False)
     """
-    torch = sys.modules["torch"]
-    if torch.is_autocast_enabled("cpu"):
-        return True
-    return torch.is_grad_enabled() and any(
+    return sys.modules["torch"].is_grad_enabled() and any(
         tensor is not None and tensor.requires_grad for tensor in tensors)
+
+
+def recorded_or_autocast(tensors) -> bool:
+    """Whether a call on the torch ``tensors`` (None among them skipped) is one only the
+    operators' torch path (``graph_ops``) makes as torch would: autograd records it
+    (:func:`recorded`), or torch's CPU autocast sets its result's dtype."""
+    return sys.modules["torch"].is_autocast_enabled("cpu") or recorded(tensors)
 
 
 def check_autograd(name: str, tensor, remedy: str = "") -> None:

@@ -1,7 +1,9 @@
 """The short path of a repeated call whose arrays reach the kernel's C plan as numpy arrays:
 ``spmm(M, X, out=Y)`` or ``sddmm(M, X, Y, out=V)`` on a ``SparseMatrix`` with float32 numpy
 operands, or float32 CPU torch tensors (their numpy views), of shapes an earlier call of the
-same operator and kind prepared.
+same operator, kind and first dtype prepared; and bfloat16 or float16 CPU torch tensors into a
+given ``out`` under the autocast dtype of the call that prepared it (``HalfCall``, prepared by
+the second such call, ``operators._call_prepared_half``).
 
 Such a call needs none of the general path's Python checks: the kernel's C plan
 (``runtime.native_call``) checks the arrays themselves (exactly ``numpy.ndarray``, float32,
@@ -27,7 +29,11 @@ On float32 torch tensors at 32 features (medians of back-to-back calls, one proc
 the two builds alternating, 3 runs, twice on 2026-11-29), whole calls took 0.211-0.222 and
 0.214-0.238 ms through the general path against 0.196-0.203 and 0.207-0.216 through this one
 on pubmed, 0.147-0.149 and 0.151-0.160 against 0.098-0.143 and 0.144-0.147 on facebook (the
-kernel runs on torch's OpenMP team, whose wake-up varies more than the path).
+kernel runs on torch's OpenMP team, whose wake-up varies more than the path). Half-precision
+calls under autocast at 32 features (the same way, 3 runs, 2026-11-29), before the C plan took
+bfloat16, with it, and with ``HalfCall``: pubmed 0.179-0.186, 0.172-0.182, 0.158-0.168 ms;
+facebook 0.142-0.146, 0.135-0.144, 0.126-0.129; email-Enron 0.525-0.528, 0.510-0.516,
+0.489-0.495.
 
 Example
 -------
@@ -44,7 +50,8 @@ import numpy as np
 from ..runtime.kernel import torch_as_numpy
 from ..runtime.threads import size_launches
 from .alignment import copy_may_pay, gather_ready
-from .arrays import in_dual_level, recorded_or_autocast
+from .arrays import in_dual_level, recorded, recorded_or_autocast
+from .dtypes import autocast_dtype
 from .graph_tensors import tracing
 from .huge_pages import MIN_BYTES, note_gathered
 
@@ -58,12 +65,13 @@ class NumpyCall:
     __slots__ = ("bound", "out_shape", "nbytes", "gathered", "gathers", "count_for_huge_pages",
                  "may_copy")
 
-    def __init__(self, bound, operands: tuple, out_shape: tuple, gathered: int, gathers: int):
+    def __init__(self, bound, operands: tuple, out_shape: tuple, gathered: int, gathers: int,
+                 out_itemsize: int = 4):
         array = operands[gathered]
         self.bound, self.out_shape, self.gathered, self.gathers = bound, out_shape, gathered, \
             gathers
         self.nbytes = bound.fixed_bytes + sum(a.nbytes for a in operands) \
-            + 4 * int(np.prod(out_shape))
+            + out_itemsize * int(np.prod(out_shape))
         self.count_for_huge_pages = array.nbytes >= MIN_BYTES
         self.may_copy = array.ndim == 2 and copy_may_pay(array.shape, gathers)
 
@@ -104,8 +112,8 @@ class TorchCall(NumpyCall):
     __slots__ = ()
     torch_call = True
 
-    def __init__(self, bound, operands: tuple, out_shape: tuple, gathered: int, gathers: int):
-        super().__init__(bound, operands, out_shape, gathered, gathers)
+    def __init__(self, *args):
+        super().__init__(*args)
         self.may_copy = False            # torch tensors are read where they are (general path)
 
     def __call__(self, operands: tuple, out, matrix=None):
@@ -114,18 +122,48 @@ class TorchCall(NumpyCall):
         gives no numpy view of a tensor."""
         if recorded_or_autocast((*operands, out)):
             return None                  # the general path's graph_ops make it
-        torch = sys.modules["torch"]
         if out is None:
-            out = torch.empty(self.out_shape, dtype=torch.float32)
-        arrays = torch_as_numpy((*operands, out))
+            out = sys.modules["torch"].empty(self.out_shape)
+        return self.run_tensors(operands, operands, out, matrix)
+
+    def run_tensors(self, operands: tuple, tensors: tuple, out, matrix=None):
+        """``out`` filled by the kernel run on ``tensors`` (the tensors it takes before
+        ``out``; ``operands``, the caller's, as ``run`` counts them), or None with nothing
+        written when torch gives no numpy view of one or the C plan declines them."""
+        arrays = torch_as_numpy((*tensors, out))
         if arrays is None or not self.run(operands, arrays[:-1], arrays[-1], matrix):
             return None
-        torch.autograd.graph.increment_version(out)
+        sys.modules["torch"].autograd.graph.increment_version(out)
         return out
 
 
+class HalfCall(TorchCall):
+    """A call on bfloat16 or float16 CPU torch tensors into a given ``out``, as a first one
+    made it through the general path (``operators._call_prepared_half``): under the autocast
+    dtype it had (or none), with the operands in the kernel's order (``order``: the caller's
+    position of each) followed by the tensors that call kept (``kept``: the matrix's values
+    for weighted SpMM). Its C plan takes a bfloat16 tensor as its bits
+    (``runtime.kernel.torch_as_numpy``) and checks the dtypes."""
+
+    __slots__ = ("kept", "order", "autocast")
+
+    def __init__(self, bound, operands: tuple, kept: tuple, out, gathered: int, gathers: int,
+                 order: tuple):
+        super().__init__(bound, operands + kept, tuple(out.shape), gathered, gathers,
+                         out.element_size())
+        self.kept, self.order, self.autocast = kept, order, autocast_dtype()
+
+    def __call__(self, operands: tuple, out, matrix=None):
+        """As ``TorchCall``'s; None also without ``out``, or under another autocast dtype
+        than the preparing call's (autocast sets the result's dtype)."""
+        if out is None or recorded((*operands, out)) or autocast_dtype() != self.autocast:
+            return None
+        return self.run_tensors(operands, tuple(operands[k] for k in self.order) + self.kept,
+                                out, matrix)
+
+
 def _key(kind: str, operands: tuple) -> tuple:
-    return (kind, type(operands[0]), *[operand.shape for operand in operands])
+    return (kind, type(operands[0]), operands[0].dtype, *[operand.shape for operand in operands])
 
 
 def prepare(calls: dict, kind: str, bound, operands: tuple, out, gathered: int,
@@ -146,6 +184,27 @@ def prepare(calls: dict, kind: str, bound, operands: tuple, out, gathered: int,
     else:
         return
     calls[_key(kind, operands)] = made(bound, operands, tuple(out.shape), gathered, gathers)
+
+
+KERNEL_ORDER = {"sddmm": (1, 0)}
+"""The caller's position of each operand a half-precision kernel takes, where it is not the
+caller's order (SDDMM's ``generic.gsddmm_values`` takes ``(Y, X)``)."""
+
+
+def prepare_half(calls: dict, kind: str, bound, operands: tuple, kept: tuple, out,
+                 gathered: int, gathers: int) -> None:
+    """Keep in ``calls`` the half-precision torch call of kernel ``kind`` that just ran
+    ``bound`` on ``operands`` (in the kernel's order), ``kept`` and ``out``, for later calls
+    of the same kind, shapes, first dtype and autocast dtype; ``gathered`` as for
+    ``prepare``, in the caller's order. Nothing when the kernel has no C plan or one is
+    kept already."""
+    order = KERNEL_ORDER.get(kind, tuple(range(len(operands))))
+    callers = [None] * len(operands)
+    for operand, position in zip(operands, order):
+        callers[position] = operand
+    key = _key(kind, callers)
+    if bound.native_call and not isinstance(calls.get(key), HalfCall):
+        calls[key] = HalfCall(bound, tuple(callers), tuple(kept), out, gathered, gathers, order)
 
 
 def may_take(operands: tuple) -> bool:

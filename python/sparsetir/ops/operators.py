@@ -15,8 +15,8 @@ import scipy.sparse
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from ..lower import lower_sparse_iter
 from .dtypes import HALF_DTYPES, autocast_dtype, dtype_name, result_dtype
-from .arrays import (DenseOperand, check_output, check_tensor, new_array, recorded_or_autocast,
-                     reordered_view, writable_view)
+from .arrays import (DenseOperand, check_output, check_tensor, new_array, recorded,
+                     recorded_or_autocast, reordered_view, writable_view)
 from ..driver.build_module import build
 from ..driver.background import remembered
 from .kernels import tiled_kernels
@@ -395,13 +395,23 @@ def _call_prepared_half(A, kind: tuple, names: tuple, operands: tuple, out):
     """``_call_prepared`` for a half-precision torch call into ``out`` that an earlier one
     prepared (``_half_key``; ``generic.gspmm_values`` and ``gsddmm_values`` keep their kernel
     and the matrix's values): skips the general path's per-call checks (50-100 us), which that
-    call made. ``operands`` in the kernel's order, ``names`` theirs. None when autograd records
-    the call or its write into ``out`` (the general path does)."""
+    call made; from then on such calls take the short path (``numpy_calls.prepare_half``).
+    ``operands`` in the kernel's order, ``names`` theirs. None when autograd records the call
+    or its write into ``out`` (the general path does)."""
     key = _half_key(kind, operands, out)
-    if key is None or (any(x.requires_grad for x in operands + (out,))
-                       and sys.modules["torch"].is_grad_enabled()):
+    if key is None or recorded(operands + (out,)):
         return None
-    return _call_prepared(A, key, names, operands, out)
+    result = _call_prepared(A, key, names, operands, out)
+    if result is not None:                 # later calls of these shapes: the short path
+        bound, _, kept = A.calls[key]
+        numpy_calls.prepare_half(A.numpy_calls, _kernel_name(kind), bound, operands, kept,
+                                 out, int(kind[0] == "sddmm"), A.nnz)
+    return result
+
+
+def _kernel_name(kind: tuple) -> str:
+    """The kernel name of a half-precision call's ``kind`` (``_half_key``)."""
+    return "spmm_unweighted" if kind == ("spmm", False) else kind[0]
 
 
 def _sddmm_graph(A, X, Y, out):
