@@ -425,6 +425,13 @@ def test_only_a_bfloat16_tensor_passes_as_its_bits(matrix, native_runs):
         with pytest.raises(ArgumentError, match="'x'.*bfloat16"):
             bound(bits, *bound_operands, out)
         assert not any(ran for _, ran in native_runs) and torch.isnan(out).all()
+    tracked_out = torch.zeros(ROWS, FEAT, dtype=torch.bfloat16, requires_grad=True)
+    for args, name in (((x.clone().requires_grad_(), *bound_operands, out), "x"),
+                       ((x, *bound_operands, tracked_out), "y"),
+                       ((x, *bound_operands, tracked_out * 1), "y")):
+        with pytest.raises(ArgumentError, match=f"'{name}': requires grad"):
+            bound(*args)                   # its bits do not require grad: never taken for them
+    assert torch.isnan(out).all() and not tracked_out.detach().any()
 
 
 def test_numpy_float16_and_bfloat16(matrix):

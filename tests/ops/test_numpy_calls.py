@@ -214,6 +214,13 @@ def test_torch_tensors_take_the_short_path_too(op, general_path):
             assert out._version > version           # autograd learns that out changed
         np.testing.assert_allclose(result.numpy(), expected(A, op, X, Y), rtol=1e-5, atol=1e-5)
     assert len(general_path) == 1                      # the later calls never reached it
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)           # the result is float32 whatever torch's
+    try:                                             # default dtype, made on the short path
+        result = call(M, op, *as_torch)
+    finally:
+        torch.set_default_dtype(default)
+    assert result.dtype == torch.float32 and len(general_path) == 1
 
 
 def test_what_the_torch_short_path_leaves_to_the_general_path(general_path):

@@ -1,7 +1,8 @@
 """Torch tensors a kernel cannot take, or could take only by losing a gradient, are refused by
 name on every call path (a full call, a bound call on the native and on the Python fast path):
 functorch-wrapped tensors (``torch.func.grad``, ``vmap``, ``functionalize``), sparse tensors,
-and tensors that require grad while autograd records. Under ``torch.no_grad`` the latter run.
+tensors that require grad while autograd records (under ``torch.no_grad`` they run), and
+tensors carrying a forward-mode tangent.
 """
 
 import numpy as np
@@ -90,3 +91,17 @@ def test_a_non_leaf_output_requiring_grad_is_refused(call, args):
     c = torch.zeros(12, FEAT, requires_grad=True) * 1.0
     with pytest.raises(ArgumentError, match=f"argument 'c': {GRAD}"):
         call(torch.from_numpy(args["b"]), c)
+
+
+@pytest.mark.parametrize("name", ["b", "c"])
+def test_tensors_carrying_a_forward_mode_tangent_are_refused(call, args, name):
+    import torch.autograd.forward_ad as fwad
+    b, c = torch.from_numpy(args["b"].copy()), _out()
+    with fwad.dual_level():
+        dual = {"b": b, "c": c}
+        dual[name] = fwad.make_dual(dual[name], torch.ones_like(dual[name]))
+        with pytest.raises(ArgumentError, match=f"argument '{name}': carries a forward-mode"):
+            call(dual["b"], dual["c"])
+        assert torch.isnan(c).all()                        # nothing ran
+        call(b, c)                                         # plain tensors still run
+    np.testing.assert_allclose(c.numpy(), args["expected"], rtol=1e-5, atol=1e-6)

@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from ..runtime.arguments import shares_elements
+from ..runtime.arguments import in_dual_level, shares_elements
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 
 
@@ -42,12 +42,6 @@ def check_functorch(name: str, tensor) -> None:
                                  "forward_ad); sparsetir.ops has no forward-mode rule and would "
                                  "drop it: use reverse mode (backward), or pass the primal "
                                  f"(forward_ad.unpack_dual({name}).primal)")
-
-
-def in_dual_level() -> bool:
-    """Whether a ``torch.autograd.forward_ad.dual_level`` is open (never imports torch)."""
-    forward_ad = sys.modules.get("torch.autograd.forward_ad")
-    return forward_ad is not None and getattr(forward_ad, "_current_level", -1) >= 0
 
 
 def recorded(tensors) -> bool:

@@ -6,9 +6,9 @@ given ``out`` under the autocast dtype of the call that prepared it (``HalfCall`
 the second such call, ``operators._call_prepared_half``).
 
 Such a call needs none of the general path's Python checks: the kernel's C plan
-(``runtime.native_call``) checks the arrays themselves (exactly ``numpy.ndarray``, float32,
-C-contiguous, the prepared shapes, aligned, the output writable, nothing overlapping) and
-declines anything else, which then takes the general path. What such a call still does in
+(``runtime.native_call``) checks the arrays themselves (exactly ``numpy.ndarray``, the kernel's
+dtypes, C-contiguous, the prepared shapes, aligned, the output writable, nothing overlapping)
+and declines anything else, which then takes the general path. What such a call still does in
 Python is only what may apply to its shapes, decided once when it is prepared: counting a
 large gathered operand for huge pages (``huge_pages.note_gathered``, after the kernel ran, so
 that a call the C plan declines is counted once, by the general path), the cache-line copy of
@@ -17,9 +17,9 @@ path), and the launch's thread mode (``threads.size_launches``: torch's OpenMP t
 tensors); and, before any of it, whether torch is tracing the caller. Torch tensors pass as
 the numpy views torch gives (``runtime.kernel.torch_as_numpy``, which declines a tensor torch
 gives no view of: not on the CPU, with a negative or conjugate bit, outgrowing its storage,
-requiring grad); a call autograd records (a tensor requires grad in grad mode) or under
-torch's autocast (which sets the result's dtype) takes the general path, and so does every
-call while torch traces the caller; autograd learns that the output changed.
+requiring grad); a call autograd records (a tensor requires grad in grad mode) takes the
+general path, and so does a float32 call under torch's autocast (which sets the result's
+dtype) and every call while torch traces the caller; autograd learns that the output changed.
 
 Why it matters: a call's Python runs after the previous kernel has pushed the interpreter's
 code and data out of the L1 and L2 caches, so each line costs microseconds, not nanoseconds.
@@ -112,8 +112,9 @@ class TorchCall(NumpyCall):
     __slots__ = ()
     torch_call = True
 
-    def __init__(self, *args):
-        super().__init__(*args)
+    def __init__(self, bound, operands: tuple, out_shape: tuple, gathered: int, gathers: int,
+                 out_itemsize: int = 4):
+        super().__init__(bound, operands, out_shape, gathered, gathers, out_itemsize)
         self.may_copy = False            # torch tensors are read where they are (general path)
 
     def __call__(self, operands: tuple, out, matrix=None):
@@ -123,7 +124,8 @@ class TorchCall(NumpyCall):
         if recorded_or_autocast((*operands, out)):
             return None                  # the general path's graph_ops make it
         if out is None:
-            out = sys.modules["torch"].empty(self.out_shape)
+            torch = sys.modules["torch"]
+            out = torch.empty(self.out_shape, dtype=torch.float32)
         return self.run_tensors(operands, operands, out, matrix)
 
     def run_tensors(self, operands: tuple, tensors: tuple, out, matrix=None):
@@ -186,24 +188,21 @@ def prepare(calls: dict, kind: str, bound, operands: tuple, out, gathered: int,
     calls[_key(kind, operands)] = made(bound, operands, tuple(out.shape), gathered, gathers)
 
 
-KERNEL_ORDER = {"sddmm": (1, 0)}
-"""The caller's position of each operand a half-precision kernel takes, where it is not the
-caller's order (SDDMM's ``generic.gsddmm_values`` takes ``(Y, X)``)."""
-
-
-def prepare_half(calls: dict, kind: str, bound, operands: tuple, kept: tuple, out,
-                 gathered: int, gathers: int) -> None:
+def prepare_half(calls: dict, kind: str, bound, operands: tuple, order: tuple, kept: tuple,
+                 out, gathered: int, gathers: int) -> None:
     """Keep in ``calls`` the half-precision torch call of kernel ``kind`` that just ran
-    ``bound`` on ``operands`` (in the kernel's order), ``kept`` and ``out``, for later calls
-    of the same kind, shapes, first dtype and autocast dtype; ``gathered`` as for
-    ``prepare``, in the caller's order. Nothing when the kernel has no C plan or one is
-    kept already."""
-    order = KERNEL_ORDER.get(kind, tuple(range(len(operands))))
+    ``bound`` on ``operands`` (in the kernel's order; ``order``: the caller's position of
+    each), ``kept`` and ``out``, for later calls of the same kind, shapes and first dtype
+    under the same autocast dtype; ``gathered`` as for ``prepare``, in the caller's order.
+    Nothing when the kernel has no C plan or the same call is kept already; a call kept for
+    another kernel or autocast dtype is replaced."""
     callers = [None] * len(operands)
     for operand, position in zip(operands, order):
         callers[position] = operand
     key = _key(kind, callers)
-    if bound.native_call and not isinstance(calls.get(key), HalfCall):
+    kept_call = calls.get(key)
+    if bound.native_call and not (isinstance(kept_call, HalfCall) and kept_call.bound is bound
+                                  and kept_call.autocast == autocast_dtype()):
         calls[key] = HalfCall(bound, tuple(callers), tuple(kept), out, gathered, gathers, order)
 
 

@@ -145,7 +145,7 @@ def spmm(A, X, out=None, weighted: bool = True):
         return traced.spmm(A, X, out, weighted)
     note_gathered(X)                       # a reused large X moves to huge pages
     if _needs_graph_ops(A, X, out):
-        result = _call_prepared_half(A, ("spmm", weighted), ("X",), (X,), out)
+        result = _call_prepared_half(A, ("spmm", weighted), ("X",), (X,), (0,), out)
         return result if result is not None else _spmm_graph(A, X, out, weighted)
     X = gather_ready(X, _nonzeros(A))      # gathered rows on cache lines (ops.alignment)
     key = (name, type(X), getattr(X, "shape", None))
@@ -207,7 +207,7 @@ def sddmm(A, X, Y, out=None):
         return traced.sddmm(A, X, Y, out)
     note_gathered(Y)                       # a reused large Y moves to huge pages
     if _needs_graph_ops(A, X, out, Y):
-        result = _call_prepared_half(A, ("sddmm",), ("Y", "X"), (Y, X), out)
+        result = _call_prepared_half(A, ("sddmm",), ("Y", "X"), (Y, X), (1, 0), out)
         return result if result is not None else _sddmm_graph(A, X, Y, out)
     Y = gather_ready(Y, _nonzeros(A))      # gathered rows on cache lines (ops.alignment)
     key = ("sddmm", type(X), getattr(X, "shape", None), type(Y), getattr(Y, "shape", None))
@@ -391,21 +391,22 @@ def _half_key(kind: tuple, operands: tuple, out):
             + (out.dtype, tuple(out.shape), autocast_dtype()))
 
 
-def _call_prepared_half(A, kind: tuple, names: tuple, operands: tuple, out):
+def _call_prepared_half(A, kind: tuple, names: tuple, operands: tuple, order: tuple, out):
     """``_call_prepared`` for a half-precision torch call into ``out`` that an earlier one
     prepared (``_half_key``; ``generic.gspmm_values`` and ``gsddmm_values`` keep their kernel
     and the matrix's values): skips the general path's per-call checks (50-100 us), which that
     call made; from then on such calls take the short path (``numpy_calls.prepare_half``).
-    ``operands`` in the kernel's order, ``names`` theirs. None when autograd records the call
-    or its write into ``out`` (the general path does)."""
+    ``operands`` in the kernel's order, ``names`` theirs, ``order`` the caller's position of
+    each. None when autograd records the call or its write into ``out`` (the general path
+    does)."""
     key = _half_key(kind, operands, out)
     if key is None or recorded(operands + (out,)):
         return None
     result = _call_prepared(A, key, names, operands, out)
     if result is not None:                 # later calls of these shapes: the short path
         bound, _, kept = A.calls[key]
-        numpy_calls.prepare_half(A.numpy_calls, _kernel_name(kind), bound, operands, kept,
-                                 out, int(kind[0] == "sddmm"), A.nnz)
+        numpy_calls.prepare_half(A.numpy_calls, _kernel_name(kind), bound, operands, order,
+                                 kept, out, int(kind[0] == "sddmm"), A.nnz)
     return result
 
 

@@ -305,11 +305,18 @@ class BufferConverter:
         return staged, partial(_torch_copy_back, tensor, staged_view) if accept.written else None
 
 
+def in_dual_level() -> bool:
+    """Whether a ``torch.autograd.forward_ad.dual_level`` is open (never imports torch)."""
+    forward_ad = sys.modules.get("torch.autograd.forward_ad")
+    return forward_ad is not None and getattr(forward_ad, "_current_level", -1) >= 0
+
+
 def torch_refusal(tensor, written: bool) -> str | None:
     """Why a kernel must not take the torch ``tensor`` (None when it may): a tensor of a torch
     transform (``torch.func.grad``, ``vmap``, ``functionalize``: no memory of its own), a sparse
-    or other non-strided tensor, or one that requires grad while autograd records (the kernel
-    is invisible to autograd: a gradient would be lost without a word).
+    or other non-strided tensor, or one that requires grad while autograd records or carries a
+    forward-mode tangent (the kernel is invisible to autograd: a gradient would be lost
+    without a word).
 
     Examples
     --------
@@ -333,6 +340,10 @@ def torch_refusal(tensor, written: bool) -> str | None:
                   else "the result would carry no gradient for it")
         return ("requires grad, and sparsetir kernels do not support autograd (" + effect
                 + "); pass its .detach(), or call under torch.no_grad()")
+    if in_dual_level() and sys.modules["torch.autograd.forward_ad"].unpack_dual(
+            tensor).tangent is not None:
+        return ("carries a forward-mode tangent (torch.autograd.forward_ad), which sparsetir "
+                "kernels would drop; pass its primal (forward_ad.unpack_dual(t).primal)")
     return None
 
 

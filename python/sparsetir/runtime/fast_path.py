@@ -26,7 +26,7 @@ from bisect import bisect_right
 
 import numpy as np
 
-from .arguments import outgrows_storage, tensor_of
+from .arguments import in_dual_level, outgrows_storage, tensor_of
 from .native_call import native_plan
 
 
@@ -101,6 +101,7 @@ class FastPath:
         """The values to pass for ``args``, or None when a call must take the general path."""
         if not self.enabled or len(args) != self._count:
             return None
+        dual = in_dual_level()             # a tangent is refused by name on the general path
         values = self._values.copy()
         spans, written = [], []
         torch = sys.modules.get("torch")
@@ -116,7 +117,7 @@ class FastPath:
                         return None
                     value = value.reshape(accept.passed_shape)
                 value = tensor_of(value)
-            elif torch is not None and kind is torch.Tensor:
+            elif torch is not None and kind is torch.Tensor and not dual:
                 if self._torch_dtypes is None:
                     self._torch_dtypes = [getattr(torch, a.dtype.name) for a in self._accepts]
                 try:     # a functorch-wrapped tensor has no storage to look at

@@ -10,7 +10,7 @@ import tvm
 
 from .acceptance import acceptance
 from .aliasing import byte_ranges, check_no_aliasing
-from .arguments import (BufferConverter, ScalarConverter, host_array, is_sealed,
+from .arguments import (BufferConverter, ScalarConverter, host_array, in_dual_level, is_sealed,
                         outgrows_storage, private_copy)
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from .fast_path import BFLOAT16_BITS, FastPath
@@ -380,9 +380,10 @@ def torch_as_numpy(args: tuple):
     """``args`` with every torch tensor replaced by the numpy array over its memory (a
     bfloat16 tensor, which numpy has no dtype for, by the uint16 view of its bits:
     ``fast_path.BFLOAT16_BITS``), or None when there is none, torch refuses one (see
-    ``BoundKernel.call_fast``), or an argument is a uint16 tensor or array (which the views
-    of bfloat16 bits could be taken for). For the C plan of torch calls
-    (``BoundKernel.call_native(..., torch_views=True)``).
+    ``BoundKernel.call_fast``), one requires grad (the bits' view would not) or a forward-mode
+    dual level is open (the general path refuses such tensors by name), or an argument is a
+    uint16 tensor or array (which the views of bfloat16 bits could be taken for). For the C
+    plan of torch calls (``BoundKernel.call_native(..., torch_views=True)``).
 
     Example
     -------
@@ -391,13 +392,13 @@ def torch_as_numpy(args: tuple):
     dtype('uint16')
     """
     torch = sys.modules.get("torch")
-    if torch is None:
+    if torch is None or in_dual_level():
         return None
     arrays, found = [], False
     for value in args:
         if type(value) is torch.Tensor:
             try:      # a functorch or sparse tensor has no pointer or storage to read
-                if not value.data_ptr() or outgrows_storage(value) \
+                if not value.data_ptr() or outgrows_storage(value) or value.requires_grad \
                         or value.dtype is torch.uint16:      # numpy() would not see it
                     return None
                 value = value.view(torch.uint16).numpy() if value.dtype is torch.bfloat16 \
@@ -530,10 +531,10 @@ class BoundKernel:
         """Run the kernel on ``args`` if they are the common call (contiguous, writable numpy
         arrays or CPU torch tensors of the right dtype and shape, no written array
         overlapping another), checked in C where the native module is available
-        (``native_call``; a torch tensor as the numpy view ``Tensor.numpy()`` gives, which
-        torch refuses for tensors that require grad, carry a negative or conjugate bit, or
-        are not on the CPU), else in Python (``fast_path.FastPath``); return False, with
-        nothing run, for any other call."""
+        (``native_call``; a torch tensor as the numpy view ``torch_as_numpy`` gives, none for
+        tensors that require grad, carry a negative or conjugate bit or a forward-mode
+        tangent, or are not on the CPU), else in Python (``fast_path.FastPath``); return
+        False, with nothing run, for any other call."""
         size_launches(self._fixed_bytes + sum(map(_nbytes, args)), _has_torch(args))
         if self.call_native(args):
             return True

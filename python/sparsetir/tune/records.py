@@ -68,7 +68,7 @@ def load(key: dict) -> Candidate | None:
 def store(key: dict, choice: Candidate, measured: dict, paired: dict) -> None:
     """Record ``choice`` under ``key`` with the times that chose it (description -> seconds:
     ``measured``, each candidate timed on its own; ``paired``, the default and the fastest
-    timed in alternation, which decided; empty when the default was fastest on its own),
+    timed in alternation, which decided; empty when no pair was timed),
     replacing a record there; where the cache cannot be used, nothing is stored (the cache
     warns)."""
     folder = cache_folder.folder("tune")

@@ -6,11 +6,11 @@ machine (``records``) is checked against scipy and used without measuring. Other
 model (``cost_model``) orders every candidate (``candidates.space``), and the default
 (``candidates.default``, what an untuned call runs) and the model's best few are built, checked
 against scipy on NaN-filled outputs (``measure.Trial``: a wrong one is dropped) and timed as
-whole calls, the default first, within the time budget (a candidate whose call fails, checked
-or timed, is dropped); the fastest is timed again in calls alternating with the default's and
-chosen when it is at least ``MARGIN`` faster there (else the default stays), bound to the matrix (``SparseMatrix.tuned``, which the operators'
-calls use) and recorded. Compile time (building kernels) and search time (checking and timing)
-are reported apart.
+whole calls, the default first, within the time budget (a candidate whose call fails, checked or
+timed, is dropped); the fastest is timed again in calls alternating with the default's and
+chosen when it is at least ``MARGIN`` faster there (else the default stays), bound to the matrix
+(``SparseMatrix.tuned``, which the operators' calls use) and recorded. Compile time (building
+kernels) and search time (checking and timing) are reported apart.
 
 Example
 -------
