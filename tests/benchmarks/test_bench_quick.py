@@ -121,3 +121,22 @@ def test_bfloat16_check_passes_float32_sums_and_catches_bfloat16_sums():
     for k in range(2000):
         narrow += values[:, k:k + 1] * Xb[k]
     assert workload.check(narrow.float().numpy(), expected, bound, "bfloat16") > 1
+
+
+@pytest.mark.parametrize("op", ["spmm", "sddmm"])
+def test_every_input_starts_where_numpy_puts_a_large_array(op):
+    """Each contender gets its inputs at ``workload.INPUT_OFFSET`` bytes past a cache line,
+    whatever its process allocated before (where a gathered row starts changes the lines it
+    touches), with the seeded values."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import workload   # pylint: disable=import-outside-toplevel
+    A = power_law_graph(300, 2_000, seed=7)
+    for _ in range(3):
+        scratch = [np.empty(n, np.uint8) for n in (5, 70_000, 300_001)]   # move the allocator
+        X, Y = workload.inputs(A, op, 32)
+        del scratch
+        for array in (X,) if Y is None else (X, Y):
+            assert array.ctypes.data % workload.CACHE_LINE == workload.INPUT_OFFSET == 16
+            assert array.dtype == np.float32 and array.flags.c_contiguous
+    rng = np.random.default_rng(32)
+    np.testing.assert_array_equal(X, rng.standard_normal(X.shape, np.float32))
