@@ -97,10 +97,12 @@ static int read_shape(PyObject *obj, const char *name, int64_t *out, int *ndim) 
   return !ok || PyErr_Occurred() ? -1 : 0;
 }
 
-/* Fill `s` from the fields of the Acceptance `accept`, read by name. */
-static int read_slot(PyObject *accept, Slot *s) {
+/* Fill `s` from the fields of the Acceptance `accept`, read by name; the buffer format from
+ * the field `format_field` ("buffer_format", or "torch_view_format" for a plan of torch
+ * tensors' numpy views). */
+static int read_slot(PyObject *accept, const char *format_field, Slot *s) {
   long long position, itemsize, code, bits;
-  PyObject *format = PyObject_GetAttrString(accept, "buffer_format");
+  PyObject *format = PyObject_GetAttrString(accept, format_field);
   if (format == NULL) return -1;
   const char *text = PyUnicode_AsUTF8(format);
   int fits = text != NULL && strlen(text) < sizeof(s->format);
@@ -125,9 +127,10 @@ static int read_slot(PyObject *accept, Slot *s) {
   return 0;
 }
 
-/* Plan(function_handle, keep, values, accepts, fixed_starts, fixed_ends)
+/* Plan(function_handle, keep, values, accepts, fixed_starts, fixed_ends[, format_field])
  *   values: list of None (free), int (a scalar), or ("tensor", handle)
- *   accepts: the Acceptance of each free buffer parameter, in call order */
+ *   accepts: the Acceptance of each free buffer parameter, in call order
+ *   format_field: the Acceptance field holding the buffer format to accept (read_slot) */
 static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
   unsigned long long function;
   PyObject *keep, *values, *slots, *starts, *ends;
@@ -139,8 +142,10 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     PyErr_SetString(PyExc_TypeError, "a Plan is initialised once");
     return -1;
   }
-  if (!PyArg_ParseTuple(args, "KOO!O!O!O!", &function, &keep, &PyList_Type, &values,
-                        &PyTuple_Type, &slots, &PyTuple_Type, &starts, &PyTuple_Type, &ends))
+  const char *format_field = "buffer_format";
+  if (!PyArg_ParseTuple(args, "KOO!O!O!O!|s", &function, &keep, &PyList_Type, &values,
+                        &PyTuple_Type, &slots, &PyTuple_Type, &starts, &PyTuple_Type, &ends,
+                        &format_field))
     return -1;
   if (PyTuple_GET_SIZE(slots) > MAX_SLOTS || PyTuple_GET_SIZE(starts) != PyTuple_GET_SIZE(ends)) {
     PyErr_SetString(PyExc_ValueError, "a plan the native call cannot hold");
@@ -172,7 +177,7 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
   }
   for (int k = 0; k < (int)PyTuple_GET_SIZE(slots); ++k) {
     Slot *s = &self->slots[k];
-    if (read_slot(PyTuple_GET_ITEM(slots, k), s) != 0) return -1;
+    if (read_slot(PyTuple_GET_ITEM(slots, k), format_field, s) != 0) return -1;
     if (s->alignment <= 0 || s->itemsize <= 0 || s->passed_ndim == 0 || s->position < 0 ||
         s->position >= self->n_values) {
       PyErr_SetString(PyExc_ValueError, "an acceptance the native call cannot hold");

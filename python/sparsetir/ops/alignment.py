@@ -12,16 +12,16 @@ it, as each gathers ``1 / threads`` of the rows) costs about what numpy's copy c
 thread; it pays when the rows are gathered often enough: ``reuse_to_copy`` gathers a row, on
 average (the call's nonzeros / the operand's rows). Both sides scale with the threads, so
 the rule is the same for any count. An operand larger than two cores' L2 caches comes from
-memory, where a copy costs about what the split loads do (the arxiv-size graph at 32
-features: 6.7-7.9 ms aligned, 9.1-10.4 ms not, a copy 7 ms with fresh pages), so it is read
-where it is. Re-timed on 2026-11-29 with the copy into this thread's kept buffer (weighted
-SpMM, 2 threads, X 16 bytes off the line, the copy forced, two runs): 1.05-1.15x faster on the
-arxiv-size graphs at 32 features, 0.79-0.82x at 64, 0.94-1.03x at 128; 0.56-0.83x on pubmed
-and email-Enron at 32-128 (whose operands, 2.5-19 MiB, the rule leaves as they are). A rule
-for the one case that gains would be fitted to two graphs; it was not made. SDDMM's ``X`` is read row by row (each row's loads hit L1 after the first):
-copying it too saved nothing on facebook (128 features: 1.25 ms copying ``Y``, 1.23 both)
-and cost 10-23% on random graphs (16 a row, 128 features: 0.72 against 0.88 ms). torch
-tensors are on 64-byte boundaries already (torch's allocator).
+memory, where a copy costs about what the split loads do (the arxiv-size graph at 32 features:
+6.7-7.9 ms aligned, 9.1-10.4 ms not, a copy 7 ms with fresh pages), so it is read where it is.
+Re-timed on 2026-11-29 with the copy into this thread's kept buffer (weighted SpMM, 2 threads, X
+16 bytes off the line, the copy forced, two runs): 1.05-1.15x faster on the arxiv-size graphs at
+32 features, 0.79-0.82x at 64, 0.94-1.03x at 128; 0.56-0.83x on pubmed and email-Enron at 32-128
+(whose operands, 2.5-19 MiB, the rule leaves as they are). A rule for the one case that gains
+would be fitted to two graphs; it was not made. SDDMM's ``X`` is read row by row (each row's
+loads hit L1 after the first): copying it too saved nothing on facebook (128 features: 1.25 ms
+copying ``Y``, 1.23 both) and cost 10-23% on random graphs (16 a row, 128 features: 0.72 against
+0.88 ms). torch tensors are on 64-byte boundaries already (torch's allocator).
 
 The thresholds come from ``benchmarks/alignment_copy.py`` (one thread, the caller's CPU time,
 medians of 300 alternating calls, the operand in cache before the call as an operator's

@@ -35,6 +35,10 @@ from .signature import BufferParam, evaluate_int
 _DLPACK_CODES = {"i": 0, "u": 1, "f": 2}     # numpy dtype kind -> DLPack type code
 _DLPACK_BFLOAT = 4                           # kDLBfloat (numpy's bfloat16 is ml_dtypes')
 
+BFLOAT16_BITS = np.dtype(np.uint16)
+"""The dtype of the numpy view ``runtime.kernel.torch_as_numpy`` gives a bfloat16 torch tensor:
+its bits (numpy has no bfloat16 of its own that exports a buffer)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Acceptance:
@@ -60,6 +64,8 @@ class Acceptance:
     function takes: ``dims`` for a parameter that keeps its shape, else ``(length,)``),
     ``any_shape`` (no declared shape: any array of ``length`` elements fits), ``on_host``, and
     the forms the C path compares: ``buffer_format`` (the buffer protocol's format string),
+    ``torch_view_format`` (the format of the numpy view ``torch_as_numpy`` gives a torch
+    tensor of the dtype: ``BFLOAT16_BITS``' for bfloat16, else ``buffer_format``),
     ``dlpack_code`` and ``dlpack_bits`` (``dlpack_code`` is None for a dtype DLPack does not
     name by numpy kind).
     """
@@ -79,6 +85,7 @@ class Acceptance:
     any_shape: bool = field(init=False)
     on_host: bool = field(init=False)
     buffer_format: str = field(init=False)
+    torch_view_format: str = field(init=False)
     dlpack_code: object = field(init=False)
     dlpack_bits: int = field(init=False)
 
@@ -92,6 +99,8 @@ class Acceptance:
             "any_shape": not self.dims,
             "on_host": self.device.dlpack_device_type() == tvm_ffi.DLDeviceType.kDLCPU,
             "buffer_format": _buffer_format(dtype),
+            "torch_view_format": _buffer_format(BFLOAT16_BITS if dtype.name == "bfloat16"
+                                                else dtype),
             "dlpack_code": _DLPACK_BFLOAT if dtype.name == "bfloat16"
             else _DLPACK_CODES.get(dtype.kind), "dlpack_bits": dtype.itemsize * 8,
         }

@@ -26,27 +26,9 @@ from bisect import bisect_right
 
 import numpy as np
 
+from .acceptance import BFLOAT16_BITS
 from .arguments import in_dual_level, outgrows_storage, tensor_of
 from .native_call import native_plan
-
-
-BFLOAT16_BITS = np.dtype(np.uint16)
-"""The dtype of the numpy view of a bfloat16 torch tensor's bits (numpy has no bfloat16)."""
-
-
-class _BitsOfBfloat16:
-    """An ``Acceptance`` as the C plan reads it (by attribute name), whose bfloat16 parameter
-    takes the uint16 view of a bfloat16 tensor's bits: only ``torch_as_numpy`` makes such
-    views, and it declines every uint16 array or tensor, so a uint16 array reaching this plan
-    is a bfloat16 tensor's."""
-
-    def __init__(self, accept):
-        self._accept = accept
-        if accept.dtype.name == "bfloat16":
-            self.buffer_format = memoryview(np.empty(1, BFLOAT16_BITS)).format
-
-    def __getattr__(self, name: str):
-        return getattr(self._accept, name)
 
 
 class FastPath:
@@ -65,8 +47,9 @@ class FastPath:
         The compiled function: given, numpy calls are checked and made in C where the
         native module is available (``native_call``; ``self.native``, else None), and so
         are calls on the numpy views of torch tensors (``self.native_torch``: the same plan,
-        but for a bfloat16 parameter, which takes the uint16 view of a bfloat16 tensor's bits;
-        ``runtime.kernel.torch_as_numpy`` makes them).
+        each parameter taking its ``Acceptance.torch_view_format``, so a bfloat16 one the
+        uint16 view of a bfloat16 tensor's bits that ``runtime.kernel.torch_as_numpy`` makes;
+        that function declines every uint16 array or tensor, so nothing else passes for one).
 
     The fast path is off (``enabled`` False) for a kernel that does not run on the CPU
     (arrays must be moved) or a parameter without elements.
@@ -91,10 +74,10 @@ class FastPath:
         self.native = native_plan(function, fixed_values, self._accepts, ranges) \
             if plan else None
         self.native_torch = self.native
-        if plan and any(accept.dtype.name == "bfloat16" for accept in self._accepts):
+        if plan and any(a.torch_view_format != a.buffer_format for a in self._accepts):
             self.native_torch = native_plan(
-                function, fixed_values, [_BitsOfBfloat16(accept) for accept in self._accepts],
-                ranges) if not any(accept.dtype == np.uint16 for accept in self._accepts) \
+                function, fixed_values, self._accepts, ranges, "torch_view_format") \
+                if not any(a.dtype == BFLOAT16_BITS for a in self._accepts) \
                 else None           # a uint16 parameter could not tell the bits views apart
 
     def values(self, args: tuple):

@@ -8,12 +8,12 @@ from functools import lru_cache
 import numpy as np
 import tvm
 
-from .acceptance import acceptance
+from .acceptance import BFLOAT16_BITS, acceptance
 from .aliasing import byte_ranges, check_no_aliasing
 from .arguments import (BufferConverter, ScalarConverter, host_array, in_dual_level, is_sealed,
                         outgrows_storage, private_copy)
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
-from .fast_path import BFLOAT16_BITS, FastPath
+from .fast_path import FastPath
 from .saved import save
 from .signature import BufferParam, IndicesCheck, ScalarParam, Signature
 from .threads import SERIAL_BYTES, size_launches
@@ -379,7 +379,7 @@ def _nbytes(value) -> int:
 def torch_as_numpy(args: tuple):
     """``args`` with every torch tensor replaced by the numpy array over its memory (a
     bfloat16 tensor, which numpy has no dtype for, by the uint16 view of its bits:
-    ``fast_path.BFLOAT16_BITS``), or None when there is none, torch refuses one (see
+    ``acceptance.BFLOAT16_BITS``), or None when there is none, torch refuses one (see
     ``BoundKernel.call_fast``), one requires grad (the bits' view would not) or a forward-mode
     dual level is open (the general path refuses such tensors by name), or an argument is a
     uint16 tensor or array (which the views of bfloat16 bits could be taken for). For the C

@@ -78,13 +78,16 @@ def _module():
     return module
 
 
-def native_plan(function, values: list, accepts, fixed_ranges):
+def native_plan(function, values: list, accepts, fixed_ranges,
+                format_field: str = "buffer_format"):
     """A callable running ``function`` on ``values`` with the free arguments filled in (see
     the module docstring), or None where the native call is not available.
 
     ``accepts``: the ``Acceptance`` of each free buffer parameter, in call order (the C plan
     reads their fields by name); ``fixed_ranges``: ``(start, end)`` byte ranges, merged and
-    sorted, that a written argument must not overlap."""
+    sorted, that a written argument must not overlap; ``format_field``: the ``Acceptance``
+    field whose buffer format an argument must have (``"torch_view_format"``: a plan for the
+    numpy views of torch tensors, ``runtime.kernel.torch_as_numpy``)."""
     module = _module()
     if module is None or len(accepts) > MAX_SLOTS:
         return None
@@ -101,4 +104,4 @@ def native_plan(function, values: list, accepts, fixed_ranges):
             return None
     return module.Plan(function.__chandle__(), (function, values), bound, tuple(accepts),
                        tuple(start for start, _ in fixed_ranges),
-                       tuple(end for _, end in fixed_ranges))
+                       tuple(end for _, end in fixed_ranges), format_field)
