@@ -172,3 +172,30 @@ def test_from_csr_refuses_only_unsorted_columns():
     assert M.nnz == 3 and ops.copy_u_sum(M, np.ones((2, 1), np.float32)).ravel().tolist() == [3, 0]
     with pytest.raises(SparseTIRValueError, match="indices of row 1 are not sorted"):
         ops.SparseMatrix.from_csr([0, 1, 3], [0, 1, 0], np.ones(3), (2, 2))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_unweighted_half_spmm_on_a_summed_multigraph_keeps_x_dtype(dtype):
+    """A ``SparseMatrix`` that summed parallel edges counts them in an unweighted SpMM with
+    X's dtype, as on a graph without parallel edges: the counts are read in float32 and the
+    sum is rounded once (not a float32 result, nor a refused half ``out``); X's gradient
+    keeps its dtype too."""
+    src, dst = multigraph_edges()
+    A = scipy.sparse.coo_matrix((np.ones(src.size, np.float32), (dst, src)), (NODES, NODES))
+    M = ops.SparseMatrix(A)
+    assert M.multiplicity is not None
+    x = torch.randn(NODES, 16, generator=torch.Generator().manual_seed(4)).to(dtype)
+    counts = A.toarray().astype(np.float64)              # coo's toarray sums duplicates
+    expected = torch.from_numpy(counts @ x.double().numpy()).to(dtype)
+    out = torch.full((NODES, 16), float("nan"), dtype=dtype)
+    assert ops.spmm(M, x, out=out, weighted=False) is out
+    for y in (ops.spmm(M, x, weighted=False), out):
+        assert y.dtype == dtype
+        torch.testing.assert_close(y, expected, rtol=0, atol=0)
+        assert not y[list(EMPTY_ROWS)].any()
+    leaf = x.clone().requires_grad_()
+    y = ops.spmm(M, leaf, weighted=False)
+    (grad,) = torch.autograd.grad(y, leaf, torch.ones_like(y))
+    assert y.dtype == grad.dtype == dtype
+    torch.testing.assert_close(grad, torch.from_numpy(counts.sum(0)).to(dtype)[:, None]
+                               .expand(NODES, 16), rtol=0, atol=0)

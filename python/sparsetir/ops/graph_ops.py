@@ -143,16 +143,18 @@ def as_graph(M) -> SparseMatrix:
 
 
 def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data,
-                  out=None, prepare: tuple | None = None):
+                  out=None, prepare: tuple | None = None, dtype: str | None = None):
     """``gspmm`` over ``matrix``'s stored entries, which may sum parallel edges (``spmm``'s
     weights then count them); without autograd, written into ``out`` where it can hold the
     result as it is (``generic.writes_into``), the call prepared under ``prepare``
-    (``generic.gspmm_values``)."""
+    (``generic.gspmm_values``). The result has ``dtype`` where given (the operands are read
+    as they are and the sum rounded once to it), else the autocast dtype, else the operands'
+    promoted dtype."""
     lhs, rhs = gspmm_operands(matrix, op, reduce_op, lhs_data, rhs_data)
     return _run(lambda m, o, r, x, e, d: gspmm_values(m, o, r, x, e, dtype=d, out=out,
                                                       prepare=prepare)[0],
                 "GSpMM",
-                matrix, op, reduce_op, lhs, rhs, autocast_result(lhs, rhs))
+                matrix, op, reduce_op, lhs, rhs, dtype or autocast_result(lhs, rhs))
 
 
 def gspmm_operands(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data) -> tuple:

@@ -14,7 +14,7 @@ import scipy.sparse
 
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from ..lower import lower_sparse_iter
-from .dtypes import HALF_DTYPES, autocast_dtype, dtype_name, result_dtype
+from .dtypes import HALF_DTYPES, autocast_dtype, autocast_result, dtype_name, result_dtype
 from .arrays import (DenseOperand, check_output, check_tensor, new_array, recorded,
                      recorded_or_autocast, reordered_view, writable_view)
 from ..driver.build_module import build
@@ -370,8 +370,10 @@ def _spmm_graph(A, X, out, weighted: bool):
     if weighted:
         result = gspmm_entries(matrix, "mul", "sum", X, values, out, prepare)
     elif matrix.multiplicity is not None:     # parallel edges: each counts, as in copy_u_sum
-        result = gspmm_entries(matrix, "mul", "sum", X, _like(X, matrix.multiplicity.astype(
-            matrix.dtype)), out)
+        counts = matrix.multiplicity.astype(np.float64 if dtype_name(X) == "float64"
+                                            else np.float32)
+        result = gspmm_entries(matrix, "mul", "sum", X, _like(X, counts), out,
+                               dtype=autocast_result(X) or dtype_name(X))
     else:
         result = gspmm_entries(matrix, "copy_lhs", "sum", X, None, out, prepare)
     return _written(result, out)
