@@ -180,3 +180,31 @@ def test_results_never_share_the_buffer_and_calls_reuse_it():
     assert not np.shares_memory(first, buffer) and not np.shares_memory(second, buffer)
     np.testing.assert_allclose(first, A @ X, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(second, A @ Z, rtol=1e-5, atol=1e-4)
+
+
+def test_results_start_on_a_line_so_a_chained_call_copies_nothing(copies):
+    """An operator's numpy result of 64 KiB or more starts on a cache line (as a torch
+    tensor does), so feeding it to the next call, whose rows it gathers, needs no copy; the
+    chained result is the chained scipy product, empty rows included."""
+    from sparsetir.ops.arrays import LINED_BYTES, empty_on_line
+
+    A = dense_rows_matrix(m=600, n=600, per_row=40)
+    M = ops.SparseMatrix(A)
+    X = off_boundary((600, 32))
+    first = ops.spmm(M, X)
+    assert copies == [X.size]                  # X itself was copied: it was off the line
+    results = [first, ops.spmm(A, X), ops.sddmm(M, X, X), ops.spmm(M, X, weighted=False),
+               ops.gspmm(M, "copy_lhs", "sum", X, None), ops.copy_u_sum(M, X.astype(np.float64))]
+    assert [r.ctypes.data % CACHE_LINE for r in results] == [0] * len(results)
+    copied = len(copies)
+    second = ops.spmm(M, first)
+    assert len(copies) == copied               # `first` was gathered where it is
+    np.testing.assert_allclose(second, A @ (A @ X.astype(np.float64)), rtol=1e-4, atol=1e-3)
+    assert not second[::7].any()               # every seventh row is empty
+    small = empty_on_line((LINED_BYTES // 8,))
+    assert small.nbytes < LINED_BYTES and small.flags.c_contiguous
+    for shape, dtype in (((1000, 17), np.float64), ((0, 5000), np.float32), ((70000,), np.int8)):
+        array = empty_on_line(shape, dtype)
+        assert array.shape == shape and array.dtype == dtype and array.flags.c_contiguous
+        assert array.flags.writeable and (array.nbytes < LINED_BYTES
+                                          or array.ctypes.data % CACHE_LINE == 0)

@@ -21,7 +21,9 @@ Re-timed on 2026-11-29 with the copy into this thread's kept buffer (weighted Sp
 would be fitted to two graphs; it was not made. SDDMM's ``X`` is read row by row (each row's
 loads hit L1 after the first): copying it too saved nothing on facebook (128 features: 1.25 ms
 copying ``Y``, 1.23 both) and cost 10-23% on random graphs (16 a row, 128 features: 0.72 against
-0.88 ms). torch tensors are on 64-byte boundaries already (torch's allocator).
+0.88 ms). torch tensors are on 64-byte boundaries already (torch's allocator), and so are the operators'
+own numpy results of 64 KiB or more (``arrays.empty_on_line``): a chained call
+(``spmm(M, spmm(M, X))``) gathers them where they are.
 
 The thresholds come from ``benchmarks/alignment_copy.py`` (one thread, the caller's CPU time,
 medians of 300 alternating calls, the operand in cache before the call as an operator's

@@ -28,7 +28,7 @@ from ..driver.background import remembered
 from ..lower import lower_sparse_iter
 from ..schedule.generic import schedule_gsddmm_cpu, schedule_gspmm_cpu
 from ..schedule.operators import prefetch_distance
-from .arrays import is_torch
+from .arrays import empty_on_line, is_torch
 from .broadcast import feature_blocks
 from .dtypes import dtype_name, result_dtype
 from .generic_kernels import gsddmm_kernel, gspmm_kernel
@@ -56,7 +56,7 @@ def new_like(like, shape: tuple, dtype: str | None = None, out=None, operands: t
     if is_torch(like):
         import torch  # pylint: disable=import-outside-toplevel
         return torch.empty(shape, dtype=getattr(torch, dtype))
-    return np.empty(shape, dtype)
+    return empty_on_line(shape, dtype)
 
 
 def writes_into(out, like, shape: tuple, dtype: str, operands: tuple) -> bool:

@@ -50,7 +50,7 @@ import numpy as np
 from ..runtime.kernel import torch_as_numpy
 from ..runtime.threads import size_launches
 from .alignment import copy_may_pay, gather_ready
-from .arrays import in_dual_level, recorded, recorded_or_autocast
+from .arrays import empty_on_line, in_dual_level, recorded, recorded_or_autocast
 from .dtypes import autocast_dtype
 from .graph_tensors import tracing
 from .huge_pages import MIN_BYTES, note_gathered
@@ -83,7 +83,7 @@ class NumpyCall:
         declined one is counted by the general path). ``matrix``: what ``run_kernel`` needs
         besides (``plain_calls``: the caller's scipy matrix)."""
         if out is None:
-            out = np.empty(self.out_shape, np.float32)
+            out = empty_on_line(self.out_shape)
         return out if self.run(operands, operands, out, matrix) else None
 
     def run(self, operands: tuple, arrays: tuple, out_array, matrix) -> bool:

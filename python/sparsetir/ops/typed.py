@@ -42,7 +42,7 @@ from ..errors import FormatTypeError, SparseTIRTypeError, SparseTIRValueError
 from ..format.checks import index_array
 from ..lower import lower_sparse_iter
 from ..schedule.typed import schedule_gather_mm_cpu, schedule_relation_outer_cpu
-from .arrays import is_torch
+from .arrays import empty_on_line, is_torch
 from .dtypes import autocast_result
 from .generic_kernels import accumulator_dtype
 from .graph_tensors import tracing
@@ -242,7 +242,7 @@ def _empty(like, shape: tuple, dtype: str, zeros: bool = False):
     if is_torch(like):
         torch = sys.modules["torch"]
         return (torch.zeros if zeros else torch.empty)(shape, dtype=getattr(torch, dtype))
-    return (np.zeros if zeros else np.empty)(shape, np.dtype(dtype))
+    return np.zeros(shape, np.dtype(dtype)) if zeros else empty_on_line(shape, dtype)
 
 
 def gather_rows(a, b, relation: _Relation, dtypes: tuple):
