@@ -17,6 +17,7 @@ import sparsetir.ops as ops
 from sparsetir.driver.build_module import scheduled_stage2
 from sparsetir.errors import SparseTIRTypeError, SparseTIRValueError
 from sparsetir.ops import alignment
+from sparsetir.ops.arrays import LINED_BYTES, empty_on_line
 from sparsetir.ops.alignment import (CACHE_LINE, MIN_REUSE, REUSE_PER_L2, gather_ready,
                                      reuse_to_copy)
 from sparsetir.ops.line_copy import LINE_FLOATS, copy_lines, line_copy
@@ -186,8 +187,6 @@ def test_results_start_on_a_line_so_a_chained_call_copies_nothing(copies):
     """An operator's numpy result of 64 KiB or more starts on a cache line (as a torch
     tensor does), so feeding it to the next call, whose rows it gathers, needs no copy; the
     chained result is the chained scipy product, empty rows included."""
-    from sparsetir.ops.arrays import LINED_BYTES, empty_on_line
-
     A = dense_rows_matrix(m=600, n=600, per_row=40)
     M = ops.SparseMatrix(A)
     X = off_boundary((600, 32))
@@ -201,10 +200,31 @@ def test_results_start_on_a_line_so_a_chained_call_copies_nothing(copies):
     assert len(copies) == copied               # `first` was gathered where it is
     np.testing.assert_allclose(second, A @ (A @ X.astype(np.float64)), rtol=1e-4, atol=1e-3)
     assert not second[::7].any()               # every seventh row is empty
-    small = empty_on_line((LINED_BYTES // 8,))
-    assert small.nbytes < LINED_BYTES and small.flags.c_contiguous
-    for shape, dtype in (((1000, 17), np.float64), ((0, 5000), np.float32), ((70000,), np.int8)):
-        array = empty_on_line(shape, dtype)
-        assert array.shape == shape and array.dtype == dtype and array.flags.c_contiguous
-        assert array.flags.writeable and (array.nbytes < LINED_BYTES
-                                          or array.ctypes.data % CACHE_LINE == 0)
+
+
+
+@pytest.mark.parametrize("shape, dtype", [((LINED_BYTES // 4,), np.float32),
+                                          ((1000, 17), np.float64), ((3, 5, 70000), np.int8),
+                                          (LINED_BYTES, np.bool_)])
+def test_a_result_from_64_kib_starts_on_a_line(shape, dtype):
+    array = empty_on_line(shape, dtype)
+    assert array.nbytes >= LINED_BYTES and array.ctypes.data % CACHE_LINE == 0
+    assert array.dtype == dtype and array.flags.c_contiguous and array.flags.writeable
+    assert array.shape == ((shape,) if isinstance(shape, int) else shape)
+    array[...] = 1                              # the whole view is writable memory of its own
+    assert array.base.nbytes == array.nbytes + CACHE_LINE
+
+
+@pytest.mark.parametrize("shape", [(LINED_BYTES // 4 - 1,), (0, 5000), ()])
+def test_a_smaller_result_is_numpys_own(shape):
+    """Below ``LINED_BYTES`` a result is numpy's ``np.empty``: it owns its memory."""
+    array = empty_on_line(shape)
+    assert array.shape == shape and array.nbytes < LINED_BYTES and array.flags.owndata
+
+
+def test_a_zero_width_product_is_zeros_on_a_line():
+    """``gather_mm`` over zero inner features gives zeros (not what the memory held), placed
+    like every large result."""
+    out = ops.gather_mm(np.ones((20000, 0), np.float32), np.ones((3, 0, 32), np.float32),
+                        idx_b=np.zeros(20000, np.int64))
+    assert out.shape == (20000, 32) and out.ctypes.data % CACHE_LINE == 0 and not out.any()

@@ -193,6 +193,11 @@ def test_unweighted_half_spmm_on_a_summed_multigraph_keeps_x_dtype(dtype):
         assert y.dtype == dtype
         torch.testing.assert_close(y, expected, rtol=0, atol=0)
         assert not y[list(EMPTY_ROWS)].any()
+    if dtype == torch.float16:                          # numpy's half: the same rule
+        y = ops.spmm(M, x.numpy(), weighted=False)
+        assert y.dtype == np.float16 and np.array_equal(y, expected.numpy())
+    with torch.autocast("cpu", dtype=torch.bfloat16):   # autocast's dtype, whatever X's is
+        assert ops.spmm(M, x, weighted=False).dtype == torch.bfloat16
     leaf = x.clone().requires_grad_()
     y = ops.spmm(M, leaf, weighted=False)
     (grad,) = torch.autograd.grad(y, leaf, torch.ones_like(y))

@@ -21,9 +21,9 @@ Re-timed on 2026-11-29 with the copy into this thread's kept buffer (weighted Sp
 would be fitted to two graphs; it was not made. SDDMM's ``X`` is read row by row (each row's
 loads hit L1 after the first): copying it too saved nothing on facebook (128 features: 1.25 ms
 copying ``Y``, 1.23 both) and cost 10-23% on random graphs (16 a row, 128 features: 0.72 against
-0.88 ms). torch tensors are on 64-byte boundaries already (torch's allocator), and so are the operators'
-own numpy results of 64 KiB or more (``arrays.empty_on_line``): a chained call
-(``spmm(M, spmm(M, X))``) gathers them where they are.
+0.88 ms). torch tensors are on 64-byte boundaries already (torch's allocator), and so are
+the operators' own numpy results of 64 KiB or more (``arrays.empty_on_line``): a chained
+call (``spmm(M, spmm(M, X))``) gathers them where they are.
 
 The thresholds come from ``benchmarks/alignment_copy.py`` (one thread, the caller's CPU time,
 medians of 300 alternating calls, the operand in cache before the call as an operator's
@@ -50,10 +50,12 @@ import threading
 import numpy as np
 
 from ..schedule.operators import l2_cache_bytes
-from .line_copy import LINE_FLOATS, copy_lines
+from .arrays import LINE_BYTES, empty_on_line
+from .line_copy import copy_lines
 
-CACHE_LINE = 4 * LINE_FLOATS
-"""The boundary gathered rows are loaded from (bytes): one AVX-512 vector, one cache line."""
+CACHE_LINE = LINE_BYTES
+"""The boundary gathered rows are loaded from (bytes): one cache line, one AVX-512 vector of
+``line_copy.LINE_FLOATS`` float32."""
 
 MIN_REUSE = 8
 """Gathers a row from which a copy of an operand of at most half an L2 pays. SpMM on random
@@ -107,9 +109,8 @@ def gather_ready(array, gathers: int | None):
         return array
     size = array.size
     buffer = getattr(_scratch, "buffer", None)
-    if buffer is None or buffer.size < size + LINE_FLOATS:
-        buffer = _scratch.buffer = np.empty(size + LINE_FLOATS, np.float32)
-    start = (-buffer.ctypes.data % CACHE_LINE) // 4
-    copy = buffer[start:start + size].reshape(array.shape)
+    if buffer is None or buffer.size < size:
+        buffer = _scratch.buffer = empty_on_line(size, min_bytes=0)
+    copy = buffer[:size].reshape(array.shape)
     copy_lines(array, copy)
     return copy

@@ -17,6 +17,7 @@ Example
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -132,7 +133,8 @@ class DenseOperand:
 
 
 def new_array(torch_tensor: bool, shape: tuple):
-    """An uninitialised float32 torch tensor (``torch_tensor``) or numpy array of ``shape``."""
+    """An uninitialised float32 torch tensor (``torch_tensor``) or numpy array of ``shape``
+    (``empty_on_line``'s: on a cache line from ``LINED_BYTES``)."""
     if torch_tensor:
         return sys.modules["torch"].empty(shape, dtype=sys.modules["torch"].float32)
     return empty_on_line(shape)
@@ -148,9 +150,11 @@ serves them from its heap (16-byte boundaries) and placing them would cost more 
 a placed array costs about 1.3 us more to make than ``np.empty``'s 0.2 us."""
 
 
-def empty_on_line(shape, dtype=np.float32) -> np.ndarray:
+def empty_on_line(shape, dtype=np.float32, min_bytes: int = LINED_BYTES) -> np.ndarray:
     """An uninitialised C-contiguous numpy array of ``shape`` that starts on a ``LINE_BYTES``
-    boundary when it holds ``LINED_BYTES`` or more.
+    boundary when it holds ``min_bytes`` or more. Such an array is a view of a buffer 64 bytes
+    longer (its ``base``): like any view it cannot be resized in place (``ndarray.resize``;
+    ``np.resize`` makes a new array).
 
     An operator's result is often the next call's gathered operand (``spmm(M, spmm(M, X))``),
     whose rows the kernels load as whole cache lines: ``np.empty`` puts a large array 16 bytes
@@ -167,8 +171,8 @@ def empty_on_line(shape, dtype=np.float32) -> np.ndarray:
     0
     """
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape)) * dtype.itemsize
-    if nbytes < LINED_BYTES:
+    nbytes = math.prod((shape,) if isinstance(shape, int) else shape) * dtype.itemsize
+    if nbytes < min_bytes:
         return np.empty(shape, dtype)
     memory = np.empty(nbytes + LINE_BYTES, np.uint8)
     start = -memory.__array_interface__["data"][0] % LINE_BYTES

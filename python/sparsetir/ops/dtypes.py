@@ -5,7 +5,10 @@ float32 (float64 for float64 operands): half-precision loads are widened, and th
 rounded once where it is stored (``generic_kernels``). Operands of one dtype give that dtype.
 A half-precision operand with a float32 one gives float32, torch's promotion (the half operand
 is read as it is, never copied into float32). Every other mixture (float32 with float64, a half
-dtype with float64, bfloat16 with float16) is refused by name: nothing is cast.
+dtype with float64, bfloat16 with float16) is refused by name: nothing is cast. An operator
+whose operands are its own choice may ask for another result dtype: ``spmm(M, X,
+weighted=False)`` on a matrix that summed parallel edges reads their counts in float32 and
+gives X's dtype, as it does without parallel edges (``graph_ops.gspmm_entries``'s ``dtype``).
 
 Under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (or float16), the products of features
 (``spmm``, ``sddmm``, ``gspmm``, ``gsddmm``'s ``dot``, ``gather_mm``, ``segment_mm``) give

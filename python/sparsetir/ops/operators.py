@@ -29,6 +29,7 @@ from .plain import PlainCSR
 from . import tuning
 from ..schedule.operators import prefetch_distance, schedule_for
 from .tiles import row_tiles_for_threads
+from .generic_kernels import accumulator_dtype
 
 
 def _run(bound, user_names: dict, *args) -> None:
@@ -370,10 +371,10 @@ def _spmm_graph(A, X, out, weighted: bool):
     if weighted:
         result = gspmm_entries(matrix, "mul", "sum", X, values, out, prepare)
     elif matrix.multiplicity is not None:     # parallel edges: each counts, as in copy_u_sum
-        counts = matrix.multiplicity.astype(np.float64 if dtype_name(X) == "float64"
-                                            else np.float32)
+        x_dtype = dtype_name(X)                     # the counts in its accumulator's dtype
+        counts = matrix.multiplicity.astype(accumulator_dtype(x_dtype), copy=False)
         result = gspmm_entries(matrix, "mul", "sum", X, _like(X, counts), out,
-                               dtype=autocast_result(X) or dtype_name(X))
+                               dtype=autocast_result(X) or x_dtype)
     else:
         result = gspmm_entries(matrix, "copy_lhs", "sum", X, None, out, prepare)
     return _written(result, out)

@@ -242,7 +242,10 @@ def _empty(like, shape: tuple, dtype: str, zeros: bool = False):
     if is_torch(like):
         torch = sys.modules["torch"]
         return (torch.zeros if zeros else torch.empty)(shape, dtype=getattr(torch, dtype))
-    return np.zeros(shape, np.dtype(dtype)) if zeros else empty_on_line(shape, dtype)
+    array = empty_on_line(shape, dtype)
+    if zeros:
+        array.fill(0)
+    return array
 
 
 def gather_rows(a, b, relation: _Relation, dtypes: tuple):
