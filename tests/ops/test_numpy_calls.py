@@ -100,12 +100,19 @@ def test_an_off_boundary_gathered_operand_is_copied_at_every_call(monkeypatch):
     buffer = np.empty(N_COLS * FEAT + 32, np.float32)
     start = (-buffer.ctypes.data % 64 + 16) // 4
     X = buffer[start:start + N_COLS * FEAT].reshape(N_COLS, FEAT)
+    U = np.random.default_rng(9).standard_normal((M_ROWS, FEAT)).astype(np.float32)
+    coo = A.tocoo()
     for seed in range(3):
         X[:] = np.random.default_rng(seed).standard_normal(X.shape)
-        out = np.full((M_ROWS, FEAT), np.nan, np.float32)
-        ops.spmm(M, X, out=out)
-        np.testing.assert_allclose(out, A @ X, rtol=1e-5, atol=1e-5)
+        out = np.full(A.nnz, np.nan, np.float32)
+        ops.sddmm(M, U, X, out=out)                 # X is SDDMM's gathered Y here
+        np.testing.assert_allclose(out, np.einsum("ij,ij->i", U[coo.row], X[coo.col]),
+                                   rtol=1e-5, atol=1e-5)
     assert made == [X.size] * 3
+    made.clear()
+    for _ in range(3):                              # SpMM realigns X's rows in its kernel
+        ops.spmm(M, X, out=np.full((M_ROWS, FEAT), np.nan, np.float32))
+    assert made == []
 
 
 def test_the_short_path_runs_the_code_a_kernel_takes_later():

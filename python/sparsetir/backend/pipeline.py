@@ -15,11 +15,11 @@ nothing left to do); ``mark_uniform_conditions`` lets TVM put a ``__syncthreads`
 ``report_parallel_checks`` makes a check that fails in a parallel loop
 stop the call even on one thread (where TVM drops the error), ``vectorize_reductions``
 splits scalar dot products into vector lanes (CPU), ``prefetch_gathers`` prefetches gathered
-rows ahead in loops annotated for it, ``hoist_index_loads`` moves loop-invariant tests out
-of loops and binds loads of read-only index arrays once per loop iteration, and
-``stack_scratch`` puts small scratch buffers of CPU kernels on the stack (a failing check
-cannot leak them). Where an
-allocation's size depends on a loop variable, TVM's ``StorageRewrite`` (which would hoist it
+rows ahead in loops annotated for it, ``realign_gathers`` loads gathered rows that start off
+a cache line as the whole lines they span, shifted in registers (loops annotated for it),
+``hoist_index_loads`` moves loop-invariant tests out of loops and binds loads of read-only
+index arrays once per loop iteration, and ``stack_scratch`` puts small scratch buffers of CPU
+kernels on the stack (a failing check cannot leak them). Where an allocation's size depends on a loop variable, TVM's ``StorageRewrite`` (which would hoist it
 out of that loop) is turned off for that module.
 
 Example
@@ -39,6 +39,7 @@ from ..transform.function_fusion import HorizontalFusion
 from .index_loads import hoist_index_loads
 from .parallel_checks import report_parallel_checks
 from .prefetch import prefetch_gathers
+from .realign_gathers import realign_gathers
 from .stack_scratch import stack_scratch
 from .uniform_conditions import mark_uniform_conditions
 from .vector_reductions import vectorize_reductions
@@ -106,7 +107,8 @@ def _sparsetir_pipeline(**kwargs):
     blocks = tvm.transform.Sequential(
         _block_passes()
         + [repair_buffer_references, mark_uniform_conditions, report_parallel_checks,
-           vectorize_reductions, prefetch_gathers, hoist_index_loads, stack_scratch])
+           vectorize_reductions, prefetch_gathers, realign_gathers, hoist_index_loads,
+           stack_scratch])
 
     @tvm.transform.module_pass(opt_level=0, name="sparsetir.Pipeline")
     def pipeline(mod, ctx):

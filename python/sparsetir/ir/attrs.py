@@ -87,6 +87,10 @@ FIRST_SLOTS_ANNOTATION = "sparsetir.first_slots"
 PREFETCH_ANNOTATION = "sparsetir.prefetch_distance"
 """Prefetch the rows the loop gathers this many iterations ahead (``backend.prefetch``)."""
 
+REALIGN_ANNOTATION = "sparsetir.realign_gathers"
+"""Load the rows the loop gathers as whole cache lines when they start off one, shifted into
+place in registers (``backend.realign_gathers``)."""
+
 
 @dataclass(frozen=True)
 class IndexCheck:

@@ -1,6 +1,9 @@
-"""Gathered rows on cache-line boundaries: the dense operand whose rows a kernel gathers (SpMM's
-``X``, SDDMM's ``Y``) is copied to a 64-byte boundary first when it is not on one, it fits the
-caches and its rows are gathered often enough to pay for the copy.
+"""Gathered rows on cache-line boundaries: SDDMM's ``Y``, whose rows its kernel gathers, is
+copied to a 64-byte boundary first when it is not on one, it fits the caches and its rows are
+gathered often enough to pay for the copy. SpMM's ``X`` is not copied (since 2026-11-29): its
+kernels load a row that starts off a line as the whole lines it spans, shifted into place in
+registers (``backend.realign_gathers``), which beat the copy on every case measured there
+(facebook at 32-256 features: 1.1-1.4x; the figures below are the copy's, from before).
 
 The kernels load a gathered row as whole 64-byte vectors. numpy places a large array 16 bytes
 past a page boundary (glibc's ``mmap``-backed ``malloc``), so every such load then spans two
@@ -21,9 +24,13 @@ Re-timed on 2026-11-29 with the copy into this thread's kept buffer (weighted Sp
 would be fitted to two graphs; it was not made. SDDMM's ``X`` is read row by row (each row's
 loads hit L1 after the first): copying it too saved nothing on facebook (128 features: 1.25 ms
 copying ``Y``, 1.23 both) and cost 10-23% on random graphs (16 a row, 128 features: 0.72 against
-0.88 ms). torch tensors are on 64-byte boundaries already (torch's allocator), and so are
-the operators' own numpy results of 64 KiB or more (``arrays.empty_on_line``): a chained
-call (``spmm(M, spmm(M, X))``) gathers them where they are.
+0.88 ms). torch's allocator puts tensors on 64-byte boundaries, and the operators' own numpy
+results of 64 KiB or more start on one too (``arrays.empty_on_line``): a chained call
+(``spmm(M, spmm(M, X))``) gathers them where they are. A tensor viewing numpy's memory
+(``torch.from_numpy``) is read where numpy put it: copied by this rule on torch's team (where
+torch-tensor calls run), facebook's ``X`` gained only from 128 features (2 threads, 2026-11-29:
+1.40 -> 1.23 ms at 256, 0.64 -> 0.59 at 128) and lost below (0.142 -> 0.173 ms at 32), so
+torch tensors are not copied.
 
 The thresholds come from ``benchmarks/alignment_copy.py`` (one thread, the caller's CPU time,
 medians of 300 alternating calls, the operand in cache before the call as an operator's
@@ -77,6 +84,10 @@ MIN_ROW_BYTES = CACHE_LINE
 (random graph, 8 a row: 45 -> 36 us at 16 features, 75 -> 61 at 32, one thread); when the
 copy ran on the calling thread alone, 32 features on facebook on 2 threads lost (0.15 ms
 without, 0.20 with), which is why 256-byte rows were the floor then."""
+
+COPIED = frozenset({"sddmm"})
+"""The operators whose gathered operand ``gather_ready`` may copy: SDDMM (``Y``). SpMM's
+kernels realign ``X``'s rows themselves (see the module docstring)."""
 
 _scratch = threading.local()     # .buffer: a float32 buffer of this thread
 

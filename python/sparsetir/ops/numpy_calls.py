@@ -12,8 +12,8 @@ and declines anything else, which then takes the general path. What such a call 
 Python is only what may apply to its shapes, decided once when it is prepared: counting a
 large gathered operand for huge pages (``huge_pages.note_gathered``, after the kernel ran, so
 that a call the C plan declines is counted once, by the general path), the cache-line copy of
-a gathered operand where it may pay (``alignment.gather_ready``, numpy only, as on the general
-path), and the launch's thread mode (``threads.size_launches``: torch's OpenMP team for torch
+SDDMM's gathered ``Y`` where it may pay (``alignment.gather_ready``, numpy only, as on the
+general path; SpMM's kernels realign ``X``'s rows themselves), and the launch's thread mode (``threads.size_launches``: torch's OpenMP team for torch
 tensors); and, before any of it, whether torch is tracing the caller. Torch tensors pass as
 the numpy views torch gives (``runtime.kernel.torch_as_numpy``, which declines a tensor torch
 gives no view of: not on the CPU, with a negative or conjugate bit, outgrowing its storage,
@@ -49,7 +49,7 @@ import numpy as np
 
 from ..runtime.kernel import torch_as_numpy
 from ..runtime.threads import size_launches
-from .alignment import copy_may_pay, gather_ready
+from .alignment import COPIED, copy_may_pay, gather_ready
 from .arrays import empty_on_line, in_dual_level, recorded, recorded_or_autocast
 from .dtypes import autocast_dtype
 from .graph_tensors import tracing
@@ -185,7 +185,8 @@ def prepare(calls: dict, kind: str, bound, operands: tuple, out, gathered: int,
         made = TorchCall
     else:
         return
-    calls[_key(kind, operands)] = made(bound, operands, tuple(out.shape), gathered, gathers)
+    calls[_key(kind, operands)] = made(bound, operands, tuple(out.shape), gathered,
+                                       gathers if kind in COPIED else None)
 
 
 def prepare_half(calls: dict, kind: str, bound, operands: tuple, order: tuple, kept: tuple,

@@ -148,8 +148,8 @@ def spmm(A, X, out=None, weighted: bool = True):
     if _needs_graph_ops(A, X, out):
         result = _call_prepared_half(A, ("spmm", weighted), ("X",), (X,), (0,), out)
         return result if result is not None else _spmm_graph(A, X, out, weighted)
-    X = gather_ready(X, _nonzeros(A))      # gathered rows on cache lines (ops.alignment)
-    key = (name, type(X), getattr(X, "shape", None))
+    key = (name, type(X), getattr(X, "shape", None))   # X read where it is: the kernel
+                                                       # realigns its rows (ops.alignment)
     result = _call_prepared(A, key, ("X",), (X,), out)
     if result is None and not isinstance(A, SparseMatrix):
         result = _spmm_plain(A, name, X, out)

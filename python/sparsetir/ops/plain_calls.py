@@ -40,6 +40,7 @@ import scipy.sparse
 
 from ..runtime.native_call import available as native_calls_available
 from .graph_tensors import tracing
+from .alignment import COPIED
 from .numpy_calls import NumpyCall
 from .tiles import row_tiles_for_threads, tile_targets
 
@@ -64,11 +65,11 @@ class PlainCall(NumpyCall):
     __slots__ = ("row_count", "targets", "weighted")
 
     def __init__(self, kernel, tiles: int, plain, operands: tuple, out_shape: tuple,
-                 gathered: int, weighted: bool):
+                 gathered: int, weighted: bool, gathers: int | None):
         m, n = plain.shape
         bound = kernel.bind(validate=False, t=tiles, m=m, n=n, nnz=plain.nnz,
                             rows=plain.rows())
-        super().__init__(bound, operands, out_shape, gathered, plain.nnz)
+        super().__init__(bound, operands, out_shape, gathered, gathers)
         self.nbytes += plain.indptr.nbytes + plain.indices.nbytes \
             + (plain.data.nbytes if weighted else 0)
         self.row_count, self.weighted = m, weighted
@@ -120,7 +121,8 @@ def prepare(kind: str, kernel, tiles: int, plain, matrix, operands: tuple, out,
             _seen.clear()
         _seen.add(key)
         return
-    call = PlainCall(kernel, tiles, plain, operands, out.shape, gathered, kind == "spmm")
+    call = PlainCall(kernel, tiles, plain, operands, out.shape, gathered, kind == "spmm",
+                     plain.nnz if kind in COPIED else None)
     if call.bound.native_call:
         _calls[key] = call
         while len(_calls) > KEPT:

@@ -41,10 +41,14 @@ from pathlib import Path
 
 import tvm
 
-from ..ir.attrs import PREFETCH_ANNOTATION
+from ..ir.attrs import PREFETCH_ANNOTATION, REALIGN_ANNOTATION
 from .operators_cuda import schedule_sddmm_cuda, schedule_spmm_cuda
 
 LANE_CHOICES = (128, 64, 32, 16, 8)
+
+REALIGN_LANES = 16
+"""Register tiles of a multiple of this many lanes (one 64-byte vector) load gathered rows that
+start off a cache line as whole lines (``backend.realign_gathers``)."""
 
 
 def spmm_lanes(feat_size: int) -> int:
@@ -113,11 +117,15 @@ def accumulate_in_registers(sch, update, reductions: list, features, lanes: int)
     ``reductions`` loops (outermost first), and sum each tile in a buffer of its own: a
     "global" allocation of constant size becomes a stack array, which LLVM keeps in vector
     registers (summing into the output itself stores every vector after every nonzero),
-    written back once per tile. Returns the init block that ``decompose_reduction`` made (an
-    init that keeps the output, ``Y = Y``, must then load it: ``transform.accumulator``)."""
+    written back once per tile. Tiles of a multiple of ``REALIGN_LANES`` lanes load the rows
+    they gather as whole cache lines when the rows start off one (``backend.realign_gathers``).
+    Returns the init block that ``decompose_reduction`` made (an init that keeps the output,
+    ``Y = Y``, must then load it: ``transform.accumulator``)."""
     feature_tiles, lane = sch.split(features, [None, lanes])
     sch.reorder(feature_tiles, *reductions)
     sch.vectorize(lane)
+    if lanes % REALIGN_LANES == 0:
+        sch.annotate(reductions[0], REALIGN_ANNOTATION, 1)
     accumulate = sch.cache_write(update, 0, "global")
     sch.reverse_compute_at(accumulate, feature_tiles)
     sch.vectorize(sch.get_loops(accumulate)[-1])

@@ -1,0 +1,164 @@
+"""realign_gathers: a loop annotated for it chooses, from the gathered operand's address, a copy
+whose lane loops read each row from the whole cache lines it spans, shifted in registers; the
+results are the same wherever the operand starts, and no read leaves the operand's lines."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse
+import torch
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+import sparsetir
+import sparsetir.ops as ops
+from sparsetir.backend.pipeline import lower_blocks
+from sparsetir.backend.prefetch import prefetch_gathers
+from sparsetir.backend.realign_gathers import SHIFTS, VECTOR, realign_gathers
+from sparsetir.backend.vector_reductions import vectorize_reductions
+from sparsetir.driver.build_module import lower_to_stage3
+from sparsetir.ir.attrs import REALIGN_ANNOTATION
+from sparsetir.ops.kernels import KERNELS
+from sparsetir.schedule.operators import schedule_for
+from sparse_inputs import skewed_csr
+
+LINE = 64
+
+
+def scheduled(name, feat, prefetch=0, lanes=None):
+    return schedule_for(name, sparsetir.lower_sparse_iter(
+        KERNELS[name].specialize({"feat_size": feat})), feat, "llvm", prefetch, lanes)
+
+
+def lowered(mod):
+    flat = lower_to_stage3(mod, "llvm", "none")
+    with tvm.target.Target("llvm"):
+        return tvm.transform.Sequential([vectorize_reductions, prefetch_gathers,
+                                         realign_gathers])(lower_blocks(flat))
+
+
+def placed(array, offset):
+    """A copy of ``array`` starting ``offset`` bytes past a cache line."""
+    memory = np.empty(array.nbytes + LINE, np.uint8)
+    start = (offset - memory.ctypes.data) % LINE
+    copy = memory[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
+
+
+def nodes(mod, kind):
+    found = []
+    tvm_ffi.structural_walk(mod["main"].body, (kind, found.append), order="pre")
+    return found
+
+
+@pytest.mark.parametrize("feat, lanes", [(32, 32), (256, 128), (64, 16)])
+def test_each_shift_gets_a_loop_whose_rows_come_from_whole_lines(feat, lanes):
+    """One realigned copy of the nonzero loop per shift, each lane loop's row filled by one
+    shuffle of ``lanes / 16 + 1`` line loads at ``base - shift``, taking lanes ``shift`` to
+    ``shift + lanes - 1``; the loop as it was stays for every other start."""
+    mod = lowered(scheduled("spmm", feat, lanes=lanes))
+    shuffles = nodes(mod, tirx.Shuffle)
+    assert len(shuffles) == len(SHIFTS)
+    seen = set()
+    for shuffle in shuffles:
+        assert len(shuffle.vectors) == lanes // VECTOR + 1
+        first = int(shuffle.indices[0])
+        assert [int(i) for i in shuffle.indices] == list(range(first, first + lanes))
+        seen.add(first)
+        for vector in shuffle.vectors:
+            assert vector.source.name == "X" and int(vector.indices[0].lanes) == VECTOR
+    assert seen == set(SHIFTS)
+    conditions = [str(node.condition) for node in nodes(mod, tirx.IfThenElse)
+                  if "ptrmask" in str(node.condition)]
+    assert len(conditions) == len(SHIFTS)
+    assert not any(REALIGN_ANNOTATION in loop.annotations for loop in nodes(mod, tirx.For))
+
+
+def test_a_tile_narrower_than_a_vector_and_sddmm_are_left_alone():
+    for mod in (scheduled("spmm", 24), scheduled("spmm", 32, lanes=8), scheduled("sddmm", 64)):
+        assert not nodes(lowered(mod), tirx.Shuffle)
+
+
+@pytest.mark.parametrize("offset", [0, 4, 8, 16, 32, 48])
+@pytest.mark.parametrize("feat", [16, 32, 64, 96, 256])
+@pytest.mark.parametrize("weighted", [True, False])
+def test_spmm_is_right_wherever_x_starts(offset, feat, weighted):
+    """Every start of X (on a line, on the realigned shifts, between them) gives scipy's
+    product, on rows with no nonzero and into an output full of NaN."""
+    A = skewed_csr(300, 200, seed=feat + offset)
+    X = placed(np.random.default_rng(offset).standard_normal((200, feat)).astype(np.float32),
+               offset)
+    assert X.ctypes.data % LINE == offset
+    reference = (A if weighted else (A != 0).astype(np.float32)) @ X.astype(np.float64)
+    M = ops.SparseMatrix(A)
+    for call in range(3):                      # general path, then the prepared short path
+        out = np.full((300, feat), np.nan, np.float32)
+        assert ops.spmm(M, X, out=out, weighted=weighted) is out
+        np.testing.assert_allclose(out, reference, rtol=1e-5, atol=1e-4)
+    plain = np.full((300, feat), np.nan, np.float32)
+    for call in range(3):                      # the scipy matrix passed at every call
+        ops.spmm(A, X, out=plain, weighted=weighted)
+    np.testing.assert_allclose(plain, reference, rtol=1e-5, atol=1e-4)
+    Xt = torch.from_numpy(X)                   # a tensor viewing numpy's memory
+    np.testing.assert_allclose(ops.spmm(M, Xt, weighted=weighted).numpy(), reference,
+                               rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("offset", [16, 48])
+def test_gspmm_and_prefetched_spmm_are_right_off_a_line(offset):
+    """The generic aggregation (``copy_u_sum``) and an SpMM whose X is large enough to be
+    prefetched (more than two cores' L2) realign too."""
+    A = skewed_csr(120, 90, seed=offset)
+    X = placed(np.random.default_rng(1).standard_normal((90, 64)).astype(np.float32), offset)
+    np.testing.assert_allclose(ops.copy_u_sum(ops.SparseMatrix(A), X),
+                               (A != 0).astype(np.float64) @ X, rtol=1e-5, atol=1e-4)
+    kernel = sparsetir.build(scheduled("spmm", 64, prefetch=4), "llvm", schedule="none")
+    M = ops.SparseMatrix(A)
+    tile_ptr, rows = M.row_tiles(4)
+    Y = np.full((120, 64), np.nan, np.float32)
+    kernel(M.data, X, Y, tile_ptr, rows, M.indptr, M.indices, 4, 120, 90, M.nnz)
+    np.testing.assert_allclose(Y, A @ X.astype(np.float64), rtol=1e-5, atol=1e-4)
+
+
+def test_reads_stay_on_the_operands_lines():
+    """X's first line starts a page and its last line ends the next one, each beside a page
+    that cannot be read: the line loads before X's first row and after its last stay on
+    X's own lines (a read past them would kill the process)."""
+    script = textwrap.dedent("""
+        import ctypes, mmap, sys
+        import numpy as np
+        sys.path.insert(0, "tests")
+        import sparsetir.ops as ops
+        from sparse_inputs import skewed_csr
+        page = mmap.PAGESIZE
+        region = mmap.mmap(-1, 4 * page)
+        base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+        libc = ctypes.CDLL(None)
+        for guard in (0, 3):
+            assert libc.mprotect(ctypes.c_void_p(base + guard * page), page, 0) == 0
+        A = skewed_csr(50, 40, seed=5)
+        for offset in (16, 32, 48):
+            for rows, feat in ((40, 32), (20, 64)):
+                nbytes = rows * feat * 4
+                # first line at the start of page 1; last line at the end of page 2
+                for start in (page + offset, 3 * page - 64 + offset - nbytes):
+                    X = np.frombuffer(region, np.float32, count=rows * feat,
+                                      offset=start).reshape(rows, feat)
+                    X[...] = np.random.default_rng(offset).standard_normal((rows, feat))
+                    assert X.ctypes.data % 64 == offset
+                    B = A[:, :rows].tolil()
+                    B[0, 0] = B[1, rows - 1] = 1.0     # X's first and last rows are gathered
+                    B = B.tocsr()
+                    out = ops.spmm(ops.SparseMatrix(B), X)
+                    assert np.allclose(out, B @ X, atol=1e-4)
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, cwd=str(Path(__file__).resolve().parents[2]))
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
