@@ -1,6 +1,8 @@
 """The measurement behind ``ops.alignment``'s thresholds: what a gathered operand 16 bytes off a
 cache line costs the SpMM and SDDMM kernels, against the parallel copy (``ops.line_copy``)
-that puts it on one.
+that puts it on one. Since 2026-11-29 only SDDMM copies (``ops.alignment.COPIED``); SpMM's
+kernels realign a row off a line in registers (``backend.realign_gathers``), so its ``off``
+column is now that kernel's time, and the SpMM rows show what the copy would cost beside it.
 
 For each graph and feature size, in one process, in alternating rounds: the kernel on the
 operand off the boundary (``off``), the copy followed by the kernel on the copy (``copied``),

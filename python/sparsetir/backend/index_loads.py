@@ -51,7 +51,14 @@ def read_only_params(func) -> set:
     tvm_ffi.structural_walk(func.body, (tirx.BufferStore, lambda s: written.add(s.buffer)),
                             order="pre")
 
+    prefetched = []      # address_of(X[...]) given to a prefetch, which reads nothing into X
+
     def on_call(call):   # address_of(C[...]) hands C to code that may write it (atomics)
+        if getattr(call.op, "name", "") == "tirx.prefetch":
+            prefetched.extend(arg for arg in call.args if isinstance(arg, tvm.ir.Call))
+            return
+        if any(call.same_as(p) for p in prefetched):
+            return
         for arg in call.args:
             if isinstance(arg, tvm.ir.TensorLoad):
                 written.add(arg.source)

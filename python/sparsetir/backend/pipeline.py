@@ -12,15 +12,15 @@ pipeline runs TVM's block lowering (with SparseTIR's ``HorizontalFusion`` of a f
 allocated under the same name, and then runs TVM's default pipeline (whose block passes have
 nothing left to do); ``mark_uniform_conditions`` lets TVM put a ``__syncthreads`` inside an
 ``if`` that all threads of a block take alike (a fused kernel's ``blockIdx`` ranges);
-``report_parallel_checks`` makes a check that fails in a parallel loop
-stop the call even on one thread (where TVM drops the error), ``vectorize_reductions``
-splits scalar dot products into vector lanes (CPU), ``prefetch_gathers`` prefetches gathered
-rows ahead in loops annotated for it, ``realign_gathers`` loads gathered rows that start off
-a cache line as the whole lines they span, shifted in registers (loops annotated for it),
-``hoist_index_loads`` moves loop-invariant tests out of loops and binds loads of read-only
-index arrays once per loop iteration, and ``stack_scratch`` puts small scratch buffers of CPU
-kernels on the stack (a failing check cannot leak them). Where an allocation's size depends on a loop variable, TVM's ``StorageRewrite`` (which would hoist it
-out of that loop) is turned off for that module.
+``report_parallel_checks`` makes a check that fails in a parallel loop stop the call even on
+one thread (where TVM drops the error), ``vectorize_reductions`` splits scalar dot products
+into vector lanes (CPU), ``prefetch_gathers`` prefetches gathered rows ahead in loops annotated
+for it, ``realign_gathers`` loads gathered rows that start off a cache line as the whole lines
+they span, shifted in registers (loops annotated for it), ``hoist_index_loads`` moves
+loop-invariant tests out of loops and binds loads of read-only index arrays once per loop
+iteration, and ``stack_scratch`` puts small scratch buffers of CPU kernels on the stack (a
+failing check cannot leak them). Where an allocation's size depends on a loop variable, TVM's
+``StorageRewrite`` (which would hoist it out of that loop) is turned off for that module.
 
 Example
 -------

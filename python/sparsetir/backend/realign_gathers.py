@@ -8,9 +8,9 @@ whole number of lines every vector of every row straddles two: twice the L1 acce
 kernel ran 1.5-2x slower than on the same rows on lines where they come from the L2 cache.
 Copying the operand onto lines first (``ops.alignment``) costs the copy, and the copy's lines
 then move between the cores' caches. This pass (run by the ``sparsetir`` pipeline) rewrites
-every loop annotated ``REALIGN_ANNOTATION`` into a choice made at each entry from the gathered
-buffer's address: at ``s`` elements past a line (``s`` in ``SHIFTS``), the loop whose lane
-loops
+every loop annotated ``REALIGN_ANNOTATION`` into a choice made each time the loop is entered
+(once a row), from the gathered buffer's address: at ``s`` elements past a line (``s`` in
+``SHIFTS``), the loop whose lane loops
 
     for l in vectorized(L): ... X[base + l] ...             (L a multiple of VECTOR)
 
@@ -28,9 +28,11 @@ read outside the row are never used).
 
 Measured (weighted SpMM, X 16 bytes past a line, 2 threads, Intel VM, medians, 2026-11-29,
 before -> after): facebook 0.144-0.147 -> 0.107-0.136 ms at 32 features, 0.24-0.29 -> 0.18-0.20
-at 64, 0.49-0.53 -> 0.38-0.39 at 128, 1.07-1.16 -> 0.91-0.97 at 256 (before: the copy); the
-arxiv-size synthetic graph 3.94 -> 3.34 ms at 32; pubmed and email-Enron unchanged within the
-runs' spread (their rows come from L3, where the lines a row spans, not the split loads, bind).
+at 64, 0.49-0.53 -> 0.38-0.39 at 128, 1.07-1.16 -> 0.91-0.97 at 256 (before: the copy); pubmed
+at 32 features 0.23-0.25 -> 0.18-0.19; pubmed's other cases and email-Enron within the runs'
+spread (their rows come from L3, where the lines a row spans, not the split loads, bind).
+A lane loop whose gathered load sits under a condition (hyb's padding mask) is left as it is:
+the line loads would run ahead of the test.
 
 Example
 -------
@@ -48,11 +50,9 @@ from tvm.script import tirx as T
 from ..ir.attrs import REALIGN_ANNOTATION
 from ..ir.utils import substitute, uses_var
 from .index_loads import read_only_params
-
-VECTOR = 16
-"""float32 elements in one 64-byte vector, one cache line."""
-
-LINE_BYTES = 64
+from .parallel_scratch import ScratchRewriter, binds_threads, with_body
+from .prefetch import CACHE_LINE
+from .vector_reductions import LANES as VECTOR
 
 SHIFTS = (4, 8, 12)
 """Elements past a line a realigned loop is made for: the 16-byte steps where an allocator puts
@@ -62,60 +62,39 @@ arrays (glibc, numpy); an operand elsewhere (a slice 4 bytes in) takes the loop 
 @tirx.transform.prim_func_pass(opt_level=0, name="sparsetir.RealignGathers")
 def realign_gathers(func, _mod, _ctx):
     """The pass (see the module docstring)."""
-    gathered = {p for p in read_only_params(func) if str(p.dtype) == "float32"}
-    if not gathered:
+    if binds_threads(func.body):
         return func
-    rewriter = _Rewriter(gathered)
-    body = rewriter.stmt(func.body)
-    if rewriter.pending:   # annotated loops outside any parallel loop: allocate at the top
-        body = tirx.SeqStmt([tirx.AllocBuffer(b) for b in rewriter.pending] + [body])
-    return func.with_body(body)
+    gathered = {p for p in read_only_params(func) if str(p.dtype) == "float32"}
+    return func.with_body(_Rewriter(gathered).function_body(func.body))
 
 
-class _Rewriter:
+class _Rewriter(ScratchRewriter):
     def __init__(self, gathered: set):
+        super().__init__()
         self.gathered = gathered
-        self.pending = []
 
-    def stmt(self, node):
-        if isinstance(node, tirx.For):
-            if node.kind == tirx.ForKind.PARALLEL:
-                outer, self.pending = self.pending, []
-                body = self.stmt(node.body)
-                if self.pending:
-                    body = tirx.SeqStmt([tirx.AllocBuffer(b) for b in self.pending] + [body])
-                self.pending = outer
-                return _with_body(node, body)
-            if REALIGN_ANNOTATION in node.annotations:
-                return self._choice(node)
-            return _with_body(node, self.stmt(node.body))
-        if isinstance(node, tirx.SeqStmt):
-            return tirx.SeqStmt([self.stmt(s) for s in node.seq])
-        if isinstance(node, tirx.IfThenElse):
-            return tirx.IfThenElse(node.condition, self.stmt(node.then_case),
-                                   self.stmt(node.else_case) if node.else_case is not None
-                                   else None)
-        if isinstance(node, tirx.AttrStmt):
-            return tirx.AttrStmt(node.node, node.attr_key, node.value, self.stmt(node.body))
-        return node
+    def loop(self, node):
+        if REALIGN_ANNOTATION not in node.annotations:
+            return None
+        return self._choice(with_body(node, node.body, {
+            key: value for key, value in node.annotations.items() if key != REALIGN_ANNOTATION}))
 
     def _choice(self, loop):
         """``loop`` as the choice between its realigned forms and itself, or ``loop`` when none
-        of its lane loops gathers from one buffer at ``base + lane`` (the annotation is
-        consumed either way)."""
-        loop = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body,
-                        loop.thread_binding, {key: value for key, value in loop.annotations.items()
-                                              if key != REALIGN_ANNOTATION})
-        sites = []
+        of its lane loops gathers from one buffer at ``base + lane``, or it binds variables of
+        its own besides its loops' (each copy would bind them again)."""
+        sites, binds = [], []
         tvm_ffi.structural_walk(loop, (tirx.For, lambda f: sites.append(f)
                                        if self._gather(f) is not None else None), order="pre")
+        tvm_ffi.structural_walk(loop, ((tirx.LetStmt, tirx.Bind, tirx.AllocBuffer),
+                                       binds.append), order="pre")
         sources = {self._gather(site)[0] for site in sites}
-        if len(sources) != 1:
-            return loop
+        if len(sources) != 1 or binds:
+            return self.stmt(loop)
         (source,) = sources
         if not isinstance(source.elem_offset, tirx.IntImm) or int(source.elem_offset) != 0:
-            return loop
-        choice = loop
+            return self.stmt(loop)
+        choice = self.stmt(loop)
         for shift in reversed(SHIFTS):
             realigned = _fresh_loops(tvm_ffi.structural_map(
                 loop, (tirx.For, lambda f, s=shift: self._realigned(f, s)), order="post"))
@@ -126,10 +105,10 @@ class _Rewriter:
     def _gather(self, loop):
         """``(buffer, load)``: the one load of a gathered buffer (a read-only float32 parameter)
         whose place depends on the lane, at ``base + lane`` with ``base`` a multiple of
-        ``VECTOR``, in the lane loop ``loop``; or None."""
+        ``VECTOR``, in the lane loop ``loop``, under no condition; or None."""
         if loop.kind != tirx.ForKind.VECTORIZED or not isinstance(loop.extent, tirx.IntImm) \
                 or int(loop.extent) % VECTOR or not isinstance(loop.min, tirx.IntImm) \
-                or int(loop.min) != 0:
+                or int(loop.min) != 0 or _has_condition(loop.body):
             return None
         loads = []
         tvm_ffi.structural_walk(loop.body, (tvm.ir.TensorLoad, lambda load: loads.append(load)
@@ -168,11 +147,25 @@ class _Rewriter:
         body = tvm_ffi.structural_map(
             loop.body, (tvm.ir.TensorLoad, lambda other: row[loop.loop_var]
                         if tvm_ffi.structural_equal(other, load) else other), order="post")
-        return tirx.SeqStmt([fill, _with_body(loop, body)])
+        return tirx.SeqStmt([fill, with_body(loop, body)])
+
+
+def _has_condition(body) -> bool:
+    """Whether ``body`` tests anything (an ``if``, a select): a load under the test must not be
+    moved ahead of it."""
+    found = tvm_ffi.structural_walk(body, ((tirx.IfThenElse, tirx.Select), lambda _node:
+                                           tvm_ffi.VisitInterrupt(True)), order="pre")
+    if found is not None:
+        return True
+    calls = []
+    tvm_ffi.structural_walk(body, (tvm.ir.Call, lambda call: calls.append(call)
+                                   if getattr(call.op, "name", "") == "tirx.if_then_else"
+                                   else None), order="pre")
+    return bool(calls)
 
 
 def _starts_at(source, offset: int):
-    """Whether ``source``'s first element is ``offset`` bytes past a ``LINE_BYTES`` boundary:
+    """Whether ``source``'s first element is ``offset`` bytes past a ``CACHE_LINE`` boundary:
     its address's low bits, read by masking the pointer (LLVM's ``ptrmask``) and asking
     whether what is left is null, bit by bit (TIR has no pointer-to-integer cast)."""
     start = T.address_of(tirx.BufferLoad(source, [0]))
@@ -180,7 +173,7 @@ def _starts_at(source, offset: int):
     def masked_null(mask: int):
         return T.isnullptr(T.call_llvm_pure_intrin(start.ty, "llvm.ptrmask", start,
                                                    tirx.const(mask, "int64")))
-    condition = masked_null((LINE_BYTES - 1) & ~offset)
+    condition = masked_null((CACHE_LINE - 1) & ~offset)
     for bit in (b for b in (1, 2, 4, 8, 16, 32) if offset & b):
         condition = tirx.And(condition, tirx.Not(masked_null(bit)))
     return condition
@@ -191,13 +184,7 @@ def _fresh_loops(stmt):
     own)."""
     def renamed(loop):
         var = tirx.Var(loop.loop_var.name, loop.loop_var.ty)
-        return tirx.For(var, loop.min, loop.extent, loop.kind,
-                        substitute(loop.body, {loop.loop_var: var}), loop.thread_binding,
-                        loop.annotations)
+        return with_body(tirx.For(var, loop.min, loop.extent, loop.kind, loop.body,
+                                  loop.thread_binding, loop.annotations),
+                         substitute(loop.body, {loop.loop_var: var}))
     return tvm_ffi.structural_map(stmt, (tirx.For, renamed), order="post")
-
-
-def _with_body(loop, body):
-    return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body,
-                    loop.thread_binding, loop.annotations)
-

@@ -30,6 +30,7 @@ from tvm_ffi.libinfo import load_lib_ctypes
 
 from .cpu_atomics import load_cpu_atomics, uses_cpu_atomics
 from .native import build_shared
+from .parallel_scratch import binds_threads as _binds_threads_in
 from .pipeline import PIPELINE_NAME
 from ..errors import SparseTIRValueError
 
@@ -228,18 +229,6 @@ def _top_level_loop_nests(func: tirx.PrimFunc) -> list:
     body = func.body.block.body
     stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
     return [stmt for stmt in stmts if isinstance(stmt, tirx.For)]
-
-
-def _binds_threads_in(node) -> bool:
-    """Whether ``node`` has a loop bound to a GPU thread axis (scheduled or lowered form)."""
-    def visit(node):
-        if isinstance(node, tirx.For) and node.kind == tirx.ForKind.THREAD_BINDING:
-            return tvm_ffi.VisitInterrupt(node)
-        if isinstance(node, tirx.AttrStmt) and node.attr_key == "thread_extent":
-            return tvm_ffi.VisitInterrupt(node)
-        return None
-
-    return tvm_ffi.structural_walk(node, ((tirx.For, tirx.AttrStmt), visit), order="pre") is not None
 
 
 def _choose_cuda_compiler() -> None:

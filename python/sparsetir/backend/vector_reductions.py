@@ -36,6 +36,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..ir.utils import substitute, uses_var
+from .parallel_scratch import ScratchRewriter, binds_threads
 
 LANES = 16
 
@@ -43,47 +44,16 @@ LANES = 16
 @tirx.transform.prim_func_pass(opt_level=0, name="sparsetir.VectorizeReductions")
 def vectorize_reductions(func, _mod, _ctx):
     """The pass (see the module docstring)."""
-    if _binds_threads(func.body):
+    if binds_threads(func.body):
         return func
-    rewriter = _Rewriter()
-    body = rewriter.stmt(func.body)
-    if rewriter.pending:   # reductions outside any parallel loop: allocate at the top
-        body = tirx.SeqStmt([tirx.AllocBuffer(b) for b in rewriter.pending] + [body])
-    return func.with_body(body)
+    return func.with_body(_Rewriter().function_body(func.body))
 
 
-class _Rewriter:
-    def __init__(self):
-        self.pending = []
-
-    def stmt(self, node):
-        if isinstance(node, tirx.For):
-            if node.kind == tirx.ForKind.PARALLEL:
-                outer, self.pending = self.pending, []
-                body = self.stmt(node.body)
-                if self.pending:
-                    body = tirx.SeqStmt([tirx.AllocBuffer(b) for b in self.pending] + [body])
-                self.pending = outer
-                return tirx.For(node.loop_var, node.min, node.extent, node.kind, body,
-                                node.thread_binding, node.annotations)
-            if node.kind == tirx.ForKind.VECTORIZED:   # lanes already: leave what is inside
-                return node
-            rewritten = self._reduction(node)
-            if rewritten is not None:
-                return rewritten
-            return tirx.For(node.loop_var, node.min, node.extent, node.kind,
-                            self.stmt(node.body), node.thread_binding, node.annotations)
-        if isinstance(node, tirx.SeqStmt):
-            return tirx.SeqStmt([self.stmt(s) for s in node.seq])
-        if isinstance(node, tirx.IfThenElse):
-            return tirx.IfThenElse(node.condition, self.stmt(node.then_case),
-                                   self.stmt(node.else_case) if node.else_case is not None
-                                   else None)
-        if isinstance(node, tirx.AttrStmt):
-            return tirx.AttrStmt(node.node, node.attr_key, node.value, self.stmt(node.body))
-        if isinstance(node, tirx.While):
-            return tirx.While(node.condition, self.stmt(node.body))
-        return node
+class _Rewriter(ScratchRewriter):
+    def loop(self, node):
+        if node.kind == tirx.ForKind.VECTORIZED:   # lanes already: leave what is inside
+            return node
+        return self._reduction(node)
 
     def _reduction(self, loop):
         store = loop.body
@@ -165,9 +135,3 @@ def _reads(expr, buffer) -> bool:
         True) if load.source.same_as(buffer) else None), order="pre")
     return bool(getattr(found, "value", False))
 
-
-def _binds_threads(body) -> bool:
-    found = tvm_ffi.structural_walk(body, (tirx.For, lambda f: tvm_ffi.VisitInterrupt(True)
-                                           if f.thread_binding is not None else None),
-                                    order="pre")
-    return bool(getattr(found, "value", False))

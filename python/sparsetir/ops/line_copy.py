@@ -9,7 +9,8 @@ other kernels' do (``runtime.threads``): a launch cuts the lines into contiguous
 thread, taken by the task pool's threads (a copy of less than ``SERIAL_BYTES`` runs on the
 calling thread). On one thread it copies at about numpy's speed (2 MiB: 0.14-0.16 ms against
 numpy's 0.14; 0.5 MiB: 13 against 10 us, the call's 2-3 us; ``benchmarks/alignment_copy.py``).
-It stays a pass of its own before the SpMM or SDDMM kernel: fused into the kernel it would
+It stays a pass of its own before the SDDMM kernel (SpMM's realign ``X``'s rows in registers
+instead, ``backend.realign_gathers``): fused into the kernel it would
 still be a parallel loop that every thread finishes before any thread gathers, saving only
 one call (2-3 us), at the price of a second variant of every kernel.
 

@@ -9,17 +9,18 @@ Such a call needs none of the general path's Python checks: the kernel's C plan
 (``runtime.native_call``) checks the arrays themselves (exactly ``numpy.ndarray``, the kernel's
 dtypes, C-contiguous, the prepared shapes, aligned, the output writable, nothing overlapping)
 and declines anything else, which then takes the general path. What such a call still does in
-Python is only what may apply to its shapes, decided once when it is prepared: counting a
-large gathered operand for huge pages (``huge_pages.note_gathered``, after the kernel ran, so
-that a call the C plan declines is counted once, by the general path), the cache-line copy of
-SDDMM's gathered ``Y`` where it may pay (``alignment.gather_ready``, numpy only, as on the
-general path; SpMM's kernels realign ``X``'s rows themselves), and the launch's thread mode (``threads.size_launches``: torch's OpenMP team for torch
-tensors); and, before any of it, whether torch is tracing the caller. Torch tensors pass as
-the numpy views torch gives (``runtime.kernel.torch_as_numpy``, which declines a tensor torch
-gives no view of: not on the CPU, with a negative or conjugate bit, outgrowing its storage,
-requiring grad); a call autograd records (a tensor requires grad in grad mode) takes the
-general path, and so does a float32 call under torch's autocast (which sets the result's
-dtype) and every call while torch traces the caller; autograd learns that the output changed.
+Python is only what may apply to its shapes, decided once when it is prepared: counting a large
+gathered operand for huge pages (``huge_pages.note_gathered``, after the kernel ran, so that a
+call the C plan declines is counted once, by the general path), the cache-line copy of SDDMM's
+gathered ``Y`` where it may pay (``alignment.gather_ready``, numpy only, as on the general
+path; SpMM's kernels realign ``X``'s rows themselves), and the launch's thread mode
+(``threads.size_launches``: torch's OpenMP team for torch tensors); and, before any of it,
+whether torch is tracing the caller. Torch tensors pass as the numpy views torch gives
+(``runtime.kernel.torch_as_numpy``, which declines a tensor torch gives no view of: not on the
+CPU, with a negative or conjugate bit, outgrowing its storage, requiring grad); a call autograd
+records (a tensor requires grad in grad mode) takes the general path, and so does a float32
+call under torch's autocast (which sets the result's dtype) and every call while torch traces
+the caller; autograd learns that the output changed.
 
 Why it matters: a call's Python runs after the previous kernel has pushed the interpreter's
 code and data out of the L1 and L2 caches, so each line costs microseconds, not nanoseconds.
@@ -65,8 +66,8 @@ class NumpyCall:
     __slots__ = ("bound", "out_shape", "nbytes", "gathered", "gathers", "count_for_huge_pages",
                  "may_copy")
 
-    def __init__(self, bound, operands: tuple, out_shape: tuple, gathered: int, gathers: int,
-                 out_itemsize: int = 4):
+    def __init__(self, bound, operands: tuple, out_shape: tuple, gathered: int,
+                 gathers: int | None, out_itemsize: int = 4):
         array = operands[gathered]
         self.bound, self.out_shape, self.gathered, self.gathers = bound, out_shape, gathered, \
             gathers
