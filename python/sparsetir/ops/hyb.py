@@ -11,8 +11,8 @@ GPU schedule (one launch after horizontal fusion, atomic adds).
 Example
 -------
 >>> # layout = HybLayout.of(M, parts=2, widths=(1, 2, 4, 8), tiles=64)
->>> # kernel = hyb_kernel(layout.config, feat_size=128)
->>> # kernel(*layout.arguments(kernel_params, X, Y), validate=False)
+>>> # kernel, func = hyb_kernel(layout.config, feat_size=128)
+>>> # kernel(*layout.arguments(func.params, M, X, Y))              # Y = A @ X
 """
 
 from __future__ import annotations
@@ -100,9 +100,10 @@ def schedule_hyb_cuda(mod: tvm.IRModule, config: HybConfig) -> tvm.IRModule:
 
 
 def hyb_kernel(config: HybConfig, feat_size: int, target: str = "llvm", prefetch: int = 0):
-    """The compiled hyb SpMM (CPU, horizontally fused), from the kernel cache, with its row
-    tiles checked at every validated call (``check_tiles``); ``prefetch`` as in
-    ``schedule_hyb_cpu``."""
+    """``(kernel, func)``: the compiled hyb SpMM (CPU, horizontally fused), from the kernel
+    cache, with its row tiles checked at every validated call (``check_tiles``), and the Stage
+    I function it was made from (its ``params`` order the call's arguments,
+    ``HybLayout.arguments``); ``prefetch`` as in ``schedule_hyb_cpu``."""
     func = hyb_function(config, feat_size)
     scheduled = schedule_hyb_cpu(lower_sparse_iter(func), config, prefetch)
     kernel = build(scheduled, target, schedule="none", horizontal_fuse=True, cache=True)
