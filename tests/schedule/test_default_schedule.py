@@ -1,7 +1,9 @@
 """The default schedules that ``build`` applies to kernels nobody scheduled."""
 
+import numpy as np
 import tvm_ffi
 from kernel_zoo import CASES
+from sparse_inputs import skewed_csr
 from tvm import s_tir, tirx
 
 import sparsetir
@@ -67,3 +69,28 @@ def test_schedule_none_compiles_the_module_as_it_is():
     assert "TVMBackendParallelLaunch" in sparsetir.build(mod, "llvm").inspect_source("ll")
     assert "TVMBackendParallelLaunch" not in sparsetir.build(
         mod, "llvm", schedule="none").inspect_source("ll")
+
+
+def _csrmm_numbers(kernel, feat: int):
+    """``kernel`` (csrmm) gives scipy's answer on a matrix with empty rows, into NaN."""
+    A = skewed_csr(40, 30, seed=6, density=0.15)
+    A.indptr, A.indices = A.indptr.astype(np.int32), A.indices.astype(np.int32)
+    X = np.random.default_rng(0).standard_normal((30, feat)).astype(np.float32)
+    Y = np.full((40, feat), np.nan, np.float32)
+    kernel(A.data, X, Y, A.indptr, A.indices, 40, 30, A.nnz)
+    np.testing.assert_allclose(Y, A @ X, rtol=1e-5, atol=1e-5)
+
+
+def test_a_blockized_reduction_builds_with_the_default_schedule():
+    """``blockize`` of a reduction's inner loop puts a block inside the new block's ``init``,
+    which TVM's schedule does not track: looking it up there crashed ``build``'s check for
+    untouched nests (``stmt2ref`` InternalError)."""
+    sch = s_tir.Schedule(sparsetir.lower_sparse_iter(
+        CASES["csrmm"].func.specialize({"feat_size": 32})))
+    sch.blockize(sch.get_loops(sch.get_sblock("csrmm1"))[-1])
+    _csrmm_numbers(sparsetir.build(sch.mod, "llvm"), 32)
+
+
+def test_a_feature_axis_of_length_zero_builds():
+    """The default schedule vectorised a loop of 0 iterations, which TVM refuses to lower."""
+    _csrmm_numbers(sparsetir.build(CASES["csrmm"].func.specialize({"feat_size": 0}), "llvm"), 0)

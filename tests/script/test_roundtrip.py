@@ -303,3 +303,25 @@ def test_sorted_flag_takes_part_in_equality():
     text = features.script()
     sorted_j = from_source(text.replace('"int32", sorted=False)', '"int32")', 1))
     assert not tvm_ffi.structural_equal(sorted_j, features)
+
+
+@pytest.mark.parametrize("length", [1, 2])
+def test_a_load_of_a_one_element_buffer_keeps_its_index(length):
+    """TVM prints a load of a one-element buffer as the bare name (``Y`` for ``Y[o]``), which
+    parsed back as the buffer itself ("unsupported operand type(s) for +: 'SparseBuffer'")."""
+    @T.prim_func
+    def row_sums(a: T.handle, y: T.handle, indptr: T.handle, indices: T.handle, m: T.int32,
+                 n: T.int32, nnz: T.int32) -> None:
+        T.func_attr({"global_symbol": "main", "tir.noalias": True})
+        O = T.dense_fixed(length)
+        I = T.dense_fixed(m)
+        J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+        A = T.match_sparse_buffer(a, (I, J), "float32")
+        Y = T.match_sparse_buffer(y, (O,), "float32")
+        with T.sp_iter([O, I, J], "SRR", "total") as [o, i, j]:
+            with T.init():
+                Y[o] = 0.0
+            Y[o] = Y[o] + A[i, j]
+
+    assert "Y[o] = Y[o] + A[i, j]" in row_sums.script()
+    _assert_round_trip(row_sums)

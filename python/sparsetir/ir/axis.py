@@ -123,6 +123,11 @@ class Axis(tvm_ffi.Object):
         for field_name, required in needed.items():
             if required and getattr(self, field_name) is None:
                 raise SparseTIRValueError(f"axis {self.name}: a {self.kind} axis needs {field_name}")
+        for field_name in ("length", "nnz", "nnz_cols"):
+            size = getattr(self, field_name)
+            if isinstance(size, tirx.IntImm) and size.value < 0:
+                raise SparseTIRValueError(f"axis {self.name}: {field_name} is {size.value}; "
+                                          "sizes are 0 or more")
 
     def stored_dtype(self, role: str) -> str:
         """The integer type the ``role`` (``"indptr"`` or ``"indices"``) array is stored in."""

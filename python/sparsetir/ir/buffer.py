@@ -67,6 +67,7 @@ class SparseBuffer(tvm_ffi.Object):
     def __post_init__(self):
         """Refuse a buffer whose view, handle or default do not fit its axes and dtype."""
         _check_axes(self.name, self.axes)
+        _check_dtype(self.name, self.dtype)
         if self.handle is not None and not is_handle(self.handle):
             raise SparseTIRTypeError(f"buffer {self.name}: its handle must be a T.handle variable, got "
                             f"{self.handle!r}")
@@ -122,6 +123,22 @@ class SparseBuffer(tvm_ffi.Object):
             count = "1 index" if len(indices) == 1 else f"{len(indices)} indices"
             raise IndexError(f"sparse buffer {self.name} has {axes} ({names}) "
                              f"but is indexed with {count}")
+
+
+SCALAR_BITS = {0: (1, 4, 8, 16, 32, 64), 1: (1, 4, 8, 16, 32, 64), 2: (16, 32, 64)}
+"""The widths TVM compiles, by type code (int, uint, float): a dtype TVM parses but cannot
+compile (``float33``) is refused when the buffer is declared, not deep in code generation."""
+
+
+def _check_dtype(name: str, dtype: str) -> None:
+    try:
+        parsed = tvm.DataType(dtype)
+    except (ValueError, TypeError) as err:
+        raise SparseTIRTypeError(f"buffer {name}: dtype {dtype!r} is not a TVM dtype") from err
+    if parsed.lanes != 1 or parsed.bits not in SCALAR_BITS.get(parsed.type_code, (parsed.bits,)):
+        raise SparseTIRTypeError(f"buffer {name}: dtype {dtype!r} is no scalar type TVM "
+                                 "compiles (float16/32/64, bfloat16, int or uint of 8 to 64 "
+                                 "bits, bool...)")
 
 
 def _check_axes(name: str, axes) -> None:

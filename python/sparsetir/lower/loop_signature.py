@@ -24,11 +24,21 @@ from ..ir.attrs import LOWERED_LOOPS_ATTR
 def loop_signature(func: tirx.PrimFunc) -> dict:
     """Block name -> names of the loops between the block and its enclosing block."""
     sch = s_tir.Schedule(tvm.IRModule({"main": func}))
-    names = []
-    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, lambda b: names.append(b.name_hint)),
-                            order="pre")
     return {name: [sch.get(rv).loop_var.name for rv in sch.get_loops(sch.get_sblock(name))]
-            for name in names if name != "root"}
+            for name in _block_names(func.body) if name != "root"}
+
+
+def _block_names(stmt) -> list:
+    """The names of the blocks in ``stmt`` that a schedule can reach: not those inside a
+    block's ``init`` (as ``blockize`` of a reduction makes them), which it does not track."""
+    blocks = []
+    tvm_ffi.structural_walk(stmt, (s_tir.SBlock, blocks.append), order="pre")
+    in_init = set()
+    for block in blocks:
+        if block.init is not None:
+            tvm_ffi.structural_walk(block.init, (s_tir.SBlock, lambda b: in_init.add(b.name_hint)),
+                                    order="pre")
+    return [block.name_hint for block in blocks if block.name_hint not in in_init]
 
 
 def top_level_nests(func: tirx.PrimFunc) -> list:
@@ -45,9 +55,8 @@ def untouched_nests(func: tirx.PrimFunc) -> list:
     current = loop_signature(func)
     result = []
     for index, stmt in enumerate(top_level_nests(func)):
-        blocks, loops = [], []
-        tvm_ffi.structural_walk(stmt, [(s_tir.SBlock, lambda b: blocks.append(b.name_hint)),
-                                       (tirx.For, loops.append)], order="pre")
+        blocks, loops = _block_names(stmt), []
+        tvm_ffi.structural_walk(stmt, (tirx.For, loops.append), order="pre")
         same_blocks = all(name in recorded and [str(n) for n in recorded[name]] == current[name]
                           for name in blocks)
         plain_loops = all(loop.kind == tirx.ForKind.SERIAL and loop.thread_binding is None

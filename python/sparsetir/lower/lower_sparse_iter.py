@@ -66,6 +66,7 @@ from ..ir.attrs import (
     with_root_annotations,
 )
 from ..ir.utils import is_handle, is_identity_store
+from ..ir.visit import iterations, tir_stmts
 from .access import AccessRewriter, IterInfo
 from .coiterate import has_coiteration, lower_coiteration
 from .coordinate_checks import CoordinateChecker, assertion
@@ -105,6 +106,7 @@ def lower_sparse_iter(func: SparseFunction) -> tvm.IRModule:
             f"function {func.name} has no sparse iteration to lower (remove_preprocess removes "
             f"those annotated {PREPROCESS_ANNOTATION!r}: the iterations that fill a new format "
             "from an old one, as format_decompose makes them, not the compute)")
+    _check_domains(func)
     if has_coiteration(func):        # T.coiterate: merge loops and assembled outputs
         mod = lower_coiteration(func)
     else:
@@ -455,6 +457,33 @@ def _searched_axes(plan: list, lowering: "_Lowering") -> set:
                    for buffer in searched)}
 
 
+def _check_domains(func: SparseFunction) -> None:
+    """Refuse a ``T.assume_buffer_domain`` that nothing can uphold: the call checks a domain on
+    the caller's values once, before the kernel runs, and the lowering then trusts it (a
+    coordinate read from the buffer gets no check in the kernel), so the buffer must be a
+    parameter the kernel never writes."""
+    domains = [stmt.buffer for stmt in func.body if isinstance(stmt, BufferDomain)]
+    if not domains:
+        return
+    written = []
+    for it in iterations(func.body):
+        for stmt in tir_stmts(it):
+            tvm_ffi.structural_walk(stmt, (tirx.BufferStore, lambda s: written.append(s.buffer)),
+                                    order="pre")
+    for buffer in domains:
+        if buffer.handle is None:
+            raise LoweringError(
+                f"T.assume_buffer_domain({buffer.name}, ...): {buffer.name} is not a parameter, "
+                "so no call can check its values; compute it in a kernel of its own and pass it "
+                "to this one as a parameter, whose values the call then checks")
+        if any(view.same_as(buffer.view) for view in written):
+            raise LoweringError(
+                f"T.assume_buffer_domain({buffer.name}, ...): the kernel writes {buffer.name}, "
+                "so the values it reads back need not be those the call checked against the "
+                "domain on entry; compute it in a kernel of its own and pass it to this one, "
+                "which only reads it")
+
+
 def _declared_domains(func: SparseFunction) -> list:
     """The ``ValueDomain`` (``ir.attrs``) of every ``T.assume_buffer_domain`` on a parameter."""
     return [ValueDomain(stmt.buffer.handle.name, stmt.min, stmt.max)
@@ -471,20 +500,13 @@ def _rows_owned(it: SparseIteration, unit: _Unit) -> bool:
     if unit.is_reduction:
         return False
     stores = []
-    for stmt in _all_stmts(it):
+    for stmt in tir_stmts(it):
         tvm_ffi.structural_walk(stmt, (tirx.BufferStore, stores.append), order="pre")
     for store in stores:
         for w in unit.sp_vars:
             if not any(isinstance(i, tirx.Var) and i.same_as(w.var) for i in store.indices):
                 return False
     return bool(stores)
-
-
-def _all_stmts(it: SparseIteration) -> list:
-    out = []
-    for stmt in list(it.body) + list(it.init or []):
-        out += _all_stmts(stmt) if isinstance(stmt, SparseIteration) else [stmt]
-    return out
 
 
 def _partition(units: list) -> list:

@@ -21,9 +21,10 @@ import math
 import sys
 
 import numpy as np
+from numpy.lib.array_utils import byte_bounds
 
 from ..runtime.arguments import in_dual_level, shares_elements
-from ..errors import SparseTIRTypeError, SparseTIRValueError
+from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 
 
 def check_functorch(name: str, tensor) -> None:
@@ -192,13 +193,71 @@ def check_output(out, shape: tuple, name: str = "out", dtype: str = "float32",
         raise SparseTIRValueError(f"{name} is read-only")
     if tuple(out.shape) != tuple(shape):
         raise SparseTIRValueError(f"{name} must have shape {tuple(shape)}, got {tuple(out.shape)}")
-    strides = out.stride() if callable(getattr(out, "stride", None)) else out.strides
-    if shares_elements(out.shape, strides):
-        raise SparseTIRValueError(f"{name} has elements that share memory (a stride of 0); "
-                         "pass an array with one place per element")
+    strides, itemsize = (out.stride(), 1) if callable(getattr(out, "stride", None)) \
+        else (out.strides, out.itemsize)
+    if shares_elements(out.shape, strides, itemsize):
+        raise SparseTIRValueError(f"{name} has elements that share memory (a stride of 0, or "
+                                  "strides that overlap); pass an array with one place per "
+                                  "element")
     if str(out.dtype).replace("torch.", "") != str(dtype).replace("torch.", ""):
         raise SparseTIRTypeError(f"{name} must be {str(dtype).replace('torch.', '')}, got "
                                  f"{out.dtype}")
+
+
+def refuse_shared_output(out, operands: dict) -> None:
+    """Refuse (``ArgumentError`` naming the operand, as a kernel call refuses an output over an
+    input) an ``out`` that shares memory with one of ``operands`` (name -> numpy array or
+    torch tensor; anything else is left to the checks that name its type). Checked on the
+    caller's own arrays, before anything is copied: a kernel that reads a private copy would
+    give the right values, and then write them over the caller's input. (The paths that
+    compute into a result of their own, half precision and autograd, take such an ``out``.)
+
+    Example
+    -------
+    >>> X = np.ones((4, 3), np.float32)
+    >>> refuse_shared_output(X[:, :2], {"X": X})
+    Traceback (most recent call last):
+    ...
+    sparsetir.errors.ArgumentError: 'out' shares memory with argument 'X'; the operator writes 'out', so pass a separate array
+    """
+    if not _is_array(out):
+        return
+    for name, operand in operands.items():
+        if _is_array(operand) and _overlaps(out, operand):
+            raise ArgumentError(f"'out' shares memory with argument '{name}'; the operator "
+                                "writes 'out', so pass a separate array")
+
+
+def _is_array(value) -> bool:
+    return type(value) is np.ndarray or is_torch(value)
+
+
+def _overlaps(a, b) -> bool:
+    """Whether arrays or tensors ``a`` and ``b`` may touch one byte: exactly for two numpy
+    arrays (numpy's own test, given up as shared where it is too costly), by the extent of
+    their elements for a torch tensor."""
+    if type(a) is np.ndarray and type(b) is np.ndarray:
+        if not np.may_share_memory(a, b):
+            return False
+        try:
+            return bool(np.shares_memory(a, b, max_work=1 << 16))
+        except np.exceptions.TooHardError:
+            return True
+    (a_start, a_end), (b_start, b_end) = _extent(a), _extent(b)
+    return a_start < b_end and b_start < a_end
+
+
+def _extent(array) -> tuple:
+    """``(first byte, past the last byte)`` of the elements of a numpy array or torch tensor
+    (an empty range for no elements)."""
+    if not hasattr(array, "data_ptr"):
+        return byte_bounds(array) if array.size else (0, 0)
+    if not array.numel():
+        return 0, 0
+    itemsize, start = array.element_size(), array.data_ptr()
+    low = sum(min(0, (size - 1) * step) for size, step in zip(array.shape, array.stride()))
+    high = sum(max(0, (size - 1) * step) for size, step in zip(array.shape, array.stride()))
+    return start + low * itemsize, start + (high + 1) * itemsize
 
 
 def writable_view(out, shape: tuple):

@@ -183,18 +183,21 @@ class SparseMatrix:
                 f"indices of row {row} are not sorted (column {indices[p]} then "
                 f"{indices[p + 1]}): from_csr takes columns non-decreasing within each row; "
                 "use SparseMatrix(scipy.sparse.csr_matrix(...)) to sort them")
+        is_torch = hasattr(values, "requires_grad")
+        if is_torch:                      # checked before its memory is read
+            _check_values("values", values.dtype, True)
+            if values.device.type != "cpu":
+                raise SparseTIRTypeError(f"values is on {values.device}; sparsetir.ops runs "
+                                         "on the CPU")
         data = _plain(values)
         if data.ndim != 1 or data.size != indices.size:
             raise SparseTIRValueError(f"values must have one value per index ({indices.size}),"
                                       f" got shape {tuple(data.shape)}")
-        _check_values("values", getattr(values, "dtype", data.dtype),
-                      hasattr(values, "requires_grad"))     # a list: numpy's dtype of it
+        if not is_torch:
+            _check_values("values", data.dtype, False)     # a list: numpy's dtype of it
         matrix = cls.__new__(cls)
         matrix._fill(shape, indptr, indices, data, None, None)
-        if hasattr(values, "requires_grad"):
-            if values.device.type != "cpu":
-                raise SparseTIRTypeError(f"values is on {values.device}; sparsetir.ops runs "
-                                         "on the CPU")
+        if is_torch:
             matrix._keep_values(values)  # pylint: disable=protected-access
         return matrix
 

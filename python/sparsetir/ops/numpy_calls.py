@@ -92,7 +92,11 @@ class NumpyCall:
         False, with nothing written, when its C plan declines them."""
         if self.may_copy:
             arrays = list(arrays)
-            arrays[self.gathered] = gather_ready(arrays[self.gathered], self.gathers)
+            gathered = arrays[self.gathered]
+            arrays[self.gathered] = gather_ready(gathered, self.gathers)
+            if arrays[self.gathered] is not gathered \
+                    and np.may_share_memory(out_array, gathered):
+                return False           # the C plan would see the copy: the general path refuses
         size_launches(self.nbytes, self.torch_call)
         if not self.run_kernel((*arrays, out_array), matrix):
             return False
@@ -210,9 +214,10 @@ def prepare_half(calls: dict, kind: str, bound, operands: tuple, order: tuple, k
 
 def may_take(operands: tuple) -> bool:
     """Whether the short path may take ``operands``: all exactly numpy arrays, or all exactly
-    torch tensors while torch is not tracing the caller and no forward-mode AD level is open
-    (the general path refuses tangents by name). Decided before the matrix's attributes are
-    read (``torch.compile`` cannot trace a read of its numpy arrays)."""
+    torch tensors, none nested, while torch is not tracing the caller and no forward-mode AD
+    level is open (the general path refuses nested tensors and tangents by name). Decided
+    before the matrix's attributes are read (``torch.compile`` cannot trace a read of its
+    numpy arrays)."""
     kind_of = type(operands[0])
     if any(type(operand) is not kind_of for operand in operands):
         return False
@@ -220,7 +225,7 @@ def may_take(operands: tuple) -> bool:
         return True
     torch = sys.modules.get("torch")
     return torch is not None and kind_of is torch.Tensor and not tracing() \
-        and not in_dual_level()
+        and not in_dual_level() and not any(operand.is_nested for operand in operands)
 
 
 def run(calls: dict, kind: str, operands: tuple, out):

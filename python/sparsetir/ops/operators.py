@@ -14,9 +14,11 @@ import scipy.sparse
 
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from ..lower import lower_sparse_iter
-from .dtypes import HALF_DTYPES, autocast_dtype, autocast_result, dtype_name, result_dtype
+from .dtypes import (HALF_DTYPES, autocast_dtype, autocast_result, check_dtype, dtype_name,
+                     result_dtype)
 from .arrays import (DenseOperand, check_output, check_tensor, new_array, recorded,
-                     recorded_or_autocast, reordered_view, writable_view)
+                     recorded_or_autocast, refuse_shared_output, reordered_view,
+                     writable_view)
 from ..driver.build_module import build
 from ..driver.background import remembered
 from .kernels import tiled_kernels
@@ -144,10 +146,13 @@ def spmm(A, X, out=None, weighted: bool = True):
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.spmm(A, X, out, weighted)
+    _check_operands(X=X, out=out)
     note_gathered(X)                       # a reused large X moves to huge pages
     if _needs_graph_ops(A, X, out):
         result = _call_prepared_half(A, ("spmm", weighted), ("X",), (X,), (0,), out)
         return result if result is not None else _spmm_graph(A, X, out, weighted)
+    if out is not None:                    # as the kernel would, before anything is copied
+        refuse_shared_output(out, {"X": X, **_scipy_arrays(A)})
     key = (name, type(X), getattr(X, "shape", None))   # X read where it is: the kernel
                                                        # realigns its rows (ops.alignment)
     result = _call_prepared(A, key, ("X",), (X,), out)
@@ -206,10 +211,13 @@ def sddmm(A, X, Y, out=None):
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.sddmm(A, X, Y, out)
+    _check_operands(X=X, Y=Y, out=out)
     note_gathered(Y)                       # a reused large Y moves to huge pages
     if _needs_graph_ops(A, X, out, Y):
         result = _call_prepared_half(A, ("sddmm",), ("Y", "X"), (Y, X), (1, 0), out)
         return result if result is not None else _sddmm_graph(A, X, Y, out)
+    if out is not None:                    # as the kernel would, before anything is copied
+        refuse_shared_output(out, {"X": X, "Y": Y, **_scipy_arrays(A)})
     Y = gather_ready(Y, _nonzeros(A))      # gathered rows on cache lines (ops.alignment)
     key = ("sddmm", type(X), getattr(X, "shape", None), type(Y), getattr(Y, "shape", None))
     result = _call_prepared(A, key, ("X", "Y"), (X, Y), out)
@@ -315,6 +323,15 @@ def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0,
     return remembered(("ops", name, feat_size, target, prefetch, index_dtype, lanes), make)
 
 
+def _scipy_arrays(A) -> dict:
+    """The arrays of a scipy sparse matrix ``A`` by name (``"A.data"``, ``"A.indices"``...),
+    for ``refuse_shared_output``; none for other matrices (a ``SparseMatrix`` keeps its own)."""
+    if not scipy.sparse.issparse(A):
+        return {}
+    return {f"A.{name}": getattr(A, name) for name in ("data", "indices", "indptr", "row", "col")
+            if type(getattr(A, name, None)) is np.ndarray}
+
+
 def _nonzeros(A) -> int | None:
     """The stored entries of a ``SparseMatrix`` or scipy matrix, None for other matrices."""
     return A.nnz if isinstance(A, SparseMatrix) or scipy.sparse.issparse(A) else None
@@ -338,11 +355,12 @@ def _needs_graph_ops(A, *operands) -> bool:
                for operand in operands)
 
 
-def _graph_matrix(A, X):
+def _graph_matrix(A, X, weighted: bool = False):
     """``(matrix, values)``: A as a ``SparseMatrix`` and the values to multiply by, of X's
     kind; a dtype that differs from X's is refused by name (nothing is cast), but for
     bfloat16 or float16 X with a float32 A (``dtypes``: the result is float32, or the
-    autocast dtype)."""
+    autocast dtype). ``weighted``: the values are multiplied by, so values that require grad
+    with a numpy X (whose result carries no gradient) are refused."""
     matrix = as_sparse_matrix(A)
     x_dtype = str(getattr(X, "dtype", "")).replace("torch.", "")
     if x_dtype in ("float32", "float64") and np.dtype(x_dtype) != matrix.dtype:
@@ -357,6 +375,11 @@ def _graph_matrix(A, X):
         if not isinstance(values, torch.Tensor):        # the private data: its tensor copy
             values = graph_tensors(matrix).data
     elif not isinstance(values, np.ndarray):
+        if weighted and values.requires_grad and torch.is_grad_enabled():
+            raise SparseTIRTypeError(
+                "A's values (SparseMatrix.from_csr) require grad, but X is a numpy array: the "
+                "result would be a numpy array and the values' gradient would be lost; pass X "
+                "as a torch tensor (torch.from_numpy(X)), or call under torch.no_grad()")
         values = values.detach().numpy()
     return matrix, values
 
@@ -364,8 +387,7 @@ def _graph_matrix(A, X):
 def _spmm_graph(A, X, out, weighted: bool):
     """``spmm`` through ``graph_ops.gspmm`` (autograd, float64)."""
     from .graph_ops import gspmm_entries  # pylint: disable=import-outside-toplevel
-    _check_torch_operands(X=X, out=out)
-    matrix, values = _graph_matrix(A, X)
+    matrix, values = _graph_matrix(A, X, weighted)
     prepare = _half_key(("spmm", weighted), (X,), out) if type(A) is SparseMatrix \
         and matrix.values is matrix.data else None
     if weighted:
@@ -421,7 +443,6 @@ def _kernel_name(kind: tuple) -> str:
 def _sddmm_graph(A, X, Y, out):
     """``sddmm`` through ``graph_ops.gsddmm`` (autograd, float64), in A's nonzero order."""
     from .graph_ops import gsddmm_entries  # pylint: disable=import-outside-toplevel
-    _check_torch_operands(X=X, Y=Y, out=out)
     matrix, _ = _graph_matrix(A, X)
     vector = getattr(X, "ndim", 2) == 1
     order = None if isinstance(A, SparseMatrix) else matrix.source_order
@@ -435,13 +456,15 @@ def _sddmm_graph(A, X, Y, out):
     return _written(result, out)
 
 
-def _check_torch_operands(**operands) -> None:
+def _check_operands(**operands) -> None:
     """Refuse, by the names users know, torch operands no operator takes (``torch.func``,
-    sparse or nested tensors)."""
+    sparse or nested tensors) and operands of a dtype none takes (integers, big-endian)."""
     torch = sys.modules.get("torch")
     for name, value in operands.items():
         if torch is not None and isinstance(value, torch.Tensor):
             check_tensor(name, value, tracked_ok=True)
+        if name != "out" and hasattr(value, "dtype"):
+            check_dtype(name, dtype_name(value))
 
 
 def _like(reference, array: np.ndarray):

@@ -216,8 +216,9 @@ class BufferConverter:
                           f"({declared}) = ({values}) or a flat array of that many elements")
 
     def _shared_elements(self) -> ArgumentError:
-        return self._error("has elements that share memory (a stride of 0); the kernel writes "
-                           "it, so pass an array with one place per element")
+        return self._error("has elements that share memory (a stride of 0, or strides that "
+                           "overlap); the kernel writes it, so pass an array with one place "
+                           "per element")
 
     def _wrong_device(self, where) -> ArgumentError:
         return self._error(f"is on {where}, the kernel runs on {self.accept.device}")
@@ -237,7 +238,7 @@ class BufferConverter:
         flags = array.flags
         if not flags.writeable and accept.written:
             raise self._error("the kernel writes this buffer, but the array is read-only")
-        if accept.written and shares_elements(array.shape, array.strides):
+        if accept.written and shares_elements(array.shape, array.strides, array.itemsize):
             raise self._shared_elements()
         if accept.on_host and flags.c_contiguous:
             flat = array if array.ndim == 1 else array.reshape(-1)
@@ -401,11 +402,31 @@ def outgrows_storage(tensor) -> bool:
     return (last + 1) * tensor.element_size() > tensor.untyped_storage().nbytes()
 
 
-def shares_elements(shape, strides) -> bool:
-    """Whether an array of ``shape`` and ``strides`` puts two elements in one place (a
-    stride of 0 along an axis longer than 1, as ``broadcast_to`` or ``expand`` make)."""
-    return any(step == 0 and size > 1 for step, size in zip(strides, shape)) \
-        and 0 not in tuple(shape)
+def shares_elements(shape, strides, itemsize: int = 1) -> bool:
+    """Whether an array of ``shape`` and ``strides`` (in units of which an element takes
+    ``itemsize``: bytes and the item size for numpy, elements and 1 for torch) puts two
+    elements in one place: a stride of 0 along an axis longer than 1, as ``broadcast_to`` or
+    ``expand`` make, or strides under which one axis steps inside another's span, as
+    ``as_strided`` can make. Strides that nest (each at least the span of the axes with
+    smaller strides) cannot; others are checked element by element.
+
+    Example
+    -------
+    >>> shares_elements((6, 4), (16, 4), 4), shares_elements((6, 4), (4, 4), 4)
+    (False, True)
+    """
+    if 0 in tuple(shape):
+        return False
+    span = itemsize
+    for step, size in sorted((abs(step), size) for step, size in zip(strides, shape)
+                             if size > 1):
+        if step < span:
+            offsets = sum(np.arange(size, dtype=np.int64).reshape(
+                (-1,) + (1,) * axis) * step for axis, (step, size) in enumerate(
+                    (abs(st), sz) for st, sz in zip(strides, shape)))
+            return bool((np.diff(np.sort(offsets, axis=None)) < itemsize).any())
+        span = step * (size - 1) + span
+    return False
 
 
 def writable_alias(array: np.ndarray) -> np.ndarray:

@@ -32,8 +32,9 @@ def schedule_cpu(sch, nests: list) -> None:
             if loop_rv is None:
                 continue
             extent = sch.get(loop_rv).extent
-            if not isinstance(extent, tirx.IntImm) or _has_while(sch.get(loop_rv)):
-                continue
+            if not isinstance(extent, tirx.IntImm) or extent.value < 2 \
+                    or _has_while(sch.get(loop_rv)):
+                continue              # nothing to vectorise (TVM refuses extent 0 at build)
             if extent.value > VECTOR_LANES and extent.value % VECTOR_LANES == 0:
                 loop_rv = sch.split(loop_rv, [None, VECTOR_LANES])[1]
             elif extent.value > 4 * VECTOR_LANES:

@@ -346,6 +346,10 @@ def _visit_sp_iter(self: Parser, node: doc.With, item, decl: SpIterDecl) -> None
     entries = _iteration_entries(self, item.context_expr, decl)
     axis_names = ", ".join(axis.name if isinstance(axis, Axis) else axis.axis.name
                            for axis, _ in entries)
+    if not entries:
+        self.report_error(item.context_expr,
+                          f"sparse iteration {decl.name} iterates no axis; give T.sp_iter the "
+                          "axes it loops over")
     if not isinstance(decl.kinds, str) or len(decl.kinds) != len(entries):
         self.report_error(item.context_expr,
                           f"sparse iteration {decl.name}: the kinds string {decl.kinds!r} needs "

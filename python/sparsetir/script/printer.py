@@ -17,6 +17,7 @@ Example
 from __future__ import annotations
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 
 from ..ir.axis import AttachedAxis, Axis
@@ -148,7 +149,20 @@ def format_expr(expr) -> str:
     """TVMScript text of an expression (int32 constants as plain integers)."""
     if isinstance(expr, tirx.IntImm) and str(expr.ty.dtype) == "int32":
         return str(expr.value)
-    return expr.script().strip()
+    return tvm_ffi.structural_map(expr, (tvm.ir.TensorLoad, _with_index), order="post") \
+        .script().strip()
+
+
+def _with_index(load):
+    """TVM prints a load of a one-element buffer without its index (``Y`` for ``Y[o]``), which
+    does not parse back as a sparse buffer's load: such a load is printed from a stand-in of
+    the same name and dtype whose length is not known to be 1."""
+    buffer = load.source
+    if not all(isinstance(size, tirx.IntImm) and size.value == 1 for size in buffer.shape):
+        return load
+    shape = [tirx.Var("n", "int32") for _ in buffer.shape]
+    return tirx.BufferLoad(tirx.decl_buffer(shape, buffer.dtype, name=buffer.name),
+                           list(load.indices))
 
 
 def _tuple(names: list) -> str:

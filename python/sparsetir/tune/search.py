@@ -120,9 +120,9 @@ def tune(matrix, feat_sizes, ops=("spmm", "sddmm"), budget_s: float = 10.0,
     if not (isinstance(budget_s, (int, float)) and math.isfinite(budget_s) and budget_s > 0):
         raise SparseTIRValueError(f"budget_s must be a positive number of seconds, got "
                                   f"{budget_s!r}")
-    names = _one_or_many(kernels) if kernels is not None else [
-        kernel for op in _one_or_many(ops) for kernel in _kernels_of(op)]
-    feats = [_feature_size(f) for f in _one_or_many(feat_sizes)]
+    names = _one_or_many("kernels", kernels) if kernels is not None else [
+        kernel for op in _one_or_many("ops", ops) for kernel in _kernels_of(op)]
+    feats = [_feature_size(f) for f in _one_or_many("feat_sizes", feat_sizes)]
     cases = list(dict.fromkeys((kernel, feat) for kernel in names for feat in feats))
     pattern = records.fingerprint(matrix)
     stats = MatrixStats.of(matrix)
@@ -134,11 +134,15 @@ def tune(matrix, feat_sizes, ops=("spmm", "sddmm"), budget_s: float = 10.0,
     return TuneReport(outcomes, matrix)
 
 
-def _one_or_many(value) -> list:
-    """``value`` as a list: a string or a number is one item."""
+def _one_or_many(name: str, value) -> list:
+    """``value`` (the argument ``name``) as a list: a string or a number is one item."""
     if isinstance(value, (str, int, np.integer)):
         return [value]
-    return list(value)
+    try:
+        return list(value)
+    except TypeError:
+        raise SparseTIRTypeError(f"{name} must be one item or a list of them, got "
+                                 f"{type(value).__name__}") from None
 
 
 def _kernels_of(op: str) -> tuple:

@@ -155,6 +155,7 @@ def plan_coiteration(func: SparseFunction) -> Plan:
     collect(value)
     if out_buf.name in operands:
         raise LoweringError(f"{where}: the output {out_buf.name} is also read")
+    _refuse_shared_axes(where, out_buf, [op.buf for op in operands.values()])
     out_vars = [lv.var for lv in out.levels if lv.kind != "root"]
     n_out = len(out_vars)
     for t, v in enumerate(it.sp_iter_vars):
@@ -194,6 +195,21 @@ def plan_coiteration(func: SparseFunction) -> Plan:
         outer_for = False         # appending is in coordinate order: one serial walk
     return Plan(func, it.name, list(it.sp_iter_vars), operands, out, value, reduce, init,
                  n_out, mode, outer_for, trees)
+
+
+def _refuse_shared_axes(where: str, out_buf, inputs: list) -> None:
+    """Refuse an output stored over a sparse axis an input reads too: a co-iteration assembles
+    its sparse output, index arrays included, so they cannot be an input's."""
+    arrays = [array for buf in inputs for axis in buf.axes if axis.kind == "sparse_variable"
+              for array in (axis.indptr, axis.indices)]
+    for axis in out_buf.axes:
+        if axis.kind == "sparse_variable" and any(
+                array.same_as(axis.indptr) or array.same_as(axis.indices) for array in arrays):
+            raise LoweringError(
+                f"{where}: the output {out_buf.name} is stored over axis {axis.name}, whose "
+                "index arrays an input reads too; a co-iteration assembles its sparse output, "
+                f"index arrays included, so give {out_buf.name} a sparse axis of its own (with "
+                "its own indptr and indices parameters)")
 
 
 def _full_at(tree, operands, t) -> bool:
