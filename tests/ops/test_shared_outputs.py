@@ -111,3 +111,36 @@ def test_an_out_beside_its_operands_is_still_taken(matrix):
         block[COLS:] = np.nan
         ops.spmm(M, block[:COLS], out=block[COLS:])
         np.testing.assert_allclose(block[COLS:], A @ block[:COLS], rtol=1e-5, atol=1e-5)
+
+
+def test_torch_views_of_one_tensor_that_do_not_overlap_are_taken():
+    """Column halves and even and odd rows of one tensor share no element (a test by the
+    first and last byte alone refused them)."""
+    A = skewed_csr(ROWS, COLS, seed=5, density=0.3)
+    M = ops.SparseMatrix(A)
+    whole = torch.randn(COLS, 2 * FEAT)
+    X, out = whole[:, :FEAT], whole[:, FEAT:]
+    for _ in range(3):
+        expected = A @ X.numpy()
+        np.testing.assert_allclose(ops.spmm(M, X, out=out).numpy(), expected, rtol=1e-5,
+                                   atol=1e-5)
+    rows = torch.randn(2 * COLS, FEAT)
+    even, odd = rows[0::2], rows[1::2]
+    expected = A @ even.numpy()
+    np.testing.assert_allclose(ops.spmm(M, even, out=odd).numpy(), expected, rtol=1e-5,
+                               atol=1e-5)
+    with pytest.raises(ArgumentError, match="'out' shares memory with argument 'X'"):
+        ops.spmm(M, whole[:, :FEAT], out=whole[:, FEAT - 1:2 * FEAT - 1])
+
+
+def test_an_out_over_a_torch_sparse_matrix_values_is_refused():
+    A = skewed_csr(ROWS, COLS, seed=5, density=0.3)
+    T = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
+                                torch.from_numpy(A.indices.astype(np.int64)),
+                                torch.from_numpy(A.data.copy()), A.shape)
+    kept = T.values().clone()
+    X = torch.randn(COLS, 4)
+    out = T.values()[:ROWS * 4].view(ROWS, 4)
+    with pytest.raises(ArgumentError, match=r"'out' shares memory with argument 'A.values\(\)'"):
+        ops.spmm(T, X, out=out)
+    assert torch.equal(T.values(), kept)

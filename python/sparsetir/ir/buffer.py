@@ -137,8 +137,9 @@ def _check_dtype(name: str, dtype: str) -> None:
         raise SparseTIRTypeError(f"buffer {name}: dtype {dtype!r} is not a TVM dtype") from err
     if parsed.lanes != 1 or parsed.bits not in SCALAR_BITS.get(parsed.type_code, (parsed.bits,)):
         raise SparseTIRTypeError(f"buffer {name}: dtype {dtype!r} is no scalar type TVM "
-                                 "compiles (float16/32/64, bfloat16, int or uint of 8 to 64 "
-                                 "bits, bool...)")
+                                 "compiles (float16, float32, float64, bfloat16, float8_e4m3fn "
+                                 "and the other named small floats, int and uint of 1, 4, 8, "
+                                 "16, 32 or 64 bits, bool)")
 
 
 def _check_axes(name: str, axes) -> None:

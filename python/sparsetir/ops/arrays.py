@@ -21,7 +21,6 @@ import math
 import sys
 
 import numpy as np
-from numpy.lib.array_utils import byte_bounds
 
 from ..runtime.arguments import in_dual_level, shares_elements
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
@@ -209,8 +208,9 @@ def refuse_shared_output(out, operands: dict) -> None:
     input) an ``out`` that shares memory with one of ``operands`` (name -> numpy array or
     torch tensor; anything else is left to the checks that name its type). Checked on the
     caller's own arrays, before anything is copied: a kernel that reads a private copy would
-    give the right values, and then write them over the caller's input. (The paths that
-    compute into a result of their own, half precision and autograd, take such an ``out``.)
+    give the right values, and then write them over the caller's input. (Calls that go
+    through ``graph_ops``, in half precision, float64 or with autograd, are not checked here:
+    they write ``out`` from a result of their own, or their kernel refuses it.)
 
     Example
     -------
@@ -233,31 +233,53 @@ def _is_array(value) -> bool:
 
 
 def _overlaps(a, b) -> bool:
-    """Whether arrays or tensors ``a`` and ``b`` may touch one byte: exactly for two numpy
-    arrays (numpy's own test, given up as shared where it is too costly), by the extent of
-    their elements for a torch tensor."""
-    if type(a) is np.ndarray and type(b) is np.ndarray:
-        if not np.may_share_memory(a, b):
-            return False
-        try:
-            return bool(np.shares_memory(a, b, max_work=1 << 16))
-        except np.exceptions.TooHardError:
-            return True
-    (a_start, a_end), (b_start, b_end) = _extent(a), _extent(b)
-    return a_start < b_end and b_start < a_end
+    """Whether arrays or tensors ``a`` and ``b`` touch one byte: numpy's exact test (given up
+    as shared where it is too costly), on torch tensors' numpy views; by the extent of their
+    elements where torch gives no numpy view."""
+    a_array, b_array = _as_numpy(a), _as_numpy(b)
+    if a_array is None or b_array is None:
+        (a_start, a_end), (b_start, b_end) = _extent(a), _extent(b)
+        return a_start < b_end and b_start < a_end
+    if not np.may_share_memory(a_array, b_array):
+        return False
+    try:
+        return bool(np.shares_memory(a_array, b_array, max_work=1 << 16))
+    except TOO_HARD:
+        return True
 
 
-def _extent(array) -> tuple:
+TOO_HARD = getattr(np, "exceptions", np).TooHardError
+
+
+def _as_numpy(value):
+    """``value`` (a numpy array or CPU torch tensor) as a numpy array over its memory (a
+    bfloat16 tensor as int16); None where torch gives none (another device, a negative or
+    conjugate bit)."""
+    if type(value) is np.ndarray:
+        return value
+    torch = sys.modules["torch"]
+    tensor = value.detach()
+    if tensor.dtype == torch.bfloat16:
+        tensor = tensor.view(torch.int16)
+    try:
+        return tensor.numpy()
+    except (RuntimeError, TypeError):
+        return None
+
+
+def _extent(value) -> tuple:
     """``(first byte, past the last byte)`` of the elements of a numpy array or torch tensor
     (an empty range for no elements)."""
-    if not hasattr(array, "data_ptr"):
-        return byte_bounds(array) if array.size else (0, 0)
-    if not array.numel():
+    if type(value) is np.ndarray:
+        itemsize, start, steps = value.itemsize, value.ctypes.data, value.strides
+    else:
+        itemsize, start = value.element_size(), value.data_ptr()
+        steps = [step * itemsize for step in value.stride()]
+    if 0 in tuple(value.shape):
         return 0, 0
-    itemsize, start = array.element_size(), array.data_ptr()
-    low = sum(min(0, (size - 1) * step) for size, step in zip(array.shape, array.stride()))
-    high = sum(max(0, (size - 1) * step) for size, step in zip(array.shape, array.stride()))
-    return start + low * itemsize, start + (high + 1) * itemsize
+    low = sum(min(0, (size - 1) * step) for size, step in zip(value.shape, steps))
+    high = sum(max(0, (size - 1) * step) for size, step in zip(value.shape, steps))
+    return start + low, start + high + itemsize
 
 
 def writable_view(out, shape: tuple):

@@ -152,7 +152,7 @@ def spmm(A, X, out=None, weighted: bool = True):
         result = _call_prepared_half(A, ("spmm", weighted), ("X",), (X,), (0,), out)
         return result if result is not None else _spmm_graph(A, X, out, weighted)
     if out is not None:                    # as the kernel would, before anything is copied
-        refuse_shared_output(out, {"X": X, **_scipy_arrays(A)})
+        refuse_shared_output(out, {"X": X, **_matrix_arrays(A)})
     key = (name, type(X), getattr(X, "shape", None))   # X read where it is: the kernel
                                                        # realigns its rows (ops.alignment)
     result = _call_prepared(A, key, ("X",), (X,), out)
@@ -217,7 +217,7 @@ def sddmm(A, X, Y, out=None):
         result = _call_prepared_half(A, ("sddmm",), ("Y", "X"), (Y, X), (1, 0), out)
         return result if result is not None else _sddmm_graph(A, X, Y, out)
     if out is not None:                    # as the kernel would, before anything is copied
-        refuse_shared_output(out, {"X": X, "Y": Y, **_scipy_arrays(A)})
+        refuse_shared_output(out, {"X": X, "Y": Y, **_matrix_arrays(A)})
     Y = gather_ready(Y, _nonzeros(A))      # gathered rows on cache lines (ops.alignment)
     key = ("sddmm", type(X), getattr(X, "shape", None), type(Y), getattr(Y, "shape", None))
     result = _call_prepared(A, key, ("X", "Y"), (X, Y), out)
@@ -323,13 +323,20 @@ def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0,
     return remembered(("ops", name, feat_size, target, prefetch, index_dtype, lanes), make)
 
 
-def _scipy_arrays(A) -> dict:
-    """The arrays of a scipy sparse matrix ``A`` by name (``"A.data"``, ``"A.indices"``...),
-    for ``refuse_shared_output``; none for other matrices (a ``SparseMatrix`` keeps its own)."""
-    if not scipy.sparse.issparse(A):
+def _matrix_arrays(A) -> dict:
+    """The caller's arrays of a scipy matrix or torch sparse tensor ``A`` by name
+    (``"A.data"``, ``"A.values()"``...), for ``refuse_shared_output``; none for a
+    ``SparseMatrix`` (it keeps copies of its own)."""
+    if scipy.sparse.issparse(A):
+        return {f"A.{name}": getattr(A, name) for name in ("data", "indices", "indptr", "row",
+                                                            "col")
+                if type(getattr(A, name, None)) is np.ndarray}
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(A, torch.Tensor):
         return {}
-    return {f"A.{name}": getattr(A, name) for name in ("data", "indices", "indptr", "row", "col")
-            if type(getattr(A, name, None)) is np.ndarray}
+    parts = {torch.sparse_csr: ("crow_indices", "col_indices", "values"),
+             torch.sparse_coo: ("_indices", "_values")}.get(A.layout, ())
+    return {f"A.{name}()": getattr(A, name)() for name in parts}
 
 
 def _nonzeros(A) -> int | None:
