@@ -14,44 +14,36 @@ from sparsetir.errors import LoweringError, SparseScriptError
 from sparsetir.script import tir as T
 
 
-def test_a_domain_on_a_buffer_the_kernel_writes_is_refused():
-    @T.prim_func
-    def overwrite(e: T.handle, x: T.handle, y: T.handle, m: T.int32, n: T.int32,
-                  v: T.int32) -> None:
-        T.func_attr({"global_symbol": "main", "tir.noalias": True})
-        I = T.dense_fixed(m)
-        N = T.dense_fixed(n)
-        E = T.match_sparse_buffer(e, (I,), "int32")
-        X = T.match_sparse_buffer(x, (N,), "float32")
-        Y = T.match_sparse_buffer(y, (I,), "float32")
-        T.assume_buffer_domain(E, (0, n))
-        with T.sp_iter([I], "S", "write") as [i]:
-            E[i] = v
-        with T.sp_iter([I], "S", "gather") as [i]:
-            Y[i] = X[E[i]]
-
-    with pytest.raises(LoweringError, match=r"T.assume_buffer_domain\(E, ...\): the kernel "
-                                            "writes E"):
-        sparsetir.lower_sparse_iter(overwrite)
+def _parse(source: str):
+    return sparsetir.script.from_source(source)
 
 
-def test_a_domain_on_an_intermediate_is_refused():
-    @T.prim_func
-    def through(x: T.handle, y: T.handle, m: T.int32, n: T.int32, v: T.int32) -> None:
-        T.func_attr({"global_symbol": "main", "tir.noalias": True})
-        I = T.dense_fixed(m)
-        N = T.dense_fixed(n)
-        X = T.match_sparse_buffer(x, (N,), "float32")
-        Y = T.match_sparse_buffer(y, (I,), "float32")
-        E = T.alloc_sparse_buffer((I,), "int32")
-        T.assume_buffer_domain(E, (0, n))
-        with T.sp_iter([I], "S", "write") as [i]:
-            E[i] = v
-        with T.sp_iter([I], "S", "gather") as [i]:
-            Y[i] = X[E[i]]
+WRITE_THEN_GATHER = """
+@T.prim_func
+def overwrite({params}x: T.handle, y: T.handle, m: T.int32, n: T.int32, v: T.int32) -> None:
+    T.func_attr({{"global_symbol": "main", "tir.noalias": True}})
+    I = T.dense_fixed(m)
+    N = T.dense_fixed(n)
+    E = {declare_e}
+    X = T.match_sparse_buffer(x, (N,), "float32")
+    Y = T.match_sparse_buffer(y, (I,), "float32")
+    T.assume_buffer_domain(E, (0, n))
+    with T.sp_iter([I], "S", "write") as [i]:
+        E[i] = v
+    with T.sp_iter([I], "S", "gather") as [i]:
+        Y[i] = X[E[i]]
+"""
 
-    with pytest.raises(LoweringError, match="E is not a parameter, so no call can check"):
-        sparsetir.lower_sparse_iter(through)
+
+@pytest.mark.parametrize("params, declare_e, message", [
+    ("e: T.handle, ", 'T.match_sparse_buffer(e, (I,), "int32")',
+     r"T.assume_buffer_domain\(E, ...\): the kernel writes E"),
+    ("", 'T.alloc_sparse_buffer((I,), "int32")', "E is not a parameter, so no call can check")],
+    ids=["parameter", "intermediate"])
+def test_a_domain_on_a_buffer_the_kernel_writes_is_refused(params, declare_e, message):
+    func = _parse(WRITE_THEN_GATHER.format(params=params, declare_e=declare_e))
+    with pytest.raises(LoweringError, match=message):
+        sparsetir.lower_sparse_iter(func)
 
 
 def test_a_domain_on_a_parameter_only_read_still_holds():
@@ -74,10 +66,6 @@ def test_a_domain_on_a_parameter_only_read_still_holds():
     np.testing.assert_array_equal(y, [13, 10, 12])
     with pytest.raises(sparsetir.ArgumentError):
         kernel(np.int32([4, 0, 2]), x, y, 3, 4)
-
-
-def _parse(source: str):
-    return sparsetir.script.from_source(source)
 
 
 HEADER = '''
