@@ -80,3 +80,10 @@ def test_operands_of_a_dtype_no_operator_takes_are_named():
 def test_tune_without_feature_sizes_names_the_argument():
     with pytest.raises(SparseTIRTypeError, match="feat_sizes must be one item or a list"):
         ops.tune(ops.SparseMatrix(A), None)
+
+
+def test_segment_reduce_names_values_of_a_dtype_it_does_not_take():
+    with pytest.raises(TypeError, match="value must be float32, .* got int32"):
+        ops.segment_reduce(np.array([2, 1]), np.ones((3, 2), np.int32))
+    np.testing.assert_array_equal(
+        ops.segment_reduce(np.array([2, 0, 1]), np.float32([[1], [2], [7]])).ravel(), [3, 0, 7])

@@ -349,6 +349,8 @@ def segments_matrix(seglen, value, reducer: str) -> SparseMatrix:
     """The matrix whose row ``i`` sums the ``seglen[i]`` rows of ``value`` after the earlier
     segments' (``segment_reduce``'s arguments, checked by name)."""
     _choice("reducer", reducer, REDUCERS)
+    if hasattr(value, "dtype"):
+        check_dtype("value", dtype_name(value))
     return _segments(seglen, value)
 
 
