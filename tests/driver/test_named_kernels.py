@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse
 
 import sparsetir.ops as ops
+from sparsetir.backend.cache_folder import CacheWarning
 from sparsetir.driver import cache
 from sparsetir.ops import generic
 
@@ -64,3 +65,16 @@ def test_a_name_that_leads_nowhere_is_made_again(fresh, monkeypatch, damage):
     with monkeypatch.context() as patched:
         _no_lowering(patched)
         _max_right()                                               # the name was replaced
+
+
+def test_a_kernels_folder_others_can_write_is_not_loaded_from_by_name(fresh, monkeypatch):
+    """The name path read ``kernels/<entry>`` without the check every build makes of the
+    folder: a ``kernels`` folder that group or others can write to was used, with no warning."""
+    _max_right()
+    (fresh / "kernels").chmod(0o777)
+    monkeypatch.setattr(cache, "_MEMORY", {})
+    loaded = []
+    monkeypatch.setattr(cache, "load_entry", lambda *args: loaded.append(args))
+    with pytest.warns(CacheWarning, match="can be written by group or others"):
+        _max_right()
+    assert not loaded

@@ -136,7 +136,7 @@ def test_a_corrupt_record_is_ignored(cache):
     assert not again.from_record and again.measured
 
 
-@pytest.mark.parametrize("change", ["machine", "choice", "pattern"])
+@pytest.mark.parametrize("change", ["machine", "choice", "pattern", "float"])
 def test_a_foreign_or_unknown_record_is_ignored(cache, change):
     M = ops.SparseMatrix(_matrix(seed=8))
     ops.tune(M, [16], ops=("sddmm",), budget_s=1)
@@ -146,6 +146,8 @@ def test_a_foreign_or_unknown_record_is_ignored(cache, change):
         record["key"]["machine"]["cpu_model"] = "another CPU"
     elif change == "pattern":
         record["key"]["pattern"] = "0" * 64
+    elif change == "float":                         # equal to a candidate's, not one: the
+        record["choice"]["tiles_per_thread"] *= 1.0  # bound kernel refused it mid-call
     else:
         record["choice"]["prefetch"] = 7            # no such candidate
     cache_folder.discard(entry, [records.RECORD])   # rewritten with valid checksums

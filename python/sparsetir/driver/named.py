@@ -81,7 +81,10 @@ def _load_named(name) -> Kernel | None:
     if not isinstance(entry, str) or not re.fullmatch(r"[0-9a-f]{32}", entry) or \
             kind not in ("llvm", "cuda"):
         return None
-    kernel = cache.load_entry(cache.cache_dir() / entry, kind, kernel_of)
+    kernels = cache_folder.folder(cache.FOLDER)      # None: refused (it warned), as builds do
+    if kernels is None:
+        return None
+    kernel = cache.load_entry(kernels / entry, kind, kernel_of)
     if kernel is not None:
         compile_log.loaded(None, kind)
     return kernel

@@ -67,6 +67,10 @@ class Candidate:
             candidate = cls(**{**data, "widths": tuple(data["widths"])})
         except (TypeError, KeyError):
             return None
+        numbers = [candidate.prefetch, candidate.lanes, candidate.tiles_per_thread,
+                   candidate.parts, *candidate.widths]
+        if type(candidate.layout) is not str or any(type(n) is not int for n in numbers):
+            return None                 # 32.0 == 32 would pass the test below, and fail later
         return candidate if candidate in space(kernel, feat_size) else None
 
 
