@@ -1,6 +1,7 @@
 """``partition``, ``Part``, ``save`` / ``load``: invariants, the per-part aggregation check
 ported from DGL's ``tests/distributed/test_partition.py`` (``check_partition``), and refusals."""
 
+import hashlib
 import json
 
 import numpy as np
@@ -141,6 +142,37 @@ def test_load_refuses_corrupt_truncated_foreign_and_missing(tmp_path):
     (tmp_path / "a" / "partition.json").write_text("{not json")
     with pytest.raises(PartitionFileError, match="not valid JSON"):
         load(tmp_path / "a", 0)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: a["indices0"].__setitem__(-1, 10**6), r"indices\[\d+\] = 1000000 is out of range"),
+    (lambda a: a["indptr0"].__setitem__(0, -5), "indptr"),
+    (lambda a: a.__setitem__("indices0", a["indices0"].astype(np.float32)),
+     "block 0 is not integer indptr and indices"),
+    (lambda a: a.__setitem__("data0", a["data0"][:-1]), "data0 has"),
+    (lambda a: a.__setitem__("out_degrees", a["out_degrees"][:-1]), "out_degrees is not one"),
+    (lambda a: a.__setitem__("global_edges", -a["global_edges"] - 1), "global_edges is not"),
+    (lambda a: a.pop("global_edges"), "global_edges"),
+    (lambda a: a.__setitem__("block_cols", a["block_cols"][:1]), "out of bounds")],
+    ids=["index", "indptr", "float indices", "short data", "short degrees", "edge ids",
+         "no edge ids", "short block_cols"])
+def test_load_checks_what_a_part_file_holds_whatever_its_checksum(tmp_path, change, message):
+    """A part file changed and its checksum written again (by hand, or by a faulty writer)
+    passes the checksum: ``load`` returned such parts (indices out of range, short arrays) or
+    raised a bare ``KeyError``/``IndexError``."""
+    save(partition(small_graph(), 2), tmp_path)
+    part_file = tmp_path / "part-0.npz"
+    with np.load(part_file) as stored:
+        arrays = {name: stored[name].copy() for name in stored.files}
+    change(arrays)
+    np.savez(part_file, **arrays)
+    payload = part_file.read_bytes()
+    description = json.loads((tmp_path / "partition.json").read_text())
+    description["parts"][0].update(bytes=len(payload),
+                                   sha256=hashlib.sha256(payload).hexdigest())
+    (tmp_path / "partition.json").write_text(json.dumps(description))
+    with pytest.raises(PartitionFileError, match=message):
+        load(tmp_path, 0)
 
 
 def test_partition_refusals():

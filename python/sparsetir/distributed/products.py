@@ -32,7 +32,7 @@ def transposed_spmm(matrix: ops.SparseMatrix, G: torch.Tensor, weights) -> torch
     """``matrix.T @ G`` with the entries' ``weights`` (given in ``matrix``'s order)."""
     transpose, perm = matrix.transposed()
     if torch.is_tensor(weights):
-        weights = weights[torch.from_numpy(perm)]
+        weights = weights[torch.tensor(perm)]      # perm is read-only: a copy, no warning
     return block_spmm(transpose, G, weights)
 
 

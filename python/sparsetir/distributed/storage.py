@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PartitionFileError, SparseTIRValueError
+from ..format import check_csr
 from .part import Block, Part
 
 DESCRIPTION = "partition.json"
@@ -148,11 +149,45 @@ def _decode(payload: bytes, path: Path, partition_id: str) -> Part:
         stored_id = arrays["partition_id"].tobytes().decode()
         blocks = [Block(arrays[f"indptr{q}"], arrays[f"indices{q}"], arrays[f"data{q}"],
                         int(arrays["block_cols"][q])) for q in range(num_parts)]
-    except (KeyError, ValueError, OSError, UnicodeDecodeError) as err:
+        part = Part(rank=rank, num_parts=num_parts, num_nodes=num_nodes, nnz_total=nnz_total,
+                    owned=arrays["owned"], blocks=blocks, global_edges=arrays["global_edges"],
+                    out_degrees=arrays["out_degrees"])
+        if stored_id == partition_id:
+            _check_part(part)
+    except (KeyError, ValueError, IndexError, TypeError, OSError, UnicodeDecodeError) as err:
         raise PartitionFileError(f"part file {path} is not a sparsetir part: {err}") from None
     if stored_id != partition_id:
         raise PartitionFileError(f"part file {path} belongs to partition {stored_id}, not to "
                                  f"{partition_id} which {DESCRIPTION} describes")
-    return Part(rank=rank, num_parts=num_parts, num_nodes=num_nodes, nnz_total=nnz_total,
-                owned=arrays["owned"], blocks=blocks, global_edges=arrays["global_edges"],
-                out_degrees=arrays["out_degrees"])
+    return part
+
+
+def _check_part(part: Part) -> None:
+    """Raise ``ValueError`` naming the first array of ``part`` that is not what a part holds
+    (a file whose checksum was written again after it was changed passes the checksum)."""
+    if not 0 <= part.rank < part.num_parts or part.num_nodes < 0 or part.nnz_total < 0:
+        raise ValueError(f"meta {[part.rank, part.num_parts, part.num_nodes, part.nnz_total]} "
+                         "is no rank, part count, node count and entry count")
+    for name in ("owned", "global_edges", "out_degrees"):
+        array = getattr(part, name)
+        if array.ndim != 1 or array.dtype.kind not in "iu":
+            raise ValueError(f"{name} is {array.dtype} of shape {array.shape}, not 1-D integers")
+    owned = part.owned.astype(np.int64)
+    if owned.size and (owned[0] < 0 or owned[-1] >= part.num_nodes
+                       or (np.diff(owned) <= 0).any()):
+        raise ValueError(f"owned is not increasing node ids in [0, {part.num_nodes})")
+    for q, block in enumerate(part.blocks):
+        if block.indptr.dtype.kind not in "iu" or block.indices.dtype.kind not in "iu" \
+                or block.data.dtype.kind != "f" or block.num_cols < 0:
+            raise ValueError(f"block {q} is not integer indptr and indices over "
+                             "floating-point data with a column count")
+        check_csr(block.indptr, block.indices, (part.num_owned, block.num_cols),
+                  names=("owned rows", f"block_cols[{q}]"))
+        if block.data.shape != block.indices.shape:
+            raise ValueError(f"data{q} has {block.data.size} values for {block.nnz} entries")
+    edges = part.global_edges.astype(np.int64)
+    if edges.size != sum(block.nnz for block in part.blocks) or (edges.size and (
+            edges.min() < 0 or edges.max() >= part.nnz_total)):
+        raise ValueError(f"global_edges is not one position in [0, {part.nnz_total}) per entry")
+    if part.out_degrees.size != part.num_owned or (part.out_degrees.astype(np.int64) < 0).any():
+        raise ValueError("out_degrees is not one count per owned node")
