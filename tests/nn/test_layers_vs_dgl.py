@@ -242,6 +242,24 @@ def test_relgraphconv_on_a_block_without_norm(dtype):
                        leaves(dtype, (NODES, 5)), graph_pair=BLOCK)
 
 
+@pytest.mark.parametrize("regularizer,num_bases", [(None, None), ("basis", 2), ("bdd", 2)])
+@pytest.mark.parametrize("in_feat,out_feat", [(4, 6), (6, 4)])
+def test_relgraphconv_on_a_graph_without_edges(regularizer, num_bases, in_feat, out_feat):
+    """No edge: the relation weights get zero gradients, as DGL gives them, not none (a
+    distributed loop all-reduces every parameter's gradient)."""
+    torch.manual_seed(10)
+    kwargs = dict(regularizer=regularizer, num_bases=num_bases)
+    theirs = dglnn.RelGraphConv(in_feat, out_feat, 3, **kwargs)
+    ours = snn.RelGraphConv(in_feat, out_feat, 3, **kwargs)
+    empty = (SparseMatrix.from_csr(np.zeros(NODES + 1, np.int32), np.zeros(0, np.int32),
+                                   np.zeros(0, np.float32), (NODES, NODES)),
+             dgl.graph(([], []), num_nodes=NODES))
+    etypes = torch.zeros(0, dtype=torch.int64)
+    assert_same_as_dgl(ours, theirs, torch.float32,
+                       lambda layer, g, x, norm: layer(g, x, etypes, norm),
+                       leaves(torch.float32, (NODES, in_feat), (0, 1)), graph_pair=empty)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("regularizer,num_bases", [(None, None), ("basis", 2), ("bdd", 2)])
 @pytest.mark.parametrize("sorted_by_type", [False, True])

@@ -128,8 +128,8 @@ class RelGraphConv(nn.Module):
             return self._messages_per_edge(M, feat, etypes, norm)
         transform_first = linear.in_size > linear.out_size
         groups = edge_groups(M, etypes, linear.num_types, by_source=transform_first)
-        if groups is None:                      # no edge
-            return feat.new_zeros(M.shape[0], linear.out_size)
+        if groups is None:      # no edge: zeros, with (zero) gradients for W, feat and norm
+            return self._messages_per_edge(M, feat, etypes, norm)
         if norm is not None:
             norm = norm.reshape(-1, 1).index_select(0, groups.edge_order)
 
