@@ -140,3 +140,67 @@ def test_a_rule_over_a_buffer_the_kernel_writes_is_refused(func, writer):
     with pytest.raises(FormatRewriteError, match=rf"FormatRewriteRule 'bsr': buffer A is "
                                                  rf"written by iteration {writer}"):
         sparsetir.format_decompose(func, [bsr_rule("bsr", 2)])
+
+
+@T.prim_func
+def row_max(a: T.handle, y: T.handle, indptr: T.handle, indices: T.handle, m: T.int32,
+            n: T.int32, nnz: T.int32) -> None:
+    I = T.dense_fixed(m)
+    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+    A = T.match_sparse_buffer(a, (I, J), "float32")
+    Y = T.match_sparse_buffer(y, (I,), "float32")
+    with T.sp_iter([I, J], "SR", "row_max") as [i, j]:
+        with T.init():
+            Y[i] = T.float32(-1e30)
+        Y[i] = T.max(Y[i], A[i, j])
+
+
+@T.prim_func
+def row_exp_sum(a: T.handle, y: T.handle, indptr: T.handle, indices: T.handle, m: T.int32,
+                n: T.int32, nnz: T.int32) -> None:
+    I = T.dense_fixed(m)
+    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+    A = T.match_sparse_buffer(a, (I, J), "float32")
+    Y = T.match_sparse_buffer(y, (I,), "float32")
+    with T.sp_iter([I, J], "SR", "row_exp_sum") as [i, j]:
+        with T.init():
+            Y[i] = T.float32(0)
+        Y[i] = Y[i] + T.exp(A[i, j])
+
+
+@T.prim_func
+def row_scaled_sum(a: T.handle, y: T.handle, indptr: T.handle, indices: T.handle, m: T.int32,
+                   n: T.int32, nnz: T.int32) -> None:
+    I = T.dense_fixed(m)
+    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+    A = T.match_sparse_buffer(a, (I, J), "float32")
+    Y = T.match_sparse_buffer(y, (I,), "float32")
+    with T.sp_iter([I, J], "SR", "row_scaled_sum") as [i, j]:
+        with T.init():
+            Y[i] = T.float32(1)
+        Y[i] = Y[i] - A[i, j] * T.float32(3) / T.float32(2)
+
+
+@pytest.mark.parametrize("func, name", [(row_max, "row_max"), (row_exp_sum, "row_exp_sum"),
+                                        (ZOO["csr_element_wise"].func, "csr_element_wise")])
+def test_a_body_that_padding_would_change_is_refused(func, name):
+    """Padding slots (0 in a BSR block, a repeated column in an ELL row) would join a max,
+    add exp(0) = 1, or store 0 over a real element: refused by name, not computed."""
+    with pytest.raises(FormatRewriteError, match=rf"iteration {name} cannot be decomposed"):
+        sparsetir.format_decompose(func, [bsr_rule("bsr", 4)])
+
+
+def test_a_sum_with_the_rewritten_value_as_a_factor_is_decomposed():
+    """Y[i] = 1 - sum of 1.5 A[i, j]: a subtraction, a product and a division keep padding at
+    0; BSR blocks with fill-in, an empty row, a last block cut short, a NaN-filled output."""
+    A = edge_matrix(seed=5, rows=10, cols=10)
+    func = sparsetir.remove_preprocess(sparsetir.format_decompose(row_scaled_sum,
+                                                                  [bsr_rule("bsr", 4)]))
+    indptr_b, indices_b, data_b = sparsetir.format.csr_to_bsr(A.indptr, A.indices, A.data,
+                                                              A.shape, 4)
+    Y = np.full(A.shape[0], np.nan, np.float32)
+    args = dict(a=A.data, y=Y, indptr=A.indptr, indices=A.indices, m=10, n=10, nnz=A.nnz,
+                a_bsr=data_b, indptr_bsr=indptr_b, indices_bsr=indices_b, mb_bsr=3, nb_bsr=3,
+                nnzb_bsr=indices_b.size)
+    sparsetir.build(func, "llvm")(*[args[p.name] for p in func.params])
+    np.testing.assert_allclose(Y, 1 - 1.5 * np.asarray(A.sum(axis=1)).ravel(), rtol=1e-5)

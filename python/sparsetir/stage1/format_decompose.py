@@ -346,12 +346,85 @@ def _reads_rewritten(it: SparseIteration, formats: list) -> bool:
 
 
 def _decomposed(it: SparseIteration, formats: list) -> list:
+    _check_sum_of_parts(it, formats)
     out = []
     if it.init is not None:
         out.append(_init_iteration(it))
     for fmt in formats:
         out.append(_rule_iteration(it, fmt))
     return out
+
+
+def _check_sum_of_parts(it: SparseIteration, formats: list) -> None:
+    """Refuse an iteration that is not a sum over the rewritten buffers' elements.
+
+    The decomposed kernel runs each statement once per part and at padding slots, which hold
+    0: that is right only where each statement adds into its target a term that is 0 when the
+    rewritten element is (``C[..] = C[..] + A[..] * ...``). A max, a store of its own
+    (``B[i, j] = A[i, j] * 2``), a term such as ``exp(A[..])`` or one that does not read a
+    rewritten buffer would take padding into account.
+
+    Example
+    -------
+    >>> # C[i, k] = C[i, k] + A[i, j] * B[j, k]   is decomposed
+    >>> # C[i] = T.max(C[i], A[i, j])             raises FormatRewriteError
+    """
+    views = [f.func.get_buffer(n).view for f in formats for n in f.rule.buffers_to_rewrite]
+    names = ", ".join(dict.fromkeys(n for f in formats for n in f.rule.buffers_to_rewrite))
+    stores = []
+    for stmt in it.body:
+        tvm_ffi.structural_walk(stmt, (tirx.BufferStore, stores.append), order="pre")
+    for store in stores:
+        term = _accumulated_term(store)
+        if term is None or not _vanishes(term, views) \
+                or any(_reads_any(index, views) for index in store.indices):
+            raise FormatRewriteError(
+                f"iteration {it.name} cannot be decomposed: format_decompose computes it as a "
+                f"sum of one part per format, whose padding slots hold 0, so each statement must "
+                f"add to its target a term that is 0 where {names} is 0 "
+                f"(C[..] = C[..] + {names.split(', ')[0]}[..] * ...); "
+                f"{store.buffer.name}[{', '.join(map(str, store.indices))}] = {store.value} "
+                "is not")
+
+
+def _accumulated_term(store):
+    """``e`` of ``C[x] = C[x] + e`` (``e + C[x]``, ``C[x] - e``), or None."""
+    value = store.value
+
+    def is_target(expr):
+        return isinstance(expr, tvm.ir.TensorLoad) and expr.source.same_as(store.buffer) \
+            and tvm_ffi.structural_equal(list(expr.indices), list(store.indices))
+
+    if isinstance(value, (tirx.Add, tirx.Sub)) and is_target(value.a) \
+            and not _reads_any(value.b, [store.buffer]):
+        return value.b
+    if isinstance(value, tirx.Add) and is_target(value.b) \
+            and not _reads_any(value.a, [store.buffer]):
+        return value.a
+    return None
+
+
+def _vanishes(expr, views) -> bool:
+    """Whether ``expr`` is 0 wherever the loads of ``views`` in it are 0."""
+    if isinstance(expr, tvm.ir.TensorLoad):
+        return any(expr.source.same_as(v) for v in views)
+    if isinstance(expr, tirx.Mul):
+        return _vanishes(expr.a, views) or _vanishes(expr.b, views)
+    if isinstance(expr, (tirx.Div, tirx.FloorDiv, tirx.Cast)):
+        return _vanishes(expr.a if not isinstance(expr, tirx.Cast) else expr.value, views)
+    if isinstance(expr, (tirx.Add, tirx.Sub)):
+        return _vanishes(expr.a, views) and _vanishes(expr.b, views)
+    if isinstance(expr, tirx.Select):
+        return _vanishes(expr.true_value, views) and _vanishes(expr.false_value, views)
+    return False
+
+
+def _reads_any(expr, views) -> bool:
+    found = []
+    tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad, lambda load: found.append(load)
+                                   if any(load.source.same_as(v) for v in views) else None),
+                            order="pre")
+    return bool(found)
 
 
 def _init_iteration(it: SparseIteration) -> SparseIteration:
