@@ -8,6 +8,7 @@ from zoo_check import check_kernel, zoo_inputs
 
 import sparsetir
 from sparsetir import Schedule, SparseScheduleError
+from sparsetir.script import tir as T
 
 
 def _run(func, name, size="small"):
@@ -24,6 +25,45 @@ def test_sparse_fuse_of_sddmm_is_the_hand_written_fused_sddmm():
         .replace("def fused_sddmm", "def sddmm"))
     tvm.ir.assert_structural_equal(sch.func, expected)
     _run(sch.func, "sddmm")
+
+
+def test_sparse_fuse_of_csr2bsr_whose_store_searches_by_the_fused_row():
+    """The fused row's position becomes a table; the search of B's block column, which
+    depends on that row, reads the table too (it was left with an undefined variable)."""
+    sch = Schedule(CASES["csr2bsr"].func)
+    i, j = sch.get_sp_iters("csr2bsr")
+    sch.sparse_fuse("csr2bsr", [i, j])
+    _run(sch.func, "csr2bsr")
+
+
+@T.prim_func
+def scale_csf(a: T.handle, y: T.handle, indptr_j: T.handle, indices_j: T.handle,
+              indptr_k: T.handle, indices_k: T.handle, m: T.int32, n: T.int32, p: T.int32,
+              nnz_j: T.int32, nnz_k: T.int32) -> None:
+    I = T.dense_fixed(m)
+    J = T.sparse_variable(I, (n, nnz_j), (indptr_j, indices_j), "int32")
+    K = T.sparse_variable(J, (p, nnz_k), (indptr_k, indices_k), "int32")
+    A = T.match_sparse_buffer(a, (I, J, K), "float64")
+    Y = T.match_sparse_buffer(y, (I, J, K), "float64")
+    with T.sp_iter([T.fuse(I, J, K)], "SSS", "scale3") as [i, j, k]:
+        Y[i, j, k] = A[i, j, k] * T.Cast("float64", i + 1)
+
+
+def test_fuse_of_three_levels_of_a_csf_tensor():
+    """Every nonzero of a CSF tensor (empty slices and fibres included) scaled by its row
+    number plus one, over one fused loop: two row searches in a chain."""
+    indptr_j = np.int32([0, 2, 2, 5])               # row 1 is empty
+    indices_j = np.int32([0, 3, 1, 2, 3])
+    indptr_k = np.int32([0, 1, 3, 3, 5, 6])         # fibre (2, 2) is empty
+    indices_k = np.int32([4, 0, 2, 1, 3, 0])
+    a = np.arange(1, 7, dtype=np.float64)
+    rows = np.repeat(np.arange(3), np.diff(indptr_j))
+    expected = a * (np.repeat(rows, np.diff(indptr_k)) + 1)
+    tvm.s_tir.Schedule(sparsetir.lower_sparse_iter(scale_csf))     # TVM's own checks pass
+    y = np.full(6, np.nan)
+    sparsetir.build(scale_csf, "llvm")(a, y, indptr_j, indices_j, indptr_k, indices_k,
+                                        3, 4, 5, 5, 6)
+    np.testing.assert_array_equal(y, expected)
 
 
 def test_reorder_bsrmm_to_block_rows_first():

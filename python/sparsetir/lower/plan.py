@@ -160,7 +160,7 @@ def hoist_searches(block: BlockPlan, loops: list, top_level: bool) -> tuple:
     """
     own = [iv.var for iv in block.iter_vars]
     before = {d: [] for d in range(-1, len(loops))}
-    depth, preprocess, tables = {}, [], []
+    depth, preprocess, tables, tabled = {}, [], [], {}
     for n, search in enumerate(used_searches(block)):
         deps = free_vars([search.lo, search.hi, search.key] + search.checks)
         d = max([own.index(v) for v in deps if v in own]
@@ -173,6 +173,8 @@ def hoist_searches(block: BlockPlan, loops: list, top_level: bool) -> tuple:
             checks=[substitute(c, fresh) for c in search.checks])
         found.iter_vars = [BlockIterPlan(fresh[iv.var], iv.extent, iv.loop_var, False)
                            for iv in block.iter_vars[:d + 1]]
+        found.table_lookups = [(result, tabled[result], fresh[own[0]])
+                               for result in deps if result in tabled]   # the row's position
         if d == 0 and top_level and not (deps & set(depth)):
             table = tirx.decl_buffer([loops[0].extent], "int32", name=search.result.name)
             loop_var = tirx.Var(loops[0].var.name, "int32")
@@ -180,6 +182,7 @@ def hoist_searches(block: BlockPlan, loops: list, top_level: bool) -> tuple:
             found.table = table
             found.annotations = {PREPROCESS_ANNOTATION: 1, PARALLEL_ANNOTATION: 1}
             block.table_lookups.append((search.result, table, own[0]))
+            tabled[search.result] = table
             preprocess.append(LoopPlan(loop_var, loops[0].extent, [found]))
             tables.append(table)
             continue
