@@ -7,12 +7,15 @@ fail, so kernels that differ in one detail are checked to be unequal.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import tvm
 import tvm_ffi
 from tvm import tirx
 
 import kernel_zoo
+import sparsetir
+from sparsetir.errors import SparseTIRTypeError, SparseTIRValueError
 from sparsetir.ir import BufferDomain, SparseIteration
 from sparsetir.script import from_source
 from sparsetir.script import tir as T
@@ -325,3 +328,32 @@ def test_a_load_of_a_one_element_buffer_keeps_its_index(length):
 
     assert "Y[o] = Y[o] + A[i, j]" in row_sums.script()
     _assert_round_trip(row_sums)
+
+
+def test_specialize_takes_numpy_integers_and_refuses_values_past_the_parameter():
+    """Sizes read from numpy arrays are numpy integers; a value past int32 is named, not a
+    TVM check failure."""
+    func = _kernel("csrmm")
+    spec = func.specialize({"feat_size": np.int64(8)})
+    assert "T.dense_fixed(8)" in spec.script()
+    with pytest.raises(SparseTIRValueError, match=r"parameter m is int32: 1099511627776 does "):
+        func.specialize({"m": 2 ** 40})
+    with pytest.raises(SparseTIRTypeError, match="expected an integer"):
+        func.specialize({"m": np.float64(4)})
+
+
+@pytest.mark.parametrize("value", ["two\nlines", 'a "quote", a \\ and a\ttab, é', float("inf"),
+                                   float("-inf"), 2.5])
+def test_annotations_that_need_escaping_round_trip(value):
+    """What ``Schedule.annotate`` accepts prints as text that parses back: strings with
+    newlines, quotes and backslashes, and infinite floats."""
+    sch = sparsetir.Schedule(_kernel("csrmm"))
+    sch.annotate("csrmm", "note", value)
+    _assert_round_trip(sch.func)
+    assert dict(from_source(sch.func.script()).body[0].annotations)["note"] == value
+
+
+def test_a_nan_annotation_round_trips():
+    sch = sparsetir.Schedule(_kernel("csrmm"))
+    sch.annotate("csrmm", "note", float("nan"))
+    assert np.isnan(dict(from_source(sch.func.script()).body[0].annotations)["note"])

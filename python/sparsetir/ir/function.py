@@ -19,6 +19,8 @@ Example
 
 from __future__ import annotations
 
+import numbers
+
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -139,9 +141,17 @@ class SparseFunction(tvm_ffi.Object):
             if dtype == "handle":
                 raise SparseTIRTypeError(f"parameter {param.name} is a handle; only integer parameters "
                                 "can be specialized")
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+                value = int(value)                      # numpy integers too
             if isinstance(value, bool) or not isinstance(value, (int, tvm.ir.Expr)):
                 raise SparseTIRTypeError(f"parameter {param.name}: expected an integer, got {value!r}")
-            var_map[param] = tirx.const(value, dtype) if isinstance(value, int) else value
+            if isinstance(value, int):
+                bits = tvm.DataType(dtype).bits
+                if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+                    raise SparseTIRValueError(f"parameter {param.name} is {dtype}: {value} does "
+                                              "not fit in it")
+                value = tirx.const(value, dtype)
+            var_map[param] = value
         kept = [p for p in self.params if p not in var_map]
         return Substituter(var_map).function(self, params=kept)
 

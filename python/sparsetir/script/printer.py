@@ -16,6 +16,9 @@ Example
 
 from __future__ import annotations
 
+import json
+import math
+
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -175,8 +178,10 @@ def _literal(value) -> str:
         return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
     if isinstance(value, bool):
         return "True" if value else "False"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, str):          # escapes (newlines too) that Python reads back
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'      # float("inf"), float("-inf"), float("nan")
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, (list, tuple)) or hasattr(value, "__len__"):
