@@ -1,13 +1,16 @@
 """The default schedules that ``build`` applies to kernels nobody scheduled."""
 
 import numpy as np
+import pytest
 import tvm_ffi
 from kernel_zoo import CASES
 from sparse_inputs import skewed_csr
 from tvm import s_tir, tirx
 
 import sparsetir
+from sparsetir.errors import SparseTIRValueError
 from sparsetir.schedule import default_schedule
+from sparsetir.script import tir as T
 
 
 def _loop_kinds(mod) -> dict:
@@ -95,3 +98,46 @@ def test_a_feature_axis_of_length_zero_builds():
     """The default schedule vectorised a loop of 0 iterations, which TVM refuses to lower (the
     build is what this checks: a result of no elements has no numbers to compare)."""
     _csrmm_numbers(sparsetir.build(CASES["csrmm"].func.specialize({"feat_size": 0}), "llvm"), 0)
+
+
+@T.prim_func
+def mttkrp(a: T.handle, b: T.handle, c: T.handle, y: T.handle, indptr_j: T.handle,
+           indices_j: T.handle, indptr_k: T.handle, indices_k: T.handle, m: T.int32, n: T.int32,
+           p: T.int32, nnz_j: T.int32, nnz_k: T.int32) -> None:
+    I = T.dense_fixed(m)
+    J = T.sparse_variable(I, (n, nnz_j), (indptr_j, indices_j), "int32")
+    K = T.sparse_variable(J, (p, nnz_k), (indptr_k, indices_k), "int32")
+    J_detach = T.dense_fixed(n)
+    K_detach = T.dense_fixed(p)
+    R = T.dense_fixed(8)
+    A = T.match_sparse_buffer(a, (I, J, K), "float64")
+    B = T.match_sparse_buffer(b, (J_detach, R), "float64")
+    C = T.match_sparse_buffer(c, (K_detach, R), "float64")
+    Y = T.match_sparse_buffer(y, (I, R), "float64")
+    with T.sp_iter([I, J, K, R], "SRRS", "mttkrp") as [i, j, k, r]:
+        with T.init():
+            Y[i, r] = T.float64(0)
+        Y[i, r] = Y[i, r] + A[i, j, k] * B[j, r] * C[k, r]
+
+
+def test_a_sum_over_two_sparse_axes_builds_for_llvm_and_is_refused_for_cuda_by_name():
+    """MTTKRP over a CSF tensor: its T.init runs in a nest of its own, and TVM binds no GPU
+    loop over the compute nest; the CUDA build says so instead of asking for what the user
+    did (schedule='auto'). On the CPU: numpy's numbers, an empty row, a NaN-filled output."""
+    indptr_j, indices_j = np.int32([0, 2, 2, 4]), np.int32([0, 2, 1, 2])
+    indptr_k, indices_k = np.int32([0, 2, 3, 3, 5]), np.int32([0, 3, 1, 0, 2])
+    dense = np.zeros((3, 3, 4))
+    rows = np.repeat(np.arange(3), np.diff(indptr_j))
+    values = np.arange(1.0, 6.0)
+    for fibre, (i, j) in enumerate(zip(rows, indices_j)):
+        span = slice(indptr_k[fibre], indptr_k[fibre + 1])
+        dense[i, j, indices_k[span]] = values[span]
+    rng = np.random.default_rng(0)
+    B, C = rng.standard_normal((3, 8)), rng.standard_normal((4, 8))
+    Y = np.full((3, 8), np.nan)
+    sparsetir.build(mttkrp, "llvm")(values, B, C, Y, indptr_j, indices_j, indptr_k, indices_k,
+                                    3, 3, 4, 4, 5)
+    np.testing.assert_allclose(Y, np.einsum("ijk,jr,kr->ir", dense, B, C), rtol=1e-12)
+    with pytest.raises(SparseTIRValueError, match=r"cannot build top-level loop nest 1 "
+                                                  r"\(block mttkrp0\) for cuda.*build it for llvm"):
+        sparsetir.build(mttkrp, {"kind": "cuda", "arch": "sm_90"})

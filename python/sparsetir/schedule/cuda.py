@@ -8,6 +8,7 @@ from tvm import s_tir, tirx
 
 from ..lower.loop_signature import top_level_nests
 from ..ir.attrs import PARALLEL_ANNOTATION
+from ..errors import SparseTIRValueError
 from .common import innermost_spatial_loop, nest_blocks, reads_memory, try_primitive
 
 WARP_SIZE = 32
@@ -19,7 +20,7 @@ def schedule_cuda(sch, nests: list) -> None:
     stmts = top_level_nests(sch.mod["main"])
     # Plan everything on the unscheduled IR first, then transform by block name.
     local = []  # (writer block, buffer name) of intermediates that become per-thread
-    plans = []  # (outermost block, owned, thread blocks)
+    plans = []  # (nest number, outermost block, owned, thread blocks)
     for index, nest in zip(nests, nest_blocks(sch, nests)):
         stmt = stmts[index]
         used = [b for b in _intermediates(sch.mod["main"], stmt)
@@ -32,10 +33,10 @@ def schedule_cuda(sch, nests: list) -> None:
                  and not reads_memory(sch.get(loops[0]).extent))
         threads = _thread_blocks(sch, stmt, nest, sch.get(loops[0])) \
             if owned and not used else []
-        plans.append((outer.name_hint, owned, threads))
+        plans.append((index, outer.name_hint, owned, threads))
     for writer, name in local:
         try_primitive(sch.set_scope, writer, name, "local")
-    for outer, owned, threads in plans:
+    for index, outer, owned, threads in plans:
         for name in threads:
             loop = sch.get_loops(sch.get_sblock(name))[-1]
             if sch.get(loop).kind == tirx.ForKind.THREAD_BINDING:
@@ -44,12 +45,32 @@ def schedule_cuda(sch, nests: list) -> None:
             if not (isinstance(extent, tirx.IntImm) and extent.value <= MAX_THREADS):
                 loop = sch.split(loop, [None, WARP_SIZE])[1]
             try_primitive(sch.bind, loop, "threadIdx.x")
+        threaded = any(sch.get(sch.get_loops(sch.get_sblock(name))[-1]).kind
+                       == tirx.ForKind.THREAD_BINDING for name in threads)
         rv = sch.get_sblock(outer)
         loops = sch.get_loops(rv)
-        if owned:
-            try_primitive(sch.bind, loops[0], "blockIdx.x")
-        else:
-            try_primitive(sch.bind, sch.add_unit_loop(loops[0] if loops else rv), "blockIdx.x")
+        _bind_blocks(sch, index, outer,
+                     loops[0] if owned else sch.add_unit_loop(loops[0] if loops else rv),
+                     threaded)
+
+
+def _bind_blocks(sch, index: int, outer: str, loop, threaded: bool) -> None:
+    """Bind ``loop`` (the rows of nest ``index``, or a unit loop around it) to ``blockIdx.x``.
+    Where TVM refuses and no loop of the nest went to ``threadIdx.x`` either (``threaded``),
+    the nest cannot run on the GPU: say why."""
+    try:
+        sch.bind(loop, "blockIdx.x")
+    except s_tir.ScheduleError as err:
+        if threaded:
+            return
+        reason = next((line.split(":", 1)[1].strip() for line in str(err).splitlines()
+                       if line.startswith("Error message:")), "no reason given")
+        raise SparseTIRValueError(
+            f"cannot build top-level loop nest {index} (block {outer}) for cuda: TVM binds a "
+            f"loop to the GPU only over complete blocks and reductions with their own init, "
+            f"and refuses this one ({reason}). A sum over several sparse axes (a CSF "
+            "tensor's) runs its T.init in a nest of its own, so its blocks are neither; "
+            "build it for llvm") from None
 
 
 def _intermediates(func, stmt) -> list:
