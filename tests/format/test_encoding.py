@@ -336,3 +336,24 @@ def test_explicit_form_with_a_large_block():
     with pytest.raises(EncodingError, match="at i = 0 it gives 1"):
         Encoding.parse("{a, b} (i = a * 1000000000000 + b + 1) -> (a = i floordiv "
                        "1000000000000 : dense, b = i mod 1000000000000 : dense)")
+
+
+def test_slices_and_level_types_built_in_code_are_checked():
+    """What the text parser refuses is refused from code too: a negative offset, a stride of
+    0 or below (a silently empty or reversed window, a ZeroDivisionError), a tuple is taken
+    as a slice; flags and counts of a LevelType are booleans and integers."""
+    from sparsetir.format.affine import Affine           # pylint: disable=import-outside-toplevel
+    levels = [(Affine.dim(0), LevelType("dense")), (Affine.dim(1), LevelType("compressed"))]
+    for bad, message in [(Slice(-2, 2, 1), "offset must be None"),
+                         (Slice(2, 2, -1), "stride must be None"),
+                         (Slice(0, None, 0), "stride must be None"),
+                         (Slice(0, 0, 1), "size must be None"), (5, "must be \\(offset")]:
+        with pytest.raises(EncodingError, match=f"dimension 0's slice {message}"):
+            Encoding(levels, 2, slices=[bad, None])
+    assert Encoding(levels, 2, slices=[(0, 2, 1), None]).slices[0] == Slice(0, 2, 1)
+    with pytest.raises(EncodingError, match="slices must be a list"):
+        Encoding(levels, 2, slices=5)
+    with pytest.raises(EncodingError, match="unique must be True or False, got 'no'"):
+        LevelType("compressed", unique="no")
+    with pytest.raises(EncodingError, match="n must be an integer, got 2.5"):
+        LevelType("structured", n=2.5, m=4)

@@ -477,3 +477,36 @@ def test_sparse_vector_and_symbols():
     t2 = SparseTensor.from_dense(X, "CSR").convert(ell, symbols=(1,))
     assert t2.symbols == (1,) and t2.lvl_shape == (10, 4, 8)
     assert np.array_equal(t2.convert("CSC").to_dense(), X)
+
+
+@pytest.mark.parametrize("c", [3, 5])
+def test_a_symbolic_level_that_wraps_gets_room_for_every_value(c):
+    """``i mod c`` holds 0..c-1 wherever it peaks; its size was taken from the last row
+    alone (1 for 4 rows and c = 3), and the storage built did not read back."""
+    enc = Encoding.parse("[c](i, j) -> (i mod c : dense, i : dense, j : compressed)")
+    x = np.arange(1, 13, dtype=np.float32).reshape(4, 3)
+    assert enc.lvl_shape((4, 3), symbols=(c,))[0] == min(c, 4)   # 4 rows: at most 0..3
+    assert np.array_equal(SparseTensor.from_dense(x, enc, symbols=(c,)).to_dense(), x)
+
+
+@pytest.mark.parametrize("text, symbols, message", [
+    ("[c](i, j) -> (i mod c : dense, i : dense, j : compressed)", (0,), "divides by s0"),
+    ("[c](i, j) -> (c * 9223372036854775807 * i : dense, i : dense, j : compressed)", (2,),
+     "past int64"),
+])
+def test_a_symbolic_level_that_divides_by_zero_or_overflows_is_named(text, symbols, message):
+    enc = Encoding.parse(text)
+    with pytest.raises(SparseTIRValueError, match=message):
+        enc.lvl_shape((4, 3), symbols=symbols)
+
+
+def test_overlapping_loose_segments_are_refused():
+    """Rows [0, 2) and [0, 2) of a loose level: one stored value in two rows (nse 2, four
+    coordinates returned) was accepted."""
+    enc = Encoding.parse("(i, j) -> (i : dense, j : loose_compressed)")
+    with pytest.raises(SparseTIRValueError, match=r"parents 0 \[0, 2\) and 1 \[0, 2\) overlap"):
+        SparseTensor.from_arrays(enc, (2, 4), [None, np.array([0, 2, 0, 2])],
+                                 [None, np.array([1, 3])], np.float32([5, 7]))
+    fine = SparseTensor.from_arrays(enc, (2, 4), [None, np.array([2, 2, 0, 2])],
+                                    [None, np.array([1, 3])], np.float32([5, 7]))
+    assert fine.to_dense().tolist() == [[0, 0, 0, 0], [0, 5, 0, 7]]

@@ -91,6 +91,41 @@ class Affine(NamedTuple):
             return lhs * rhs
         return lhs // rhs if self.op == "floordiv" else lhs % rhs
 
+    def bounds(self, dim_highs, syms) -> tuple:
+        """``(lo, hi)``, Python ints: the least and greatest value the expression takes with
+        each dimension ``k`` in ``[0, dim_highs[k]]`` and symbols ``syms``. Raises
+        ``ValueError`` on a division by a range holding 0 or below, or a value past int64 (the
+        dtype ``evaluate`` computes in).
+
+        Example
+        -------
+        >>> wrap = Affine.binary("mod", Affine.dim(0), Affine.sym(0))
+        >>> wrap.bounds([9], [4])
+        (0, 3)
+        """
+        if self.op == "const":
+            lo = hi = self.value
+        elif self.op == "dim":
+            lo, hi = 0, int(dim_highs[self.value])
+        elif self.op == "sym":
+            lo = hi = int(syms[self.value])
+        else:
+            (a, b), (c, d) = self.lhs.bounds(dim_highs, syms), self.rhs.bounds(dim_highs, syms)
+            if self.op == "add":
+                lo, hi = a + c, b + d
+            elif self.op == "mul":
+                products = (a * c, a * d, b * c, b * d)
+                lo, hi = min(products), max(products)
+            elif c <= 0:
+                raise ValueError(f"{self} divides by {self.rhs}, which can be {c}")
+            elif self.op == "floordiv":
+                lo, hi = min(a // c, a // d), max(b // c, b // d)
+            else:                       # mod: itself when below the divisor, else 0..d-1
+                lo, hi = (a, b) if 0 <= a and b < c else (0, d - 1)
+        if lo < -(1 << 63) or hi >= 1 << 63:
+            raise ValueError(f"{self} reaches {hi if hi >= 1 << 63 else lo}, past int64")
+        return lo, hi
+
     def text(self, dim_names, sym_names) -> str:
         """The expression in MLIR's syntax with the given names."""
         if self.op == "const":

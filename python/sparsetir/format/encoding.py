@@ -78,7 +78,11 @@ class Encoding:
         _check_parts(levels, dim_rank, sym_count)
         check_levels(dim_rank, sym_count, levels, _where, _dim_defs)
         if slices is not None:
-            slices = tuple(slices)
+            if not isinstance(slices, (list, tuple)):
+                raise EncodingError(f"slices must be a list with one Slice (or None) per "
+                                    f"dimension, got {slices!r}")
+            slices = tuple(None if s is None else Slice.checked(s, dim)
+                           for dim, s in enumerate(slices))
             if len(slices) != dim_rank:
                 raise EncodingError(f"expected one slice per dimension ({dim_rank}), got "
                                     f"{len(slices)}")
@@ -199,9 +203,21 @@ class Encoding:
             elif level.op == "mod":
                 sizes.append(level.factor)
             else:
-                top = level.expr.evaluate([max(size - 1, 0) for size in dim_shape], syms)
-                sizes.append(int(top) + 1)
+                sizes.append(self._symbolic_size(level, dim_shape, syms))
         return tuple(sizes)
+
+    def _symbolic_size(self, level, dim_shape, syms) -> int:
+        """One more than the greatest value of a symbolic level's expression over the
+        shape; refused where it can be negative, divides by 0 or leaves int64."""
+        where = f"level {self.levels.index(level)} ({level.expr}) of {self.map_text}"
+        try:
+            lo, hi = level.expr.bounds([max(size - 1, 0) for size in dim_shape], syms)
+        except ValueError as err:
+            raise SparseTIRValueError(f"{where}, symbols {tuple(syms)}: {err}") from None
+        if lo < 0:
+            raise SparseTIRValueError(f"{where} can be {lo} with symbols {tuple(syms)}: a "
+                                      "level coordinate must not be negative")
+        return hi + 1
 
     def to_levels(self, dim_coords, symbols=None) -> np.ndarray:
         """The level coordinates (int64, ``(lvl_rank, N)``) of dimension coordinates

@@ -15,8 +15,11 @@ False
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
+
+import numpy as np
 
 from ..errors import SparseTIRValueError
 from .affine import Affine
@@ -57,6 +60,17 @@ class LevelType:
     m: int = 0
 
     def __post_init__(self):
+        for name in ("unique", "ordered", "soa"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise EncodingError(f"LevelType {name} must be True or False, got "
+                                    f"{getattr(self, name)!r}")
+            object.__setattr__(self, name, bool(getattr(self, name)))
+        for name in ("n", "m"):
+            if isinstance(getattr(self, name), (bool, np.bool_)) \
+                    or not isinstance(getattr(self, name), numbers.Integral):
+                raise EncodingError(f"LevelType {name} must be an integer, got "
+                                    f"{getattr(self, name)!r}")
+            object.__setattr__(self, name, int(getattr(self, name)))
         if self.kind not in KINDS:
             raise EncodingError(f"expected a level type ({', '.join(KINDS)}), got {self.kind!r}")
         if self.kind == "structured" and not 0 < self.n <= self.m:
@@ -97,6 +111,28 @@ class Slice(NamedTuple):
     def __str__(self) -> str:
         shown = ["?" if value is None else str(value) for value in self]
         return f"#sparse_tensor<slice({', '.join(shown)})>"
+
+    def checked(self, dim: int) -> "Slice":
+        """This slice, its values checked as the text parser checks them (an offset of 0 or
+        more, a size and stride of 1 or more, each an int or None for ``?``) for dimension
+        ``dim``; an ``(offset, size, stride)`` tuple is taken as one.
+
+        Example
+        -------
+        >>> Slice.checked((1, None, 2), 0)
+        Slice(offset=1, size=None, stride=2)
+        """
+        values = tuple(self) if isinstance(self, (tuple, list)) else ()
+        if len(values) != 3:
+            raise EncodingError(f"dimension {dim}'s slice must be (offset, size, stride), got "
+                                f"{self!r}")
+        for value, what, least in zip(values, ("offset", "size", "stride"), (0, 1, 1)):
+            if value is not None and (isinstance(value, (bool, np.bool_))
+                                      or not isinstance(value, numbers.Integral)
+                                      or value < least):
+                raise EncodingError(f"dimension {dim}'s slice {what} must be None ('?') or an "
+                                    f"integer of at least {least}, got {value!r}")
+        return Slice(*(None if v is None else int(v) for v in values))
 
     def resolved(self, extent: int) -> tuple:
         """``(offset, size, stride)`` over a dimension of ``extent`` elements: a dynamic offset

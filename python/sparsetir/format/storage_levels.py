@@ -224,10 +224,25 @@ def _children(kind, positions, slots, crd_size: int, where: str) -> tuple:
         reach = int(hi.max()) if hi.max() > crd_size else int(lo.min())
         raise SparseTIRValueError(f"{where}: positions reach {reach}, outside the {crd_size} "
                                   "coordinates")
+    if kind.kind == "loose_compressed":
+        _disjoint(slots, lo, hi, where)
     counts = hi - lo
     parent = np.repeat(np.arange(slots.size), counts)
     starts = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
     return parent, starts + np.arange(parent.size)
+
+
+def _disjoint(slots, lo, hi, where: str) -> None:
+    """A loose level's ``[lo, hi)`` segments share no coordinate: each stored value has one
+    parent (an overlap would put one value in two places)."""
+    used = np.flatnonzero(hi > lo)
+    order = used[np.argsort(lo[used], kind="stable")]
+    overlap = np.flatnonzero(lo[order][1:] < hi[order][:-1])
+    if overlap.size:
+        a, b = order[overlap[0]], order[overlap[0] + 1]
+        raise SparseTIRValueError(f"{where}: the segments of parents {slots[a]} "
+                                  f"[{lo[a]}, {hi[a]}) and {slots[b]} [{lo[b]}, {hi[b]}) "
+                                  "overlap: a stored value belongs to one parent")
 
 
 def _ordered(kind, parent, crd, where: str) -> None:
