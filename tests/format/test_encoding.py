@@ -357,3 +357,15 @@ def test_slices_and_level_types_built_in_code_are_checked():
         LevelType("compressed", unique="no")
     with pytest.raises(EncodingError, match="n must be an integer, got 2.5"):
         LevelType("structured", n=2.5, m=4)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("(i, j) -> (i : dense, j floordiv " + "9" * 5000 + " : compressed)",
+     "expected an integer below 2\\*\\*63"),
+    ("(i, j) -> (i : dense, j floordiv ٣ : compressed)", "expected"),
+])
+def test_numbers_past_int64_or_not_ascii_are_named(text, message):
+    """A 5000-digit number reached int() (Python's own 4300-digit limit, a bare ValueError);
+    a non-ASCII digit is not a number in MLIR's syntax."""
+    with pytest.raises(EncodingError, match=message):
+        Encoding.parse(text)

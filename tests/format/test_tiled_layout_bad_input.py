@@ -46,3 +46,24 @@ def test_a_kernel_with_int32_sizes_and_huge_tiles_counts_in_int64(text, size):
     with pytest.raises(ArgumentError, match=f"argument 'x': has 8 elements.* = {size}"):
         kernel(a.data, np.zeros(8, np.float32), y, a.indptr.astype(np.int32),
                a.indices.astype(np.int32), 2, 4, a.nnz)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{1,0:T(1,4611686018427387905)}", "a size of tile 0 must be at most 4611686018427387904"),
+    ("{1,0:T(1,9223372036854775807)}", "must be at most 4611686018427387904"),  # wrapped in TVM
+    ("{1,0:T(2²,2)}", "expected ',' or '\\)', found '²'"),
+    ("{1,0:T(" + "9" * 5000 + ")}", "a tile size .*of at most 19 digits"),
+])
+def test_tile_sizes_past_the_kernels_arithmetic_or_not_numbers_are_refused(text, message):
+    """A tile of 2**63 - 1 gave a kernel whose tile count wrapped (every call refused with
+    a negative size); "²" and a 5000-digit number reached int() (a bare ValueError)."""
+    with pytest.raises(TiledLayoutError, match=message):
+        TiledLayout.parse(text)
+
+
+def test_a_tiled_layout_on_an_index_array_is_refused():
+    """The call checks index arrays in their logical layout: a tiled one was refused as
+    unsorted though valid."""
+    mod = sparsetir.lower_sparse_iter(csrmm.specialize({"feat_size": 2}))
+    with pytest.raises(TiledLayoutError, match="'indices' is an index array"):
+        apply_tiled_layout(mod, "indices", TiledLayout.parse("{0:T(3)(2)}"))

@@ -34,7 +34,7 @@ from .affine import Affine
 from .encoding_types import KINDS, PROPERTIES, EncodingError, LevelType, Slice, \
     allowed_properties
 
-_TOKEN = re.compile(r"\s+|//[^\n]*|(?P<tok>#[A-Za-z_][\w.]*|[A-Za-z_][\w$]*|\d+|->"
+_TOKEN = re.compile(r"\s+|//[^\n]*|(?P<tok>#[A-Za-z_][\w.]*|[A-Za-z_][\w$]*|[0-9]+|->"
                     r"|[()\[\]{}<>,:=*+?-])")
 _WIDTH_KEYS = {"posWidth": "pos", "crdWidth": "crd", "pointerBitWidth": "pos",
                "indexBitWidth": "crd"}
@@ -79,6 +79,11 @@ class ParsedEncoding(NamedTuple):
 def _error(text: str, message: str, offset: int) -> EncodingError:
     line = text.count("\n", 0, offset) + 1
     return EncodingError(message, offset - (text.rfind("\n", 0, offset) + 1) + 1, line)
+
+
+def _is_number(token: str) -> bool:
+    """Whether ``token`` is a decimal number (ASCII digits: ``str.isdigit`` takes "²" too)."""
+    return token.isascii() and token.isdigit()
 
 
 def tokenize(text: str) -> list:
@@ -135,9 +140,9 @@ class _Reader:
 
     def integer(self, what: str) -> int:
         token = self.peek()
-        if token is None or not token.isdigit():
+        if token is None or not _is_number(token):
             raise self.fail(what)
-        if int(token) > _INT64_MAX:
+        if len(token) > len(str(_INT64_MAX)) or int(token) > _INT64_MAX:
             raise _error(self.text, f"expected {what} below 2**63, got {token}", self.offset())
         self.at += 1
         return int(token)
@@ -329,7 +334,7 @@ def _atom(reader: _Reader, scope: dict, what: str) -> Affine:
         reader.take(")", "')'")
         return expr
     token = reader.peek()
-    if token is not None and token.isdigit():
+    if token is not None and _is_number(token):
         return Affine.const(reader.integer("an integer"))
     offset = reader.offset()
     name = reader.name(f"{what}, an integer or '('")

@@ -50,6 +50,10 @@ from .tiled_layout_parse import (COMBINE, ELEMENT_TYPES, LayoutText, TiledLayout
 
 __all__ = ["COMBINE", "TiledLayout", "TiledLayoutError"]
 
+MAX_TILE = 2**62
+"""The largest tile size: kernels count tiles in int64 (``(d + t - 1) // t``), which a size
+near 2**63 wraps; up to here, the call refuses bounds whose products leave int64."""
+
 
 @dataclasses.dataclass(frozen=True)
 class TiledLayout:
@@ -285,7 +289,8 @@ def _apply_tile(tile: tuple, shape: tuple, index):
 def _check_tile(number: int, tile: tuple, rank: int) -> int:
     """The rank after tile ``number``, which must fit the ``rank`` it applies to."""
     part = ("tile", number)
-    sizes = [_integer(f"a size of tile {number}", t, 1, part, combine=True) for t in tile]
+    sizes = [_integer(f"a size of tile {number}", t, 1, part, combine=True, high=MAX_TILE)
+             for t in tile]
     if not sizes or len(sizes) > rank:
         raise TiledLayoutError(f"tile {number} has {len(sizes)} sizes; it applies to the most "
                                f"minor dimensions of {rank}, so between 1 and {rank} sizes", part)
@@ -295,7 +300,7 @@ def _check_tile(number: int, tile: tuple, rank: int) -> int:
     return rank - len(sizes) + 2 * sum(t != COMBINE for t in sizes)
 
 
-def _integer(name: str, value, low: int, part, combine: bool = False) -> int:
+def _integer(name: str, value, low: int, part, combine: bool = False, high=None) -> int:
     if isinstance(value, (bool, np.bool_)):
         raise SparseTIRTypeError(f"{name} must be an integer, got {value!r}")
     try:
@@ -305,6 +310,8 @@ def _integer(name: str, value, low: int, part, combine: bool = False) -> int:
     if number < low and not (combine and number == COMBINE):
         raise TiledLayoutError(f"{name} must be at least {low}"
                                f"{' (or -1 for *)' if combine else ''}, got {number}", part)
+    if high is not None and number > high:
+        raise TiledLayoutError(f"{name} must be at most {high}, got {number}", part)
     return number
 
 

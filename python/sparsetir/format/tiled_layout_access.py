@@ -35,7 +35,8 @@ from tvm import s_tir, tirx
 from tvm.script.ir_builder import tirx as Tb
 
 from ..errors import SparseTIRTypeError
-from ..ir.attrs import TILED_LAYOUTS_ATTR, tiled_layouts
+from ..ir.attrs import (TILED_LAYOUTS_ATTR, index_checks, param_names, tiled_layouts,
+                        value_domains)
 from .param_rewrite import find_param, main_only, replace_params
 from .tiled_layout import COMBINE, TiledLayout, TiledLayoutError
 
@@ -77,6 +78,7 @@ def ApplyTiledLayout(param: str, layout: TiledLayout) -> tvm.transform.Pass:  # 
 
 def _tiled_function(func: tirx.PrimFunc, param: str, layout: TiledLayout) -> tirx.PrimFunc:
     old = find_param(func, param, TiledLayoutError)
+    _refuse_checked_arrays(func, old, param)
     shape = list(old.shape)
     _check_fits(old, shape, layout, param)
     constants = [t for tile in layout.tiles for t in tile if t != COMBINE] + \
@@ -109,6 +111,19 @@ def _tiled_function(func: tirx.PrimFunc, param: str, layout: TiledLayout) -> tir
                                "layout cannot be applied to it")
     tiled = replace_params(func, {old: new}, on_load, on_store, on_region)
     return tiled.with_attr(TILED_LAYOUTS_ATTR, {**tiled_layouts(func), old.name: str(layout)})
+
+
+def _refuse_checked_arrays(func: tirx.PrimFunc, buf, param: str) -> None:
+    """Index arrays and buffers with a declared value domain are checked at every call in
+    their logical layout (``runtime.compiled_checks``): a tiled one would be read there as if
+    it were not, and refused (or passed) for the wrong elements."""
+    stage1 = param_names(func).get(buf.name, buf.name)
+    checked = {name for check in index_checks(func) for name in (check.indptr, check.indices)}
+    checked |= {domain.param for domain in value_domains(func)}
+    if stage1 in checked:
+        raise TiledLayoutError(f"{param!r} is an index array or has a declared value domain, "
+                               "which the call checks in its logical layout: a tiled layout "
+                               "applies to data buffers only")
 
 
 def _check_fits(buf, shape: list, layout: TiledLayout, param: str):

@@ -59,6 +59,9 @@ class LayoutText(NamedTuple):
     columns: dict | None = None
 
 
+MAX_DIGITS = 19          # 2**63 has 19: a longer number is past any size an array can have
+
+
 class _Reader:
     """A cursor over the text; every refusal names the column it stands at."""
 
@@ -97,10 +100,13 @@ class _Reader:
             return COMBINE
         self.skip_space()
         start = self.pos
-        while self.pos < len(self.text) and self.text[self.pos].isdigit():
+        while self.pos < len(self.text) and self.text[self.pos] in "0123456789":
             self.pos += 1
         if start == self.pos:
             self.fail(expected)
+        if self.pos - start > MAX_DIGITS:
+            self.pos = start
+            self.fail(f"{expected} of at most {MAX_DIGITS} digits")
         return int(self.text[start:self.pos])
 
     def integers(self, closers: str, expected: str, star: bool = False) -> tuple:
