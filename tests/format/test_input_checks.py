@@ -9,7 +9,8 @@ import scipy.sparse
 
 from sparsetir.format import (column_part_hyb, condense, csf_to_ell3d, csr_pad, csr_to_bsr,
                               csr_to_ell, row_tiles)
-from sparsetir.format import FormatTypeError
+from sparsetir.errors import SparseTIRValueError
+from sparsetir.format import FormatTypeError, encoded_spmm
 
 # rows: [0, 2], [], [1], [2, 0, 2] (unsorted, a duplicate), [] ; 5 x 3
 INDPTR = np.array([0, 2, 2, 3, 6, 6])
@@ -274,3 +275,13 @@ def test_conversions_and_kernel_calls_refuse_index_arrays_in_the_same_words(indp
     with pytest.raises(ArgumentError, match=f"^(indptr|indices) '(indptr|indices)': {problem}$"):
         check_indptr("indptr", indptr, indices.size, end="len(indices)")
         check_indices("indices", indices, SHAPE[1], row_starts=indptr)
+
+
+def test_bucket_widths_are_refused_with_a_sparsetir_error():
+    """A width of 0 raised the built-in ValueError (the message was already clear)."""
+    with pytest.raises(SparseTIRValueError, match="buckets must be a list of positive"):
+        column_part_hyb(2, 2, np.int32([0, 1, 2]), np.int32([0, 1]), 1, [0, 2])
+
+
+def test_an_encoded_kernel_takes_a_numpy_feature_size():
+    assert "T.dense_fixed(T.int64(4)" in encoded_spmm("CSR", feat_size=np.int64(4)).func.script()

@@ -510,3 +510,30 @@ def test_overlapping_loose_segments_are_refused():
     fine = SparseTensor.from_arrays(enc, (2, 4), [None, np.array([2, 2, 0, 2])],
                                     [None, np.array([1, 3])], np.float32([5, 7]))
     assert fine.to_dense().tolist() == [[0, 0, 0, 0], [0, 5, 0, 7]]
+
+
+def test_a_structured_level_of_huge_groups_needs_no_table_of_them():
+    """structured[1, 2**32] on a 2 x 3 matrix: the free slots were chosen from a (groups, m)
+    table, 8 GiB here; now from the first 2 n columns of each group."""
+    enc = Encoding.parse("(i, j) -> (i : dense, j floordiv 4294967296 : dense, "
+                         "j mod 4294967296 : structured[1, 4294967296])")
+    x = np.array([[1, 0, 0], [0, 0, 2]], np.float32)
+    t = SparseTensor.from_dense(x, enc)
+    assert t.coordinates(2).tolist() == [0, 2] and np.array_equal(t.to_dense(), x)
+
+
+def test_bfloat16_values_are_numbers_and_half_values_do_not_reach_scipy():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.array([[0, 1.5, 0], [2, 0, -3]], dtype=ml_dtypes.bfloat16)
+    t = SparseTensor.from_dense(x, "CSR")
+    assert t.values.dtype == x.dtype and np.array_equal(t.convert("CSC").to_dense(), x)
+    with pytest.raises(SparseTIRTypeError, match="scipy.sparse holds no float16 values"):
+        SparseTensor.from_dense(np.eye(2, dtype=np.float16), "CSR").to_scipy()
+
+
+def test_coordinates_of_the_wrong_rank_are_named():
+    with pytest.raises(SparseTIRValueError, match=r"dim_coords must have one row per dimension "
+                                                  r"\(2, then the coordinates\), got shape"):
+        Encoding.named("CSR").to_levels([[0, 1]])
+    with pytest.raises(SparseTIRValueError, match="lvl_coords must have one row per level"):
+        Encoding.named("BSR", block=(2, 2)).to_dims([[0], [1]])

@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse
 
 import sparsetir
-from sparsetir.errors import ArgumentError
+from sparsetir.errors import ArgumentError, SparseTIRTypeError
 from sparsetir.format import TiledLayout, TiledLayoutError, apply_tiled_layout
 from sparsetir.ops.kernels import spmm as csrmm
 
@@ -67,3 +67,15 @@ def test_a_tiled_layout_on_an_index_array_is_refused():
     mod = sparsetir.lower_sparse_iter(csrmm.specialize({"feat_size": 2}))
     with pytest.raises(TiledLayoutError, match="'indices' is an index array"):
         apply_tiled_layout(mod, "indices", TiledLayout.parse("{0:T(3)(2)}"))
+
+
+@pytest.mark.parametrize("fill, message", [(np.nan, "fill nan is not a value of the array's "
+                                                    "dtype int8"),
+                                           (300, "fill 300 is not"), (1.5, "fill 1.5 is not"),
+                                           ("a", "fill must be a number")])
+def test_a_padding_fill_the_dtype_cannot_hold_is_refused(fill, message):
+    """NaN into an int array was written as INT_MIN; a string raised numpy's ValueError."""
+    layout = TiledLayout.parse("{1,0:T(2,3)}")
+    with pytest.raises(SparseTIRTypeError, match=message):
+        layout.to_physical(np.ones((2, 2), np.int8), fill=fill)
+    assert layout.to_physical(np.ones((2, 2), np.int8), fill=-3).tolist() == [1, 1, -3] * 2

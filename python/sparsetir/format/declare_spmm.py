@@ -29,6 +29,7 @@ Example
 from __future__ import annotations
 
 import dataclasses
+import numbers
 
 import numpy as np
 
@@ -80,9 +81,11 @@ def encoded_kernel(encoding, buffer: str, source, feat_size, dtype,
     """The kernel whose TVMScript ``source(declaration, dtype)`` writes over a buffer named
     ``buffer`` stored in ``encoding``, parsed, and specialised to ``feat_size`` when given;
     ``feat_size`` (a positive int or None) and ``dtype`` (float32, float64) checked by name."""
-    if feat_size is not None and (isinstance(feat_size, bool) or not isinstance(feat_size, int)
+    if feat_size is not None and (isinstance(feat_size, (bool, np.bool_))
+                                  or not isinstance(feat_size, numbers.Integral)
                                   or feat_size < 1):
         raise SparseTIRTypeError(f"feat_size must be a positive int or None, got {feat_size!r}")
+    feat_size = None if feat_size is None else int(feat_size)     # numpy integers too
     if dtype not in ("float32", "float64"):
         raise SparseTIRValueError(f"dtype must be float32 or float64, got {dtype!r}")
     decl = declare(encoding, buffer, dtype)

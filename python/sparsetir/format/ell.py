@@ -29,12 +29,12 @@ class EllBucket(NamedTuple):
 
 def check_buckets(buckets) -> np.ndarray:
     """``buckets`` as an int64 array after checking it is a non-empty, strictly increasing
-    list of positive integers below 2**40 (``ValueError`` naming the problem)."""
+    list of positive integers below 2**40 (``SparseTIRValueError`` naming the problem)."""
     try:
         widths = [count(f"buckets[{b}]", width, dimension=True)
                   for b, width in enumerate(buckets)]
     except (TypeError, ValueError) as err:   # not iterable, or an item that is no width
-        kind = FormatTypeError if isinstance(err, TypeError) else ValueError
+        kind = FormatTypeError if isinstance(err, TypeError) else SparseTIRValueError
         raise kind(f"buckets must be a list of positive integers below 2**40, got {buckets!r}"
                    f" ({err})") from None
     if not widths:

@@ -222,14 +222,14 @@ class Encoding:
     def to_levels(self, dim_coords, symbols=None) -> np.ndarray:
         """The level coordinates (int64, ``(lvl_rank, N)``) of dimension coordinates
         ``(dim_rank, N)``."""
-        dims = np.asarray(dim_coords, np.int64)
+        dims = _coordinates(dim_coords, self.dim_rank, "dim_coords", "dimension")
         syms = self._symbols(symbols)
         return np.stack([np.broadcast_to(level.expr.evaluate(dims, syms), dims.shape[1:])
                          for level in self.levels]).astype(np.int64, copy=False)
 
     def to_dims(self, lvl_coords) -> np.ndarray:
         """The dimension coordinates (int64, ``(dim_rank, N)``) of level coordinates."""
-        lvls = np.asarray(lvl_coords, np.int64)
+        lvls = _coordinates(lvl_coords, self.lvl_rank, "lvl_coords", "level")
         if not self.dim_rank:
             return np.zeros((0,) + lvls.shape[1:], np.int64)
         return np.stack([lvls[outer] if inner is None else lvls[outer] * factor + lvls[inner]
@@ -361,3 +361,12 @@ _NAMES = ("dense", "sparse", "CSR", "CSC", "DCSR", "DCSC", "COO", "COO_SOA", "CS
           "2:4")
 
 __all__ = ["Encoding", "EncodingError", "LevelType", "Slice"]
+
+
+def _coordinates(coords, rank: int, name: str, what: str) -> np.ndarray:
+    """``coords`` as int64, checked to hold one row per dimension or level (``(rank, N)``)."""
+    array = np.asarray(coords, np.int64)
+    if array.ndim < 1 or array.shape[0] != rank:
+        raise SparseTIRValueError(f"{name} must have one row per {what} ({rank}, then the "
+                                  f"coordinates), got shape {array.shape}")
+    return array

@@ -156,7 +156,7 @@ class SparseTensor:
         """The nonzeros of ``array`` in ``encoding`` (a slice encoding stores all of ``array``
         and is its slice)."""
         array = np.asarray(array)
-        if array.dtype.kind not in "biufc" or array.dtype.kind == "b":
+        if not _numeric(array.dtype):
             raise SparseTIRTypeError(f"array must hold numbers, got dtype {array.dtype}")
         coords = np.stack(np.nonzero(array)) if array.ndim else np.zeros((0, 0), np.int64)
         return cls.from_coo(coords, array[tuple(coords)], array.shape, encoding, symbols)
@@ -291,6 +291,10 @@ class SparseTensor:
             raise SparseTIRValueError(f"to_scipy needs a 2-D tensor, this one has shape "
                                       f"{self.dim_shape}")
         coords, values = self.to_coo()
+        if values.dtype.name in ("float16", "bfloat16"):
+            raise SparseTIRTypeError(f"scipy.sparse holds no {values.dtype} values: convert "
+                                     "them first (SparseTensor.from_arrays with "
+                                     "values.astype(np.float32))")
         return scipy.sparse.coo_matrix((values, (coords[0], coords[1])),
                                        shape=self.dim_shape).tocsr()
 
@@ -426,11 +430,16 @@ def _index_array(name: str, array, ndim: int, as_int64: bool = True) -> np.ndarr
     return array.astype(np.int64, copy=False) if as_int64 else array
 
 
+def _numeric(dtype) -> bool:
+    """Integers, floats (``ml_dtypes``' bfloat16 too) and complex numbers; not booleans."""
+    return dtype.kind in "iufc" or dtype.name == "bfloat16"
+
+
 def _values(values, size) -> np.ndarray:
     """A 1-D numeric values array (of ``size`` elements unless None), checked (the tensor
     keeps a frozen copy: the caller's array stays as it was, writable)."""
     values = np.asarray(values)
-    if values.dtype.kind not in "iufc":
+    if not _numeric(values.dtype):
         raise SparseTIRTypeError(f"values must hold numbers, got dtype {values.dtype}")
     if values.ndim != 1 or (size is not None and values.size != size):
         want = "a 1-D array" if size is None else f"{size} values (one per coordinate)"

@@ -118,12 +118,21 @@ def _structured(kind, pos, parents: int, crd) -> tuple:
         raise SparseTIRValueError(
             f"{kind} stores at most {kind.n} nonzeros in each group of {kind.m}; group {group} "
             f"(in level order) has {counts[group]}")
-    used = np.zeros((parents, kind.m), bool)
-    used[pos, crd] = True
+    # each group fills its n slots with its nonzeros and its first free columns, which lie
+    # below 2 n: a table of that width, not of m (structured[1, 2**32] allocated 8 GiB)
+    width = min(kind.m, 2 * kind.n)
+    low = crd < width
+    used = np.zeros((parents, width), bool)
+    used[pos[low], crd[low]] = True
     free_rank = np.cumsum(~used, axis=1)
-    chosen = used | (~used & (free_rank <= (kind.n - counts)[:, None]))
-    slot = np.cumsum(chosen, axis=1) - 1
-    return pos * kind.n + slot[pos, crd], parents * kind.n, np.nonzero(chosen)[1]
+    free_rows, free_cols = np.nonzero(~used & (free_rank <= (kind.n - counts)[:, None]))
+    rows = np.concatenate([pos, free_rows])
+    cols = np.concatenate([np.asarray(crd, np.int64), free_cols])
+    order = np.lexsort((cols, rows))                  # slots in group order, columns rising
+    slot = np.empty(pos.size, np.int64)
+    is_nonzero = order < pos.size
+    slot[order[is_nonzero]] = np.flatnonzero(is_nonzero) - rows[order[is_nonzero]] * kind.n
+    return pos * kind.n + slot, parents * kind.n, cols[order]
 
 
 def traverse(enc, lvl_shape, positions, coordinates, values_size: int, name: str) -> tuple:

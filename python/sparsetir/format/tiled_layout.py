@@ -195,7 +195,7 @@ class TiledLayout:
         array = self._array(array)
         positions = self._positions(array.shape)
         size = self.physical_size(array.shape)
-        flat = np.full(size, fill, dtype=array.dtype)
+        flat = np.full(size, _fill_value(fill, array.dtype), dtype=array.dtype)
         flat[positions.ravel()] = array.ravel()
         return flat
 
@@ -286,7 +286,24 @@ def _apply_tile(tile: tuple, shape: tuple, index):
     return new_shape, None if index is None else tuple(index[:keep]) + tuple(outer + inner)
 
 
+def _fill_value(fill, dtype):
+    """``fill`` as a value of ``dtype``, refused by name where it is not a number, or not an
+    integer in range for an integer dtype (numpy writes NaN into an int array as INT_MIN,
+    and raises a bare ValueError on a string)."""
+    given = np.asarray(fill)
+    if given.ndim or given.dtype.kind not in "biufc":
+        raise SparseTIRTypeError(f"fill must be a number, got {fill!r}")
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        if given.dtype.kind == "c" or not np.isfinite(given) or given != np.floor(given) \
+                or not info.min <= given <= info.max:
+            raise SparseTIRTypeError(f"fill {fill!r} is not a value of the array's dtype "
+                                     f"{np.dtype(dtype)}")
+    return given.astype(dtype)
+
+
 def _check_tile(number: int, tile: tuple, rank: int) -> int:
+
     """The rank after tile ``number``, which must fit the ``rank`` it applies to."""
     part = ("tile", number)
     sizes = [_integer(f"a size of tile {number}", t, 1, part, combine=True, high=MAX_TILE)
