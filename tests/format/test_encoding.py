@@ -369,3 +369,11 @@ def test_numbers_past_int64_or_not_ascii_are_named(text, message):
     a non-ASCII digit is not a number in MLIR's syntax."""
     with pytest.raises(EncodingError, match=message):
         Encoding.parse(text)
+
+
+@pytest.mark.parametrize("wrong_term", ["ib floordiv 3", "ib floordiv 1000"])
+def test_a_definition_wrong_only_past_the_first_blocks_is_refused(wrong_term):
+    """Only blocks 0..2 were checked: a term that is 0 there (ib floordiv 3) passed."""
+    with pytest.raises(EncodingError, match="the definition of i does not invert"):
+        Encoding.parse(f"{{ib, ii, j}}(i = ib * 4 + ii + {wrong_term}, j = j) -> (ib = i "
+                       "floordiv 4 : dense, ii = i mod 4 : dense, j = j : compressed)")

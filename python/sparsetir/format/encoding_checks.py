@@ -161,11 +161,18 @@ def _check_structured(levels, index, where, dim_names, sym_names) -> None:
                           f"({dim_names[dim]}), got '{shown}'")
 
 
+SAMPLE_BLOCKS = sorted(set(range(17)) | {97, 997, 9973} | {2**k + d for k in range(5, 61, 5)
+                                                           for d in (-1, 0, 1)})
+"""Blocks a definition is checked at: a wrong term such as ``ib floordiv 3`` first shows at
+block 3 (the first three alone missed it), ``ib floordiv 1000`` at 1023 and 1024."""
+
+
 def _check_definitions(dim_rank: int, levels, dim_defs, where) -> None:
-    """Each explicit ``d = expr(levels)`` gives ``d`` back from the level values of ``d``."""
+    """Each explicit ``d = expr(levels)`` gives ``d`` back from the level values of ``d``, at
+    the first, second and last element of ``SAMPLE_BLOCKS`` blocks of every block size."""
     factors = {classify(expr)[2] for expr, _ in levels} | {1}
     samples = np.unique(np.array([block * factor + offset for factor in factors
-                                  for block in range(3) for offset in (0, 1, factor - 1)
+                                  for block in SAMPLE_BLOCKS for offset in (0, 1, factor - 1)
                                   if 0 <= block * factor + offset < 2**62], np.int64))
     for dim, (definition, offset) in enumerate(dim_defs):
         point = [np.ones_like(samples) for _ in range(dim_rank)]
