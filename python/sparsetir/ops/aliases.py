@@ -4,7 +4,8 @@
 ``u`` and ``y`` on the edges ``e`` (``u_mul_e_sum``, ``u_add_e_max``...); ``copy_u_{reduce}``
 and ``copy_e_{reduce}`` reduce one operand. ``{lhs}_{op}_{rhs}`` with targets among ``u``,
 ``v``, ``e`` is ``gsddmm(M, op, x, y, lhs, rhs)`` (``u_dot_v``, ``u_add_v``, ``e_div_v``...);
-``copy_u`` and ``copy_v`` give each edge its source's or destination's data.
+``copy_u`` and ``copy_v`` give each edge its source's or destination's data, ``copy_e`` its
+own (a copy, as DGL's operator set has it).
 
 Example
 -------
@@ -65,6 +66,7 @@ def _aliases() -> dict:
                     made[f"{lhs}_{op}_{rhs}"] = _sddmm_alias(op, lhs, rhs, f"{lhs}_{op}_{rhs}")
     made["copy_u"] = _sddmm_alias("copy_lhs", "u", "v", "copy_u")
     made["copy_v"] = _sddmm_alias("copy_lhs", "v", "u", "copy_v")
+    made["copy_e"] = _sddmm_alias("copy_lhs", "e", "u", "copy_e")
     return made
 
 
