@@ -42,6 +42,9 @@ def main():
     parser.add_argument("--cols", type=int, default=3072)
     parser.add_argument("--feat", type=int, default=128)
     args = parser.parse_args()
+    if args.rows % BLOCK or args.cols % BLOCK or min(args.rows, args.cols, args.feat) < 1:
+        parser.error(f"--rows and --cols must be positive multiples of the block size {BLOCK}, "
+                     "and --feat positive")
     rng = np.random.default_rng(0)
     a = block_sparse_matrix(args.rows, args.cols, 0.1, rng)
     x = rng.standard_normal((args.cols, args.feat)).astype(np.float32)
@@ -71,14 +74,16 @@ def main():
         np.testing.assert_allclose(y, reference, rtol=1e-4, atol=1e-3)
         times[name] = median_seconds(lambda kernel=kernel: kernel(*call))
     csr_kernel = sparsetir.build(csrmm.specialize({"feat_size": args.feat}), "llvm")
-    y_csr = np.empty_like(y)
-    times["CSR, default schedule"] = median_seconds(lambda: csr_kernel(
-        a.data, x, y_csr, a.indptr, a.indices, args.rows, args.cols, a.nnz))
     matrix = sparsetir.ops.SparseMatrix(a)
-    times["CSR, sparsetir.ops.spmm"] = median_seconds(
-        lambda: sparsetir.ops.spmm(matrix, x, out=y_csr))
-    np.testing.assert_allclose(y_csr, reference, rtol=1e-4, atol=1e-3)
-    print("both BSR kernels equal scipy.sparse.bsr_matrix @ X; whole calls:")
+    for name, run in (("CSR, default schedule", lambda out: csr_kernel(
+            a.data, x, out, a.indptr, a.indices, args.rows, args.cols, a.nnz)),
+                      ("CSR, sparsetir.ops.spmm", lambda out: sparsetir.ops.spmm(matrix, x,
+                                                                                 out=out))):
+        y_csr = np.full_like(y, np.nan)
+        run(y_csr)
+        np.testing.assert_allclose(y_csr, reference, rtol=1e-4, atol=1e-3)
+        times[name] = median_seconds(lambda run=run, out=y_csr: run(out))
+    print("every kernel equals scipy.sparse.bsr_matrix @ X; whole calls:")
     for name, seconds in times.items():
         print(f"  {name:24s} {seconds * 1e3:7.3f} ms")
 

@@ -14,7 +14,7 @@ Steps, as a user of sparsetir takes them:
    ``X`` is passed as ``layout.to_physical(X)`` with NaN in the padding, and the result is
    checked against scipy again.
 
-Run: ``.venv/bin/python examples/encodings.py [--rows 64 --cols 96 --feat 20]``
+Run: ``.venv/bin/python examples/mlir_encodings.py [--rows 64 --cols 96 --feat 20]``
 """
 
 import argparse
@@ -65,8 +65,8 @@ def run(rows: int, cols: int, feat: int, seed: int = 0) -> dict:
     a = scipy.sparse.random(rows, cols, density=0.15, format="csr", dtype=np.float32,
                             random_state=rng)
     keep = np.ones(rows, np.float32)
-    keep[1] = 0
-    a = (scipy.sparse.diags(keep) @ a).tocsr()                # row 1 empty
+    keep[1:2] = 0
+    a = (scipy.sparse.diags(keep) @ a).tocsr()                # row 1 empty (if there is one)
     a.eliminate_zeros()
     x = rng.standard_normal((cols, feat)).astype(np.float32)
     layout = TiledLayout.parse(X_LAYOUT)
