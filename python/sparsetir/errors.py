@@ -119,7 +119,7 @@ class KernelFileError(SparseTIRError, ValueError):
     --------
     >>> sparsetir.load("notes.txt")
     Traceback (most recent call last):
-    KernelFileError: notes.txt is not a file saved by sparsetir (Kernel.save, AlgebraKernel.save)
+    KernelFileError: notes.txt is not a file saved by sparsetir (Kernel.save, AlgebraKernel.save, GroupedKernel.save)
     """
 
 

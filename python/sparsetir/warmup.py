@@ -22,7 +22,7 @@ Example
 >>> report = sparsetir.warmup(conv, M, X)      # M: the graph, X: the features  # doctest: +SKIP
 sparsetir warmup: [1] compiled ops gsddmm add float32 ... in 2.1 s
 ...
-sparsetir warmup: 6 kernels compiled, 0 loaded from the disk cache, 9.8 s
+sparsetir warmup: 8 kernels compiled, 0 loaded from the disk cache, 9.8 s
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ default; ``SPARSETIR_LOG=info`` (or ``debug``) prints the records on stderr
 Example
 -------
 >>> import logging; logging.basicConfig(); logging.getLogger("sparsetir").setLevel("INFO")
->>> sparsetir.ops.gspmm(M, "copy_lhs", "sum", X)      # doctest: +SKIP
-INFO:sparsetir:compiled ops gspmm copy_lhs sum float32 (64,) (True,) (True,) for llvm in 1.8 s (not in the disk cache)
+>>> sparsetir.ops.gspmm(M, "copy_lhs", "sum", X, None)      # doctest: +SKIP
+INFO:sparsetir:compiled ops gspmm copy_lhs sum float32 (64,) (True,) (True,) 0 for llvm in 1.8 s (not in the disk cache)
 """
 
 from __future__ import annotations
