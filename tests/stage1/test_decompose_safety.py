@@ -11,6 +11,7 @@ from kernel_zoo import CASES as ZOO
 
 import sparsetir
 from sparsetir import FormatRewriteError
+from sparsetir.script import from_source
 from sparsetir.script import tir as T
 from sparsetir.stage1.bsr import bsr_rule
 from sparsetir.lower.first_slots import FIRST_SLOTS_ANNOTATION
@@ -142,43 +143,30 @@ def test_a_rule_over_a_buffer_the_kernel_writes_is_refused(func, writer):
         sparsetir.format_decompose(func, [bsr_rule("bsr", 2)])
 
 
+ROW_REDUCTION = """
 @T.prim_func
-def row_max(a: T.handle, y: T.handle, indptr: T.handle, indices: T.handle, m: T.int32,
-            n: T.int32, nnz: T.int32) -> None:
+def {name}(a: T.handle, y: T.handle, indptr: T.handle, indices: T.handle, m: T.int32,
+           n: T.int32, nnz: T.int32) -> None:
     I = T.dense_fixed(m)
     J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
     A = T.match_sparse_buffer(a, (I, J), "float32")
     Y = T.match_sparse_buffer(y, (I,), "float32")
-    with T.sp_iter([I, J], "SR", "row_max") as [i, j]:
+    with T.sp_iter([I, J], "SR", "{name}") as [i, j]:
         with T.init():
-            Y[i] = T.float32(-1e30)
-        Y[i] = T.max(Y[i], A[i, j])
+            Y[i] = T.float32({init})
+        Y[i] = {update}
+"""
 
 
-@T.prim_func
-def row_exp_sum(a: T.handle, y: T.handle, indptr: T.handle, indices: T.handle, m: T.int32,
-                n: T.int32, nnz: T.int32) -> None:
-    I = T.dense_fixed(m)
-    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
-    A = T.match_sparse_buffer(a, (I, J), "float32")
-    Y = T.match_sparse_buffer(y, (I,), "float32")
-    with T.sp_iter([I, J], "SR", "row_exp_sum") as [i, j]:
-        with T.init():
-            Y[i] = T.float32(0)
-        Y[i] = Y[i] + T.exp(A[i, j])
+def row_reduction(name: str, init: str, update: str):
+    """A reduction over each row of A into ``Y[i]`` (``update`` its new value)."""
+    return from_source(ROW_REDUCTION.format(name=name, init=init, update=update))
 
 
-@T.prim_func
-def row_scaled_sum(a: T.handle, y: T.handle, indptr: T.handle, indices: T.handle, m: T.int32,
-                   n: T.int32, nnz: T.int32) -> None:
-    I = T.dense_fixed(m)
-    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
-    A = T.match_sparse_buffer(a, (I, J), "float32")
-    Y = T.match_sparse_buffer(y, (I,), "float32")
-    with T.sp_iter([I, J], "SR", "row_scaled_sum") as [i, j]:
-        with T.init():
-            Y[i] = T.float32(1)
-        Y[i] = Y[i] - A[i, j] * T.float32(3) / T.float32(2)
+row_max = row_reduction("row_max", "-1e30", "T.max(Y[i], A[i, j])")
+row_exp_sum = row_reduction("row_exp_sum", "0", "Y[i] + T.exp(A[i, j])")
+row_scaled_sum = row_reduction("row_scaled_sum", "1",
+                               "Y[i] - A[i, j] * T.float32(3) / T.float32(2)")
 
 
 @pytest.mark.parametrize("func, name", [(row_max, "row_max"), (row_exp_sum, "row_exp_sum"),
