@@ -94,8 +94,67 @@ def test_cuda_adds_into_a_shared_output_must_be_atomic():
     sch = tvm.s_tir.Schedule(atomic)
     for name in config.rule_names():
         sch.unannotate(sch.get_sblock(f"spmm_{name}1"), "atomic")
-    with pytest.raises(HorizontalFusionError, match=r"share Y, .*atomically accumulating"):
+    with pytest.raises(HorizontalFusionError, match=r"share Y, .*atomically adding"):
         lower_to_stage3(sch.mod, target, "none", True)
+
+
+@T.prim_func
+def crossing_updates(a: T.handle, c: T.handle, m: T.int32) -> None:
+    I = T.dense_fixed(m)
+    K = T.dense_fixed(1)
+    A = T.match_sparse_buffer(a, (I,), "float32")
+    C = T.match_sparse_buffer(c, (I,), "float32")
+    with T.sp_iter([I, K], "SR", "scale") as [i, k]:     # reductions (identity inits), so
+        with T.init():                                   # that TVM lets the loops be parallel
+            C[i] = C[i]
+        C[i] = C[i] * T.float32(2)
+    with T.sp_iter([I, K], "SR", "add_mirror") as [i, k]:
+        with T.init():
+            C[m - 1 - i] = C[m - 1 - i]
+        C[m - 1 - i] = C[m - 1 - i] + A[i]
+
+
+def test_a_product_is_no_addition_and_crossing_rows_race():
+    """C = 2 C, then C[m-1-i] += A[i]: fused, the scaling of row i met the addition into it
+    in either order (a wrong answer even on one thread). Two additions into mirrored rows
+    commute but race across threads, so they are fused only when made atomic."""
+    mod = _marked(crossing_updates, ["scale", "add_mirror"])
+    with pytest.raises(HorizontalFusionError, match=r"share C, which one writes and another "
+                                                    r"reads or writes other than by adding"):
+        lower_to_stage3(mod, "llvm", "none", True)
+
+
+@T.prim_func
+def mirrored_adds(a: T.handle, b: T.handle, c: T.handle, m: T.int32) -> None:
+    I = T.dense_fixed(m)
+    A = T.match_sparse_buffer(a, (I,), "float32")
+    B = T.match_sparse_buffer(b, (I,), "float32")
+    C = T.match_sparse_buffer(c, (I,), "float32")
+    K = T.dense_fixed(1)
+    with T.sp_iter([I, K], "SR", "add_a") as [i, k]:
+        with T.init():
+            C[i] = C[i]
+        C[i] = C[i] + A[i]
+    with T.sp_iter([I, K], "SR", "add_b") as [i, k]:
+        with T.init():
+            C[m - 1 - i] = C[m - 1 - i]
+        C[m - 1 - i] = C[m - 1 - i] + B[i]
+
+
+def test_additions_into_rows_other_iterations_touch_must_be_atomic_on_the_cpu():
+    mod = _marked(mirrored_adds, ["add_a", "add_b"])
+    with pytest.raises(HorizontalFusionError, match=r"on the CPU atomically too"):
+        lower_to_stage3(mod, "llvm", "none", True)
+    sch = tvm.s_tir.Schedule(mod)
+    for name in ("add_a0", "add_b0"):
+        sch.annotate(sch.get_sblock(name), "atomic", True)
+    kernel = sparsetir.build(sch.mod, "llvm", schedule="none", horizontal_fuse=True)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(M).astype(np.float32), rng.standard_normal(M).astype(np.float32)
+    for _ in range(20):
+        c = np.zeros(M, np.float32)
+        kernel(a, b, c)
+        np.testing.assert_allclose(c, a + b[::-1], rtol=1e-6)
 
 
 def test_a_false_annotation_opts_a_nest_out():

@@ -77,6 +77,12 @@ FUSE_ANNOTATION = "horizontal_fuse"
 """The block's top-level nest may share one launch with its neighbours
 (``transform.horizontal_fusion``)."""
 
+TILE_ROWS_ANNOTATION = "sparsetir.tile_owns_rows"
+"""On a block whose outermost loop runs over row tiles: iteration ``t`` writes only the rows
+of tile ``t``, the same rows in every nest so marked, as the kernel's call checks
+(``ops.hyb.check_tiles``). CPU horizontal fusion then merges such nests' additions into one
+output without atomics (``transform.horizontal_fusion``)."""
+
 # -- Stage I iteration annotations ------------------------------------------------------------
 
 FIRST_SLOTS_ANNOTATION = "sparsetir.first_slots"

@@ -30,7 +30,8 @@ from ..stage1.format_decompose import format_decompose, remove_preprocess
 from ..schedule.accumulator import start_from_output
 from ..stage1.hyb import ell_bucket_rule
 from ..driver.build_module import build
-from ..ir.attrs import ATOMIC_ANNOTATION, FUSE_ANNOTATION, PREFETCH_ANNOTATION
+from ..ir.attrs import (ATOMIC_ANNOTATION, FUSE_ANNOTATION, PREFETCH_ANNOTATION,
+                        TILE_ROWS_ANNOTATION)
 from .kernels import spmm
 from ..schedule.operators import accumulate_in_registers, schedule_zeroing, spmm_lanes
 from ..errors import SparseTIRValueError
@@ -56,8 +57,10 @@ def hyb_function(config: HybConfig, feat_size: int):
 
 
 def schedule_hyb_cpu(mod: tvm.IRModule, config: HybConfig, prefetch: int = 0) -> tvm.IRModule:
-    """Every bucket's loop over row tiles in parallel, marked for horizontal fusion (tiles own
-    their rows, so ``build(..., horizontal_fuse=True)`` may merge them), and, as in the CSR
+    """Every bucket's loop over row tiles in parallel, marked for horizontal fusion and as
+    owning its tile's rows (``TILE_ROWS_ANNOTATION``: ``build(..., horizontal_fuse=True)`` then
+    merges them without atomics, so call the kernel through ``hyb_kernel`` or with
+    ``HybLayout.arguments``, which check the tiles), and, as in the CSR
     kernel (``schedules.schedule_spmm_cpu``), each register tile of an output row summed in a
     row-local accumulator: loaded from Y (earlier buckets added into it,
     ``transform.accumulator``), walked over the row's ELL entries, written back once. With
@@ -74,6 +77,7 @@ def schedule_hyb_cpu(mod: tvm.IRModule, config: HybConfig, prefetch: int = 0) ->
             sch.annotate(entries, PREFETCH_ANNOTATION, prefetch)
         sch.parallel(sch.get_loops(tile)[0])
         sch.annotate(tile, FUSE_ANNOTATION, True)
+        sch.annotate(tile, TILE_ROWS_ANNOTATION, True)        # check_tiles makes it true
         if lanes > 1:
             init = accumulate_in_registers(sch, update, [entries], features, lanes)
             inits.append(sch.get(init).name_hint)

@@ -117,7 +117,7 @@ def _with_atomic_adds(block, make_add):
         return block
 
     def on_store(store):
-        value = _accumulated(store)
+        value = added_value(store)
         if value is None:
             return store
         return tirx.Evaluate(make_add(store.buffer, list(store.indices), value))
@@ -171,7 +171,7 @@ def _runs_atomically(nest) -> bool:
         (tirx.BufferStore, stores.append)], order="pre")
     shared = [s for s in stores if s.buffer not in own]
     return bool(bound) and all(any(s.same_as(a) for a in atomic_stores)
-                               and _accumulated(s) is not None for s in shared)
+                               and added_value(s) is not None for s in shared)
 
 
 def _without_identity_init(block):
@@ -204,7 +204,7 @@ def cpu_atomic_add(buffer, indices, value):
     return T.call_extern("int32", CPU_ATOMIC_PREFIX + dtype, T.address_of(target), value)
 
 
-def _accumulated(store):
+def added_value(store):
     """``v`` when ``store`` adds ``v`` to what it overwrites: ``X[idx] = X[idx] + v`` in any
     order of a sum of terms, some subtracted (``X[idx] = X[idx] + a + b``, ``X[idx] = X[idx] -
     a``: ``v`` is ``a + b``, ``0 - a``), ``X[idx]`` read once, added, and nowhere in ``v``;

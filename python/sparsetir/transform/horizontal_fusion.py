@@ -24,14 +24,17 @@ lowered.
 
 Fusion changes the order in which the nests' iterations run, so a run is refused
 (``HorizontalFusionError`` naming the buffers) when one nest reads or writes a buffer another
-one writes, unless every nest touching that buffer only accumulates into it: each store is
-``X[e] = f(X[e], ...)`` (reading ``X`` nowhere else), or writes back a private accumulator
-(a buffer allocated in the nest, as ``cache_write`` gives) that was loaded from ``X`` and is
-read only to update itself or ``X``. Accumulations commute, so their order does not matter;
-on CUDA they must also be atomic (stores in ``"atomic"`` blocks, or the identity init
-``X[e] = X[e]`` that atomic lowering removes), since the nests' blocks run concurrently. On
-the CPU, two iterations of one tile must not touch the same element, which the hyb tiles
-guarantee (the call checks their rows).
+one writes, unless every nest touching that buffer only adds into it: each store is
+``X[e] = X[e] + v`` (``v`` not reading ``X``; ``- v`` too), or writes back a private
+accumulator (a buffer allocated in the nest, as ``cache_write`` gives) that was loaded from
+``X`` and only added into. Additions commute, so their order does not matter (a product or a
+max mixed with them would not). Iterations of different nests then run at the same time, so
+the additions must also be atomic (stores in ``"atomic"`` blocks, or the identity init
+``X[e] = X[e]`` that atomic lowering removes): on CUDA always, on the CPU unless every nest's
+block is annotated ``sparsetir.tile_owns_rows`` (``ir.attrs.TILE_ROWS_ANNOTATION``: iteration
+``t`` of each writes only the rows of tile ``t``, the same in every nest, which the kernel's
+call checks; ``ops.hyb.schedule_hyb_cpu`` marks its buckets so, ``hyb_kernel`` and
+``HybLayout.arguments`` check the tiles).
 
 ``build(..., horizontal_fuse=True)`` applies it after scheduling and ``lower_sparse_buffer``
 (so does ``build`` of a function with the attribute).
@@ -49,9 +52,10 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from ..errors import HorizontalFusionError
-from ..ir.attrs import ATOMIC_ANNOTATION, FUSE_ANNOTATION, annotated_true
+from ..ir.attrs import ATOMIC_ANNOTATION, FUSE_ANNOTATION, TILE_ROWS_ANNOTATION, annotated_true
 from ..ir.utils import is_identity_store, substitute
 from ..lower.loop_signature import top_level_nests
+from .atomic import added_value
 
 
 def HorizontalFuse(target_kind: str = "llvm",  # pylint: disable=invalid-name
@@ -150,23 +154,35 @@ def check_independent(nests: list, target_kind: str = "llvm") -> None:
     """Refuse to fuse ``nests`` when one reads or writes what another writes, except a
     buffer they all only accumulate into (atomically on CUDA); see the module docstring."""
     uses = [_Footprint(nest) for nest in nests]
+    tiles_own_rows = all(_marked(nest, TILE_ROWS_ANNOTATION) for nest in nests)
     shared = {}
     for n, use in enumerate(uses):
         for buf in use.written:
             others = [m for m, other in enumerate(uses) if m != n and buf in other.touched]
             if others:
                 shared[buf] = sorted({n, *others})
+
+    def atomic(buf) -> bool:      # whether iterations of different nests may meet in buf
+        return target_kind == "cuda" or not (tiles_own_rows or _one_element_per_iteration(
+            [nests[m] for m in shared[buf]], buf))
+
     conflicts = sorted((buf for buf, members in shared.items()
-                        if not all(uses[m].accumulates(buf, target_kind == "cuda")
-                                   for m in members)), key=lambda b: b.name)
+                        if not all(uses[m].accumulates(buf, atomic(buf)) for m in members)),
+                       key=lambda b: b.name)
     if conflicts:
         names = ", ".join(b.name for b in conflicts)
-        how = "atomically " if target_kind == "cuda" else ""
+        why = "" if target_kind == "cuda" else (
+            " (on the CPU atomically too, unless iteration t of every nest touches only "
+            "element t, or every nest's block is annotated "
+            f"\"{TILE_ROWS_ANNOTATION}\": iterations of different nests run at the same time)")
         raise HorizontalFusionError(
             f"cannot fuse nests {', '.join(_nest_names(nests))}: they share {names}, which "
-            f"one writes and another reads or writes other than by {how}accumulating into it "
-            "(X[e] = X[e] + ...); fusing would reorder their iterations. Leave one of them "
-            "unmarked (no \"horizontal_fuse\" annotation) or build without horizontal_fuse")
+            f"one writes and another reads or writes other than by "
+            f"{'atomically ' if target_kind == 'cuda' else ''}adding into it "
+            f"(X[e] = X[e] + ...){why}; fusing would reorder their iterations. "
+            "Make the additions atomic (sch.annotate(block, \"atomic\", True)), leave one of "
+            "them unmarked (no \"horizontal_fuse\" annotation) or build without "
+            "horizontal_fuse")
 
 
 class _Footprint:
@@ -204,9 +220,8 @@ class _Footprint:
             return False
         reads = 0                                   # loads of buf that an update accounts for
         for store in stores:
-            own = _loads_of(store, buf)
-            if own and all(_same_indices(load, store) for load in own):
-                reads += len(own)
+            if is_identity_store(store) or added_value(store) is not None:
+                reads += 1
                 if atomic and not (is_identity_store(store) or store in self.atomic):
                     return False
             elif atomic or not self._writes_back(store, buf):
@@ -234,10 +249,41 @@ class _Footprint:
         return caches
 
     def _only_updates(self, cache, buf) -> bool:
-        """Loads of ``cache`` appear only in stores to ``cache`` itself or to ``buf``."""
+        """``cache`` is only added into (or filled from ``buf``), and read only there and by
+        the stores writing it back into ``buf``."""
+        updates = [s for s in self.stores.get(cache, [])
+                   if not (isinstance(s.value, tvm.ir.TensorLoad) and s.value.source.same_as(buf))]
+        if not all(is_identity_store(s) or added_value(s) is not None for s in updates):
+            return False
         inside = sum(len(_loads_of(s, cache)) for target in (cache, buf)
                      for s in self.stores.get(target, []))
         return inside == self.loads.get(cache, 0)
+
+
+def _one_element_per_iteration(nests: list, buf) -> bool:
+    """Whether every access of ``buf`` in ``nests`` is at one index that only the outermost
+    loop's variable sets, the same in every nest (``C[i]`` in each): iteration ``t`` of each
+    then touches one element, the same one, and no other iteration touches it."""
+    var = tirx.Var("t", nests[0].loop_var.ty)
+    indices = []
+    for nest in nests:
+        found, bound = [], {nest.loop_var: var}     # block variables -> what they are bound to
+        tvm_ffi.structural_walk(nest, [
+            (s_tir.SBlockRealize, lambda r: bound.update(
+                (iv.var, value) for iv, value in zip(r.block.iter_vars, r.iter_values))),
+            (tirx.BufferStore, lambda st: found.append(list(st.indices))
+             if st.buffer.same_as(buf) else None),
+            (tvm.ir.TensorLoad, lambda ld: found.append(list(ld.indices))
+             if ld.source.same_as(buf) else None)], order="pre")
+        for index in found:
+            for _ in range(len(bound)):          # blocks inside blocks: bindings of bindings
+                index = [substitute(e, bound) for e in index]
+            indices.append(index)
+    leaves = []
+    tvm_ffi.structural_walk(indices[0], [(tirx.Var, leaves.append),
+                                         (tvm.ir.TensorLoad, leaves.append)], order="pre")
+    return all(tvm_ffi.structural_equal(ix, indices[0]) for ix in indices) \
+        and all(isinstance(leaf, tirx.Var) and leaf.same_as(var) for leaf in leaves)
 
 
 def _loads_of(store, buf) -> list:
@@ -246,10 +292,6 @@ def _loads_of(store, buf) -> list:
         tvm.ir.TensorLoad, lambda load: found.append(load) if load.source.same_as(buf)
         else None), order="pre")
     return found
-
-
-def _same_indices(load, store) -> bool:
-    return tvm_ffi.structural_equal(list(load.indices), list(store.indices))
 
 
 def _nest_names(nests: list) -> list:
@@ -270,11 +312,11 @@ def _is_block_x_loop(stmt) -> bool:
         and stmt.thread_binding.thread_tag == "blockIdx.x"
 
 
-def _marked(stmt) -> bool:
-    """Whether a block of ``stmt`` is annotated ``"horizontal_fuse"`` with a true value
+def _marked(stmt, annotation: str = FUSE_ANNOTATION) -> bool:
+    """Whether a block of ``stmt`` is annotated ``annotation`` with a true value
     (``horizontal_fuse=False`` opts a nest out)."""
     found = tvm_ffi.structural_walk(stmt, (s_tir.SBlock, lambda b: tvm_ffi.VisitInterrupt(True)
-                                           if annotated_true(b, FUSE_ANNOTATION)
+                                           if annotated_true(b, annotation)
                                            else None), order="pre")
     return bool(getattr(found, "value", False))
 
