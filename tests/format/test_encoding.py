@@ -351,18 +351,23 @@ def test_slices_and_level_types_built_in_code_are_checked():
         with pytest.raises(EncodingError, match=f"dimension 0's slice {message}"):
             Encoding(levels, 2, slices=[bad, None])
     assert Encoding(levels, 2, slices=[(0, 2, 1), None]).slices[0] == Slice(0, 2, 1)
+    with pytest.raises(EncodingError, match="stride must be None .* to 2\\*\\*63 - 1"):
+        Encoding(levels, 2, slices=[Slice(0, 1, 2**70), None])      # an OverflowError later
+    with pytest.raises(EncodingError, match="m must be an integer from 0 to 2\\*\\*63 - 1"):
+        LevelType("structured", n=1, m=2**63)                        # printed, did not parse
     with pytest.raises(EncodingError, match="slices must be a list"):
         Encoding(levels, 2, slices=5)
     with pytest.raises(EncodingError, match="unique must be True or False, got 'no'"):
         LevelType("compressed", unique="no")
-    with pytest.raises(EncodingError, match="n must be an integer, got 2.5"):
+    with pytest.raises(EncodingError, match="n must be an integer from 0 to 2\\*\\*63 - 1, got 2.5"):
         LevelType("structured", n=2.5, m=4)
 
 
 @pytest.mark.parametrize("text, message", [
     ("(i, j) -> (i : dense, j floordiv " + "9" * 5000 + " : compressed)",
      "expected an integer below 2\\*\\*63"),
-    ("(i, j) -> (i : dense, j floordiv ٣ : compressed)", "expected"),
+    ("(i, j) -> (i floordiv 4 : dense, j : compressed, i mod ٣ : dense)",
+     "unexpected character '٣'"),
 ])
 def test_numbers_past_int64_or_not_ascii_are_named(text, message):
     """A 5000-digit number reached int() (Python's own 4300-digit limit, a bare ValueError);

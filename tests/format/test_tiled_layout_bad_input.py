@@ -78,4 +78,6 @@ def test_a_padding_fill_the_dtype_cannot_hold_is_refused(fill, message):
     layout = TiledLayout.parse("{1,0:T(2,3)}")
     with pytest.raises(SparseTIRTypeError, match=message):
         layout.to_physical(np.ones((2, 2), np.int8), fill=fill)
+    with pytest.raises(SparseTIRTypeError, match="is not a value of the array's dtype int64"):
+        layout.to_physical(np.ones((2, 2), np.int64), fill=float(2**63))   # INT_MIN, rounded
     assert layout.to_physical(np.ones((2, 2), np.int8), fill=-3).tolist() == [1, 1, -3] * 2

@@ -342,6 +342,20 @@ def test_specialize_takes_numpy_integers_and_refuses_values_past_the_parameter()
         func.specialize({"m": np.float64(4)})
 
 
+@T.prim_func
+def unsigned_size(x: T.handle, n: T.uint32) -> None:
+    I = T.dense_fixed(n)
+    X = T.match_sparse_buffer(x, (I,), "float32")
+    with T.sp_iter([I], "S", "fill") as [i]:
+        X[i] = T.float32(1)
+
+
+def test_specialize_takes_the_whole_range_of_an_unsigned_parameter():
+    assert "4294967295" in unsigned_size.specialize({"n": 2**32 - 1}).script()
+    with pytest.raises(SparseTIRValueError, match="parameter n is uint32: -1 does not fit"):
+        unsigned_size.specialize({"n": -1})
+
+
 @pytest.mark.parametrize("value", ["two\nlines", 'a "quote", a \\ and a\ttab, é', float("inf"),
                                    float("-inf"), 2.5])
 def test_annotations_that_need_escaping_round_trip(value):

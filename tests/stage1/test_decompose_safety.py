@@ -172,10 +172,48 @@ row_scaled_sum = row_reduction("row_scaled_sum", "1",
 @pytest.mark.parametrize("func, name", [(row_max, "row_max"), (row_exp_sum, "row_exp_sum"),
                                         (ZOO["csr_element_wise"].func, "csr_element_wise")])
 def test_a_body_that_padding_would_change_is_refused(func, name):
-    """Padding slots (0 in a BSR block, a repeated column in an ELL row) would join a max,
-    add exp(0) = 1, or store 0 over a real element: refused by name, not computed."""
+    """Padding slots (0 in a BSR block, a repeated column in an ELL row) would join a max or
+    add exp(0) = 1; a plain store would put 0 over a real element where a mask-less ELL or
+    padding rule repeats its column, so plain stores are refused for every rule. By name,
+    not computed."""
     with pytest.raises(FormatRewriteError, match=rf"iteration {name} cannot be decomposed"):
         sparsetir.format_decompose(func, [bsr_rule("bsr", 4)])
+
+
+@pytest.mark.parametrize("name, update, expected", [
+    ("row_abs_sum", "Y[i] + T.fabs(A[i, j])", lambda A: abs(A).sum(axis=1)),
+    ("row_relu_sum", "Y[i] + T.if_then_else(A[i, j] > T.float32(1), A[i, j], T.float32(0))",
+     lambda A: (A.multiply(A > 1)).sum(axis=1)),
+    ("row_square_sum", "Y[i] + T.pow(A[i, j], T.float32(2))", lambda A: A.power(2).sum(axis=1)),
+])
+def test_terms_that_are_zero_at_zero_are_decomposed(name, update, expected):
+    """|A|, a ReLU written with if_then_else and a constant 0, A ** 2: 0 at a padding slot."""
+    A = edge_matrix(seed=6, rows=10, cols=10)
+    func = sparsetir.remove_preprocess(sparsetir.format_decompose(
+        row_reduction(name, "0", update), [bsr_rule("bsr", 4)]))
+    np.testing.assert_allclose(_bsr_row_call(func, A), np.asarray(expected(A)).ravel(),
+                               rtol=1e-5)
+
+
+def test_a_division_by_data_is_refused():
+    """0 / D[j] at a padding slot is NaN where D[j] is 0; a constant divisor is accepted."""
+    with pytest.raises(FormatRewriteError, match="cannot be decomposed"):
+        sparsetir.format_decompose(row_reduction("row_ratio", "0", "Y[i] + A[i, j] / A[i, j]"),
+                                   [bsr_rule("bsr", 4)])
+
+
+def _bsr_row_call(func, A):
+    """Run a decomposed row reduction over A in BSR(4) (NaN-filled output); its result."""
+    indptr_b, indices_b, data_b = sparsetir.format.csr_to_bsr(A.indptr, A.indices, A.data,
+                                                              A.shape, 4)
+    Y = np.full(A.shape[0], np.nan, np.float32)
+    blocks = -(-A.shape[0] // 4), -(-A.shape[1] // 4)
+    args = dict(a=A.data, y=Y, indptr=A.indptr, indices=A.indices, m=A.shape[0],
+                n=A.shape[1], nnz=A.nnz, a_bsr=data_b, indptr_bsr=indptr_b,
+                indices_bsr=indices_b, mb_bsr=blocks[0], nb_bsr=blocks[1],
+                nnzb_bsr=indices_b.size)
+    sparsetir.build(func, "llvm")(*[args[p.name] for p in func.params])
+    return Y
 
 
 def test_a_sum_with_the_rewritten_value_as_a_factor_is_decomposed():
@@ -184,11 +222,5 @@ def test_a_sum_with_the_rewritten_value_as_a_factor_is_decomposed():
     A = edge_matrix(seed=5, rows=10, cols=10)
     func = sparsetir.remove_preprocess(sparsetir.format_decompose(row_scaled_sum,
                                                                   [bsr_rule("bsr", 4)]))
-    indptr_b, indices_b, data_b = sparsetir.format.csr_to_bsr(A.indptr, A.indices, A.data,
-                                                              A.shape, 4)
-    Y = np.full(A.shape[0], np.nan, np.float32)
-    args = dict(a=A.data, y=Y, indptr=A.indptr, indices=A.indices, m=10, n=10, nnz=A.nnz,
-                a_bsr=data_b, indptr_bsr=indptr_b, indices_bsr=indices_b, mb_bsr=3, nb_bsr=3,
-                nnzb_bsr=indices_b.size)
-    sparsetir.build(func, "llvm")(*[args[p.name] for p in func.params])
-    np.testing.assert_allclose(Y, 1 - 1.5 * np.asarray(A.sum(axis=1)).ravel(), rtol=1e-5)
+    np.testing.assert_allclose(_bsr_row_call(func, A),
+                               1 - 1.5 * np.asarray(A.sum(axis=1)).ravel(), rtol=1e-5)

@@ -67,9 +67,10 @@ class LevelType:
             object.__setattr__(self, name, bool(getattr(self, name)))
         for name in ("n", "m"):
             if isinstance(getattr(self, name), (bool, np.bool_)) \
-                    or not isinstance(getattr(self, name), numbers.Integral):
-                raise EncodingError(f"LevelType {name} must be an integer, got "
-                                    f"{getattr(self, name)!r}")
+                    or not isinstance(getattr(self, name), numbers.Integral) \
+                    or not 0 <= getattr(self, name) < 2**63:
+                raise EncodingError(f"LevelType {name} must be an integer from 0 to 2**63 - 1, "
+                                    f"got {getattr(self, name)!r}")
             object.__setattr__(self, name, int(getattr(self, name)))
         if self.kind not in KINDS:
             raise EncodingError(f"expected a level type ({', '.join(KINDS)}), got {self.kind!r}")
@@ -112,26 +113,27 @@ class Slice(NamedTuple):
         shown = ["?" if value is None else str(value) for value in self]
         return f"#sparse_tensor<slice({', '.join(shown)})>"
 
-    def checked(self, dim: int) -> "Slice":
-        """This slice, its values checked as the text parser checks them (an offset of 0 or
-        more, a size and stride of 1 or more, each an int or None for ``?``) for dimension
-        ``dim``; an ``(offset, size, stride)`` tuple is taken as one.
+    @staticmethod
+    def checked(given, dim: int) -> "Slice":
+        """``given`` (a ``Slice`` or an ``(offset, size, stride)`` tuple) for dimension
+        ``dim``, its values checked as the text parser checks them: an offset of 0 or more, a
+        size and stride of 1 or more, each below 2**63, or None for ``?``.
 
         Example
         -------
         >>> Slice.checked((1, None, 2), 0)
         Slice(offset=1, size=None, stride=2)
         """
-        values = tuple(self) if isinstance(self, (tuple, list)) else ()
+        values = tuple(given) if isinstance(given, (tuple, list)) else ()
         if len(values) != 3:
             raise EncodingError(f"dimension {dim}'s slice must be (offset, size, stride), got "
-                                f"{self!r}")
+                                f"{given!r}")
         for value, what, least in zip(values, ("offset", "size", "stride"), (0, 1, 1)):
             if value is not None and (isinstance(value, (bool, np.bool_))
                                       or not isinstance(value, numbers.Integral)
-                                      or value < least):
+                                      or not least <= value < 2**63):
                 raise EncodingError(f"dimension {dim}'s slice {what} must be None ('?') or an "
-                                    f"integer of at least {least}, got {value!r}")
+                                    f"integer from {least} to 2**63 - 1, got {value!r}")
         return Slice(*(None if v is None else int(v) for v in values))
 
     def resolved(self, extent: int) -> tuple:

@@ -296,14 +296,13 @@ def _fill_value(fill, dtype):
     if np.dtype(dtype).kind in "iu":
         info = np.iinfo(dtype)
         if given.dtype.kind == "c" or not np.isfinite(given) or given != np.floor(given) \
-                or not info.min <= given <= info.max:
+                or not info.min <= int(given) <= info.max:       # int(): exact, 2**63 too
             raise SparseTIRTypeError(f"fill {fill!r} is not a value of the array's dtype "
                                      f"{np.dtype(dtype)}")
     return given.astype(dtype)
 
 
 def _check_tile(number: int, tile: tuple, rank: int) -> int:
-
     """The rank after tile ``number``, which must fit the ``rank`` it applies to."""
     part = ("tile", number)
     sizes = [_integer(f"a size of tile {number}", t, 1, part, combine=True, high=MAX_TILE)

@@ -147,7 +147,9 @@ class SparseFunction(tvm_ffi.Object):
                 raise SparseTIRTypeError(f"parameter {param.name}: expected an integer, got {value!r}")
             if isinstance(value, int):
                 bits = tvm.DataType(dtype).bits
-                if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+                low, high = (0, 1 << bits) if str(dtype).startswith("uint") \
+                    else (-(1 << (bits - 1)), 1 << (bits - 1))
+                if not low <= value < high:
                     raise SparseTIRValueError(f"parameter {param.name} is {dtype}: {value} does "
                                               "not fit in it")
                 value = tirx.const(value, dtype)

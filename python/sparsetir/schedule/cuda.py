@@ -68,9 +68,9 @@ def _bind_blocks(sch, index: int, outer: str, loop, threaded: bool) -> None:
         raise SparseTIRValueError(
             f"cannot build top-level loop nest {index} (block {outer}) for cuda: TVM binds a "
             f"loop to the GPU only over complete blocks and reductions with their own init, "
-            f"and refuses this one ({reason}). A sum over several sparse axes (a CSF "
-            "tensor's) runs its T.init in a nest of its own, so its blocks are neither; "
-            "build it for llvm") from None
+            f"and refuses this one ({reason}). A sum over several sparse axes whose T.init "
+            "runs in a nest of its own (MTTKRP over a CSF tensor) is such a nest; build it "
+            "for llvm") from None
 
 
 def _intermediates(func, stmt) -> list:

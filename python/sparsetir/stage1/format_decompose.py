@@ -346,12 +346,12 @@ def _reads_rewritten(it: SparseIteration, formats: list) -> bool:
 
 
 def _decomposed(it: SparseIteration, formats: list) -> list:
-    _check_sum_of_parts(it, formats)
     out = []
     if it.init is not None:
         out.append(_init_iteration(it))
     for fmt in formats:
         out.append(_rule_iteration(it, fmt))
+    _check_sum_of_parts(it, formats)   # after the rule's own checks, whose errors say more
     return out
 
 
@@ -369,20 +369,20 @@ def _check_sum_of_parts(it: SparseIteration, formats: list) -> None:
     >>> # C[i, k] = C[i, k] + A[i, j] * B[j, k]   is decomposed
     >>> # C[i] = T.max(C[i], A[i, j])             raises FormatRewriteError
     """
+    rewritten = list(dict.fromkeys(n for f in formats for n in f.rule.buffers_to_rewrite))
     views = [f.func.get_buffer(n).view for f in formats for n in f.rule.buffers_to_rewrite]
-    names = ", ".join(dict.fromkeys(n for f in formats for n in f.rule.buffers_to_rewrite))
     stores = []
     for stmt in it.body:
         tvm_ffi.structural_walk(stmt, (tirx.BufferStore, stores.append), order="pre")
     for store in stores:
         term = _accumulated_term(store)
         if term is None or not _vanishes(term, views) \
-                or any(_reads_any(index, views) for index in store.indices):
+                or any(_reads(index, views) for index in store.indices):
             raise FormatRewriteError(
                 f"iteration {it.name} cannot be decomposed: format_decompose computes it as a "
                 f"sum of one part per format, whose padding slots hold 0, so each statement must "
-                f"add to its target a term that is 0 where {names} is 0 "
-                f"(C[..] = C[..] + {names.split(', ')[0]}[..] * ...); "
+                f"add to its target a term that is 0 where {', '.join(rewritten)} is 0 "
+                f"(C[..] = C[..] + {rewritten[0]}[..] * ...); "
                 f"{store.buffer.name}[{', '.join(map(str, store.indices))}] = {store.value} "
                 "is not")
 
@@ -396,30 +396,59 @@ def _accumulated_term(store):
             and tvm_ffi.structural_equal(list(expr.indices), list(store.indices))
 
     if isinstance(value, (tirx.Add, tirx.Sub)) and is_target(value.a) \
-            and not _reads_any(value.b, [store.buffer]):
+            and not _reads(value.b, [store.buffer]):
         return value.b
     if isinstance(value, tirx.Add) and is_target(value.b) \
-            and not _reads_any(value.a, [store.buffer]):
+            and not _reads(value.a, [store.buffer]):
         return value.a
     return None
 
 
+ZERO_AT_ZERO = ("tirx.fabs", "tirx.sqrt", "tirx.tanh", "tirx.sin", "tirx.tan", "tirx.asin",
+                "tirx.atan", "tirx.sinh", "tirx.erf", "tirx.trunc", "tirx.round",
+                "tirx.nearbyint")
+"""Calls whose value at 0 is 0: a term ``f(A[..])`` of one of them vanishes with ``A[..]``."""
+
+
 def _vanishes(expr, views) -> bool:
-    """Whether ``expr`` is 0 wherever the loads of ``views`` in it are 0."""
+    """Whether ``expr`` is 0 wherever the loads of ``views`` in it are 0 (padding slots):
+    such a load, the constant 0, a product with such a factor, a sum, difference, cast, or
+    choice (``Select``, ``if_then_else``) of such terms, one of ``ZERO_AT_ZERO`` of one, a
+    power of one to a positive constant, or one divided by a nonzero constant (a division by
+    data could meet 0 at a padding slot: 0 / 0)."""
+    def vanishes(e):
+        return _vanishes(e, views)
+
+    def nonzero_constant(e):
+        return isinstance(e, (tirx.IntImm, tirx.FloatImm)) and e.value != 0
+
     if isinstance(expr, tvm.ir.TensorLoad):
         return any(expr.source.same_as(v) for v in views)
+    if isinstance(expr, (tirx.IntImm, tirx.FloatImm)):
+        return expr.value == 0
     if isinstance(expr, tirx.Mul):
-        return _vanishes(expr.a, views) or _vanishes(expr.b, views)
-    if isinstance(expr, (tirx.Div, tirx.FloorDiv, tirx.Cast)):
-        return _vanishes(expr.a if not isinstance(expr, tirx.Cast) else expr.value, views)
+        return vanishes(expr.a) or vanishes(expr.b)
+    if isinstance(expr, (tirx.Div, tirx.FloorDiv)):
+        return vanishes(expr.a) and nonzero_constant(expr.b)
+    if isinstance(expr, tirx.Cast):
+        return vanishes(expr.value)
     if isinstance(expr, (tirx.Add, tirx.Sub)):
-        return _vanishes(expr.a, views) and _vanishes(expr.b, views)
+        return vanishes(expr.a) and vanishes(expr.b)
     if isinstance(expr, tirx.Select):
-        return _vanishes(expr.true_value, views) and _vanishes(expr.false_value, views)
+        return vanishes(expr.true_value) and vanishes(expr.false_value)
+    if isinstance(expr, tvm.ir.Call):
+        name, args = str(expr.op.name) if hasattr(expr.op, "name") else "", list(expr.args)
+        if name.endswith(".if_then_else"):
+            return vanishes(args[1]) and vanishes(args[2])
+        if name == "tirx.pow":
+            return vanishes(args[0]) and isinstance(args[1], (tirx.IntImm, tirx.FloatImm)) \
+                and args[1].value > 0
+        return name in ZERO_AT_ZERO and len(args) == 1 and vanishes(args[0])
     return False
 
 
-def _reads_any(expr, views) -> bool:
+def _reads(expr, views) -> bool:
+    """Whether ``expr`` loads from any of the buffer ``views``."""
     found = []
     tvm_ffi.structural_walk(expr, (tvm.ir.TensorLoad, lambda load: found.append(load)
                                    if any(load.source.same_as(v) for v in views) else None),
