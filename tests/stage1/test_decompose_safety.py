@@ -185,6 +185,7 @@ def test_a_body_that_padding_would_change_is_refused(func, name):
     ("row_relu_sum", "Y[i] + T.if_then_else(A[i, j] > T.float32(1), A[i, j], T.float32(0))",
      lambda A: (A.multiply(A > 1)).sum(axis=1)),
     ("row_square_sum", "Y[i] + T.pow(A[i, j], T.float32(2))", lambda A: A.power(2).sum(axis=1)),
+    ("row_three_terms", "Y[i] + A[i, j] + A[i, j] * T.float32(2)", lambda A: 3 * A.sum(axis=1)),
 ])
 def test_terms_that_are_zero_at_zero_are_decomposed(name, update, expected):
     """|A|, a ReLU written with if_then_else and a constant 0, A ** 2: 0 at a padding slot."""
@@ -195,11 +196,14 @@ def test_terms_that_are_zero_at_zero_are_decomposed(name, update, expected):
                                rtol=1e-5)
 
 
-def test_a_division_by_data_is_refused():
-    """0 / D[j] at a padding slot is NaN where D[j] is 0; a constant divisor is accepted."""
+@pytest.mark.parametrize("update", ["Y[i] + A[i, j] / A[i, j]",
+                                    "Y[i] + A[i, j] * T.log(A[i, j])",
+                                    "Y[i] + A[i, j] * (T.float32(1) / A[i, j])"])
+def test_a_term_that_is_nan_at_zero_is_refused(update):
+    """0 / 0, 0 * log(0), 0 * (1 / 0) at a padding slot are NaN: every row of the BSR
+    result was NaN (the last two were accepted as products with a vanishing factor)."""
     with pytest.raises(FormatRewriteError, match="cannot be decomposed"):
-        sparsetir.format_decompose(row_reduction("row_ratio", "0", "Y[i] + A[i, j] / A[i, j]"),
-                                   [bsr_rule("bsr", 4)])
+        sparsetir.format_decompose(row_reduction("row_nan", "0", update), [bsr_rule("bsr", 4)])
 
 
 def _bsr_row_call(func, A):

@@ -4,12 +4,13 @@ fuses nests that only accumulate into a shared output (atomically on CUDA)."""
 import numpy as np
 import pytest
 import tvm
+from tvm.script import tirx as TS
 
 import sparsetir
 from sparsetir.driver.build_module import lower_to_stage3
 from sparsetir.ops.hyb import HybConfig, hyb_function, schedule_hyb_cuda
 from sparsetir.script import tir as T
-from sparsetir.errors import HorizontalFusionError
+from sparsetir.errors import HorizontalFusionError, SparseTIRValueError
 from sparsetir.ir.attrs import FUSE_ANNOTATION
 from sparsetir.lower.loop_signature import top_level_nests
 
@@ -80,10 +81,16 @@ def test_nests_that_only_add_into_one_output_are_fused():
     np.testing.assert_allclose(c, a + b, rtol=1e-6)
 
 
-def test_an_add_and_an_overwrite_of_one_output_are_not_fused():
+def test_an_overwrite_and_an_add_of_the_element_each_iteration_owns_are_fused():
+    """C[i] = 0 then C[i] += A[i]: iteration i of both touches C[i] alone (was refused, as
+    any mix with an overwrite was)."""
     mod = _marked(two_adds, ["zero", "add_a"])
-    with pytest.raises(HorizontalFusionError, match=r"zero0, add_a0: they share C"):
-        lower_to_stage3(mod, "llvm", "none", True)
+    assert len(top_level_nests(lower_to_stage3(mod, "llvm", "none", True)["main"])) == 2
+    kernel = sparsetir.build(mod, "llvm", schedule="none", horizontal_fuse=True)
+    a, b = np.arange(M, dtype=np.float32), np.ones(M, np.float32)
+    c = np.full(M, np.nan, np.float32)
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c, a + b)
 
 
 def test_cuda_adds_into_a_shared_output_must_be_atomic():
@@ -120,7 +127,7 @@ def test_a_product_is_no_addition_and_crossing_rows_race():
     commute but race across threads, so they are fused only when made atomic."""
     mod = _marked(crossing_updates, ["scale", "add_mirror"])
     with pytest.raises(HorizontalFusionError, match=r"share C, which one writes and another "
-                                                    r"reads or writes other than by adding"):
+                                                    r"reads or writes other than by atomically adding"):
         lower_to_stage3(mod, "llvm", "none", True)
 
 
@@ -143,7 +150,7 @@ def mirrored_adds(a: T.handle, b: T.handle, c: T.handle, m: T.int32) -> None:
 
 def test_additions_into_rows_other_iterations_touch_must_be_atomic_on_the_cpu():
     mod = _marked(mirrored_adds, ["add_a", "add_b"])
-    with pytest.raises(HorizontalFusionError, match=r"on the CPU atomically too"):
+    with pytest.raises(HorizontalFusionError, match=r"on the CPU too, unless iteration t"):
         lower_to_stage3(mod, "llvm", "none", True)
     sch = tvm.s_tir.Schedule(mod)
     for name in ("add_a0", "add_b0"):
@@ -157,6 +164,34 @@ def test_additions_into_rows_other_iterations_touch_must_be_atomic_on_the_cpu():
         np.testing.assert_allclose(c, a + b[::-1], rtol=1e-6)
 
 
+@T.prim_func
+def scale_then_add(a: T.handle, c: T.handle, m: T.int32) -> None:
+    I = T.dense_fixed(m)
+    K = T.dense_fixed(1)
+    A = T.match_sparse_buffer(a, (I,), "float32")
+    C = T.match_sparse_buffer(c, (I,), "float32")
+    with T.sp_iter([I, K], "SR", "scale") as [i, k]:
+        with T.init():
+            C[i] = C[i]
+        C[i] = C[i] * T.float32(2)
+    with T.sp_iter([I, K], "SR", "add") as [i, k]:
+        with T.init():
+            C[i] = C[i]
+        C[i] = C[i] + A[i]
+
+
+def test_any_updates_of_the_one_element_an_iteration_owns_are_fused_in_order():
+    """C[i] *= 2 then C[i] += A[i]: iteration i of both touches C[i] alone, so fusion keeps
+    the order of every element's updates; a product is fine there."""
+    kernel = sparsetir.build(_marked(scale_then_add, ["scale", "add"]), "llvm",
+                             schedule="none", horizontal_fuse=True)
+    rng = np.random.default_rng(2)
+    a, c0 = rng.standard_normal(M).astype(np.float32), rng.standard_normal(M).astype(np.float32)
+    c = c0.copy()
+    kernel(a, c)
+    np.testing.assert_allclose(c, 2 * c0 + a, rtol=1e-6)
+
+
 def test_a_false_annotation_opts_a_nest_out():
     mod = _marked(two_adds, ["add_a", "add_b"])
     sch = tvm.s_tir.Schedule(mod)
@@ -164,3 +199,19 @@ def test_a_false_annotation_opts_a_nest_out():
     sch.annotate(sch.get_sblock("add_b0"), FUSE_ANNOTATION, False)
     fused = lower_to_stage3(sch.mod, "llvm", "none", True)
     assert len(top_level_nests(fused["main"])) == 3            # zeroing, add_a, add_b apart
+
+
+@TS.prim_func(s_tir=True)
+def stepped(A: TS.Buffer((64,), "float32"), C: TS.Buffer((64,), "float32")):
+    TS.func_attr({"sparsetir.param_names": {"A": "a", "C": "c"}})
+    with TS.sblock("root"):
+        for i in TS.parallel(0, 64, step=2):
+            with TS.sblock("add_a0"):
+                C[i] = C[i] + A[i]
+
+
+def test_a_loop_with_a_step_is_refused():
+    """Fusion (and sparsetir's other passes) rebuilt loops from their bounds: a loop of step
+    2 ran at every index."""
+    with pytest.raises(SparseTIRValueError, match="loop i has step 2"):
+        sparsetir.build(tvm.IRModule({"main": stepped}), "llvm", schedule="none")

@@ -90,9 +90,28 @@ def scheduled_stage2(kernel, target, schedule: str = "auto") -> tvm.IRModule:
     if not isinstance(mod, tvm.IRModule):
         raise SparseTIRTypeError("build expects a SparseFunction or an IRModule from lower_sparse_iter, "
                         f"got {type(kernel).__name__}")
+    _refuse_stepped_loops(mod)
     if schedule == "auto":
         mod = default_schedule(mod, str(make_target(target).kind.name)).mod
     return mod
+
+
+def _refuse_stepped_loops(mod: tvm.IRModule) -> None:
+    """Refuse a loop with a step other than 1 (``T.parallel(0, 64, step=2)``): sparsetir's
+    passes rebuild loops from their bounds and would run it at every index."""
+    stepped = []
+    for func in mod.functions.values():
+        if isinstance(func, tirx.PrimFunc):
+            tvm_ffi.structural_walk(func.body, (tirx.For, lambda loop: stepped.append(loop)
+                                                if loop.step is not None and not (
+                                                    isinstance(loop.step, tirx.IntImm)
+                                                    and loop.step.value == 1) else None),
+                                    order="pre")
+    if stepped:
+        loop = stepped[0]
+        raise SparseTIRValueError(f"loop {loop.loop_var} has step {loop.step}: sparsetir "
+                                  "builds loops of step 1 only (loop over the count and "
+                                  "multiply the index)")
 
 
 def lower_to_stage3(kernel, target, schedule: str = "auto",

@@ -43,6 +43,7 @@ Example
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -57,7 +58,7 @@ from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration, SpIterVar
 from ..ir.node import replace
 from ..ir.substitute import Substituter
-from ..ir.utils import structural_map, substitute, uses_var
+from ..ir.utils import added_value, structural_map, substitute, uses_var
 from ..ir.visit import iterations, tir_stmts
 from ..errors import FormatRewriteError, SparseTIRTypeError
 
@@ -375,7 +376,7 @@ def _check_sum_of_parts(it: SparseIteration, formats: list) -> None:
     for stmt in it.body:
         tvm_ffi.structural_walk(stmt, (tirx.BufferStore, stores.append), order="pre")
     for store in stores:
-        term = _accumulated_term(store)
+        term = added_value(store)
         if term is None or not _vanishes(term, views) \
                 or any(_reads(index, views) for index in store.indices):
             raise FormatRewriteError(
@@ -387,23 +388,6 @@ def _check_sum_of_parts(it: SparseIteration, formats: list) -> None:
                 "is not")
 
 
-def _accumulated_term(store):
-    """``e`` of ``C[x] = C[x] + e`` (``e + C[x]``, ``C[x] - e``), or None."""
-    value = store.value
-
-    def is_target(expr):
-        return isinstance(expr, tvm.ir.TensorLoad) and expr.source.same_as(store.buffer) \
-            and tvm_ffi.structural_equal(list(expr.indices), list(store.indices))
-
-    if isinstance(value, (tirx.Add, tirx.Sub)) and is_target(value.a) \
-            and not _reads(value.b, [store.buffer]):
-        return value.b
-    if isinstance(value, tirx.Add) and is_target(value.b) \
-            and not _reads(value.a, [store.buffer]):
-        return value.a
-    return None
-
-
 ZERO_AT_ZERO = ("tirx.fabs", "tirx.sqrt", "tirx.tanh", "tirx.sin", "tirx.tan", "tirx.asin",
                 "tirx.atan", "tirx.sinh", "tirx.erf", "tirx.trunc", "tirx.round",
                 "tirx.nearbyint")
@@ -412,10 +396,13 @@ ZERO_AT_ZERO = ("tirx.fabs", "tirx.sqrt", "tirx.tanh", "tirx.sin", "tirx.tan", "
 
 def _vanishes(expr, views) -> bool:
     """Whether ``expr`` is 0 wherever the loads of ``views`` in it are 0 (padding slots):
-    such a load, the constant 0, a product with such a factor, a sum, difference, cast, or
-    choice (``Select``, ``if_then_else``) of such terms, one of ``ZERO_AT_ZERO`` of one, a
+    such a load, the constant 0, a product of one with a factor that stays finite there
+    (``_finite``: not ``A * log(A)`` or ``A * (1 / A)``, NaN at 0), a sum, difference, cast,
+    or choice (``Select``, ``if_then_else``) of such terms, one of ``ZERO_AT_ZERO`` of one, a
     power of one to a positive constant, or one divided by a nonzero constant (a division by
-    data could meet 0 at a padding slot: 0 / 0)."""
+    data could meet 0 at a padding slot: 0 / 0). A factor read from another buffer counts as
+    finite: ``0 * X[col]`` with an infinite ``X[col]`` is the padding's known NaN (see the
+    module docstring)."""
     def vanishes(e):
         return _vanishes(e, views)
 
@@ -427,7 +414,7 @@ def _vanishes(expr, views) -> bool:
     if isinstance(expr, (tirx.IntImm, tirx.FloatImm)):
         return expr.value == 0
     if isinstance(expr, tirx.Mul):
-        return vanishes(expr.a) or vanishes(expr.b)
+        return (vanishes(expr.a) and _finite(expr.b)) or (vanishes(expr.b) and _finite(expr.a))
     if isinstance(expr, (tirx.Div, tirx.FloorDiv)):
         return vanishes(expr.a) and nonzero_constant(expr.b)
     if isinstance(expr, tirx.Cast):
@@ -444,6 +431,38 @@ def _vanishes(expr, views) -> bool:
             return vanishes(args[0]) and isinstance(args[1], (tirx.IntImm, tirx.FloatImm)) \
                 and args[1].value > 0
         return name in ZERO_AT_ZERO and len(args) == 1 and vanishes(args[0])
+    return False
+
+
+FINITE_CALLS = ZERO_AT_ZERO + ("tirx.exp", "tirx.cos", "tirx.cosh", "tirx.sigmoid",
+                              "tirx.floor", "tirx.ceil", "tirx.atan2")
+"""Calls that give a finite value for every finite argument (exp: short of overflow)."""
+
+
+def _finite(expr) -> bool:
+    """Whether ``expr`` stays finite where its operands are finite, whatever they are (0 at a
+    padding slot included): no division by data, logarithm, inverse root or negative power."""
+    if isinstance(expr, (tirx.IntImm, tirx.FloatImm)):
+        return math.isfinite(expr.value)
+    if isinstance(expr, (tvm.ir.TensorLoad, tirx.Var)):
+        return True
+    if isinstance(expr, (tirx.Add, tirx.Sub, tirx.Mul, tirx.Min, tirx.Max)):
+        return _finite(expr.a) and _finite(expr.b)
+    if isinstance(expr, (tirx.Div, tirx.FloorDiv)):
+        return _finite(expr.a) and isinstance(expr.b, (tirx.IntImm, tirx.FloatImm)) \
+            and expr.b.value != 0
+    if isinstance(expr, tirx.Cast):
+        return _finite(expr.value)
+    if isinstance(expr, tirx.Select):
+        return _finite(expr.true_value) and _finite(expr.false_value)
+    if isinstance(expr, tvm.ir.Call):
+        name, args = str(getattr(expr.op, "name", "")), list(expr.args)
+        if name.endswith(".if_then_else"):
+            return _finite(args[1]) and _finite(args[2])
+        if name == "tirx.pow":
+            return _finite(args[0]) and isinstance(args[1], (tirx.IntImm, tirx.FloatImm)) \
+                and args[1].value >= 0
+        return name in FINITE_CALLS and all(_finite(a) for a in args)
     return False
 
 

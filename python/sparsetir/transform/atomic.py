@@ -40,7 +40,7 @@ from tvm.script import tirx as T
 
 from ..errors import AtomicBlockError
 from ..ir.attrs import ATOMIC_ANNOTATION, annotated_true
-from ..ir.utils import is_identity_store, structural_map
+from ..ir.utils import added_value, is_identity_store, structural_map
 
 
 CPU_ATOMIC_PREFIX = "sparsetir_atomic_add_"
@@ -202,40 +202,3 @@ def cpu_atomic_add(buffer, indices, value):
             f"{', '.join(CPU_ATOMIC_DTYPES)} only")
     target = tirx.BufferLoad(buffer, list(indices))
     return T.call_extern("int32", CPU_ATOMIC_PREFIX + dtype, T.address_of(target), value)
-
-
-def added_value(store):
-    """``v`` when ``store`` adds ``v`` to what it overwrites: ``X[idx] = X[idx] + v`` in any
-    order of a sum of terms, some subtracted (``X[idx] = X[idx] + a + b``, ``X[idx] = X[idx] -
-    a``: ``v`` is ``a + b``, ``0 - a``), ``X[idx]`` read once, added, and nowhere in ``v``;
-    else None."""
-    terms = _terms(store.value, 1)
-    own = [n for n, (sign, term) in enumerate(terms)
-           if isinstance(term, tvm.ir.TensorLoad) and term.source.same_as(store.buffer)
-           and tvm_ffi.structural_equal(list(term.indices), list(store.indices))]
-    if len(terms) < 2 or len(own) != 1 or terms[own[0]][0] < 0:
-        return None
-    rest = terms[:own[0]] + terms[own[0] + 1:]
-    reads = []
-    for _, term in rest:                   # the added value must not read X itself (a race)
-        tvm_ffi.structural_walk(term, (
-            tvm.ir.TensorLoad, lambda ld: reads.append(ld) if ld.source.same_as(store.buffer)
-            else None), order="pre")
-    if reads:
-        return None
-    value = None
-    for sign, term in rest:
-        if value is None:
-            value = term if sign > 0 else tirx.Sub(tirx.const(0, str(store.buffer.dtype)), term)
-        else:
-            value = tirx.Add(value, term) if sign > 0 else tirx.Sub(value, term)
-    return value
-
-
-def _terms(expr, sign: int) -> list:
-    """``expr`` as ``[(sign, term)]`` over its top-level additions and subtractions."""
-    if isinstance(expr, tirx.Add):
-        return _terms(expr.a, sign) + _terms(expr.b, sign)
-    if isinstance(expr, tirx.Sub):
-        return _terms(expr.a, sign) + _terms(expr.b, -sign)
-    return [(sign, expr)]

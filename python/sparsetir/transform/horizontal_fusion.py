@@ -30,11 +30,14 @@ accumulator (a buffer allocated in the nest, as ``cache_write`` gives) that was 
 ``X`` and only added into. Additions commute, so their order does not matter (a product or a
 max mixed with them would not). Iterations of different nests then run at the same time, so
 the additions must also be atomic (stores in ``"atomic"`` blocks, or the identity init
-``X[e] = X[e]`` that atomic lowering removes): on CUDA always, on the CPU unless every nest's
-block is annotated ``sparsetir.tile_owns_rows`` (``ir.attrs.TILE_ROWS_ANNOTATION``: iteration
-``t`` of each writes only the rows of tile ``t``, the same in every nest, which the kernel's
-call checks; ``ops.hyb.schedule_hyb_cpu`` marks its buckets so, ``hyb_kernel`` and
-``HybLayout.arguments`` check the tiles).
+``X[e] = X[e]`` that atomic lowering removes). On the CPU, where the fused loop runs iteration
+``t`` of every nest in turn, a buffer that iteration ``t`` of each nest alone touches needs
+neither (the accesses to each element keep their order, whatever they are): every access is
+at one index set one-to-one by ``t`` alone and the same in every nest (``C[i]``), or every
+nest's block is annotated ``sparsetir.tile_owns_rows`` (``ir.attrs.TILE_ROWS_ANNOTATION``:
+iteration ``t`` of each writes only the rows of tile ``t``, which the kernel's call checks;
+``ops.hyb.schedule_hyb_cpu`` marks its buckets so, ``hyb_kernel`` and ``HybLayout.arguments``
+check the tiles).
 
 ``build(..., horizontal_fuse=True)`` applies it after scheduling and ``lower_sparse_buffer``
 (so does ``build`` of a function with the attribute).
@@ -53,9 +56,8 @@ from tvm import s_tir, tirx
 
 from ..errors import HorizontalFusionError
 from ..ir.attrs import ATOMIC_ANNOTATION, FUSE_ANNOTATION, TILE_ROWS_ANNOTATION, annotated_true
-from ..ir.utils import is_identity_store, substitute
+from ..ir.utils import added_value, is_identity_store, substitute
 from ..lower.loop_signature import top_level_nests
-from .atomic import added_value
 
 
 def HorizontalFuse(target_kind: str = "llvm",  # pylint: disable=invalid-name
@@ -162,23 +164,22 @@ def check_independent(nests: list, target_kind: str = "llvm") -> None:
             if others:
                 shared[buf] = sorted({n, *others})
 
-    def atomic(buf) -> bool:      # whether iterations of different nests may meet in buf
-        return target_kind == "cuda" or not (tiles_own_rows or _one_element_per_iteration(
+    def owned(buf) -> bool:       # iteration t of every nest alone touches its elements
+        return target_kind != "cuda" and (tiles_own_rows or _one_element_per_iteration(
             [nests[m] for m in shared[buf]], buf))
 
-    conflicts = sorted((buf for buf, members in shared.items()
-                        if not all(uses[m].accumulates(buf, atomic(buf)) for m in members)),
+    conflicts = sorted((buf for buf, members in shared.items() if not owned(buf)
+                        and not all(uses[m].accumulates(buf, True) for m in members)),
                        key=lambda b: b.name)
     if conflicts:
         names = ", ".join(b.name for b in conflicts)
         why = "" if target_kind == "cuda" else (
-            " (on the CPU atomically too, unless iteration t of every nest touches only "
-            "element t, or every nest's block is annotated "
-            f"\"{TILE_ROWS_ANNOTATION}\": iterations of different nests run at the same time)")
+            " (on the CPU too, unless iteration t of every nest alone touches its elements: "
+            "one element set by t, or rows every nest's block declares with the annotation "
+            f"\"{TILE_ROWS_ANNOTATION}\"; iterations of different nests run at the same time)")
         raise HorizontalFusionError(
             f"cannot fuse nests {', '.join(_nest_names(nests))}: they share {names}, which "
-            f"one writes and another reads or writes other than by "
-            f"{'atomically ' if target_kind == 'cuda' else ''}adding into it "
+            f"one writes and another reads or writes other than by atomically adding into it "
             f"(X[e] = X[e] + ...){why}; fusing would reorder their iterations. "
             "Make the additions atomic (sch.annotate(block, \"atomic\", True)), leave one of "
             "them unmarked (no \"horizontal_fuse\" annotation) or build without "
@@ -262,8 +263,9 @@ class _Footprint:
 
 def _one_element_per_iteration(nests: list, buf) -> bool:
     """Whether every access of ``buf`` in ``nests`` is at one index that only the outermost
-    loop's variable sets, the same in every nest (``C[i]`` in each): iteration ``t`` of each
-    then touches one element, the same one, and no other iteration touches it."""
+    loop's variable ``t`` sets, one-to-one (a step of ``t`` moves it by a nonzero constant),
+    the same in every nest (``C[i]`` in each): iteration ``t`` of each then touches one
+    element, the same one, and no other iteration touches it."""
     var = tirx.Var("t", nests[0].loop_var.ty)
     indices = []
     for nest in nests:
@@ -282,8 +284,11 @@ def _one_element_per_iteration(nests: list, buf) -> bool:
     leaves = []
     tvm_ffi.structural_walk(indices[0], [(tirx.Var, leaves.append),
                                          (tvm.ir.TensorLoad, leaves.append)], order="pre")
+    analyzer = tvm.sym.Analyzer()
+    steps = [analyzer.simplify(substitute(e, {var: var + 1}) - e) for e in indices[0]]
     return all(tvm_ffi.structural_equal(ix, indices[0]) for ix in indices) \
-        and all(isinstance(leaf, tirx.Var) and leaf.same_as(var) for leaf in leaves)
+        and all(isinstance(leaf, tirx.Var) and leaf.same_as(var) for leaf in leaves) \
+        and any(isinstance(step, tirx.IntImm) and step.value != 0 for step in steps)
 
 
 def _loads_of(store, buf) -> list:
