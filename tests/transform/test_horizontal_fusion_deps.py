@@ -9,6 +9,7 @@ from tvm.script import tirx as TS
 import sparsetir
 from sparsetir.driver.build_module import lower_to_stage3
 from sparsetir.ops.hyb import HybConfig, hyb_function, schedule_hyb_cuda
+from sparsetir.script import from_source
 from sparsetir.script import tir as T
 from sparsetir.errors import HorizontalFusionError, SparseTIRValueError
 from sparsetir.ir.attrs import FUSE_ANNOTATION
@@ -105,20 +106,36 @@ def test_cuda_adds_into_a_shared_output_must_be_atomic():
         lower_to_stage3(sch.mod, target, "none", True)
 
 
+TWO_UPDATES = """
 @T.prim_func
-def crossing_updates(a: T.handle, c: T.handle, m: T.int32) -> None:
+def two_updates(a: T.handle, b: T.handle, c: T.handle, m: T.int32) -> None:
     I = T.dense_fixed(m)
     K = T.dense_fixed(1)
     A = T.match_sparse_buffer(a, (I,), "float32")
+    B = T.match_sparse_buffer(b, (I,), "float32")
     C = T.match_sparse_buffer(c, (I,), "float32")
-    with T.sp_iter([I, K], "SR", "scale") as [i, k]:     # reductions (identity inits), so
-        with T.init():                                   # that TVM lets the loops be parallel
-            C[i] = C[i]
-        C[i] = C[i] * T.float32(2)
-    with T.sp_iter([I, K], "SR", "add_mirror") as [i, k]:
+    with T.sp_iter([I, K], "SR", "{first}") as [i, k]:   # reductions (identity inits), so
+        with T.init():                                    # TVM lets the loops be parallel
+            C[{row_a}] = C[{row_a}]
+        C[{row_a}] = {update_a}
+    with T.sp_iter([I, K], "SR", "{second}") as [i, k]:
         with T.init():
-            C[m - 1 - i] = C[m - 1 - i]
-        C[m - 1 - i] = C[m - 1 - i] + A[i]
+            C[{row_b}] = C[{row_b}]
+        C[{row_b}] = {update_b}
+"""
+
+
+def two_updates(first, row_a, update_a, second, row_b, update_b):
+    """Two nests updating C (nest names, rows and new values), over A and B."""
+    return from_source(TWO_UPDATES.format(first=first, row_a=row_a, update_a=update_a,
+                                          second=second, row_b=row_b, update_b=update_b))
+
+
+crossing_updates = two_updates("scale", "i", "C[i] * T.float32(2)",
+                               "add_mirror", "m - 1 - i", "C[m - 1 - i] + A[i]")
+mirrored_adds = two_updates("add_a", "i", "C[i] + A[i]", "add_b", "m - 1 - i",
+                            "C[m - 1 - i] + B[i]")
+scale_then_add = two_updates("scale", "i", "C[i] * T.float32(2)", "add", "i", "C[i] + A[i]")
 
 
 def test_a_product_is_no_addition_and_crossing_rows_race():
@@ -129,23 +146,6 @@ def test_a_product_is_no_addition_and_crossing_rows_race():
     with pytest.raises(HorizontalFusionError, match=r"share C, which one writes and another "
                                                     r"reads or writes other than by atomically adding"):
         lower_to_stage3(mod, "llvm", "none", True)
-
-
-@T.prim_func
-def mirrored_adds(a: T.handle, b: T.handle, c: T.handle, m: T.int32) -> None:
-    I = T.dense_fixed(m)
-    A = T.match_sparse_buffer(a, (I,), "float32")
-    B = T.match_sparse_buffer(b, (I,), "float32")
-    C = T.match_sparse_buffer(c, (I,), "float32")
-    K = T.dense_fixed(1)
-    with T.sp_iter([I, K], "SR", "add_a") as [i, k]:
-        with T.init():
-            C[i] = C[i]
-        C[i] = C[i] + A[i]
-    with T.sp_iter([I, K], "SR", "add_b") as [i, k]:
-        with T.init():
-            C[m - 1 - i] = C[m - 1 - i]
-        C[m - 1 - i] = C[m - 1 - i] + B[i]
 
 
 def test_additions_into_rows_other_iterations_touch_must_be_atomic_on_the_cpu():
@@ -164,22 +164,6 @@ def test_additions_into_rows_other_iterations_touch_must_be_atomic_on_the_cpu():
         np.testing.assert_allclose(c, a + b[::-1], rtol=1e-6)
 
 
-@T.prim_func
-def scale_then_add(a: T.handle, c: T.handle, m: T.int32) -> None:
-    I = T.dense_fixed(m)
-    K = T.dense_fixed(1)
-    A = T.match_sparse_buffer(a, (I,), "float32")
-    C = T.match_sparse_buffer(c, (I,), "float32")
-    with T.sp_iter([I, K], "SR", "scale") as [i, k]:
-        with T.init():
-            C[i] = C[i]
-        C[i] = C[i] * T.float32(2)
-    with T.sp_iter([I, K], "SR", "add") as [i, k]:
-        with T.init():
-            C[i] = C[i]
-        C[i] = C[i] + A[i]
-
-
 def test_any_updates_of_the_one_element_an_iteration_owns_are_fused_in_order():
     """C[i] *= 2 then C[i] += A[i]: iteration i of both touches C[i] alone, so fusion keeps
     the order of every element's updates; a product is fine there."""
@@ -188,7 +172,7 @@ def test_any_updates_of_the_one_element_an_iteration_owns_are_fused_in_order():
     rng = np.random.default_rng(2)
     a, c0 = rng.standard_normal(M).astype(np.float32), rng.standard_normal(M).astype(np.float32)
     c = c0.copy()
-    kernel(a, c)
+    kernel(a, a, c)
     np.testing.assert_allclose(c, 2 * c0 + a, rtol=1e-6)
 
 
