@@ -25,10 +25,8 @@ lowered.
 Fusion changes the order in which the nests' iterations run, so a run is refused
 (``HorizontalFusionError`` naming the buffers) when one nest reads or writes a buffer another
 one writes, unless every nest touching that buffer only adds into it: each store is
-``X[e] = X[e] + v`` (``v`` not reading ``X``; ``- v`` too), or writes back a private
-accumulator (a buffer allocated in the nest, as ``cache_write`` gives) that was loaded from
-``X`` and only added into. Additions commute, so their order does not matter (a product or a
-max mixed with them would not). Iterations of different nests then run at the same time, so
+``X[e] = X[e] + v`` (``v`` not reading ``X``; ``- v`` too), the only reads of ``X``. Additions
+commute, so their order does not matter (a product or a max mixed with them would not). Iterations of different nests then run at the same time, so
 the additions must also be atomic (stores in ``"atomic"`` blocks, or the identity init
 ``X[e] = X[e]`` that atomic lowering removes). On the CPU, where the fused loop runs iteration
 ``t`` of every nest in turn, a buffer that iteration ``t`` of each nest alone touches needs
@@ -154,7 +152,8 @@ def _nothing_to_fuse(nests: list, target_kind: str) -> str:
 
 def check_independent(nests: list, target_kind: str = "llvm") -> None:
     """Refuse to fuse ``nests`` when one reads or writes what another writes, except a
-    buffer they all only accumulate into (atomically on CUDA); see the module docstring."""
+    buffer each iteration's elements of which only that iteration touches (CPU), or that they
+    all only add into atomically; see the module docstring."""
     uses = [_Footprint(nest) for nest in nests]
     tiles_own_rows = all(_marked(nest, TILE_ROWS_ANNOTATION) for nest in nests)
     shared = {}
@@ -169,7 +168,7 @@ def check_independent(nests: list, target_kind: str = "llvm") -> None:
             [nests[m] for m in shared[buf]], buf))
 
     conflicts = sorted((buf for buf, members in shared.items() if not owned(buf)
-                        and not all(uses[m].accumulates(buf, True) for m in members)),
+                        and not all(uses[m].adds_atomically(buf) for m in members)),
                        key=lambda b: b.name)
     if conflicts:
         names = ", ".join(b.name for b in conflicts)
@@ -214,51 +213,13 @@ class _Footprint:
             tvm_ffi.structural_walk(block.body, (tirx.BufferStore, self.atomic.add),
                                     order="pre")
 
-    def accumulates(self, buf, atomic: bool) -> bool:
-        """Whether every access of ``buf`` in the nest is part of adding into it."""
+    def adds_atomically(self, buf) -> bool:
+        """Whether every access of ``buf`` in the nest is an atomic addition into it (or the
+        identity init that atomic lowering removes)."""
         stores = self.stores.get(buf, [])
-        if not stores:
-            return False
-        reads = 0                                   # loads of buf that an update accounts for
-        for store in stores:
-            if is_identity_store(store) or added_value(store) is not None:
-                reads += 1
-                if atomic and not (is_identity_store(store) or store in self.atomic):
-                    return False
-            elif atomic or not self._writes_back(store, buf):
-                return False
-        for buf_private, fills in self._caches_of(buf).items():
-            reads += len(fills)
-            if not self._only_updates(buf_private, buf):
-                return False
-        return reads == self.loads.get(buf, 0)
-
-    def _writes_back(self, store, buf) -> bool:
-        """Whether ``store`` copies a private accumulator loaded from ``buf`` into it."""
-        value = store.value
-        return isinstance(value, tvm.ir.TensorLoad) and value.source in self._caches_of(buf)
-
-    def _caches_of(self, buf) -> dict:
-        """Private buffers filled with a plain copy of ``buf`` -> those stores."""
-        caches = {}
-        for cache, stores in self.stores.items():
-            if cache in self.private:
-                fills = [s for s in stores if isinstance(s.value, tvm.ir.TensorLoad)
-                         and s.value.source.same_as(buf)]
-                if fills:
-                    caches[cache] = fills
-        return caches
-
-    def _only_updates(self, cache, buf) -> bool:
-        """``cache`` is only added into (or filled from ``buf``), and read only there and by
-        the stores writing it back into ``buf``."""
-        updates = [s for s in self.stores.get(cache, [])
-                   if not (isinstance(s.value, tvm.ir.TensorLoad) and s.value.source.same_as(buf))]
-        if not all(is_identity_store(s) or added_value(s) is not None for s in updates):
-            return False
-        inside = sum(len(_loads_of(s, cache)) for target in (cache, buf)
-                     for s in self.stores.get(target, []))
-        return inside == self.loads.get(cache, 0)
+        return bool(stores) and all(
+            is_identity_store(store) or (added_value(store) is not None and store in self.atomic)
+            for store in stores) and len(stores) == self.loads.get(buf, 0)
 
 
 def _one_element_per_iteration(nests: list, buf) -> bool:
@@ -289,14 +250,6 @@ def _one_element_per_iteration(nests: list, buf) -> bool:
     return all(tvm_ffi.structural_equal(ix, indices[0]) for ix in indices) \
         and all(isinstance(leaf, tirx.Var) and leaf.same_as(var) for leaf in leaves) \
         and any(isinstance(step, tirx.IntImm) and step.value != 0 for step in steps)
-
-
-def _loads_of(store, buf) -> list:
-    found = []
-    tvm_ffi.structural_walk([store.value] + list(store.indices), (
-        tvm.ir.TensorLoad, lambda load: found.append(load) if load.source.same_as(buf)
-        else None), order="pre")
-    return found
 
 
 def _nest_names(nests: list) -> list:
