@@ -186,9 +186,14 @@ def test_a_body_that_padding_would_change_is_refused(func, name):
      lambda A: (A.multiply(A > 1)).sum(axis=1)),
     ("row_square_sum", "Y[i] + T.pow(A[i, j], T.float32(2))", lambda A: A.power(2).sum(axis=1)),
     ("row_three_terms", "Y[i] + A[i, j] + A[i, j] * T.float32(2)", lambda A: 3 * A.sum(axis=1)),
+    ("row_max_relu_sum", "Y[i] + T.max(A[i, j], T.float32(0))", lambda A: A.sum(axis=1)),
+    ("row_min_sum", "Y[i] + T.min(A[i, j] * T.float32(-1), T.float32(0))",
+     lambda A: -A.sum(axis=1)),
+    ("row_log1p_sum", "Y[i] + T.log1p(A[i, j])", lambda A: A.log1p().sum(axis=1)),
 ])
 def test_terms_that_are_zero_at_zero_are_decomposed(name, update, expected):
-    """|A|, a ReLU written with if_then_else and a constant 0, A ** 2: 0 at a padding slot."""
+    """|A|, ReLUs written with if_then_else or max and a constant 0, A ** 2, log1p:
+    0 at a padding slot."""
     A = edge_matrix(seed=6, rows=10, cols=10)
     func = sparsetir.remove_preprocess(sparsetir.format_decompose(
         row_reduction(name, "0", update), [bsr_rule("bsr", 4)]))
@@ -197,6 +202,8 @@ def test_terms_that_are_zero_at_zero_are_decomposed(name, update, expected):
 
 
 @pytest.mark.parametrize("update", ["Y[i] + A[i, j] / A[i, j]",
+                                    "Y[i] + T.max(A[i, j], T.float32(1))",
+                                    "Y[i] + T.log1p(A[i, j] + T.float32(1))",
                                     "Y[i] + A[i, j] * T.log(A[i, j])",
                                     "Y[i] + A[i, j] * (T.float32(1) / A[i, j])"])
 def test_a_term_that_is_nan_at_zero_is_refused(update):

@@ -390,19 +390,19 @@ def _check_sum_of_parts(it: SparseIteration, formats: list) -> None:
 
 ZERO_AT_ZERO = ("tirx.fabs", "tirx.sqrt", "tirx.tanh", "tirx.sin", "tirx.tan", "tirx.asin",
                 "tirx.atan", "tirx.sinh", "tirx.erf", "tirx.trunc", "tirx.round",
-                "tirx.nearbyint")
+                "tirx.nearbyint", "tirx.log1p")
 """Calls whose value at 0 is 0: a term ``f(A[..])`` of one of them vanishes with ``A[..]``."""
 
 
 def _vanishes(expr, views) -> bool:
     """Whether ``expr`` is 0 wherever the loads of ``views`` in it are 0 (padding slots):
     such a load, the constant 0, a product of one with a factor that stays finite there
-    (``_finite``: not ``A * log(A)`` or ``A * (1 / A)``, NaN at 0), a sum, difference, cast,
-    or choice (``Select``, ``if_then_else``) of such terms, one of ``ZERO_AT_ZERO`` of one, a
-    power of one to a positive constant, or one divided by a nonzero constant (a division by
-    data could meet 0 at a padding slot: 0 / 0). A factor read from another buffer counts as
-    finite: ``0 * X[col]`` with an infinite ``X[col]`` is the padding's known NaN (see the
-    module docstring)."""
+    (``_finite``: not ``A * log(A)`` or ``A * (1 / A)``, NaN at 0), a sum, difference, min,
+    max (a ReLU ``max(A, 0)``), cast, or choice (``Select``, ``if_then_else``) of such terms,
+    one of ``ZERO_AT_ZERO`` of one, a power of one to a positive constant, or one divided by a
+    nonzero constant (a division by data could meet 0 at a padding slot: 0 / 0). A factor
+    read from another buffer counts as finite: ``0 * X[col]`` with an infinite ``X[col]`` is
+    the padding's known NaN (see the module docstring)."""
     def vanishes(e):
         return _vanishes(e, views)
 
@@ -419,7 +419,7 @@ def _vanishes(expr, views) -> bool:
         return vanishes(expr.a) and nonzero_constant(expr.b)
     if isinstance(expr, tirx.Cast):
         return vanishes(expr.value)
-    if isinstance(expr, (tirx.Add, tirx.Sub)):
+    if isinstance(expr, (tirx.Add, tirx.Sub, tirx.Min, tirx.Max)):
         return vanishes(expr.a) and vanishes(expr.b)
     if isinstance(expr, tirx.Select):
         return vanishes(expr.true_value) and vanishes(expr.false_value)
