@@ -6,9 +6,11 @@ classes are grouped by the stage that raises them.
 
 Example
 -------
->>> import sparsetir
+>>> import numpy as np, scipy.sparse, sparsetir
 >>> issubclass(sparsetir.ArgumentError, (sparsetir.SparseTIRError, ValueError))
 True
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+>>> X = np.ones((5, 16), np.float32)
 >>> try:
 ...     sparsetir.ops.spmm(A, X.astype("float64"))
 ... except sparsetir.SparseTIRError as err:    # or TypeError, as before
@@ -97,8 +99,13 @@ class ArgumentError(SparseTIRError, ValueError):
 
     Examples
     --------
+    >>> import numpy as np, scipy.sparse, sparsetir
+    >>> from sparsetir.ops.kernels import spmm       # params: a, x, y, indptr, indices, m, n, nnz
+    >>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
+    >>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+    >>> x, y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
     >>> try:
-    ...     kernel(indptr.astype("int64"), indices, data, x, y, m, n, nnz)
+    ...     kernel(A.data, x, y, A.indptr.astype("int64"), A.indices, 6, 5, A.nnz)
     ... except ArgumentError as err:
     ...     print(err)
     argument 'indptr': dtype int64 does not match the kernel's int32
@@ -117,9 +124,13 @@ class KernelFileError(SparseTIRError, ValueError):
 
     Examples
     --------
+    >>> import sparsetir
+    >>> with open("notes.txt", "w") as file:
+    ...     _ = file.write("not a kernel")
     >>> sparsetir.load("notes.txt")
     Traceback (most recent call last):
-    KernelFileError: notes.txt is not a file saved by sparsetir (Kernel.save, AlgebraKernel.save, GroupedKernel.save)
+    ...
+    sparsetir.errors.KernelFileError: notes.txt is not a file saved by sparsetir (Kernel.save, AlgebraKernel.save, GroupedKernel.save)
     """
 
 
@@ -131,9 +142,16 @@ class KernelPathError(SparseTIRError, OSError):
 
     Examples
     --------
+    >>> import sparsetir
     >>> sparsetir.load("missing.stk")
     Traceback (most recent call last):
-    KernelPathError: [Errno 2] sparsetir.load cannot read the saved kernel: No such file or directory: 'missing.stk'
+    ...
+    sparsetir.runtime.saved.KernelPathFileNotFoundError: [Errno 2] sparsetir.load cannot read the saved kernel: No such file or directory: 'missing.stk'
+    >>> try:
+    ...     sparsetir.load("missing.stk")
+    ... except KernelPathError as err:             # the class above is KernelPathError and FileNotFoundError
+    ...     print(isinstance(err, FileNotFoundError), err.errno, err.filename)
+    True 2 missing.stk
     """
 
 

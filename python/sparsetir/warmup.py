@@ -17,12 +17,22 @@ and counted here as they end. Operator calls run here, one after another.
 
 Example
 -------
->>> import sparsetir, sparsetir.nn
->>> conv = sparsetir.nn.GATConv(1433, 8, num_heads=8)
->>> report = sparsetir.warmup(conv, M, X)      # M: the graph, X: the features  # doctest: +SKIP
-sparsetir warmup: [1] compiled ops gsddmm add float32 ... in 2.1 s
-...
-sparsetir warmup: 8 kernels compiled, 0 loaded from the disk cache, 9.8 s
+>>> import numpy as np, scipy.sparse, torch, sparsetir, sparsetir.nn
+>>> A = scipy.sparse.random(100, 100, density=0.05, format="csr", dtype=np.float32)
+>>> M = sparsetir.ops.SparseMatrix(A + scipy.sparse.identity(100, np.float32, "csr"))  # the graph
+>>> X = torch.randn(100, 16)                                                         # the features
+>>> conv = sparsetir.nn.GATConv(16, 5, num_heads=3)
+>>> report = sparsetir.warmup(conv, M, X)      # prints its progress on stderr (below)
+>>> report.compiled + report.loaded             # GAT's forward and backward kernels
+8
+>>> sparsetir.warmup(conv, M, X, progress=False).compiled     # all kept: nothing to compile
+0
+
+What the first call prints on stderr, in a process whose disk cache does not have them yet::
+
+    sparsetir warmup: [1] compiled ops gsddmm add float32 (3,) (True,) (True,) u v 0 0 for llvm in 1.1 s (not in the disk cache)
+    ...
+    sparsetir warmup: 8 kernels compiled, 0 loaded from the disk cache, 4.0 s
 """
 
 from __future__ import annotations

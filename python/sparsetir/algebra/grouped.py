@@ -18,9 +18,16 @@ alone (a product of many sums) is refused with the emitter's error.
 
 Example
 -------
->>> # k = sparsetir.algebra.compile("A(i,j) = B(i,j) + C(i,j) + ... + I(i,j)", formats=...)
->>> # [p.statement.text for p in k.parts]
->>> # ['Y(i,j) = X0(i,j) + X1(i,j) + X2(i,j) + X3(i,j)', 'Y(i,j) = X0(i,j) + X1(i,j) + ...']
+>>> import numpy as np, scipy.sparse as sp
+>>> from sparsetir.algebra import compile
+>>> k = compile("A(i,j) = B(i,j) + C(i,j) + D(i,j) + E(i,j) + F(i,j)",
+...             formats=dict.fromkeys("ABCDEF", "CSR"))
+>>> [p.statement.text for p in k.parts]
+['Y(i,j) = X0(i,j) + X1(i,j) + X2(i,j) + X3(i,j)', 'Y(i,j) = X0(i,j) + X1(i,j)']
+>>> operands = {name: sp.random(4, 5, density=0.4, format="csr", random_state=seed)
+...             for seed, name in enumerate("BCDEF")}
+>>> bool(np.allclose(k(**operands).to_dense(), sum(M.toarray() for M in operands.values())))
+True
 """
 
 from __future__ import annotations
@@ -84,8 +91,15 @@ class GroupedKernel(ValueTyped):
 
         Example
         -------
-        >>> k.save("/tmp/sum8.stk")
-        >>> sparsetir.load("/tmp/sum8.stk")(**operands)       # as k(**operands)
+        >>> import numpy as np, scipy.sparse as sp, sparsetir
+        >>> k = sparsetir.algebra.compile("A(i,j) = B(i,j) + C(i,j) + D(i,j) + E(i,j) + F(i,j)",
+        ...                               formats=dict.fromkeys("ABCDEF", "CSR"))
+        >>> operands = {name: sp.random(4, 5, density=0.4, format="csr", random_state=seed)
+        ...             for seed, name in enumerate("BCDEF")}
+        >>> k.save("sum5.stk")
+        >>> result = sparsetir.load("sum5.stk")(**operands)       # as k(**operands)
+        >>> bool(np.allclose(result.to_dense(), k(**operands).to_dense()))
+        True
         """
         save(self, path)
 

@@ -111,8 +111,15 @@ class AlgebraKernel(ValueTyped):
 
         Example
         -------
-        >>> k.save("/tmp/add.stk")
-        >>> sparsetir.load("/tmp/add.stk")(B=B, C=C)       # as k(B=B, C=C)
+        >>> import numpy as np, scipy.sparse as sp, sparsetir
+        >>> k = sparsetir.algebra.compile("A(i,j) = B(i,j) + C(i,j)",
+        ...                               formats={"A": "CSR", "B": "CSR", "C": "CSR"})
+        >>> B = sp.random(4, 5, density=0.4, format="csr", random_state=0)
+        >>> C = sp.random(4, 5, density=0.4, format="csr", random_state=1)
+        >>> k.save("add.stk")
+        >>> A = sparsetir.load("add.stk")(B=B, C=C)       # as k(B=B, C=C)
+        >>> bool(np.allclose(A.to_dense(), (B + C).toarray()))
+        True
         """
         save(self, path)
 

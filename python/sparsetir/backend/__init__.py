@@ -10,5 +10,10 @@ helper) and ``cache_folder``.
 Example
 -------
 >>> from sparsetir.backend.target import compile_module
+>>> from sparsetir.driver.build_module import lower_to_stage3
+>>> from sparsetir.ops.kernels import spmm
+>>> stage3_module = lower_to_stage3(spmm.specialize({"feat_size": 16}), "llvm")
 >>> executable = compile_module(stage3_module, "llvm")
+>>> executable["main"]
+ffi.Function
 """

@@ -17,11 +17,19 @@ short, emptied or swapped makes the entry a miss, and :func:`write_entry` replac
 
 Example
 -------
->>> folder = cache_folder.folder("kernels")       # None (with a CacheWarning): keep it in memory
->>> entry = folder / key
+>>> from sparsetir.backend import cache_folder
+>>> folder = cache_folder.folder("docs-example")  # None (with a CacheWarning): keep it in memory
+>>> entry = folder / "0123abcd"                   # a kernel's key
+>>> def write_files(staging):                     # called with an empty private folder
+...     (staging / "kernel.so").write_bytes(b"compiled code")
 >>> files = cache_folder.read_entry(entry) or cache_folder.write_entry(entry, write_files)
 >>> files["kernel.so"]
-PosixPath('/home/me/.cache/sparsetir/kernels/<key>/kernel.so')
+PosixPath('.../docs-example/0123abcd/kernel.so')
+>>> cache_folder.read_entry(entry) == files       # every file as recorded: a hit
+True
+>>> cache_folder.clear("docs-example", ["kernel.so"])    # the entries' files, then the folders
+>>> folder.exists()
+False
 """
 
 from __future__ import annotations

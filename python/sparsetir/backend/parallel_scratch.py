@@ -5,10 +5,22 @@ keeps in registers (``vector_reductions``, ``realign_gathers``).
 
 Example
 -------
->>> class Doubler(ScratchRewriter):                    # doctest: +SKIP
+>>> from tvm.script import tirx as T
+>>> @T.prim_func
+... def func(a: T.Buffer((32,), "float32")):
+...     for i in T.parallel(4):
+...         for j in range(8):
+...             a[i * 8 + j] = a[i * 8 + j] * T.float32(2)
+>>> class Unroller(ScratchRewriter):
 ...     def loop(self, node):                          # a replacement, or None to walk on
-...         return None
->>> body = Doubler().function_body(func.body)          # doctest: +SKIP
+...         self.pending.append(tirx.decl_buffer((8,), "float32", "scratch"))
+...         return with_body(node, self.stmt(node.body), {"pragma_unroll_explicit": 1})
+>>> print(Unroller().function_body(func.body))         # scratch: at the parallel loop's top
+for i in T.parallel(4):
+    scratch = T.alloc_buffer((8,))
+    for j in T.serial(8, annotations={"pragma_unroll_explicit": 1}):
+        a = T.Buffer((32,))
+        a[i * 8 + j] = a[i * 8 + j] * T.float32(2.0)
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ Example
 >>> from sparsetir.distributed import partition, save, load
 >>> A = scipy.sparse.random(20, 20, density=0.2, format="csr", dtype=np.float32)
 >>> folder = tempfile.mkdtemp()
->>> save(partition(A, 2), folder)
+>>> save(partition(A, 2), folder)          # the description's path
+PosixPath('.../partition.json')
 >>> load(folder, 1).rank
 1
 """

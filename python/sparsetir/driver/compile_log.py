@@ -13,9 +13,18 @@ default; ``SPARSETIR_LOG=info`` (or ``debug``) prints the records on stderr
 
 Example
 -------
->>> import logging; logging.basicConfig(); logging.getLogger("sparsetir").setLevel("INFO")
->>> sparsetir.ops.gspmm(M, "copy_lhs", "sum", X, None)      # doctest: +SKIP
-INFO:sparsetir:compiled ops gspmm copy_lhs sum float32 (64,) (True,) (True,) 0 for llvm in 1.8 s (not in the disk cache)
+Records printed on standard output (``logging.basicConfig()`` prints them on stderr), the
+fast compiles too (``DEBUG``):
+
+>>> import logging, sys, sparsetir
+>>> from sparsetir.ops.kernels import spmm
+>>> logger, handler = logging.getLogger("sparsetir"), logging.StreamHandler(sys.stdout)
+>>> level = logger.level
+>>> logger.addHandler(handler); logger.setLevel("DEBUG")
+>>> with compiling("my spmm float32 (64,)"):
+...     kernel = sparsetir.build(spmm.specialize({"feat_size": 64}), "llvm")
+compiled my spmm float32 (64,) for llvm in ... s (build(cache=False) compiles every time)
+>>> logger.removeHandler(handler); logger.setLevel(level)
 """
 
 from __future__ import annotations

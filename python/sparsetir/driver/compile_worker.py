@@ -13,10 +13,13 @@ Example
 -------
 >>> import pickle, subprocess, sys
 >>> worker = subprocess.Popen([sys.executable, "-m", "sparsetir.driver.compile_worker"],
-...                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)   # doctest: +SKIP
->>> pickle.dump((pow, (6, 2)), worker.stdin); worker.stdin.flush()          # doctest: +SKIP
->>> pickle.load(worker.stdout)[:2]                                          # doctest: +SKIP
+...                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+>>> pickle.dump((pow, (6, 2)), worker.stdin); worker.stdin.flush()
+>>> pickle.load(worker.stdout)[:2]
 ('ended', True)
+>>> worker.stdin.close(); worker.wait()      # its input ends: it exits
+0
+>>> worker.stdout.close()
 """
 
 from __future__ import annotations

@@ -18,7 +18,13 @@ kernel for this CPU is compiled in the background (``driver.upgrade``) and takes
 
 Example
 -------
->>> kernel = remembered(("ops", "gspmm", "copy_lhs", "sum", "float32", (64,)), make)
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm
+>>> def make():                          # lowers, schedules and builds (disk cache on)
+...     return sparsetir.build(spmm.specialize({"feat_size": 64}), "llvm", cache=True)
+>>> kernel = remembered(("docs", "spmm", "float32", (64,)), make)
+>>> remembered(("docs", "spmm", "float32", (64,)), make) is kernel   # made once a process
+True
 """
 
 from __future__ import annotations

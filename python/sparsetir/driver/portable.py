@@ -13,8 +13,17 @@ link against TVM's runtime: a kernel from another TVM or tvm-ffi version is refu
 
 Example
 -------
->>> import pickle
+>>> import pickle, numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.ops.kernels import spmm      # Y = A @ X: a, x, y, indptr, indices, m, n, nnz
+>>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
 >>> same = pickle.loads(pickle.dumps(kernel))       # or in a torch.multiprocessing worker
+>>> [param.name for param in same.signature.params]
+['a', 'x', 'y', 'indptr', 'indices', 'm', 'n', 'nnz']
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+>>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+>>> same(A.data, X, Y, A.indptr, A.indices, 6, 5, A.nnz)
+>>> np.allclose(Y, A @ X)
+True
 """
 
 from __future__ import annotations

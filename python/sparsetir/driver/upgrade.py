@@ -14,8 +14,16 @@ not torn down under it.
 
 Example
 -------
->>> upgrade_later(kernel, make, "ops gspmm copy_lhs sum float32 (16,)")
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm
+>>> spmm16 = spmm.specialize({"feat_size": 16})
+>>> kernel = sparsetir.build(spmm16, {"kind": "llvm", "mcpu": "x86-64-v3"})  # as if prebuilt
+>>> prebuilt_code = kernel.executable
+>>> make = lambda: sparsetir.build(spmm16, "llvm", cache=True)     # for this machine's CPU
+>>> upgrade_later(kernel, make, "spmm float32 (16,)")
 >>> wait()                 # kernel now runs the code compiled for this CPU
+>>> kernel.executable is not prebuilt_code
+True
 """
 
 from __future__ import annotations

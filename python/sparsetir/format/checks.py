@@ -25,10 +25,12 @@ Example
 -------
 >>> check_csr([0, 2, 1, 2], [0, 1], (3, 3))
 Traceback (most recent call last):
-ValueError: indptr is not monotone: indptr[1] = 2 > indptr[2] = 1
+...
+sparsetir.errors.SparseTIRValueError: indptr is not monotone: indptr[1] = 2 > indptr[2] = 1
 >>> index_array("indices", [[0], [1]])
 Traceback (most recent call last):
-ValueError: indices must be a 1-D array, got shape (2, 1)
+...
+sparsetir.errors.SparseTIRValueError: indices must be a 1-D array, got shape (2, 1)
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ def check_size(what: str, need: int) -> int:
     -------
     >>> check_size("bs = 2**20: 1 block of bs x bs", 2**40)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: bs = 2**20: 1 block of bs x bs would need 1099511627776 elements; ...
+    ...
+    sparsetir.errors.SparseTIRValueError: bs = 2**20: 1 block of bs x bs would need 1099511627776 elements; ...
     """
     if need >= MAX_ELEMENTS:
         raise SparseTIRValueError(f"{what} would need {need} elements; sparsetir.format builds no "
@@ -187,7 +190,8 @@ def check_csr(indptr, indices, shape, names=("shape[0]", "shape[1]")) -> tuple:
     -------
     >>> check_csr([0, 1], [3], (1, 3))
     Traceback (most recent call last):
-    ValueError: indices[0] = 3 is out of range [0, 3)
+    ...
+    sparsetir.errors.SparseTIRValueError: indices[0] = 3 is out of range [0, 3)
     """
     rows, cols = matrix_shape(shape, names)
     indptr = index_array("indptr", indptr)
@@ -290,7 +294,8 @@ def as_index(values: np.ndarray, idtype: np.dtype, what: str) -> np.ndarray:
     -------
     >>> as_index(np.array([2**31]), np.dtype(np.int32), "the ids")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: the ids reach 2147483648, more than idtype int32 holds: pass idtype=np.int64
+    ...
+    sparsetir.errors.SparseTIRValueError: the ids reach 2147483648, more than idtype int32 holds: pass idtype=np.int64
     """
     dtype = np.dtype(idtype)
     if values.size and int(values.max()) > np.iinfo(dtype).max:

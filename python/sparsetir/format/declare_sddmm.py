@@ -15,9 +15,17 @@ counts, ``feat_size``, ``nnz``), as :meth:`EncodedKernel.arguments` gives them w
 
 Example
 -------
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.format import SparseTensor
 >>> kernel = encoded_sddmm("CSR", feat_size=16)
->>> built = sparsetir.build(sparsetir.lower_sparse_iter(kernel.func), "llvm")  # doctest: +SKIP
+>>> built = sparsetir.build(sparsetir.lower_sparse_iter(kernel.func), "llvm")
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+>>> tensor = SparseTensor.from_scipy(A, "CSR")
+>>> X, Y = np.ones((6, 16), np.float32), np.full((5, 16), 2, np.float32)
+>>> values = np.zeros(A.nnz, np.float32)
 >>> built(*kernel.arguments(tensor, X, Y, out=values))   # values[p] = X[row(p)] . Y[col(p)]
+>>> bool((values == 32).all())
+True
 """
 
 from __future__ import annotations

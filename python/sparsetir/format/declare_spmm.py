@@ -19,11 +19,17 @@ coordinates narrower than the axes' index type are declared in their widths
 
 Example
 -------
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.format import Encoding, SparseTensor
 >>> enc = Encoding.parse("#sparse_tensor.encoding<{ map = (i, j) -> (i : dense, j : "
 ...                      "compressed), crdWidth = 8 }>")
 >>> kernel = encoded_spmm(enc, feat_size=16)
->>> built = sparsetir.build(sparsetir.lower_sparse_iter(kernel.func), "llvm")  # doctest: +SKIP
+>>> built = sparsetir.build(sparsetir.lower_sparse_iter(kernel.func), "llvm")
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+>>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
 >>> built(*kernel.arguments(SparseTensor.from_scipy(A, enc), X, Y))     # Y = A @ X
+>>> np.allclose(Y, A @ X)
+True
 """
 
 from __future__ import annotations

@@ -16,13 +16,25 @@ so the compiled kernel takes there only a 1-D array of the physical size
 
 Example
 -------
->>> # mod = sparsetir.lower_sparse_iter(csrmm.specialize({"feat_size": 8}))
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> mod = sparsetir.lower_sparse_iter(csrmm.specialize({"feat_size": 8}))
 >>> # before:  X: T.Buffer(("n", 8), "float32")   ...  X[J_indices[J_indptr[vi] + vj], vk]
->>> tiled = apply_tiled_layout(mod, "x", TiledLayout.parse("{1,0:T(2,4)}"))     # doctest: +SKIP
+>>> 'X: T.Buffer(("n", 8), "float32")' in mod.script()
+True
+>>> layout = TiledLayout.parse("{1,0:T(2,4)}")
+>>> tiled = apply_tiled_layout(mod, "x", layout)
 >>> # after:   X: T.Buffer(((n + 1) // 2 * 16,), "float32")
 >>> #          ...  X[J_indices[J_indptr[vi] + vj] // 2 * 16 + vk // 4 * 8
 >>> #                 + J_indices[J_indptr[vi] + vj] % 2 * 4 + vk % 4]
->>> # kernel(A.data, layout.to_physical(X), Y, A.indptr, A.indices, m, n, nnz)
+>>> 'X: T.Buffer(("(n + 1) // 2 * 16",), "float32")' in tiled.script()
+True
+>>> kernel = sparsetir.build(tiled, "llvm")
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+>>> X, Y = np.arange(40, dtype=np.float32).reshape(5, 8), np.zeros((6, 8), np.float32)
+>>> kernel(A.data, layout.to_physical(X), Y, A.indptr, A.indices, 6, 5, A.nnz)
+>>> np.allclose(Y, A @ X)
+True
 """
 
 from __future__ import annotations

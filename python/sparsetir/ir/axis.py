@@ -195,7 +195,7 @@ def check_fused_group(axes, reductions=None) -> None:
     >>> check_fused_group([I, J])
     Traceback (most recent call last):
     ...
-    ValueError: fused axes (I, J): not a parent chain (J's parent is none, not I)
+    sparsetir.errors.SparseTIRValueError: fused axes (I, J): not a parent chain (J's parent is none, not I)
     """
     axes = list(axes)
     where = f"fused axes ({', '.join(getattr(a, 'name', repr(a)) for a in axes)})"

@@ -15,7 +15,7 @@ Example
 >>> replace(I, kind="dense_fixd")
 Traceback (most recent call last):
 ...
-ValueError: axis I: unknown kind 'dense_fixd'; expected one of dense_fixed, dense_variable, sparse_fixed, sparse_variable
+sparsetir.errors.SparseTIRValueError: axis I: unknown kind 'dense_fixd'; expected one of dense_fixed, dense_variable, sparse_fixed, sparse_variable
 """
 
 from __future__ import annotations

@@ -8,8 +8,12 @@ record what later stages need.
 
 Example
 -------
->>> import sparsetir
+>>> import sparsetir, tvm
+>>> from sparsetir.ops.kernels import spmm as csrmm       # a Stage I SparseFunction
 >>> mod = sparsetir.lower_sparse_iter(csrmm)      # a tvm.IRModule; tvm.s_tir.Schedule(mod) works
+>>> sch = tvm.s_tir.Schedule(mod)
+>>> len(sch.get_loops(sch.get_sblock("spmm1")))    # the loops j, k over a row's nonzeros
+2
 """
 from .lower_sparse_iter import lower_sparse_iter
 

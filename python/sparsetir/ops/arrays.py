@@ -51,6 +51,7 @@ def recorded(tensors) -> bool:
 
     Example
     -------
+    >>> import torch
     >>> x = torch.ones(2, requires_grad=True)
     >>> recorded((x, None)), torch.no_grad()(recorded)((x,))
     (True, False)

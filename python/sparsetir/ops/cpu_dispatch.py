@@ -27,10 +27,14 @@ dispatch key sets), private to torch and pinned with it (2.13); ``tests/compile`
 
 Example
 -------
->>> @custom_operator("mylib::twice")                       # doctest: +SKIP
+>>> @custom_operator("sparsetir_docs::twice")
 ... def twice(x: torch.Tensor) -> torch.Tensor:
 ...     return x * 2
->>> twice.register_fake(lambda x: torch.empty_like(x))     # doctest: +SKIP
+>>> _ = twice.register_fake(lambda x: torch.empty_like(x))
+>>> twice(torch.ones(3))                        # a CPU call: the short path
+tensor([2., 2., 2.])
+>>> torch.ops.sparsetir_docs.twice(torch.ones(2))
+tensor([2., 2.])
 """
 
 from __future__ import annotations

@@ -39,8 +39,9 @@ Example
 >>> from sparsetir.ops import SparseMatrix, spmm
 >>> M = SparseMatrix(scipy.sparse.csr_matrix(np.float32([[0, 2], [1, 0]])))
 >>> f = torch.compile(lambda X: spmm(M, X), fullgraph=True)
->>> f(torch.ones(2, 3)).tolist()                   # doctest: +SKIP
+>>> f(torch.ones(2, 3)).tolist()                   # traces and compiles at the first call
 [[2.0, 2.0, 2.0], [1.0, 1.0, 1.0]]
+>>> torch.compiler.reset()                          # forget the compiled graph
 """
 
 from __future__ import annotations

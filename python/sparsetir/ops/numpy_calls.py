@@ -38,8 +38,17 @@ facebook 0.142-0.146, 0.135-0.144, 0.126-0.129; email-Enron 0.525-0.528, 0.510-0
 
 Example
 -------
+>>> import numpy as np, scipy.sparse, sparsetir.ops
+>>> from sparsetir.ops.operators import bind_kernel
+>>> A = scipy.sparse.random(50, 40, density=0.1, format="csr", dtype=np.float32)
+>>> M = sparsetir.ops.SparseMatrix(A)
+>>> X, out = np.ones((40, 32), np.float32), np.zeros((50, 32), np.float32)
+>>> bound = bind_kernel(M, "spmm", 32)            # M's arrays bound: it takes x, y
+>>> bound(X, out)                                 # a first call, as the general path makes it
 >>> prepare(M.numpy_calls, "spmm", bound, (X,), out, 0, M.nnz)
->>> run(M.numpy_calls, "spmm", (X,), out)        # out, or None: the general path
+>>> Y = run(M.numpy_calls, "spmm", (X,), None)    # out, or None: the general path
+>>> np.allclose(Y, A @ X, atol=1e-5)
+True
 """
 
 from __future__ import annotations

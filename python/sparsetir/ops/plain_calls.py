@@ -27,8 +27,17 @@ later ones take it.
 
 Example
 -------
->>> prepare("spmm", kernel, tiles, plain, A, (X,), Y, 0)   # after a plain call (general path)
->>> run("spmm", A, (X,), Y)                                 # Y, or None: take the general path
+>>> import numpy as np, scipy.sparse, sparsetir.ops
+>>> A = scipy.sparse.random(37, 23, density=0.1, format="csr", dtype=np.float32)
+>>> X, Y = np.ones((23, 24), np.float32), np.zeros((37, 24), np.float32)
+>>> run("spmm", A, (X,), Y) is None          # no call of these sizes prepared yet
+True
+>>> for _ in range(2):     # plain calls (general path): the second calls prepare("spmm", ...)
+...     _ = sparsetir.ops.spmm(A, X, out=Y)
+>>> run("spmm", A, (X,), Y) is Y             # Y, or None: take the general path
+True
+>>> np.allclose(Y, A @ X, atol=1e-5)
+True
 """
 
 from __future__ import annotations

@@ -27,11 +27,17 @@ matrix whose shape is not, and ``X`` needs its rows padded to match (``bsr_opera
 
 Example
 -------
->>> from sparsetir.ops.tensorcore import bsr_spmm_tensorcore
->>> kernel = bsr_spmm_tensorcore(32, 64, {"kind": "cuda", "arch": "sm_80"})  # doctest: +SKIP
->>> "wmma::mma_sync" in kernel.inspect_source("cuda")                       # doctest: +SKIP
+>>> import numpy as np, scipy.sparse
+>>> from sparsetir.ops.tensorcore import bsr_operands, bsr_spmm_tensorcore
+>>> kernel = bsr_spmm_tensorcore(32, 64, {"kind": "cuda", "arch": "sm_80"})  # nvcc: no GPU needed
+>>> "wmma::mma_sync" in kernel.inspect_source("cuda")
 True
->>> kernel(data, x, y, indptr, indices, mb, nb, nnzb)   # on a GPU   # doctest: +SKIP
+>>> A = scipy.sparse.random(100, 90, density=0.05, format="csr")
+>>> X = np.ones((90, 64))
+>>> args = bsr_operands(A, X, 32)          # data, x, y, indptr, indices, mb, nb, nnzb
+>>> kernel(*args.values())                 # runs on a GPU only    # doctest: +SKIP
+>>> np.allclose(args["y"].reshape(-1, 64)[:100], A @ X, atol=0.1)  # needs the GPU run above  # doctest: +SKIP
+True
 """
 
 from __future__ import annotations
@@ -167,8 +173,8 @@ def bsr_spmm_tensorcore(block_size: int, feat_size: int, target="cuda", tiles_pe
     ``indptr``/``indices`` the int32 block-row pointers and block-column indices
     (``bsr_operands`` makes them from a scipy matrix). Runs on a GPU only.
 
-    >>> kernel = bsr_spmm_tensorcore(16, 32, {"kind": "cuda", "arch": "sm_90"})  # doctest: +SKIP
-    >>> "wmma::load_matrix_sync" in kernel.inspect_source("cuda")               # doctest: +SKIP
+    >>> kernel = bsr_spmm_tensorcore(16, 32, {"kind": "cuda", "arch": "sm_90"})  # compiles with nvcc
+    >>> "wmma::load_matrix_sync" in kernel.inspect_source("cuda")
     True
     """
     return build(schedule_bsr_spmm_tensorcore(block_size, feat_size, tiles_per_warp), target,

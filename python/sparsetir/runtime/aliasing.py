@@ -8,8 +8,20 @@ byte range is its data pointer and size (nothing is read).
 
 Example
 -------
+>>> import numpy as np, tvm_ffi
+>>> from sparsetir.runtime import BufferParam
+>>> param_b = BufferParam("b", "float32", 8, written=False)
+>>> param_c = BufferParam("c", "float32", 4, written=True)
+>>> array = np.zeros(8, np.float32)
+>>> b_value = tvm_ffi.from_dlpack(array)
+>>> c_value = tvm_ffi.from_dlpack(np.zeros(4, np.float32))
+>>> check_no_aliasing(byte_ranges([(param_b, b_value, 4), (param_c, c_value, 4)]))  # apart: fine
+>>> c_value = tvm_ffi.from_dlpack(array[4:])          # c inside b
 >>> ranges = byte_ranges([(param_b, b_value, 4), (param_c, c_value, 4)])
->>> check_no_aliasing(ranges)          # raises ArgumentError if c (written) overlaps b
+>>> check_no_aliasing(ranges)          # c is written and overlaps b
+Traceback (most recent call last):
+...
+sparsetir.errors.ArgumentError: argument 'c' shares memory with argument 'b'; the kernel writes 'c', so pass a separate array
 """
 from __future__ import annotations
 

@@ -97,7 +97,8 @@ class ScalarConverter:
     7
     >>> convert(2.0)
     Traceback (most recent call last):
-    ArgumentError: argument 'm': expected an integer, got a float
+    ...
+    sparsetir.errors.ArgumentError: argument 'm': expected an integer, got a float
     """
 
     def __init__(self, param: ScalarParam):
@@ -140,13 +141,20 @@ class BufferConverter:
 
     Examples
     --------
+    >>> from sparsetir.runtime import BufferParam
+    >>> from sparsetir.runtime.acceptance import acceptance
+    >>> m = tvm.tirx.Var("m", "int32")
     >>> accept = acceptance(BufferParam("y", "float32", m, written=True), 4, {m: 10},
     ...                     tvm.cpu(), "element")
     >>> convert = BufferConverter(accept)
-    >>> y = np.zeros(20, "float32")[::2]
+    >>> y = np.zeros(20, "float32")[::2]          # strided: staged
     >>> value, copy_back = convert(y)  # value: an aligned tvm tensor holding y's elements
-    >>> compiled_function(..., value, ...)
+    >>> _ = value.copyfrom(np.arange(10, dtype="float32"))   # as the compiled function writes
     >>> copy_back()  # y now holds the result
+    >>> y
+    array([0., 1., 2., 3., 4., 5., 6., 7., 8., 9.], dtype=float32)
+    >>> convert(np.zeros(10, "float32"))[1] is None   # contiguous: passed as is, no copy back
+    True
     """
 
     def __init__(self, accept: Acceptance):
@@ -321,6 +329,7 @@ def torch_refusal(tensor, written: bool) -> str | None:
 
     Examples
     --------
+    >>> import torch
     >>> torch_refusal(torch.ones(3).to_sparse(), written=False).split(";")[0]
     'expected a dense tensor, got layout torch.sparse_coo (a sparse torch tensor)'
     >>> torch_refusal(torch.ones(3), written=True) is None
@@ -381,8 +390,11 @@ def private_copy(value):
 
     Examples
     --------
+    >>> indices = np.array([3, 1, 2], np.int32)
     >>> copy = private_copy(tvm_ffi.from_dlpack(indices))
     >>> indices[0] = -1          # the copy keeps the old value
+    >>> copy.numpy()
+    array([3, 1, 2], dtype=int32)
     """
     source = value if isinstance(value, tvm_ffi.Tensor) else tvm_ffi.from_dlpack(value.detach())
     if not source.numel():

@@ -14,10 +14,28 @@ that a call is wrong, and it reads what each parameter takes from the same
 
 Example
 -------
->>> fast = FastPath(accepts, fixed_values, fixed_ranges, function)
->>> values = fast.values((x, y))   # None: take the general path
+The spmm kernel of ``sparsetir.ops.kernels`` (``a, x, y, indptr, indices, m, n, nnz``) with
+everything but ``x`` and ``y`` fixed, as ``Kernel.bind`` sets it up:
+
+>>> import numpy as np, scipy.sparse, sparsetir, tvm
+>>> from sparsetir.ops.kernels import spmm
+>>> from sparsetir.runtime.acceptance import acceptance
+>>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+>>> params = kernel.signature.params
+>>> env = {params[5].var: 6, params[6].var: 5, params[7].var: A.nnz}
+>>> accepts = [acceptance(params[i], i, env, tvm.cpu(), "element") for i in (1, 2)]
+>>> fixed_values = [tensor_of(A.data), None, None, tensor_of(A.indptr),
+...                 tensor_of(A.indices), 6, 5, A.nnz]
+>>> fast = FastPath(accepts, fixed_values, [], kernel.executable["main"])
+>>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+>>> values = fast.values((X, Y))   # None: take the general path
 >>> if values is not None:
-...     kernel_function(*values)
+...     kernel.executable["main"](*values)
+>>> np.allclose(Y, A @ X)
+True
+>>> fast.values((np.ones((5, 32), np.float32)[:, ::2], Y)) is None   # strided: general path
+True
 """
 from __future__ import annotations
 

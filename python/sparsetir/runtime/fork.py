@@ -14,12 +14,15 @@ TVM destroys the copied pool; multiprocessing and DataLoader workers leave with 
 
 Example
 -------
->>> import multiprocessing, sparsetir.ops
->>> def work(i):
-...     return sparsetir.ops.spmm(A, X[i])
->>> work(0)                                        # the parent's pool starts
+>>> import functools, multiprocessing, numpy as np, scipy.sparse, sparsetir.ops
+>>> A = scipy.sparse.random(50, 40, density=0.1, format="csr", dtype=np.float32)
+>>> X = np.ones((4, 40, 16), np.float32)
+>>> work = functools.partial(sparsetir.ops.spmm, A)   # work(x) = A @ x
+>>> _ = work(X[0])                                   # the parent's pool starts
 >>> with multiprocessing.get_context("fork").Pool(2) as pool:
-...     results = pool.map(work, range(4))         # each child runs its kernels on one thread
+...     results = pool.map(work, X)                  # each child runs its kernels on one thread
+>>> all(np.allclose(Y, A @ x, atol=1e-5) for Y, x in zip(results, X))
+True
 """
 from __future__ import annotations
 

@@ -66,12 +66,30 @@ class Kernel:
 
     Examples
     --------
-    >>> kernel = Kernel(tvm.compile(mod, "llvm"), signature)
-    >>> y = np.empty(m, "float32")
-    >>> kernel(indptr, indices, data, x, y, m, n, nnz)  # y now holds A @ x
-    >>> kernel(indptr, indices, data, x, y, m, n, nnz, validate=False)  # skip index checks
-    >>> seconds = kernel.time(indptr, indices, data, x, y, m, n, nnz)
-    >>> kernel.save("spmv.stk"); same = sparsetir.load("spmv.stk")   # pickle works too
+    A Stage III module of sparsetir (``lower_sparse_buffer``) compiled by TVM, with the signature
+    read from it (what ``sparsetir.build`` does, with a schedule and compiled checks):
+
+    >>> import numpy as np, scipy.sparse, sparsetir
+    >>> from sparsetir.driver.build_module import signature_of
+    >>> from sparsetir.ops.kernels import spmm                  # Y = A @ X over CSR
+    >>> mod = sparsetir.lower_sparse_buffer(sparsetir.lower_sparse_iter(
+    ...     spmm.specialize({"feat_size": 16})))
+    >>> kernel = Kernel(tvm.compile(mod, "llvm"), signature_of(mod["main"]))
+    >>> [param.name for param in kernel.signature.params]
+    ['a', 'x', 'y', 'indptr', 'indices', 'm', 'n', 'nnz']
+    >>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+    >>> X, Y = np.ones((5, 16), np.float32), np.empty((6, 16), np.float32)
+    >>> kernel(A.data, X, Y, A.indptr, A.indices, 6, 5, A.nnz)   # Y now holds A @ X
+    >>> np.allclose(Y, A @ X)
+    True
+    >>> kernel(A.data, X, Y, A.indptr, A.indices, 6, 5, A.nnz, validate=False)  # no index checks
+    >>> seconds = kernel.time(A.data, X, Y, A.indptr, A.indices, 6, 5, A.nnz)
+    >>> kernel.save("spmm.stk")                 # made by hand: no origin to save
+    Traceback (most recent call last):
+    ...
+    sparsetir.errors.SparseTIRTypeError: this Kernel was made by hand from an executable: ...
+    >>> built = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
+    >>> built.save("spmm.stk"); same = sparsetir.load("spmm.stk")   # pickle works too
     """
 
     def __init__(self, executable: tvm.runtime.Executable, signature: Signature, device: str = "cpu",
@@ -126,8 +144,16 @@ class Kernel:
 
         Example
         -------
-        >>> kernel.save("/tmp/spmm64.stk")
-        >>> sparsetir.load("/tmp/spmm64.stk")(*args)       # as kernel(*args)
+        >>> import numpy as np, scipy.sparse, sparsetir
+        >>> from sparsetir.ops.kernels import spmm    # Y = A @ X: a, x, y, indptr, indices, m, n, nnz
+        >>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
+        >>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+        >>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+        >>> args = (A.data, X, Y, A.indptr, A.indices, 6, 5, A.nnz)
+        >>> kernel.save("spmm16.stk")
+        >>> sparsetir.load("spmm16.stk")(*args)       # as kernel(*args)
+        >>> np.allclose(Y, A @ X)
+        True
         """
         save(self, path)
 
@@ -148,6 +174,12 @@ class Kernel:
 
         Example
         -------
+        >>> import sparsetir
+        >>> from sparsetir.ops.kernels import spmm
+        >>> from tvm.target.codegen import llvm_get_system_cpu
+        >>> spmm16 = spmm.specialize({"feat_size": 16})
+        >>> prebuilt = sparsetir.build(spmm16, "llvm")          # for any CPU of the kind
+        >>> host_tuned = sparsetir.build(spmm16, {"kind": "llvm", "mcpu": llvm_get_system_cpu()})
         >>> prebuilt.take_code(host_tuned)       # same arguments, same results, faster code
         """
         if repr(other.signature) != repr(self.signature) or other.device != self.device:
@@ -186,8 +218,17 @@ class Kernel:
 
         Examples
         --------
-        >>> spmv = kernel.bind(indptr=indptr, indices=indices, data=data, m=m, n=n, nnz=nnz)
-        >>> spmv(x, y)        # as kernel(indptr, indices, data, x, y, m, n, nnz)
+        >>> import numpy as np, scipy.sparse, sparsetir
+        >>> from sparsetir.ops.kernels import spmm    # Y = A @ X: a, x, y, indptr, indices, m, n, nnz
+        >>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
+        >>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+        >>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+        >>> spmm_a = kernel.bind(a=A.data, indptr=A.indptr, indices=A.indices, m=6, n=5, nnz=A.nnz)
+        >>> spmm_a.parameters
+        ['x', 'y']
+        >>> spmm_a(X, Y)        # as kernel(A.data, X, Y, A.indptr, A.indices, 6, 5, A.nnz)
+        >>> np.allclose(Y, A @ X)
+        True
         """
         return BoundKernel(self, fixed, validate)
 
@@ -228,7 +269,14 @@ class Kernel:
 
         Examples
         --------
-        >>> print(f"{kernel.time(*args) * 1e6:.1f} us")
+        >>> import numpy as np, scipy.sparse, sparsetir
+        >>> from sparsetir.ops.kernels import spmm    # Y = A @ X: a, x, y, indptr, indices, m, n, nnz
+        >>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
+        >>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+        >>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+        >>> args = (A.data, X, Y, A.indptr, A.indices, 6, 5, A.nnz)
+        >>> print(f"one call: {kernel.time(*args) * 1e6:.1f} us")
+        one call: ... us
         """
         self._entry_function()
         size_launches(sum(map(_nbytes, args)), _has_torch(args))   # timed as a call runs
@@ -248,6 +296,9 @@ class Kernel:
 
         Examples
         --------
+        >>> import sparsetir
+        >>> from sparsetir.ops.kernels import spmm
+        >>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
         >>> "define" in kernel.inspect_source("ll")
         True
         """
@@ -267,8 +318,21 @@ class Kernel:
 
         Example
         -------
-        >>> checked = kernel.with_argument_check(lambda a: check_tiles(config, a, a["m"]),
-        ...                                      ["tile_ptr_p0b0", "rows_p0b0", "m"])
+        >>> import numpy as np, scipy.sparse, sparsetir
+        >>> from sparsetir.ops.kernels import spmm    # Y = A @ X: a, x, y, indptr, indices, m, n, nnz
+        >>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
+        >>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+        >>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+        >>> def short_rows(a):          # an assumption of the caller: rows of <= 4 nonzeros
+        ...     if np.diff(a["indptr"]).max() > 4:
+        ...         raise ValueError("indptr: a row holds more than 4 nonzeros")
+        >>> checked = kernel.with_argument_check(short_rows, ["indptr"])
+        >>> B = scipy.sparse.csr_matrix(np.ones((6, 5), np.float32))     # rows of 5
+        >>> checked(B.data, X, Y, B.indptr, B.indices, 6, 5, B.nnz)
+        Traceback (most recent call last):
+        ...
+        sparsetir.errors.ArgumentError: indptr: a row holds more than 4 nonzeros
+        >>> kernel(B.data, X, Y, B.indptr, B.indices, 6, 5, B.nnz)     # the kernel itself runs it
         """
         names = [param.name for param in self.signature.params]
         unknown = sorted(set(reads) - set(names))
@@ -387,6 +451,7 @@ def torch_as_numpy(args: tuple):
 
     Example
     -------
+    >>> import torch
     >>> x = torch.ones(3, dtype=torch.bfloat16)
     >>> torch_as_numpy((x, np.zeros(3, np.float32)))[0].dtype
     dtype('uint16')
@@ -427,8 +492,15 @@ class BoundKernel:
 
     Examples
     --------
-    >>> spmv = kernel.bind(indptr=indptr, indices=indices, data=data, m=m, n=n, nnz=nnz)
-    >>> spmv(x, y)
+    >>> import numpy as np, scipy.sparse, sparsetir
+    >>> from sparsetir.ops.kernels import spmm    # Y = A @ X: a, x, y, indptr, indices, m, n, nnz
+    >>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
+    >>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+    >>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+    >>> spmm_a = kernel.bind(a=A.data, indptr=A.indptr, indices=A.indices, m=6, n=5, nnz=A.nnz)
+    >>> spmm_a(X, Y)                       # converts and checks X and Y only
+    >>> np.allclose(Y, A @ X)
+    True
     """
 
     def __init__(self, kernel: Kernel, fixed: dict, validate: bool):
@@ -492,8 +564,18 @@ class BoundKernel:
 
         Examples
         --------
-        >>> spmv.protect(values_copy=values_copy)
-        >>> spmv(x, values_copy)      # ArgumentError: 'y' shares memory with 'values_copy'
+        >>> import numpy as np, scipy.sparse, sparsetir
+        >>> from sparsetir.ops.kernels import spmm    # Y = A @ X: a, x, y, indptr, indices, m, n, nnz
+        >>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
+        >>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+        >>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+        >>> spmm_a = kernel.bind(a=A.data, indptr=A.indptr, indices=A.indices, m=6, n=5, nnz=A.nnz)
+        >>> values_copy = np.zeros((6, 16), np.float32)     # not read, but must not change
+        >>> spmm_a = spmm_a.protect(values_copy=values_copy)
+        >>> spmm_a(X, values_copy)
+        Traceback (most recent call last):
+        ...
+        sparsetir.errors.ArgumentError: argument 'y' shares memory with argument 'values_copy'; ...
         """
         self._fixed_ranges = self._fixed_ranges + [
             (_Protected(name), value.ctypes.data, value.ctypes.data + value.nbytes)
@@ -572,9 +654,19 @@ class BoundKernel:
 
         Example
         -------
-        >>> bound = kernel.bind(validate=False, m=m, n=n, nnz=nnz)
-        >>> if bound.check_native((indptr, indices, x, y)):
-        ...     bound.call_native((indptr, indices, x, y))
+        >>> import numpy as np, scipy.sparse, sparsetir
+        >>> from sparsetir.ops.kernels import spmm    # Y = A @ X: a, x, y, indptr, indices, m, n, nnz
+        >>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
+        >>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+        >>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+        >>> bound = kernel.bind(validate=False, m=6, n=5, nnz=A.nnz)
+        >>> free = (A.data, X, Y, A.indptr, A.indices)       # bound.parameters, in order
+        >>> if bound.check_native(free):       # None: no C plan here; False: a check failed
+        ...     ran = bound.call_native(free)
+        ... else:
+        ...     bound(*free)                   # the general path checks and says which
+        >>> np.allclose(Y, A @ X)
+        True
         """
         checks = self.kernel._compiled_checks
         if self._checks_plan is None or self._checks_plan[0] is not checks:

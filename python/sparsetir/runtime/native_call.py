@@ -18,8 +18,28 @@ The module is compiled with gcc on first use (``sparsetir.backend.native``); whe
 
 Example
 -------
->>> plan = native_plan(function, values, accepts, fixed_ranges)   # None: not available
->>> plan(x, y)        # True: ran; False: declined, nothing ran
+The spmm kernel of ``sparsetir.ops.kernels`` (``a, x, y, indptr, indices, m, n, nnz``) with
+everything but ``x`` and ``y`` fixed, as ``Kernel.bind`` sets it up:
+
+>>> import numpy as np, scipy.sparse, sparsetir, tvm
+>>> from sparsetir.ops.kernels import spmm
+>>> from sparsetir.runtime.acceptance import acceptance
+>>> from sparsetir.runtime.arguments import tensor_of
+>>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+>>> params = kernel.signature.params
+>>> env = {params[5].var: 6, params[6].var: 5, params[7].var: A.nnz}
+>>> accepts = [acceptance(params[i], i, env, tvm.cpu(), "element") for i in (1, 2)]
+>>> values = [tensor_of(A.data), None, None, tensor_of(A.indptr), tensor_of(A.indices),
+...           6, 5, A.nnz]
+>>> plan = native_plan(kernel.executable["main"], values, accepts, [])  # None: not available
+>>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+>>> plan is None or plan(X, Y)        # True: ran
+True
+>>> plan is None or np.allclose(Y, A @ X)
+True
+>>> plan is not None and plan(X.astype(np.float64), Y)   # False: declined, nothing ran
+False
 """
 
 from __future__ import annotations

@@ -13,8 +13,16 @@ loads it, as a cache entry does: load only files you trust.
 
 Example
 -------
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.ops.kernels import spmm      # Y = A @ X: a, x, y, indptr, indices, m, n, nnz
+>>> kernel = sparsetir.build(spmm.specialize({"feat_size": 64}), "llvm")
 >>> kernel.save("spmm64.stk")
 >>> same = sparsetir.load("spmm64.stk")        # in this process or another one
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
+>>> X, Y = np.ones((5, 64), np.float32), np.zeros((6, 64), np.float32)
+>>> same(A.data, X, Y, A.indptr, A.indices, 6, 5, A.nnz)
+>>> np.allclose(Y, A @ X)
+True
 """
 
 from __future__ import annotations

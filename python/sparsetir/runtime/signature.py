@@ -23,8 +23,9 @@ class ScalarParam:
 
     Examples
     --------
-    >>> m = tvm.tirx.Var("m", "int32")
+    >>> m = tirx.Var("m", "int32")
     >>> ScalarParam("m", m)
+    ScalarParam(name='m', var=m)
     """
 
     name: str
@@ -61,8 +62,11 @@ class BufferParam:
 
     Examples
     --------
-    >>> BufferParam("indptr", "int32", m + 1, written=False)
-    >>> BufferParam("b", "float32", n * 64, written=False, shape=(n, 64))
+    >>> m, n = tirx.Var("m", "int32"), tirx.Var("n", "int32")
+    >>> BufferParam("indptr", "int32", m + 1, written=False).length
+    m + 1
+    >>> BufferParam("b", "float32", n * 64, written=False, shape=(n, 64)).shape
+    (n, 64)
     >>> BufferParam("x", "float32", 8, written=False, layout="{1,0:T(2,2)}").shape
     (8,)
     """
@@ -97,7 +101,9 @@ class IndptrCheck:
 
     Examples
     --------
+    >>> nnz = tirx.Var("nnz", "int32")
     >>> IndptrCheck("indptr", nnz)
+    IndptrCheck(param='indptr', nnz=nnz)
     """
 
     param: str
@@ -125,7 +131,9 @@ class IndicesCheck:
 
     Examples
     --------
+    >>> n = tirx.Var("n", "int32")
     >>> IndicesCheck("indices", n, indptr="indptr", width=None, sorted=True)
+    IndicesCheck(param='indices', bound=n, indptr='indptr', width=None, sorted=True)
     """
 
     param: str
@@ -148,7 +156,9 @@ class ValueDomainCheck:
 
     Examples
     --------
+    >>> r = tirx.Var("r", "int32")      # the number of edge types
     >>> ValueDomainCheck("etype", 0, r)
+    ValueDomainCheck(param='etype', min=0, max=r)
     """
 
     param: str
@@ -176,13 +186,19 @@ class Signature:
 
     Examples
     --------
-    >>> m, n, nnz = (tvm.tirx.Var(s, "int32") for s in ("m", "n", "nnz"))
-    >>> Signature(
+    >>> m, n, nnz = (tirx.Var(s, "int32") for s in ("m", "n", "nnz"))
+    >>> signature = Signature(
     ...     params=(BufferParam("indptr", "int32", m + 1, False),
     ...             BufferParam("indices", "int32", nnz, False),
     ...             ScalarParam("m", m), ScalarParam("n", n), ScalarParam("nnz", nnz)),
     ...     checks=(IndptrCheck("indptr", nnz),
     ...             IndicesCheck("indices", n, "indptr", None, sorted=False)))
+    >>> [param.name for param in signature.params]
+    ['indptr', 'indices', 'm', 'n', 'nnz']
+    >>> Signature(params=(ScalarParam("m", m), ScalarParam("m", m)))
+    Traceback (most recent call last):
+    ...
+    sparsetir.errors.SparseTIRValueError: signature repeats a parameter name: ['m', 'm']
     """
 
     params: tuple
@@ -252,7 +268,7 @@ def evaluate_int(expr, env: Mapping[tirx.Var, int]) -> int:
 
     Examples
     --------
-    >>> m = tvm.tirx.Var("m", "int32")
+    >>> m = tirx.Var("m", "int32")
     >>> evaluate_int((m + 1) * 2, {m: 4})
     10
     """

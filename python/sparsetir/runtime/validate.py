@@ -41,7 +41,8 @@ def check_indptr(name: str, indptr: np.ndarray, nnz: int, end: str = "nnz") -> N
     --------
     >>> check_indptr("indptr", np.array([0, 2, 1, 3]), 3)
     Traceback (most recent call last):
-    ArgumentError: indptr 'indptr': indptr is not monotone: indptr[1] = 2 > indptr[2] = 1
+    ...
+    sparsetir.errors.ArgumentError: indptr 'indptr': indptr is not monotone: indptr[1] = 2 > indptr[2] = 1
     """
     problem = row_pointer_problem(indptr, nnz, name, end)
     if problem is not None:
@@ -84,7 +85,8 @@ def check_indices(
     --------
     >>> check_indices("indices", np.array([0, 5, 2]), 4)
     Traceback (most recent call last):
-    ArgumentError: indices 'indices': indices[1] = 5 is out of range [0, 4)
+    ...
+    sparsetir.errors.ArgumentError: indices 'indices': indices[1] = 5 is out of range [0, 4)
     """
     problem = coordinates_problem(indices, bound, name, row_starts, width, strictly_increasing)
     if problem is not None:
@@ -98,7 +100,8 @@ def check_value_domain(name: str, values: np.ndarray, low: int, high: int) -> No
     --------
     >>> check_value_domain("etype", np.array([0, 3, 1]), 0, 3)
     Traceback (most recent call last):
-    ArgumentError: values 'etype': etype[1] = 3 is outside the declared domain [0, 3)
+    ...
+    sparsetir.errors.ArgumentError: values 'etype': etype[1] = 3 is outside the declared domain [0, 3)
     """
     p = first_outside(values, low, high)
     if p is not None:
@@ -125,7 +128,14 @@ def run_checks(checks, arrays: Mapping[str, np.ndarray], env: Mapping[tirx.Var, 
 
     Examples
     --------
-    >>> run_checks(signature.checks, {"indptr": indptr, "indices": indices}, {nnz_var: 91, n_var: 1000})
+    >>> n, nnz = tirx.Var("n", "int32"), tirx.Var("nnz", "int32")
+    >>> checks = (IndptrCheck("indptr", nnz), IndicesCheck("indices", n, "indptr", None, False))
+    >>> arrays = {"indptr": np.array([0, 2, 3]), "indices": np.array([0, 4, 1])}
+    >>> run_checks(checks, arrays, {nnz: 3, n: 5})        # passes: returns None
+    >>> run_checks(checks, arrays, {nnz: 3, n: 4})
+    Traceback (most recent call last):
+    ...
+    sparsetir.errors.ArgumentError: indices 'indices': indices[1] = 4 is out of range [0, 4)
     """
     for check in sorted(checks, key=lambda check: isinstance(check, IndicesCheck)):
         if isinstance(check, IndptrCheck):

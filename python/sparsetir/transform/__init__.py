@@ -13,8 +13,14 @@ the plain function (``lower_atomic_blocks(mod, "cuda")``).
 Example
 -------
 >>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm
+>>> from sparsetir.schedule import default_schedule
+>>> stage2 = sparsetir.lower_sparse_iter(spmm.specialize({"feat_size": 16}))
+>>> scheduled_stage2_module = default_schedule(stage2, "llvm").mod
 >>> flat = sparsetir.lower_sparse_buffer(scheduled_stage2_module)
->>> flat = sparsetir.transform.stage3_passes("llvm")(scheduled_stage2_module)
+>>> 'Y: T.Buffer(("m * 16",), "float32", align=4)' in flat.script()      # was ("m", 16)
+True
+>>> flat = sparsetir.transform.stage3_passes("llvm")(scheduled_stage2_module)   # all passes
 """
 from .atomic import CheckAtomicInits, LowerAtomicBlocks, lower_atomic_blocks
 from .complete_inits import DecomposeConditionalInits, decompose_conditional_inits
