@@ -142,3 +142,11 @@ def report_threads(rank, world_size, report):
     del world_size
     with open(os.path.join(report, f"threads-{rank}.txt"), "w") as out:
         out.write(f"{thread_count()} {torch.get_num_threads()}")
+
+
+def spmm_on_parts(rank, world_size, parts, widths, strategy="halo"):
+    """``dist_spmm`` of this rank's part of ``parts`` with ``widths[rank]`` features."""
+    del world_size
+    DM = DistSparseMatrix(parts[rank], strategy=strategy)
+    dist_spmm(DM, torch.zeros(parts[rank].num_owned, widths[rank],
+                              dtype=getattr(torch, str(parts[rank].blocks[0].data.dtype))))

@@ -5,13 +5,14 @@ none is left behind."""
 import multiprocessing
 import time
 
+import numpy as np
 import pytest
 import torch.multiprocessing as mp
 
 import dist_workers
 from dist_graphs import small_graph
 from sparsetir.distributed import partition, run
-from sparsetir.errors import CommunicationError, SparseTIRTypeError
+from sparsetir.errors import CommunicationError, SparseTIRTypeError, SparseTIRValueError
 
 
 def test_peer_that_hangs(tmp_path):
@@ -22,8 +23,9 @@ def test_peer_that_hangs(tmp_path):
             timeout=40, collective_timeout=5)
     assert time.monotonic() - start < 60
     message = (tmp_path / "error-0.txt").read_text()
-    assert message.startswith("CommunicationError: rank 0: broadcast of rows of X from rank 0 "
-                              "failed (a peer died, hangs or left the group"), message
+    assert message.startswith("CommunicationError: rank 0: all_reduce of the rows' shape past "
+                              "the first dimension and dtype"), message     # the exchange's first
+    assert "failed (a peer died, hangs or left the group" in message, message
     assert not multiprocessing.active_children()
 
 
@@ -42,3 +44,42 @@ def test_run_refuses_what_spawn_cannot_pickle():
         run(lambda rank, world_size: None, 1)
     with pytest.raises(SparseTIRTypeError, match="args picklable"):
         run(dist_workers.check_operators, 1, args=(lambda: None,))
+
+
+@pytest.mark.parametrize("arguments, problem", [
+    ({"timeout": None}, "timeout must be a positive, finite number"),
+    ({"timeout": float("inf")}, "timeout must be"),
+    ({"collective_timeout": 0}, "collective_timeout must be"),
+    ({"threads": 0}, "threads must be a positive integer"),
+])
+def test_run_checks_its_arguments_before_starting_a_rank(arguments, problem):
+    """timeout=None raised only after the ranks started, and left them running (the script
+    then never ended); a zero collective timeout failed 20-30 s later in torch."""
+    A = small_graph()
+    with pytest.raises(SparseTIRValueError, match=problem):
+        run(dist_workers.hang_or_die, 2, args=(A, partition(A, 2), "hang", "."), **arguments)
+    assert not multiprocessing.active_children()
+
+
+def test_ranks_holding_parts_of_two_partitions_are_refused(tmp_path):
+    """Rank 1 with a part of the same matrix partitioned by METIS, or of another matrix of
+    that shape: each load passed and dist_spmm gave wrong rows without an error."""
+    A = small_graph(dtype=np.float64)
+    B = A.copy()
+    B.data *= 10
+    for other in (partition(A, 2, "metis")[1], partition(B, 2)[1]):
+        with pytest.raises(mp.ProcessRaisedException,
+                           match="not the parts of one partition: their partition_id"):
+            run(dist_workers.spmm_on_parts, 2, args=([partition(A, 2)[0], other], [4, 4]),
+                timeout=60, collective_timeout=10, threads=1)
+
+
+@pytest.mark.parametrize("strategy", ["halo", "broadcast"])
+def test_ranks_passing_rows_of_different_widths_are_refused(strategy):
+    """8 features on rank 0, 4 on rank 1: gloo left half of rank 0's halo unwritten (a
+    wrong result, no error) or aborted the process (SIGABRT)."""
+    A = small_graph(dtype=np.float64)
+    with pytest.raises(mp.ProcessRaisedException,
+                       match="the ranks disagree on the rows' shape past the first dimension"):
+        run(dist_workers.spmm_on_parts, 2, args=(partition(A, 2), [8, 4], strategy),
+            timeout=60, collective_timeout=10, threads=1)

@@ -110,8 +110,10 @@ def test_save_load_round_trip(tmp_path):
 
 def test_load_refuses_corrupt_truncated_foreign_and_missing(tmp_path):
     A = small_graph()
+    other_values = A.copy()
+    other_values.data *= 2
     save(partition(A, 2), tmp_path / "a")
-    save(partition(A, 2), tmp_path / "b")        # same shapes, another partition id
+    save(partition(other_values, 2), tmp_path / "b")   # same shapes, another partition id
     part_file = tmp_path / "a" / "part-1.npz"
     good = part_file.read_bytes()
     corrupt = bytearray(good)
@@ -213,3 +215,67 @@ def test_save_refuses_parts_of_different_partitions(tmp_path):
     with pytest.raises(SparseTIRValueError, match="cover the 12 nodes once"):
         save([contiguous[0], metis[1]], tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+def test_save_refuses_parts_of_two_matrices_whose_rows_coincide(tmp_path):
+    """The same pattern with other values, or other columns: each part's owned rows cover
+    the nodes, but the folder would be a partition of no matrix (was accepted)."""
+    A = small_graph(12, 0.3)
+    other_values = A.copy()
+    other_values.data *= 10
+    other_columns = scipy.sparse.csr_matrix((A.data, (A.indices + 1) % 12, A.indptr),
+                                            shape=A.shape)
+    for B in (other_values, other_columns):
+        with pytest.raises(SparseTIRValueError, match="partition_id differ"):
+            save([partition(A, 2)[0], partition(B, 2)[1]], tmp_path)
+    assert partition(A, 2)[1].partition_id == partition(A.copy(), 2)[0].partition_id
+    assert partition(A, 2)[0].partition_id != partition(A, 3)[0].partition_id
+    assert not list(tmp_path.iterdir())
+
+
+def test_parallel_edges_are_refused_by_name():
+    """Single-process operators count each parallel edge (copy_u_sum, degrees), a part held
+    one entry: distributed results differed from one process's without an error."""
+    coo = scipy.sparse.coo_matrix((np.float32([1, 2, 3]), ([0, 0, 2], [1, 1, 0])), shape=(3, 3))
+    csr = scipy.sparse.csr_matrix((np.float32([1, 2, 3]), np.int32([1, 1, 0]),
+                                   np.int32([0, 2, 2, 3])), shape=(3, 3))
+    for A in (coo, csr):
+        with pytest.raises(SparseTIRValueError, match=r"entry \(0, 1\) more than once"):
+            partition(A, 2)
+    merged = coo.tocsr()
+    merged.sum_duplicates()
+    assert partition(merged, 2)[0].nnz == 1
+
+
+@pytest.mark.parametrize("field, bad", [("row", [0, 3]), ("row", [0, -1]), ("col", [7, 0]),
+                                        ("col", [0, -3])])
+def test_coo_coordinates_outside_the_shape_are_refused(field, bad):
+    """scipy converts COO without a check: rows out of range crashed the process (segfault,
+    heap corruption) or lost an entry; columns gave numpy's bare errors."""
+    coords = {"row": [0, 1], "col": [1, 0]}
+    A = scipy.sparse.coo_matrix((np.float32([1, 2]), (coords["row"], coords["col"])),
+                                shape=(3, 3))
+    getattr(A, field)[:] = bad
+    with pytest.raises(SparseTIRValueError, match=rf"A\.{field}\[\d\] = -?\d is outside "
+                                                  r"\[0, 3\)"):
+        partition(A, 2)
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda d: d.pop("partition_id"), "'partition_id' is None, not a string"),
+    (lambda d: d["parts"][1].pop("bytes"), r"parts\[1\]: 'bytes' is None"),
+    (lambda d: d["parts"][1].update(file=7), r"parts\[1\]: 'file' is 7, not a string"),
+    (lambda d: d["parts"].__setitem__(1, None), r"parts\[1\]: None is not an object"),
+    (lambda d: d["parts"][1].update(file="../part-1.npz"), "is not a name in the folder"),
+    (lambda d: d["parts"][1].update(file="/etc/passwd"), "is not a name in the folder"),
+])
+def test_a_description_with_wrong_fields_is_refused_by_name(tmp_path, edit, problem):
+    """Missing keys and wrong types gave KeyError or TypeError; a file outside the folder
+    was read."""
+    save(partition(small_graph(12, 0.3), 2), tmp_path)
+    path = tmp_path / "partition.json"
+    description = json.loads(path.read_text())
+    edit(description)
+    path.write_text(json.dumps(description))
+    with pytest.raises(PartitionFileError, match=problem):
+        load(tmp_path, 1)

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import torch
 import torch.distributed as dist
 
-from ..errors import CommunicationError
+from ..errors import CommunicationError, SparseTIRValueError
 
 
 @contextmanager
@@ -36,6 +36,28 @@ def failures_named(operation: str, peer: int | None = None):
         raise CommunicationError(
             f"rank {rank}: {operation}{where} failed (a peer died, hangs or left the group; "
             f"collectives time out after the process group's timeout): {err}") from err
+
+
+def all_gather(values: list, what: str) -> torch.Tensor:
+    """Every rank's int64 ``values`` (as many on every rank), one row per rank."""
+    mine = torch.tensor(values, dtype=torch.int64)
+    rows = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    with failures_named(f"all_gather of {what}"):
+        dist.all_gather(rows, mine)
+    return torch.stack(rows)
+
+
+def check_agree(values: list, what: str) -> None:
+    """Raise ``SparseTIRValueError`` on every rank (so no rank waits for the others in a later
+    collective) unless every rank passed the same int ``values`` (as many on every rank)."""
+    both = torch.tensor(list(values) + [-v for v in values], dtype=torch.int64)
+    with failures_named(f"all_reduce of {what}"):
+        dist.all_reduce(both, op=dist.ReduceOp.MAX)
+    highest, lowest = both[:len(values)].tolist(), (-both[len(values):]).tolist()
+    if highest != lowest:
+        raise SparseTIRValueError(
+            f"rank {dist.get_rank()}: the ranks disagree on {what}: this rank has "
+            f"{list(values)}, the ranks' lowest are {lowest} and highest {highest}")
 
 
 def broadcast(buffer: torch.Tensor, src: int, what: str) -> None:

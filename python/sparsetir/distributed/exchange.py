@@ -60,6 +60,7 @@ class BroadcastExchange(Counted):
         self.sizes = [block.num_cols for block in part.blocks]
 
     def gather(self, X_local: torch.Tensor):
+        check_rows_agree(X_local)
         for q, rows in enumerate(self.sizes):
             if q == self.rank:
                 buffer = X_local.contiguous()
@@ -104,6 +105,7 @@ class HaloExchange(Counted):
                                                self.send_counts, "halo row ids").wait()
 
     def gather(self, X_local: torch.Tensor):
+        check_rows_agree(X_local)
         send = X_local.index_select(0, self.send_rows)
         self.bytes_sent += send.numel() * send.element_size()
         with self.timed():
@@ -129,6 +131,25 @@ class HaloExchange(Counted):
             received = pending.wait()
         local.index_add_(0, self.send_rows, received)
         return local
+
+
+def check_rows_agree(X_local: torch.Tensor) -> None:
+    """Refuse, on every rank, rows whose shape past the first dimension or dtype differ
+    between the ranks: the exchange would receive rows of another size (gloo aborts the
+    process, or leaves part of the buffer unwritten). One small collective per exchange."""
+    shape = tuple(X_local.shape[1:])
+    sizes = (shape + (0,) * MAX_DIMS)[:MAX_DIMS]
+    collective.check_agree([len(shape), int(np.prod(shape)), *sizes,
+                            DTYPE_CODES.get(X_local.dtype, -1)],
+                           "the rows' shape past the first dimension and dtype (ndim, "
+                           "elements a row, sizes..., dtype)")
+
+
+MAX_DIMS = 4
+"""Sizes past the first dimension that the check compares one by one (the same number on
+every rank: zeros past ``ndim``; with more dimensions, their product is compared too)."""
+DTYPE_CODES = {dtype: code for code, dtype in enumerate(
+    (torch.float32, torch.float64, torch.float16, torch.bfloat16))}
 
 
 STRATEGIES = {"broadcast": BroadcastExchange, "halo": HaloExchange}

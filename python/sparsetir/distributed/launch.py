@@ -26,6 +26,7 @@ import socket
 import time
 from datetime import timedelta
 
+import numpy as np
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
@@ -57,9 +58,12 @@ def _rank_main(rank, fn, world_size, address, collective_timeout, args):
 
 def run(fn, world_size: int, args: tuple = (), timeout: float = 120.0,
         collective_timeout: float = 30.0, threads: int | None = None) -> None:
-    """See the module docstring."""
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise SparseTIRValueError(f"world_size must be a positive integer, got {world_size!r}")
+    """See the module docstring. Every argument is checked before a process starts."""
+    world_size = _positive_int("world_size", world_size)
+    timeout = _positive_seconds("timeout", timeout)
+    collective_timeout = _positive_seconds("collective_timeout", collective_timeout)
+    if threads is not None:
+        threads = _positive_int("threads", threads)
     try:
         pickle.dumps((fn, tuple(args)))
     except (pickle.PicklingError, AttributeError, TypeError) as err:
@@ -92,6 +96,20 @@ def run(fn, world_size: int, args: tuple = (), timeout: float = 120.0,
                                          f"after {timeout} s; stopped")
     finally:
         _stop(context.processes)
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise SparseTIRValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _positive_seconds(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not 0 < value < float("inf"):
+        raise SparseTIRValueError(f"{name} must be a positive, finite number of seconds, got "
+                                  f"{value!r}")
+    return float(value)
 
 
 def _stop(processes) -> None:

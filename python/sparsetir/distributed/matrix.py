@@ -23,6 +23,8 @@ Example
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -30,6 +32,7 @@ import torch.distributed as dist
 from .. import ops
 from ..ops.graph_tensors import GraphTensors
 from ..errors import SparseTIRTypeError, SparseTIRValueError
+from . import collective
 from .exchange import STRATEGIES, check_strategy
 from .part import Part
 
@@ -73,6 +76,7 @@ class DistSparseMatrix:
                 raise SparseTIRTypeError(f"values are {values.dtype} and the part's entries "
                                          f"{part.blocks[0].data.dtype}: nothing is cast, pass "
                                          "one dtype")
+        check_parts_agree(part)         # a collective: every rank makes its matrix here
         self.part, self.values, self.strategy = part, values, strategy
         self.shape = (part.num_owned, part.num_owned)
         self.nnz = part.nnz
@@ -145,6 +149,37 @@ class DistSparseMatrix:
     def __repr__(self):
         return (f"DistSparseMatrix(rank={self.part.rank} of {self.part.num_parts}, "
                 f"rows={self.part.num_owned}, nnz={self.nnz}, strategy={self.strategy!r})")
+
+
+def check_parts_agree(part: Part) -> None:
+    """Refuse, on every rank, parts that are not the parts of one partition: another
+    ``partition_id`` (another matrix, method or part count), sizes or dtype, or a block whose
+    column count is not the rows its rank owns. Without this, ranks holding parts of two
+    partitions computed wrong rows without an error."""
+    dtype = str(part.blocks[0].data.dtype) if part.blocks else ""
+    summary = [part.num_parts, part.num_nodes, part.nnz_total, part.num_owned, part.nnz,
+               *np.frombuffer(hashlib.sha256(f"{part.partition_id}/{dtype}".encode())
+                              .digest()[:16], np.int64).tolist(),
+               *[block.num_cols for block in part.blocks]]
+    rows = collective.all_gather(summary, "the parts' sizes").tolist()
+    problem = None
+    if any(row[:3] + row[5:7] != rows[0][:3] + rows[0][5:7] for row in rows):
+        problem = ("their partition_id, dtype, part count, node count or entry count differ "
+                   "(rank: [num_parts, num_nodes, nnz_total]) " + ", ".join(
+                       f"{r}: {row[:3]}" for r, row in enumerate(rows)))
+    elif [row[7 + q] for row in rows for q in range(len(rows))] != \
+            [rows[q][3] for _ in rows for q in range(len(rows))]:
+        problem = ("a block's columns are not the rows its rank owns (owned rows per rank "
+                   f"{[row[3] for row in rows]}, block columns per rank "
+                   f"{[row[7:] for row in rows]})")
+    elif sum(row[3] for row in rows) != rows[0][1] or sum(row[4] for row in rows) != rows[0][2]:
+        problem = (f"their owned rows ({[row[3] for row in rows]}) and edges "
+                   f"({[row[4] for row in rows]}) do not add up to the matrix's {rows[0][1]} "
+                   f"nodes and {rows[0][2]} entries")
+    if problem:
+        raise SparseTIRValueError(f"rank {part.rank}: the ranks' parts are not the parts of "
+                                  f"one partition: {problem}; load every rank's part from the "
+                                  "same folder (or the same partition() call)")
 
 
 def _compacted(block, halo: np.ndarray) -> ops.SparseMatrix:

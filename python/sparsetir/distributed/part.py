@@ -41,6 +41,8 @@ class Part:
     ``owned[i]``. ``blocks[q]``: a :class:`Block` per part ``q``. ``global_edges``: for each
     local edge (blocks' entries in block order), its position in the global CSR order.
     ``out_degrees``: the global out-degree (entries in its column) of each owned node.
+    ``partition_id``: what the parts of one partition share (``partition`` gives a digest of
+    the matrix and of every node's part; "" for a part made by hand).
     """
     rank: int
     num_parts: int
@@ -50,6 +52,7 @@ class Part:
     blocks: list
     global_edges: np.ndarray
     out_degrees: np.ndarray
+    partition_id: str = ""
 
     @property
     def num_owned(self) -> int:

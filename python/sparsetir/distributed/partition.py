@@ -26,6 +26,8 @@ True
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import scipy.sparse
 
@@ -37,7 +39,11 @@ METHODS = ("contiguous", "metis")
 
 def partition(A, num_parts: int, method: str = "contiguous") -> list:
     """``num_parts`` :class:`Part` objects covering the square matrix ``A`` (scipy sparse, any
-    format; float32 or float64; duplicates are summed). See the module docstring."""
+    format; float32 or float64). An entry stored twice (a parallel edge) is refused: the
+    single-process operators count each parallel edge (DGL's ``copy_u_sum``, degrees), the
+    parts would hold one; ``A.sum_duplicates()`` merges them first, if that is what you mean.
+    The parts share a ``partition_id``, a digest of the matrix and the owner of every node,
+    which ``save`` and ``DistSparseMatrix`` compare. See the module docstring."""
     matrix = _canonical(A)
     if isinstance(num_parts, bool) or not isinstance(num_parts, (int, np.integer)) \
             or num_parts < 1:
@@ -49,7 +55,24 @@ def partition(A, num_parts: int, method: str = "contiguous") -> list:
     if num_parts > max(n, 1):
         raise SparseTIRValueError(f"num_parts ({num_parts}) exceeds the matrix's {n} rows")
     owner = (_contiguous_owner if method == "contiguous" else _metis_owner)(matrix, num_parts)
-    return parts_of(matrix, owner, num_parts)
+    return parts_of(matrix, owner, num_parts, partition_digest(matrix, owner))
+
+
+def partition_digest(matrix: scipy.sparse.csr_matrix, owner: np.ndarray) -> str:
+    """The SHA-256 (hex) of the canonical CSR ``matrix`` (pattern and values) and of each
+    node's part: parts of one partition share it, parts of two rarely do.
+
+    Example
+    -------
+    >>> A = scipy.sparse.csr_matrix(np.float32([[1, 0], [2, 3]]))
+    >>> partition_digest(A, np.array([0, 1])) == partition_digest(A, np.array([0, 0]))
+    False
+    """
+    digest = hashlib.sha256(np.int64(matrix.shape).tobytes())
+    for array in (matrix.indptr.astype(np.int64), matrix.indices.astype(np.int64),
+                  matrix.data, np.asarray(owner, np.int64)):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
 
 
 def _canonical(A) -> scipy.sparse.csr_matrix:
@@ -66,10 +89,32 @@ def _canonical(A) -> scipy.sparse.csr_matrix:
         except ValueError as err:       # scipy would read out of bounds or build a wrong graph
             raise SparseTIRValueError(f"A is not a valid {A.format.upper()} matrix: {err}") \
                 from None
+    if A.format == "coo":               # scipy converts COO without a check: out of bounds
+        _check_coordinates(A)
+    coo = A.tocoo()
+    keys = np.sort(coo.row.astype(np.int64) * A.shape[1] + coo.col.astype(np.int64))
+    repeated = np.flatnonzero(np.diff(keys) == 0)
+    if repeated.size:
+        first = keys[repeated[0]]
+        raise SparseTIRValueError(
+            f"A stores entry ({first // A.shape[1]}, {first % A.shape[1]}) more than once (a "
+            "parallel edge): the single-process operators count each parallel edge, a part "
+            "would hold one entry; call A.sum_duplicates() first to merge them")
     matrix = scipy.sparse.csr_matrix(A, copy=True)
-    matrix.sum_duplicates()
     matrix.sort_indices()
     return matrix
+
+
+def _check_coordinates(A) -> None:
+    """Refuse a COO matrix whose coordinate arrays are not integers within its shape."""
+    for name, coords, size in (("row", A.row, A.shape[0]), ("col", A.col, A.shape[1])):
+        if coords.dtype.kind not in "iu" or coords.shape != A.data.shape:
+            raise SparseTIRValueError(f"A.{name} must be integers, one per value of A.data, "
+                                      f"got {coords.dtype} of shape {coords.shape}")
+        bad = np.flatnonzero((coords < 0) | (coords >= size))
+        if bad.size:
+            raise SparseTIRValueError(f"A.{name}[{bad[0]}] = {coords[bad[0]]} is outside "
+                                      f"[0, {size}) (A has shape {A.shape})")
 
 
 def _contiguous_owner(matrix, num_parts: int) -> np.ndarray:
@@ -104,8 +149,10 @@ def _metis_owner(matrix, num_parts: int) -> np.ndarray:
     return np.asarray(membership, dtype=np.int64)
 
 
-def parts_of(matrix: scipy.sparse.csr_matrix, owner: np.ndarray, num_parts: int) -> list:
-    """The parts of the canonical CSR ``matrix`` when node ``v`` belongs to ``owner[v]``."""
+def parts_of(matrix: scipy.sparse.csr_matrix, owner: np.ndarray, num_parts: int,
+             partition_id: str = "") -> list:
+    """The parts of the canonical CSR ``matrix`` when node ``v`` belongs to ``owner[v]``,
+    each carrying ``partition_id``."""
     n = matrix.shape[0]
     owned = [np.flatnonzero(owner == q) for q in range(num_parts)]
     local_id = np.empty(n, np.int64)
@@ -132,5 +179,5 @@ def parts_of(matrix: scipy.sparse.csr_matrix, owner: np.ndarray, num_parts: int)
         parts.append(Part(rank=p, num_parts=num_parts, num_nodes=n, nnz_total=int(matrix.nnz),
                           owned=rows.astype(np.int64), blocks=blocks,
                           global_edges=np.concatenate(edges).astype(np.int64),
-                          out_degrees=out_degrees[rows]))
+                          out_degrees=out_degrees[rows], partition_id=partition_id))
     return parts

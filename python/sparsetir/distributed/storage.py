@@ -53,9 +53,13 @@ def save(parts: list, folder) -> Path:
     if not np.array_equal(owned, np.arange(parts[0].num_nodes)):
         raise SparseTIRValueError("parts must be the parts of one partition: their owned nodes "
                                   f"do not cover the {parts[0].num_nodes} nodes once each")
+    if len({p.partition_id for p in parts}) != 1:
+        raise SparseTIRValueError("parts must be the parts of one partition: their "
+                                  "partition_id differ (parts of two partition() calls on "
+                                  "different matrices or owners)")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    partition_id = uuid.uuid4().hex
+    partition_id = parts[0].partition_id or uuid.uuid4().hex      # parts made by hand: new
     entries = []
     for part in parts:
         payload = _encode(part, partition_id)
@@ -96,10 +100,12 @@ def load(folder, rank: int) -> Part:
                                  f"{folder / DESCRIPTION}: corrupt or from another partition")
     part = _decode(payload, path, description["partition_id"])
     if part.rank != rank or part.num_parts != count or part.num_owned != entry["num_owned"] \
-            or part.nnz != entry["nnz"]:
+            or part.nnz != entry["nnz"] or part.num_nodes != description["num_nodes"] \
+            or part.nnz_total != description["nnz"]:
         raise PartitionFileError(f"part file {path} holds part {part.rank} of {part.num_parts} "
-                                 f"({part.num_owned} rows, {part.nnz} edges), not part {rank} of "
-                                 f"{count} as {DESCRIPTION} says")
+                                 f"({part.num_owned} rows, {part.nnz} edges of a matrix of "
+                                 f"{part.num_nodes} nodes and {part.nnz_total} entries), not "
+                                 f"part {rank} of {count} as {DESCRIPTION} says")
     return part
 
 
@@ -118,7 +124,32 @@ def _description(folder: Path) -> dict:
     if not isinstance(parts, list) or len(parts) != description.get("num_parts"):
         raise PartitionFileError(f"{path} lists {len(parts) if isinstance(parts, list) else 0} "
                                  f"parts but says num_parts={description.get('num_parts')!r}")
+    wrong = _wrong_field(description, DESCRIPTION_FIELDS) or next(
+        (f"parts[{k}]: {problem}" for k, entry in enumerate(parts)
+         if (problem := _wrong_field(entry, ENTRY_FIELDS))), None)
+    if wrong:
+        raise PartitionFileError(f"{path} is not a partition description: {wrong}")
     return description
+
+
+DESCRIPTION_FIELDS = {"partition_id": str, "num_parts": int, "num_nodes": int, "nnz": int}
+ENTRY_FIELDS = {"file": str, "bytes": int, "sha256": str, "num_owned": int, "nnz": int}
+
+
+def _wrong_field(entry, fields: dict):
+    """What is wrong with the JSON object ``entry`` against ``fields`` (name -> type), or
+    None; a part's ``file`` must be a plain name in the folder."""
+    if not isinstance(entry, dict):
+        return f"{entry!r} is not an object"
+    for name, kind in fields.items():
+        value = entry.get(name)
+        if type(value) is not kind or (kind is int and value < 0):
+            return f"{name!r} is {value!r}, not a{'' if kind is str else ' non-negative'} " \
+                   f"{'string' if kind is str else 'integer'}"
+    if "file" in fields and (Path(entry["file"]).name != entry["file"]
+                             or entry["file"] in ("", ".", "..")):
+        return f"file {entry['file']!r} is not a name in the folder"
+    return None
 
 
 def _write(path: Path, payload: bytes) -> None:
@@ -152,7 +183,7 @@ def _decode(payload: bytes, path: Path, partition_id: str) -> Part:
                         int(arrays["block_cols"][q])) for q in range(num_parts)]
         part = Part(rank=rank, num_parts=num_parts, num_nodes=num_nodes, nnz_total=nnz_total,
                     owned=arrays["owned"], blocks=blocks, global_edges=arrays["global_edges"],
-                    out_degrees=arrays["out_degrees"])
+                    out_degrees=arrays["out_degrees"], partition_id=stored_id)
         if stored_id == partition_id:
             _check_part(part)
     except (KeyError, ValueError, IndexError, TypeError, OSError, UnicodeDecodeError) as err:
