@@ -160,3 +160,25 @@ def test_typed_products_under_autocast_opcheck_and_compiled(dtype):
                                atol=TOLERANCE[dtype])
     d_a, d_b = grads(traced[0].float().sum() + traced[1].float().sum(), (a, b))
     assert d_a.dtype == d_b.dtype == torch.float32
+
+
+@pytest.mark.parametrize("segments", [False, True])
+@pytest.mark.parametrize("operand_dtype", [torch.float32, torch.bfloat16])
+def test_typed_backward_fake_gives_each_gradient_its_operand_dtype(segments, operand_dtype):
+    """The fake said a float32 operand's gradient was bfloat16 (the incoming gradient's dtype
+    under autocast); inductor then read the real float32 bytes as bfloat16, and gather_mm,
+    segment_mm and RelGraphConv trained with gradients off by up to 1e38."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    a = torch.randn(6, 3, dtype=operand_dtype)
+    b = torch.randn(4, 3, 2)
+    relations = torch.tensor([2, 0, 3, 1]) if segments else torch.tensor([0, 3, 3, 1, 0, 2])
+    grad = torch.randn(6, 2, dtype=torch.bfloat16)
+    with torch.no_grad():                       # as autograd calls a backward
+        real = torch.ops.sparsetir.typed_mm_backward(a, b, relations, segments, grad,
+                                                     [True, True])
+    with FakeTensorMode() as mode:
+        fake = torch.ops.sparsetir.typed_mm_backward(
+            mode.from_tensor(a), mode.from_tensor(b), mode.from_tensor(relations), segments,
+            mode.from_tensor(grad), [True, True])
+    assert [(t.shape, t.dtype) for t in fake] == [(t.shape, t.dtype) for t in real] \
+        == [(a.shape, operand_dtype), (b.shape, torch.float32)]

@@ -446,7 +446,7 @@ def typed_mm_backward(a: Tensor, b: Tensor, relations: Tensor, segments: bool, g
 
 @typed_mm_backward.register_fake
 def _(a, b, relations, segments, grad, needs):
-    return tuple(grad.new_empty(x.shape if needed else (0,)) for x, needed in zip((a, b), needs))
+    return _fake_gradients(grad, (a, b), needs)       # each in its operand's dtype, as real
 
 
 def _typed_setup(ctx, inputs, output):
