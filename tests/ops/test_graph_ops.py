@@ -350,3 +350,21 @@ def test_copy_u_mean_gradient_in_both_dtypes_on_one_matrix(graph):
         expected = torch.zeros_like(x).index_add(0, cols, (upstream / degrees[:, None, None]
                                                            .to(dtype))[rows])
         torch.testing.assert_close(x.grad, expected)
+
+
+def test_torch_sparse_tensors_reach_the_graph_operators():
+    """A torch tensor has an is_distributed method, so every torch tensor was taken for a
+    DistSparseMatrix: AttributeError 'Tensor' object has no attribute 'gspmm'."""
+    import torch
+    A = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2, 2], [1, 0, 2, 0]]),
+                                torch.tensor([1.0, 2.0, 3.0, 4.0]), (4, 3)).coalesce()
+    X = torch.randn(3, 2)
+    pattern = (A.to_dense() != 0).float()
+    torch.testing.assert_close(ops.copy_u_sum(A, X), pattern @ X)
+    torch.testing.assert_close(ops.gspmm(A.to_sparse_csr(), "copy_lhs", "sum", X, None),
+                               pattern @ X)
+    rows, cols = A.indices()                  # edge (row, col): source col, destination row
+    Y = torch.randn(4, 2)
+    torch.testing.assert_close(ops.u_dot_v(A, X, Y), (X[cols] * Y[rows]).sum(1, keepdim=True))
+    with pytest.raises(SparseTIRTypeError, match="got Tensor"):
+        ops.copy_u_sum(torch.eye(3), X)

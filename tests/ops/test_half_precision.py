@@ -526,3 +526,22 @@ def test_dtype_names_are_remembered_per_dtype_and_never_mixed_up():
     class Unhashable:
         dtype = ["float32"]
     assert dtype_name(Unhashable()) == "['float32']"
+
+
+@pytest.mark.parametrize("autocast, other", [(torch.bfloat16, torch.float16),
+                                             (torch.float16, torch.bfloat16)])
+def test_autocast_refuses_a_product_with_the_other_half_dtype_in_the_forward(matrix, autocast,
+                                                                           other):
+    """x float32 with e in the other half dtype: the forward gave the autocast dtype, then
+    the backward failed on 'lhs_data and rhs_data have different dtypes', a mixture the
+    caller never passed. A lone operand of the other half dtype still runs, as before."""
+    M = matrix[0]
+    x = torch.randn(M.shape[1], 3, requires_grad=True)
+    with torch.autocast("cpu", dtype=autocast):
+        with pytest.raises(SparseTIRTypeError, match=rf"an operand is {str(other)[6:]}: a "
+                                                     rf"product in {str(autocast)[6:]}"):
+            ops.u_mul_e_sum(M, x, torch.rand(M.nnz, 3, dtype=other))
+        with pytest.raises(SparseTIRTypeError, match="an operand is"):
+            ops.u_dot_v(M, x, torch.randn(M.shape[0], 3, dtype=other))
+        alone = ops.copy_u_sum(M, torch.randn(M.shape[1], 3, dtype=other, requires_grad=True))
+    assert alone.dtype == autocast

@@ -69,6 +69,32 @@ def test_from_csr_values_keep_their_gradient_through_a_reorder():
     assert reordered_grad.abs().sum() > 0
 
 
+def test_from_csr_values_keep_their_gradient_and_updates_through_a_transpose():
+    """transposed() held a numpy copy of the values: spmm on it lost w's gradient silently
+    and kept the values w had when the transpose was first made."""
+    import torch
+    A = rmat_graph(300, 2000, seed=5)
+    w = torch.rand(A.nnz, dtype=torch.float64, requires_grad=True)
+    M = ops.SparseMatrix.from_csr(A.indptr, A.indices, w, A.shape)
+    X = torch.rand(300, 4, dtype=torch.float64)
+    w_ref = w.detach().clone().requires_grad_()
+    rows = torch.from_numpy(np.repeat(np.arange(300), np.diff(A.indptr)))
+    coordinates = torch.stack([rows, torch.from_numpy(A.indices.astype(np.int64))])
+
+    def reference():
+        return torch.sparse_coo_tensor(coordinates, w_ref, A.shape).to_dense().T @ X
+
+    result = ops.spmm(M.transposed()[0], X)
+    torch.testing.assert_close(result, reference())
+    (result * X[:, :1]).sum().backward()
+    (reference() * X[:, :1]).sum().backward()
+    torch.testing.assert_close(w.grad, w_ref.grad)
+    with torch.no_grad():
+        w.mul_(10)
+        w_ref.mul_(10)
+    torch.testing.assert_close(ops.spmm(M.transposed()[0], X), reference())
+
+
 def test_an_empty_matrix_reorders_to_itself():
     B, perm = ops.SparseMatrix(scipy.sparse.csr_matrix((0, 0), dtype=np.float32)).reorder()
     assert B.shape == (0, 0) and perm.size == 0

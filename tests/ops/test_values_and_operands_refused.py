@@ -87,3 +87,17 @@ def test_segment_reduce_names_values_of_a_dtype_it_does_not_take():
         ops.segment_reduce(np.array([2, 1]), np.ones((3, 2), np.int32))
     np.testing.assert_array_equal(
         ops.segment_reduce(np.array([2, 0, 1]), np.float32([[1], [2], [7]])).ravel(), [3, 0, 7])
+
+
+@pytest.mark.parametrize("x_dtype, y_dtype", [(np.float32, np.float64),
+                                              (torch.float16, torch.bfloat16)])
+def test_sddmm_names_a_dtype_mixture_as_x_and_y(x_dtype, y_dtype):
+    """The refusal named gsddmm's parameters (lhs_data, rhs_data; lhs_data was Y)."""
+    A = skewed_csr(30, 20, seed=1)
+    X, Y = np.ones((30, 4), np.float32), np.ones((20, 4), np.float32)
+    if isinstance(x_dtype, torch.dtype):
+        X, Y = torch.from_numpy(X).to(x_dtype), torch.from_numpy(Y).to(y_dtype)
+    else:
+        X, Y = X.astype(x_dtype), Y.astype(y_dtype)
+    with pytest.raises(SparseTIRTypeError, match=r"^X and Y have different dtypes"):
+        ops.sddmm(A, X, Y)

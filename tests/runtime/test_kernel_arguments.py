@@ -467,6 +467,19 @@ def test_time_and_source(kernel, problem):
     assert "define" in kernel.inspect_source("ll")
 
 
+def test_a_kernel_from_the_disk_cache_says_it_holds_no_source(tmp_path, monkeypatch):
+    """inspect_source returned '' for every kernel built with cache=True (loaded from a
+    compiled library)."""
+    import sparsetir
+    from sparsetir.errors import SparseTIRValueError
+    from sparsetir.ops.kernels import spmm
+    monkeypatch.setenv("SPARSETIR_CACHE", str(tmp_path))
+    func = spmm.specialize({"feat_size": 16})
+    assert "define" in sparsetir.build(func, "llvm").inspect_source("ll")
+    with pytest.raises(SparseTIRValueError, match="holds no 'll' source.*cache=False"):
+        sparsetir.build(func, "llvm", cache=True).inspect_source("ll")
+
+
 @T.prim_func(s_tir=True)
 def double_gpu(x_h: T.handle, y_h: T.handle, n: T.int32):
     T.func_attr({"global_symbol": "main", "tir.noalias": True})

@@ -195,6 +195,31 @@ def test_bad_arguments_are_refused():
         ops.tune(M, [32], budget_s=float("nan"))
     with pytest.raises(SparseTIRTypeError, match="float32"):
         ops.tune(ops.SparseMatrix(_matrix().astype(np.float64)), [32])
+    with pytest.raises(SparseTIRValueError, match="kernel 'nope'"):   # before any work
+        ops.tune(M, [32], kernels=["spmm", "nope"])
+    assert not M.tuned
+
+
+def test_tune_true_with_zero_features_runs_as_untuned(cache):
+    """The first call's search refused 0 features; untuned calls return (m, 0) arrays."""
+    A = _matrix(seed=9)
+    M = ops.SparseMatrix(A, tune=True)
+    assert ops.spmm(M, np.zeros((500, 0), np.float32)).shape == (600, 0)
+    assert ops.sddmm(M, np.zeros((600, 0), np.float32),
+                     np.zeros((500, 0), np.float32)).tolist() == [0.0] * A.nnz
+    assert not M.tuned
+
+
+def test_a_record_nested_too_deep_is_ignored(cache):
+    """JSON nested 100000 deep made every later tune raise RecursionError."""
+    M = ops.SparseMatrix(_matrix(seed=10))
+    ops.tune(M, [16], ops=("sddmm",), budget_s=1)
+    entry = _only_record(cache)
+    cache_folder.discard(entry, [records.RECORD])   # rewritten with valid checksums
+    cache_folder.write_entry(entry, lambda staging: (staging / records.RECORD).write_text(
+        "[" * 100000 + "]" * 100000))
+    again = ops.tune(ops.SparseMatrix(M), [16], ops=("sddmm",), budget_s=1).outcomes[0]
+    assert not again.from_record
 
 
 def test_one_name_or_size_and_repeats(cache):

@@ -6,11 +6,13 @@ so ``B*C`` vanishes without ``C``). A variable iterated over its whole axis says
 
 Example
 -------
->>> # print(sparsetir.algebra.compile("A(i,j) = B(i,j) + C(i,j)", formats=...).lattices["j"])
->>> # j: T.union(B, C)
->>> #   B, C : (B(i,j) + C(i,j))
->>> #   B    : B(i,j)
->>> #   C    : C(i,j)
+>>> import sparsetir.algebra
+>>> csr = {"A": "CSR", "B": "CSR", "C": "CSR"}
+>>> print(sparsetir.algebra.compile("A(i,j) = B(i,j) + C(i,j)", formats=csr).lattices["j"])
+j: T.union(B, C)
+  B, C : (B(i,j) + C(i,j))
+  B    : B(i,j)
+  C    : C(i,j)
 """
 
 from __future__ import annotations

@@ -52,7 +52,8 @@ METADATA = "metadata.json"
 _FORMAT = 1
 _STAGING = ".staging-"
 _STAGING_MARKER = ".sparsetir-staging"      # in a staging folder until it becomes an entry
-_DAMAGED = (OSError, ValueError, KeyError, TypeError, AttributeError)   # what reading one raises
+DAMAGED = (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError)
+"""What reading a damaged entry's files raises (JSON nested too deep: RecursionError)."""
 
 
 class CacheWarning(UserWarning):
@@ -98,7 +99,7 @@ def read_entry(entry: Path) -> dict | None:
     except _Refused as err:
         _warn(f"sparsetir does not load the cache entry {entry}: {err}")
         return None
-    except _DAMAGED:
+    except DAMAGED:
         return None
     return {name: entry / name for name in records}
 
@@ -153,7 +154,7 @@ def clear(name: str, names) -> None:
     for child in path.iterdir():
         if child.is_symlink() or not child.is_dir():
             continue
-        with suppress(_Refused, *_DAMAGED):
+        with suppress(_Refused, *DAMAGED):
             if child.name.startswith(_STAGING) and _is_staging(child):
                 discard(child, [*names, _STAGING_MARKER])
             else:                    # only the files its metadata lists

@@ -11,8 +11,41 @@ module that ``uses_cpu_atomics``.
 
 Example
 -------
->>> # if uses_cpu_atomics(mod): load_cpu_atomics()
->>> # tvm.compile(mod, "llvm")
+``transform.atomic``'s CSC SpMV, columns in parallel:
+
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.script import tir as T
+>>> from sparsetir.schedule.default import default_schedule
+>>> from sparsetir.transform.pipeline import stage3_passes
+>>> @T.prim_func
+... def spmv_csc(a: T.handle, x: T.handle, y: T.handle, indptr: T.handle, indices: T.handle,
+...              m: T.int32, n: T.int32, nnz: T.int32):
+...     J = T.dense_fixed(n)
+...     I = T.sparse_variable(J, (m, nnz), (indptr, indices), "int32")
+...     I_out = T.dense_fixed(m)
+...     A = T.match_sparse_buffer(a, (J, I), "float32")
+...     X = T.match_sparse_buffer(x, (J,), "float32")
+...     Y = T.match_sparse_buffer(y, (I_out,), "float32")
+...     with T.sp_iter([I_out], "S", "zero") as [i]:
+...         Y[i] = T.float32(0)
+...     with T.sp_iter([J, I], "RS", "spmv") as [j, i]:
+...         T.sp_iter_attr({"atomic": True})
+...         Y[i] = Y[i] + A[j, i] * X[j]
+>>> mod = stage3_passes("llvm")(default_schedule(sparsetir.lower_sparse_iter(spmv_csc)).mod)
+>>> if uses_cpu_atomics(mod):
+...     path = load_cpu_atomics()
+>>> [line.strip().split(", T.address_of")[0] for line in mod.script().splitlines()
+...  if "atomic_add" in line]
+['T.call_extern("int32", "sparsetir_atomic_add_float32"']
+
+``sparsetir.build`` does so itself:
+
+>>> kernel = sparsetir.build(spmv_csc, "llvm", cache=True)
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csc", dtype=np.float32, random_state=0)
+>>> x, y = np.arange(5, dtype=np.float32), np.full(6, np.nan, np.float32)
+>>> kernel(A.data, x, y, A.indptr, A.indices, 6, 5, A.nnz)
+>>> np.allclose(y, A @ x)
+True
 """
 
 from __future__ import annotations

@@ -18,13 +18,38 @@ assertion held, so a load the assertion protects stays after it).
 
 Example
 -------
->>> # for j in range(indptr[i + 1] - indptr[i]):
->>> #     for k in range(32): C[indptr[i] + j] += X[i, k] * Y[indices[indptr[i] + j], k]
->>> # becomes, inside the loop over i:
->>> #     indptr_0 = indptr[i]
->>> #     for j in range(indptr[i + 1] - indptr_0):
->>> #         indices_1 = indices[indptr_0 + j]
->>> #         for k in range(32): C[indptr_0 + j] += X[i, k] * Y[indices_1, k]
+In outline::
+
+    for j in range(indptr[i + 1] - indptr[i]):
+        for k in range(32): C[indptr[i] + j] += X[i, k] * Y[indices[indptr[i] + j], k]
+
+becomes, inside the loop over ``i``::
+
+    indptr_0 = indptr[i]
+    for j in range(indptr[i + 1] - indptr_0):
+        indices_1 = indices[indptr_0 + j]
+        for k in range(32): C[indptr_0 + j] += X[i, k] * Y[indices_1, k]
+
+The CPU SpMM at 32 features:
+
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import tiled_kernels
+>>> from sparsetir.schedule.operators import schedule_spmm_cpu
+>>> from sparsetir.transform.pipeline import stage3_passes
+>>> from sparsetir.backend.pipeline import lower_blocks
+>>> stage2 = sparsetir.lower_sparse_iter(tiled_kernels()["spmm"].specialize({"feat_size": 32}))
+>>> mod = lower_blocks(stage3_passes("llvm")(schedule_spmm_cpu(stage2, 32, prefetch=8)))
+>>> def lines(m, *keys):
+...     return [line.strip() for line in m.script().splitlines()
+...             if any(key in line for key in keys)]
+>>> lines(mod, "T.let")
+[]
+>>> lines(hoist_index_loads(mod), "T.let")
+['I_indptr_4: T.let[T.int32] = I_indptr[o]',
+ 'J_indptr_2: T.let[T.int32] = J_indptr[I_indptr_4 + i]',
+ 'I_indices_3: T.let[T.int32] = I_indices[I_indptr_4 + i]',
+ 'A_0: T.let[T.float32] = A[J_indptr_2 + j]',
+ 'J_indices_1: T.let[T.int32] = J_indices[J_indptr_2 + j]']
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ folder private to the process instead.
 
 Example
 -------
->>> # path = build_shared("libcuda_stub.c", ["-Wl,-soname,libcuda.so.1"])
+>>> path = build_shared("libcuda_stub.c", ["-Wl,-soname,libcuda.so.1"])
+>>> path.name, path.is_file()
+('libcuda_stub.so', True)
 """
 
 from __future__ import annotations

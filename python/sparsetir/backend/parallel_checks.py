@@ -13,13 +13,37 @@ the loop, assertions of the original kinds and messages report the check that fa
 
 Example
 -------
->>> # for i in T.parallel(m):              check_failed = 0
->>> #     assert c, "msg"          ->      for i in T.parallel(m):
->>> #     rest                                 failed = 0
->>> #                                          if not c: failed = 1
->>> #                                          if failed == 0: rest
->>> #                                          if failed != 0: check_failed = failed
->>> #                                      assert check_failed != 1, "msg"
+In outline::
+
+    for i in T.parallel(m):              check_failed = 0
+        assert c, "msg"          ->      for i in T.parallel(m):
+        rest                                 failed = 0
+                                             if not c: failed = 1
+                                             if failed == 0: rest
+                                             if failed != 0: check_failed = failed
+                                         assert check_failed != 1, "msg"
+
+The check of a computed index (``transform.specialize_buffer``) in SpMM's parallel row loop:
+
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm
+>>> from sparsetir.schedule.default import default_schedule
+>>> from sparsetir.transform.pipeline import stage3_passes
+>>> from sparsetir.transform.specialize_buffer import specialize_buffer
+>>> from sparsetir.backend.pipeline import lower_blocks
+>>> stage2 = specialize_buffer(sparsetir.lower_sparse_iter(spmm.specialize({"feat_size": 16})),
+...                            "J_indices", lambda i, j: (j,))
+>>> mod = lower_blocks(stage3_passes("llvm")(default_schedule(stage2).mod))
+>>> def lines(m):
+...     return [line.strip().split(", (")[0] for line in m.script().splitlines()
+...             if "parallel" in line or "assert" in line or "failed" in line]
+>>> lines(mod)
+['for i in T.parallel(m):', 'assert j < n']
+>>> lines(report_parallel_checks(mod))
+['check_failed: T.int32 = 0', 'for i in T.parallel(m):', 'iteration_failed: T.int32 = 0',
+ 'if iteration_failed == 0:', 'if iteration_failed == 0:', 'iteration_failed = 1',
+ 'if iteration_failed == 0:', 'if not iteration_failed == 0:',
+ 'check_failed = iteration_failed', 'assert check_failed != 1']
 """
 
 from __future__ import annotations

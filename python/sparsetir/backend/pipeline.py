@@ -24,7 +24,17 @@ failing check cannot leak them). Where an allocation's size depends on a loop va
 
 Example
 -------
->>> # tvm.compile(mod, target, tir_pipeline=PIPELINE_NAME)    (registered on import)
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.ops.kernels import spmm
+>>> from sparsetir.transform.pipeline import stage3_passes
+>>> mod = stage3_passes("llvm")(sparsetir.lower_sparse_iter(spmm.specialize({"feat_size": 16})))
+>>> main = tvm.compile(mod, "llvm", tir_pipeline=PIPELINE_NAME)["main"]  # registered on import
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+>>> args = [tvm.runtime.tensor(a) for a in (A.data, X.ravel(), Y.ravel(), A.indptr, A.indices)]
+>>> main(*args, 6, 5, A.nnz)
+>>> np.allclose(args[2].numpy().reshape(6, 16), A @ X)
+True
 """
 
 from __future__ import annotations

@@ -18,11 +18,30 @@ end of a row the prefetch already asks for the next row's first nonzeros.
 
 Example
 -------
->>> # sch.annotate(nonzero_loop, PREFETCH, 8)   then build for llvm:
->>> # for j in range(indptr[i + 1] - indptr[i]):
->>> #     if indptr[i] + j + 8 < nnz:
->>> #         prefetch(&X[indices[indptr[i] + j + 8] * 128 + 0]), ... (+16, +32, +48)
->>> #     for k in vectorized(64): Y[i * 128 + k] += A[...] * X[indices[indptr[i] + j] * 128 + k]
+``sch.annotate(nonzero_loop, PREFETCH, 8)``, then built for llvm (128 features)::
+
+    for j in range(indptr[i + 1] - indptr[i]):
+        if indptr[i] + j + 8 < nnz:
+            prefetch(&X[indices[indptr[i] + j + 8] * 128 + 0]), ... (+16, +32, +48)
+        for k in vectorized(64): Y[i * 128 + k] += A[...] * X[indices[indptr[i] + j] * 128 + k]
+
+The CPU SpMM at 32 features (two cache lines a row):
+
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import tiled_kernels
+>>> from sparsetir.schedule.operators import schedule_spmm_cpu
+>>> from sparsetir.transform.pipeline import stage3_passes
+>>> from sparsetir.backend.pipeline import lower_blocks
+>>> stage2 = sparsetir.lower_sparse_iter(tiled_kernels()["spmm"].specialize({"feat_size": 32}))
+>>> mod = lower_blocks(stage3_passes("llvm")(schedule_spmm_cpu(stage2, 32, prefetch=8)))
+>>> def lines(m, *keys):
+...     return [line.strip() for line in m.script().splitlines()
+...             if any(key in line for key in keys)]
+>>> lines(mod, "T.prefetch")
+[]
+>>> lines(prefetch_gathers(mod), "T.prefetch")         # 8 nonzeros ahead
+['T.prefetch(T.address_of(X[J_indices[J_indptr[I_indptr[o] + i] + j + 8] * 32]), 0, 3, 1)',
+ 'T.prefetch(T.address_of(X[J_indices[J_indptr[I_indptr[o] + i] + j + 8] * 32 + 16]), 0, 3, 1)']
 """
 
 from __future__ import annotations

@@ -12,8 +12,22 @@ scope; on CUDA ``"local"`` means registers, and nothing changes.
 
 Example
 -------
->>> # pos = T.alloc_buffer((2,), "int32", scope="local")    (an llvm function)
->>> # -> pos = T.alloc_buffer((2,), "int32")                 (a stack array)
+The search state of SDDMM's fused loop, in a function compiled for llvm:
+
+>>> import sparsetir, tvm
+>>> from sparsetir.ops.kernels import sddmm_fused
+>>> from sparsetir.transform.pipeline import stage3_passes
+>>> from sparsetir.backend.pipeline import lower_blocks
+>>> stage2 = sparsetir.lower_sparse_iter(sddmm_fused.specialize({"feat_size": 16}))
+>>> func = lower_blocks(stage3_passes("llvm")(stage2))["main"]
+>>> mod = tvm.IRModule({"main": func.with_attr("target", tvm.target.Target("llvm"))})
+>>> def state(m):
+...     return [line.strip().split(", annotations")[0] for line in m.script().splitlines()
+...             if "_state = " in line]
+>>> state(mod)
+['J_indptr_pos_state = T.alloc_local((2,), "int32"']
+>>> state(stack_scratch(mod))                    # a stack array
+['J_indptr_pos_state = T.alloc_buffer((2,), "int32")']
 """
 
 from __future__ import annotations

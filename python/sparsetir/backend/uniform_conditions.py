@@ -12,7 +12,9 @@ Conditions that read memory or use any other variable are left alone.
 
 Example
 -------
->>> # if bx < 32:  ->  if T.tvm_thread_invariant(bx < 32):     (bx bound to blockIdx.x)
+With ``bx`` bound to ``blockIdx.x``::
+
+    if bx < 32:  ->  if T.tvm_thread_invariant(bx < 32):
 """
 
 from __future__ import annotations

@@ -26,7 +26,23 @@ the serial order by rounding only.
 
 Example
 -------
->>> # mod = vectorize_reductions(mod)   (after block lowering, before code generation)
+After block lowering, before code generation, SDDMM's dot products at 32 features:
+
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import tiled_kernels
+>>> from sparsetir.schedule.operators import schedule_sddmm_cpu
+>>> from sparsetir.transform.pipeline import stage3_passes
+>>> from sparsetir.backend.pipeline import lower_blocks
+>>> stage2 = sparsetir.lower_sparse_iter(tiled_kernels()["sddmm"].specialize({"feat_size": 32}))
+>>> mod = lower_blocks(stage3_passes("llvm")(schedule_sddmm_cpu(stage2, 32)))
+>>> def inner_loops(m):
+...     return [line.strip() for line in m.script().splitlines() if "for " in line][3:]
+>>> inner_loops(mod)
+['for k in range(32):']
+>>> inner_loops(vectorize_reductions(mod))
+['for lane in T.vectorized(32):', 'for k_o in range(1):', 'for lane_a in T.vectorized(32):',
+ 'for lane_f in T.vectorized(16):', 'for lane_h8 in T.vectorized(8):',
+ 'for lane_h4 in T.vectorized(4):', 'for lane_h2 in T.vectorized(2):']
 """
 
 from __future__ import annotations

@@ -17,9 +17,28 @@ See ``docs/distributed.md``.
 
 Example
 -------
->>> # parts = partition(A, 2, "metis"); save(parts, "graph-2")
->>> # on rank r:  DM = DistSparseMatrix(load("graph-2", r))
->>> #             Y_local = dist_spmm(DM, X[DM.part.owned])
+>>> import numpy as np, scipy.sparse
+>>> A = scipy.sparse.random(6, 6, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> parts = partition(A, 2, "contiguous")             # or "metis"
+>>> save(parts, "graph-2")
+PosixPath('graph-2/partition.json')
+>>> [load("graph-2", r).owned.tolist() for r in range(2)]
+[[0, 1, 2, 3], [4, 5]]
+
+On rank ``r`` of a 2-process run (``launch.run``), ``DM = DistSparseMatrix(load("graph-2", r))``
+and ``Y_local = dist_spmm(DM, X[DM.part.owned])``; a one-process group runs the same calls:
+
+>>> import os, tempfile, torch, torch.distributed as dist
+>>> store = dist.FileStore(os.path.join(tempfile.mkdtemp(), "store"), 1)
+>>> dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+>>> save(partition(A, 1), "graph-1")
+PosixPath('graph-1/partition.json')
+>>> DM = DistSparseMatrix(load("graph-1", 0))
+>>> X = torch.rand(6, 16)
+>>> Y_local = dist_spmm(DM, X[DM.part.owned])
+>>> np.allclose(Y_local.numpy(), A @ X[DM.part.owned].numpy())
+True
+>>> dist.destroy_process_group()
 """
 
 from .launch import run

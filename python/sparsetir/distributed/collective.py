@@ -8,8 +8,14 @@ collective raise after that time instead of waiting for ever.
 
 Example
 -------
->>> # with failures_named("broadcast of rows", peer=2):
->>> #     torch.distributed.broadcast(buffer, src=2)
+``torch.distributed.broadcast(buffer, src=2)`` inside it, when the peer has gone, raises a
+``RuntimeError``, which comes out so (no process group here: the rank is ``?``):
+
+>>> with failures_named("broadcast of rows", peer=2):
+...     raise RuntimeError("Connection closed by peer")
+Traceback (most recent call last):
+...
+sparsetir.errors.CommunicationError: rank ?: broadcast of rows with rank 2 failed (a peer died, ...): Connection closed by peer
 """
 
 from __future__ import annotations

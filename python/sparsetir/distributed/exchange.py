@@ -19,7 +19,22 @@ collectives.
 
 Example
 -------
->>> # for q, X_q in exchange.gather(X_local): Y += block(q) @ X_q
+>>> import os, tempfile
+>>> import numpy as np, scipy.sparse, torch, torch.distributed as dist
+>>> from sparsetir.distributed import DistSparseMatrix, partition
+>>> store = dist.FileStore(os.path.join(tempfile.mkdtemp(), "store"), 1)
+>>> dist.init_process_group("gloo", store=store, rank=0, world_size=1)    # one rank: all of A
+>>> A = scipy.sparse.random(6, 6, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> DM = DistSparseMatrix(partition(A, 1)[0])
+>>> X_local = torch.rand(6, 16)[torch.from_numpy(np.asarray(DM.part.owned))]
+>>> import sparsetir
+>>> exchange = DM.exchange("broadcast")
+>>> Y = torch.zeros(6, 16)
+>>> for q, X_q in exchange.gather(X_local):
+...     Y += sparsetir.ops.spmm(DM.block(q, "broadcast"), X_q)
+>>> np.allclose(Y.numpy(), A @ X_local.numpy(), atol=1e-5)
+True
+>>> dist.destroy_process_group()
 """
 
 from __future__ import annotations

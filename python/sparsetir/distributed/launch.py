@@ -15,7 +15,14 @@ Example
 -------
 >>> def work(rank, world_size):
 ...     print(rank, "of", world_size)
->>> # run(work, 2)          # fn must be importable (a module's top-level function)
+
+``fn`` must be importable (a module's top-level function), which ``work`` here is not:
+
+>>> run(work, 2)
+Traceback (most recent call last):
+...
+sparsetir.errors.SparseTIRTypeError: fn and args go to the ranks by pickle (spawn): fn must be a
+function defined at a module's top level and args picklable (...)
 """
 
 from __future__ import annotations

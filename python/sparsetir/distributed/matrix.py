@@ -16,9 +16,25 @@ num_owned)`` (feature rows in, result rows out), ``nnz`` the local edges, ``in_d
 
 Example
 -------
->>> # torch.distributed.init_process_group("gloo", ...)   (sparsetir.distributed.launch.run)
->>> # DM = DistSparseMatrix(load(folder, rank))
->>> # Y_local = dist_spmm(DM, X[DM.part.owned])
+``sparsetir.distributed.launch.run`` makes the process group of every rank; here one process:
+
+>>> import os, tempfile
+>>> import scipy.sparse, torch.distributed as dist
+>>> from sparsetir.distributed import dist_spmm, load, partition, save
+>>> store = dist.FileStore(os.path.join(tempfile.mkdtemp(), "store"), 1)
+>>> dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+>>> A = scipy.sparse.random(6, 6, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> folder, rank = "graph-1", 0
+>>> save(partition(A, 1), folder)
+PosixPath('graph-1/partition.json')
+>>> DM = DistSparseMatrix(load(folder, rank))
+>>> DM.shape, DM.nnz == A.nnz
+((6, 6), True)
+>>> X = torch.rand(6, 16)
+>>> Y_local = dist_spmm(DM, X[DM.part.owned])
+>>> np.allclose(Y_local.numpy(), A @ X[DM.part.owned].numpy())
+True
+>>> dist.destroy_process_group()
 """
 
 from __future__ import annotations

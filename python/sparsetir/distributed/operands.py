@@ -2,7 +2,21 @@
 
 Example
 -------
->>> # check_node_rows("X_local", X_local, DM)
+>>> import os, tempfile
+>>> import numpy as np, scipy.sparse, torch, torch.distributed as dist
+>>> from sparsetir.distributed import DistSparseMatrix, partition
+>>> store = dist.FileStore(os.path.join(tempfile.mkdtemp(), "store"), 1)
+>>> dist.init_process_group("gloo", store=store, rank=0, world_size=1)    # one rank: all of A
+>>> A = scipy.sparse.random(6, 6, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> DM = DistSparseMatrix(partition(A, 1)[0])
+>>> X_local = torch.rand(6, 16)[torch.from_numpy(np.asarray(DM.part.owned))]
+>>> check_node_rows("X_local", X_local, DM)             # one row per owned node: accepted
+>>> check_node_rows("X_local", X_local[:5], DM)
+Traceback (most recent call last):
+...
+sparsetir.errors.SparseTIRValueError: X_local has shape (5, 16): it needs 2 dimensions
+and one row per node rank 0 owns (6)
+>>> dist.destroy_process_group()
 """
 
 from __future__ import annotations
@@ -10,11 +24,12 @@ from __future__ import annotations
 import torch
 
 from ..errors import SparseTIRTypeError, SparseTIRValueError
+from ..ops.graph_tensors import is_distributed
 
 
 def check_matrix(DM) -> None:
     """Refuse anything but a ``DistSparseMatrix``."""
-    if not getattr(DM, "is_distributed", False):
+    if not is_distributed(DM):
         raise SparseTIRTypeError(f"DM must be a sparsetir.distributed.DistSparseMatrix, got "
                                  f"{type(DM).__name__}")
 

@@ -11,7 +11,20 @@ requiring grad.
 
 Example
 -------
->>> # scores = dist_sddmm(DM, X_local, Y_local)     # (DM.nnz,)
+>>> import os, tempfile
+>>> import numpy as np, scipy.sparse, torch, torch.distributed as dist
+>>> from sparsetir.distributed import DistSparseMatrix, partition
+>>> store = dist.FileStore(os.path.join(tempfile.mkdtemp(), "store"), 1)
+>>> dist.init_process_group("gloo", store=store, rank=0, world_size=1)    # one rank: all of A
+>>> A = scipy.sparse.random(6, 6, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> DM = DistSparseMatrix(partition(A, 1)[0])
+>>> X_local = torch.rand(6, 16)[torch.from_numpy(np.asarray(DM.part.owned))]
+>>> from sparsetir.distributed import dist_sddmm
+>>> Y_local = torch.rand(6, 16)
+>>> scores = dist_sddmm(DM, X_local, Y_local)     # (DM.nnz,)
+>>> scores.shape == (DM.nnz,)
+True
+>>> dist.destroy_process_group()
 """
 
 from __future__ import annotations

@@ -12,8 +12,21 @@ requiring grad on all ranks or on none (the backward passes are collectives too)
 
 Example
 -------
->>> # Y_local = dist_spmm(DM, X_local, strategy="halo")
->>> # Y_local.sum().backward()                     # X_local.grad: this rank's rows
+>>> import os, tempfile
+>>> import numpy as np, scipy.sparse, torch, torch.distributed as dist
+>>> from sparsetir.distributed import DistSparseMatrix, partition
+>>> store = dist.FileStore(os.path.join(tempfile.mkdtemp(), "store"), 1)
+>>> dist.init_process_group("gloo", store=store, rank=0, world_size=1)    # one rank: all of A
+>>> A = scipy.sparse.random(6, 6, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> DM = DistSparseMatrix(partition(A, 1)[0])
+>>> X_local = torch.rand(6, 16)[torch.from_numpy(np.asarray(DM.part.owned))]
+>>> X_local.requires_grad_()
+tensor(...)
+>>> Y_local = dist_spmm(DM, X_local, strategy="halo")
+>>> Y_local.sum().backward()                     # X_local.grad: this rank's rows
+>>> np.allclose(X_local.grad.numpy(), A.T @ np.ones((6, 16), np.float32), atol=1e-5)
+True
+>>> dist.destroy_process_group()
 """
 
 from __future__ import annotations

@@ -11,9 +11,16 @@ memory and on disk (``driver.cache``), keyed by the scheduled module and the tar
 
 Example
 -------
->>> import numpy as np, sparsetir
->>> # kernel = sparsetir.build(csrmm.specialize({"feat_size": 64}), "llvm")
->>> # kernel(a_data, b, c, indptr, indices, m, n, nnz)     # c now holds A @ B
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> kernel = sparsetir.build(csrmm.specialize({"feat_size": 16}), "llvm", cache=True)
+>>> [p.name for p in kernel.signature.params]
+['a', 'x', 'y', 'indptr', 'indices', 'm', 'n', 'nnz']
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> B, C = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+>>> kernel(A.data, B, C, A.indptr, A.indices, 6, 5, A.nnz)     # C now holds A @ B
+>>> np.allclose(C, A @ B)
+True
 """
 
 from __future__ import annotations

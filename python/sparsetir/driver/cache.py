@@ -22,9 +22,14 @@ keeps what a build produced (``Compiled``).
 
 Example
 -------
->>> # kernel = sparsetir.build(scheduled_stage2_module, "llvm", schedule="none", cache=True)
->>> # cache_dir()
->>> # PosixPath('/home/me/.cache/sparsetir/kernels')
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm
+>>> stage2 = sparsetir.lower_sparse_iter(spmm.specialize({"feat_size": 16}))
+>>> kernel = sparsetir.build(stage2, "llvm", schedule="none", cache=True)
+>>> kernel is sparsetir.build(stage2, "llvm", schedule="none", cache=True)   # from memory
+True
+>>> cache_dir()
+PosixPath('.../kernels')
 """
 
 from __future__ import annotations

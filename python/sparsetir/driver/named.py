@@ -82,7 +82,7 @@ def _load_named(name) -> Kernel | None:
     try:
         record = json.loads(files["name.json"].read_text())
         entry, kind = record["entry"], record["target"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except cache_folder.DAMAGED:
         return None
     if not isinstance(entry, str) or not re.fullmatch(r"[0-9a-f]{32}", entry) or \
             kind not in ("llvm", "cuda"):

@@ -12,7 +12,17 @@ the value 0 and repeat a real column of their row (so every index is in range);
 
 Example
 -------
->>> # indptr_b, indices_b, data_b = sparsetir.format.csr_to_bsr(indptr, indices, data, shape, 4)
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> indptr_b, indices_b, data_b = sparsetir.format.csr_to_bsr(A.indptr, A.indices, A.data,
+...                                                           A.shape, 2)
+>>> B = scipy.sparse.bsr_matrix((data_b, indices_b, indptr_b), shape=(6, 6))
+>>> np.array_equal(B.toarray()[:, :5], A.toarray())   # the last block column is padded
+True
+>>> sparsetir.format.csr_to_bsr(A.indptr, A.indices + 5, A.data, A.shape, 2)
+Traceback (most recent call last):
+...
+sparsetir.errors.SparseTIRValueError: indices[0] = 9 is out of range [0, 5)
 """
 from .bsr import csr_to_bsr
 from .checks import FormatTypeError, check_csr

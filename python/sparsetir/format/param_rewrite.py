@@ -7,9 +7,22 @@ module walks the function once for them, so each states only how an access chang
 
 Example
 -------
->>> # func = replace_params(func, {X: X_flat},
->>> #                       load=lambda ld, new: tirx.BufferLoad(new, [offset(ld.indices)]),
->>> #                       region=lambda rg, new: tirx.BufferRegion(new, [whole]))
+The kernel's X, of shape (n, 8), read as a flat array of n * 8 floats:
+
+>>> import sparsetir
+>>> from tvm.script.ir_builder import tirx as Tb
+>>> from sparsetir.ops.kernels import spmm
+>>> func = sparsetir.lower_sparse_iter(spmm.specialize({"feat_size": 8}))["main"]
+>>> X = find_param(func, "x")                 # the Stage I name, or the Stage II one "X"
+>>> X.name, X.shape
+('X', (n, 8))
+>>> X_flat = Tb.buffer([X.shape[0] * 8], "float32", layout=None, buffer_name="X")
+>>> flat = replace_params(func, {X: X_flat},
+...     load=lambda ld, new: tirx.BufferLoad(new, [ld.indices[0] * 8 + ld.indices[1]]),
+...     region=lambda rg, new: tirx.BufferRegion(new, [tvm.ir.Range(0, new.shape[0])]))
+>>> text = flat.script()
+>>> 'X: T.Buffer(("n * 8",), "float32")' in text, "X[J_indices[J_indptr[vi] + vj] * 8 + vk]" in text
+(True, True)
 """
 
 from __future__ import annotations

@@ -19,14 +19,19 @@ Example
 >>> import numpy as np, scipy.sparse, sparsetir
 >>> from sparsetir.ops.kernels import spmm as csrmm
 >>> mod = sparsetir.lower_sparse_iter(csrmm.specialize({"feat_size": 8}))
->>> # before:  X: T.Buffer(("n", 8), "float32")   ...  X[J_indices[J_indptr[vi] + vj], vk]
+
+Before, X is ``T.Buffer(("n", 8), "float32")``, read at ``X[J_indices[J_indptr[vi] + vj],
+vk]``:
+
 >>> 'X: T.Buffer(("n", 8), "float32")' in mod.script()
 True
 >>> layout = TiledLayout.parse("{1,0:T(2,4)}")
 >>> tiled = apply_tiled_layout(mod, "x", layout)
->>> # after:   X: T.Buffer(((n + 1) // 2 * 16,), "float32")
->>> #          ...  X[J_indices[J_indptr[vi] + vj] // 2 * 16 + vk // 4 * 8
->>> #                 + J_indices[J_indptr[vi] + vj] % 2 * 4 + vk % 4]
+
+After, X is ``T.Buffer(((n + 1) // 2 * 16,), "float32")``, read at
+``X[J_indices[J_indptr[vi] + vj] // 2 * 16 + vk // 4 * 8 + J_indices[J_indptr[vi] + vj] % 2 * 4
++ vk % 4]``:
+
 >>> 'X: T.Buffer(("(n + 1) // 2 * 16",), "float32")' in tiled.script()
 True
 >>> kernel = sparsetir.build(tiled, "llvm")

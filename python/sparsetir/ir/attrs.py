@@ -21,9 +21,14 @@ attributes.
 
 Example
 -------
->>> # mod = sparsetir.lower_sparse_iter(csrmm)
->>> # index_checks(mod["main"])[0].nnz       -> nnz, the parameter Var itself
->>> # index_checks(mod["main"].specialize({nnz: 10}))[0].nnz   -> 10
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> mod = sparsetir.lower_sparse_iter(csrmm)
+>>> nnz = next(p for p in mod["main"].params if p.name == "nnz")
+>>> index_checks(mod["main"])[0].nnz.same_as(nnz)     # the parameter Var itself
+True
+>>> index_checks(mod["main"].specialize({nnz: 10}))[0].nnz
+10
 """
 
 from __future__ import annotations
@@ -211,7 +216,19 @@ def annotated_true(block, key: str) -> bool:
 
     Example
     -------
-    >>> # annotated_true(sch.get(block), FUSE_ANNOTATION)
+    >>> import sparsetir, tvm
+    >>> from sparsetir.ops.kernels import spmm
+    >>> sch = tvm.s_tir.Schedule(sparsetir.lower_sparse_iter(spmm))
+    >>> block = sch.get_sblock("spmm0")
+    >>> annotated_true(sch.get(block), FUSE_ANNOTATION)
+    False
+    >>> sch.annotate(block, FUSE_ANNOTATION, True)
+    >>> annotated_true(sch.get(block), FUSE_ANNOTATION)
+    True
+    >>> other = sch.get_sblock("spmm1")
+    >>> sch.annotate(other, FUSE_ANNOTATION, 0)          # 0 opts out
+    >>> annotated_true(sch.get(other), FUSE_ANNOTATION)
+    False
     """
     value = block.annotations.get(key) if block.annotations else None
     return value is not None and bool(int(value) if hasattr(value, "value") else value)

@@ -14,8 +14,25 @@ by position of first use, as TVM's does.
 Example
 -------
 >>> from sparsetir.ir import assert_structural_equal, structural_equal
->>> # structural_equal(sch.func, fused_sddmm)             # True: names are ignored
->>> # assert_structural_equal(sch.func, reordered_bsrmm, True)
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import sddmm_fused, spmm
+>>> from sparsetir.script import from_source
+>>> unfused = from_source(sddmm_fused.script().replace("T.fuse(I, J)", "I, J")
+...                       .replace("def sddmm_fused", "def sddmm"))
+>>> sch = sparsetir.Schedule(unfused)
+>>> it = sch.get_sparse_iteration("sddmm")
+>>> i, j, k = sch.get_sp_iters(it)
+>>> sch.sparse_fuse(it, [i, j])
+>>> structural_equal(sch.func, sddmm_fused)             # True: the name is ignored
+True
+>>> assert_structural_equal(sch.func, sddmm_fused, True)
+>>> assert_structural_equal(sch.func, spmm)
+Traceback (most recent call last):
+...
+ValueError: structural mismatch at lhs <root>.buffers[0].name, rhs <root>.buffers[0].name
+--- lhs
++++ rhs
+...
 """
 
 from __future__ import annotations

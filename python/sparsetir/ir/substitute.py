@@ -7,7 +7,11 @@ module does that walk once for all node kinds.
 Example
 -------
 >>> from tvm import tirx
->>> # new_func = Substituter({m: tirx.const(8, "int32")}).function(func)
+>>> from sparsetir.ops.kernels import spmm as func
+>>> feat_size = next(p for p in func.params if p.name == "feat_size")
+>>> new_func = Substituter({feat_size: tirx.const(8, "int32")}).function(func)
+>>> [line.strip() for line in new_func.script().splitlines() if "K = " in line]
+['K = T.dense_fixed(8)']
 """
 
 from __future__ import annotations

@@ -141,7 +141,14 @@ def retarget_buffers(node, mapping: dict, extra=()):
 
     Example
     -------
-    >>> # body = retarget_buffers(func.body, {A_stray: A_allocated})
+    >>> import sparsetir
+    >>> from sparsetir.ops.kernels import spmm
+    >>> func = sparsetir.lower_sparse_iter(spmm.specialize({"feat_size": 16}))["main"]
+    >>> A_stray = next(p for p in func.params if tirx.is_buffer_var(p) and p.name == "A")
+    >>> A_allocated = tirx.decl_buffer(A_stray.shape, A_stray.dtype, "A_allocated")
+    >>> body = retarget_buffers(func.body, {A_stray: A_allocated})
+    >>> "+ A_allocated[J_indptr[vi] + vj] * X" in str(body)   # loads and stores; not regions
+    True
     """
     def on_load(load):
         return tirx.BufferLoad(mapping[load.source], list(load.indices)) \

@@ -7,10 +7,24 @@ them instead of recursing themselves.
 
 Example
 -------
->>> # [it.name for it in iterations(func.body)]          # every iteration, outer first
->>> # map_iterations(func.body, lambda it: replace(it, annotations={}) if it.name == "x"
->>> #                else it)                             # one iteration rebuilt
->>> # stores = [s for s in tir_stmts(it) if isinstance(s, tirx.BufferStore)]
+>>> from tvm import tirx
+>>> from sparsetir.ir.node import replace
+>>> from sparsetir.stage1.bsr import bsr_rule
+>>> from sparsetir.stage1.format_decompose import format_decompose
+>>> from sparsetir.ops.kernels import spmm
+>>> func = format_decompose(spmm, [bsr_rule("bsr", 4)])
+>>> [it.name for it in iterations(func.body)]          # every iteration, outer first
+['rewrite_A_bsr', 'spmm_init', 'spmm_bsr']
+>>> body = map_iterations(func.body, lambda it: replace(it, annotations={})
+...                       if it.name == "rewrite_A_bsr" else it)     # one iteration rebuilt
+>>> [dict(it.annotations) for it in iterations(body)][0]
+{}
+>>> it = list(iterations(func.body))[-1]
+>>> [type(s).__name__ for s in tir_stmts(it)]         # the body (a guarded store), the init
+['IfThenElse', 'BufferStore']
+>>> stores = [s for s in tir_stmts(it) if isinstance(s, tirx.BufferStore)]
+>>> [s.buffer.name for s in stores]
+['Y']
 """
 
 from __future__ import annotations

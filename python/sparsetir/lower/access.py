@@ -11,8 +11,15 @@ by axis (see ``layout.stage2_indices``):
 
 Example
 -------
->>> # csrmm: C[i, k] + A[i, j] * B[j, k]
->>> #   -> C[vi, vk] + A[J_indptr[vi] + vj] * B[J_indices[J_indptr[vi] + vj], vk]
+SpMM's ``Y[i, k] + A[i, j] * X[j, k]``: ``i``, ``j`` and ``k`` iterate the axes of ``Y`` and
+``A``, so their positions index them; ``X``'s rows are on another axis (``J_detach``), so ``j``
+reads there as its coordinate:
+
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> text = sparsetir.lower_sparse_iter(csrmm).script()
+>>> [line.strip() for line in text.splitlines() if "Y[vi, vk] = Y" in line]
+['Y[vi, vk] = Y[vi, vk] + A[J_indptr[vi] + vj] * X[J_indices[J_indptr[vi] + vj], vk]']
 """
 
 from __future__ import annotations

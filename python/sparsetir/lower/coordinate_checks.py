@@ -19,8 +19,32 @@ A check that fails in a parallel loop stops the call on one thread too (``parall
 
 Example
 -------
->>> # csr2bsr's B[i // blk_size, ...] with m_out rows: not provable, so the kernel asserts
->>> # 0 <= i // blk_size < m_out and a call with too small an m_out raises ArgumentError
+Rows summed in pairs, ``Y[i // 2, k]`` with ``m_out`` rows (as csr2bsr's ``B[i // blk_size,
+...]``): not provable, so the kernel asserts ``0 <= i // 2 < m_out``:
+
+>>> import numpy as np, sparsetir
+>>> from sparsetir.script import tir as T
+>>> @T.prim_func
+... def pool(x: T.handle, y: T.handle, m: T.int32, m_out: T.int32):
+...     I = T.dense_fixed(m)
+...     I_out = T.dense_fixed(m_out)
+...     K = T.dense_fixed(4)
+...     X = T.match_sparse_buffer(x, (I, K), "float32")
+...     Y = T.match_sparse_buffer(y, (I_out, K), "float32")
+...     with T.sp_iter([I, K], "RS", "pool") as [i, k]:
+...         Y[i // 2, k] = Y[i // 2, k] + X[i, k]
+>>> kernel = sparsetir.build(pool, "llvm", cache=True)
+>>> X, Y = np.arange(24, dtype=np.float32).reshape(6, 4), np.zeros((3, 4), np.float32)
+>>> kernel(X, Y, 6, 3)
+>>> np.allclose(Y, X.reshape(3, 2, 4).sum(axis=1))
+True
+
+A call with too small an ``m_out`` raises ``ArgumentError``:
+
+>>> kernel(X, np.zeros((2, 4), np.float32), 6, 2)
+Traceback (most recent call last):
+...
+sparsetir.errors.ArgumentError: coordinate i // 2 of Y on axis I_out must lie in [0, m_out)
 """
 
 from __future__ import annotations

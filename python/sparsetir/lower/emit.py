@@ -9,12 +9,12 @@ Nothing is allocated inside a search block, so TVM's reduction analysis of an en
 (``decompose_reduction``, ``rfactor``) sees only buffers that block owns. Intermediate buffers are allocated in the innermost block
 that holds all their uses (``place_intermediates``).
 
-Example
--------
->>> # with IRBuilder() as ib:
->>> #     with Tb.prim_func(s_tir=True):
->>> #         ...
->>> #         Emitter().emit_function(plan, intermediates)
+``lower_sparse_iter`` calls it inside TVM's IR builder::
+
+    with IRBuilder() as ib:
+        with Tb.prim_func(s_tir=True):
+            ...
+            Emitter().emit_function(plan, intermediates)
 """
 
 from __future__ import annotations

@@ -14,8 +14,28 @@ otherwise) and compares the position found with the slot's.
 
 Example
 -------
->>> # ELL row with columns [3, 5, 5, 5] (one real entry repeated as padding):
->>> #   A_ell[o, i, j] = A[i, j]  ->  values [A[i, 3], A[i, 5], 0, 0]
+An ELL row with columns ``[3, 5, 5, 5]`` (one real entry repeated as padding), filled by
+``A_ell[i, j] = A[i, j]``, holds ``[A[i, 3], A[i, 5], 0, 0]``:
+
+>>> import numpy as np, sparsetir
+>>> from sparsetir.script import tir as T
+>>> @T.prim_func
+... def fill(a: T.handle, a_ell: T.handle, indptr: T.handle, indices: T.handle,
+...          ell_cols: T.handle, m: T.int32, n: T.int32, nnz: T.int32):
+...     I = T.dense_fixed(m)
+...     J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+...     JE = T.sparse_fixed(I, (n, 4), ell_cols, "int32")
+...     A = T.match_sparse_buffer(a, (I, J), "float32")
+...     A_ell = T.match_sparse_buffer(a_ell, (I, JE), "float32")
+...     with T.sp_iter([I, JE], "SS", "fill") as [i, j]:
+...         T.sp_iter_attr({"sparsetir.first_slots": ["j"]})
+...         A_ell[i, j] = A[i, j]
+>>> kernel = sparsetir.build(fill, "llvm", cache=True)
+>>> a_ell = np.full((1, 4), np.nan, np.float32)
+>>> kernel(np.float32([1, 2]), a_ell, np.int32([0, 2]), np.int32([3, 5]),
+...        np.int32([[3, 5, 5, 5]]), 1, 6, 2)
+>>> a_ell.tolist()
+[[1.0, 2.0, 0.0, 0.0]]
 """
 
 from __future__ import annotations

@@ -13,9 +13,26 @@ co-iteration's output) is refused narrower: storing would truncate.
 
 Example
 -------
->>> # J = T.sparse_variable(I, (n, nnz), (indptr, indices), indices_dtype="int8")
->>> # lower_sparse_iter(...)["main"]:  J_indices: T.Buffer((nnz,), "int8")
->>> #   assert n <= 128, "axis J: ..."; ... X[T.Cast("int32", J_indices[...]), k]
+SpMM with ``J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32",
+indices_dtype="int8")``:
+
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> from sparsetir.script import from_source
+>>> text = csrmm.script().replace('(indptr, indices), "int32")',
+...                               '(indptr, indices), "int32", indices_dtype="int8")')
+>>> mod = sparsetir.lower_sparse_iter(from_source(text).specialize({"feat_size": 16}))
+>>> lines = [line.strip() for line in mod.script().splitlines()]
+>>> [line for line in lines if line.startswith("assert")]
+['assert n <= 128, ("sparsetir.ArgumentError", ["axis J: its length (n) is more than the 128 coordinates that int8 indices indices can hold"])']
+>>> [line for line in lines if line.startswith("Y[vi, vk] = Y")]
+['Y[vi, vk] = Y[vi, vk] + A[J_indptr[vi] + vj] * X[T.Cast("int32", J_indices[J_indptr[vi] + vj]), vk]']
+>>> kernel = sparsetir.build(mod, "llvm", cache=True)
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+>>> kernel(A.data, X, Y, A.indptr, A.indices.astype(np.int8), 6, 5, A.nnz)
+>>> np.allclose(Y, A @ X)
+True
 """
 
 from __future__ import annotations

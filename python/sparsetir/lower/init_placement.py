@@ -28,9 +28,35 @@ the error says what to write instead: zero the output in an iteration of its own
 
 Example
 -------
->>> # zero, it = split_init(rgcn_iteration, views, nested=False, late=[])
->>> # zero.name == "rgcn_hetero_forward_init", over Y's axes (I_detach, F_out);
->>> # it.init == [Y[i, fo] = Y[i, fo]]
+rgcn_hetero_forward's init gets a nest ``rgcn_hetero_forward_init`` over Y's axes
+``(I_detach, F_out)``, and its update the init ``Y[i, fo] = Y[i, fo]``. Rows summed in pairs,
+``C[i // 2]``, get a nest over the spatial variable ``i``:
+
+>>> import numpy as np, sparsetir
+>>> from sparsetir.script import tir as T
+>>> from sparsetir.ir.utils import is_identity_store
+>>> @T.prim_func
+... def pairs(x: T.handle, c: T.handle, m: T.int32, m_out: T.int32):
+...     I = T.dense_fixed(m)
+...     I_out = T.dense_fixed(m_out)
+...     K = T.dense_fixed(4)
+...     X = T.match_sparse_buffer(x, (I, K), "float32")
+...     C = T.match_sparse_buffer(c, (I_out,), "float32")
+...     with T.sp_iter([I, K], "SR", "pairs") as [i, k]:
+...         with T.init():
+...             C[i // 2] = T.float32(0.0)
+...         C[i // 2] = C[i // 2] + X[i, k]
+>>> views = {buf.view: buf for buf in pairs.buffers}
+>>> zero, it = split_init(pairs.body[0], views, nested=False, late=[])
+>>> zero.name, zero.kinds, [v.axis.name for v in zero.sp_iter_vars]
+('pairs_init', 'S', ['I'])
+>>> is_identity_store(it.init[0])                 # C[i // 2] = C[i // 2]
+True
+>>> kernel = sparsetir.build(pairs, "llvm", cache=True)      # lowering splits it so
+>>> X, C = np.arange(24, dtype=np.float32).reshape(6, 4), np.full(3, np.nan, np.float32)
+>>> kernel(X, C, 6, 3)
+>>> C.tolist()                                    # each pair of rows' sum, counted once
+[28.0, 92.0, 156.0]
 """
 
 from __future__ import annotations

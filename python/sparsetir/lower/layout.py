@@ -8,7 +8,14 @@ and the row-major flattening of these dimensions is the layout users pass in (St
 
 Example
 -------
->>> # stage2_shape(bsr_buffer) -> [nnzb, blk, blk]
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> from sparsetir.stage1.bsr import bsr_rule
+>>> func = sparsetir.format_decompose(csrmm, [bsr_rule("bsr", 4)])
+>>> stage2_shape(func.get_buffer("A")), stage2_shape(func.get_buffer("A_bsr"))
+([nnz], [nnzb_bsr, 4, 4])
+>>> stage2_shape(func.get_buffer("X"))
+[n, feat_size]
 """
 
 from __future__ import annotations

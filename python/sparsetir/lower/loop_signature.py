@@ -8,8 +8,17 @@ schedule without overriding a user's.
 
 Example
 -------
->>> # mod = sparsetir.lower_sparse_iter(csrmm)
->>> # untouched_nests(mod["main"])   -> [0]  (index of each untouched top-level nest)
+>>> import sparsetir, tvm
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> mod = sparsetir.lower_sparse_iter(csrmm)
+>>> loop_signature(mod["main"])
+{'spmm0': ['i'], 'spmm1': ['j', 'k']}
+>>> untouched_nests(mod["main"])         # the index of each untouched top-level nest
+[0]
+>>> sch = tvm.s_tir.Schedule(mod)
+>>> sch.parallel(sch.get_loops(sch.get_sblock("spmm0"))[0])
+>>> untouched_nests(sch.mod["main"])     # scheduled by the user: no default schedule there
+[]
 """
 
 from __future__ import annotations

@@ -35,8 +35,14 @@ verifies (annotations of the root block, sizes as expressions over the parameter
 Example
 -------
 >>> import sparsetir
->>> # mod = sparsetir.lower_sparse_iter(csrmm)     # an IRModule with "main"
->>> # sch = tvm.s_tir.Schedule(mod); sch.get_sblock("csrmm1")
+>>> import tvm
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> mod = sparsetir.lower_sparse_iter(csrmm)     # an IRModule with "main"
+>>> [gv.name_hint for gv in mod.functions]
+['main']
+>>> sch = tvm.s_tir.Schedule(mod)
+>>> [sch.get(sch.get_sblock(name)).name_hint for name in ("spmm0", "spmm1")]
+['spmm0', 'spmm1']
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import torch
 
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 from ..ops import SparseMatrix
-from ..ops.graph_tensors import graph_tensors, tracing
+from ..ops.graph_tensors import graph_tensors, is_distributed, tracing
 
 
 def check_matrix(M) -> SparseMatrix:
@@ -33,7 +33,7 @@ def check_matrix(M) -> SparseMatrix:
     their own, as DGL's layers count them) when ``M`` is a ``SparseMatrix``; a
     ``sparsetir.distributed.DistSparseMatrix`` (this rank's nodes of a partitioned graph) as it
     is; anything else is refused by name."""
-    if getattr(M, "is_distributed", False):
+    if is_distributed(M):
         return M
     if not isinstance(M, SparseMatrix):
         raise SparseTIRTypeError(

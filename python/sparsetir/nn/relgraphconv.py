@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from .. import ops
-from ..ops.graph_tensors import graph_tensors, tracing
+from ..ops.graph_tensors import graph_tensors, is_distributed, tracing
 from ..errors import SparseTIRValueError
 from .edge_groups import edge_groups
 from .graph_inputs import check_matrix, check_rows, leading_rows
@@ -90,7 +90,7 @@ class RelGraphConv(nn.Module):
         ``(nnz, 1)`` scaling each edge's message. ``presorted`` is accepted for DGL's callers
         and not needed: the layer groups the edges by relation itself."""
         del presorted
-        if getattr(M, "is_distributed", False):   # this rank's rows, on its local graph
+        if is_distributed(M):   # this rank's rows, on its local graph
             graph = M.local_graph()
             return self.forward(graph.matrix, graph.gather(feat),
                                 graph.to_matrix_order("etypes", etypes),

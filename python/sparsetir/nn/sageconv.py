@@ -29,7 +29,7 @@ from torch import nn
 from torch.nn import functional
 
 from .. import ops
-from ..ops.graph_tensors import graph_tensors
+from ..ops.graph_tensors import graph_tensors, is_distributed
 from ..errors import SparseTIRValueError
 from .degree_buckets import per_destination
 from .graph_inputs import check_matrix, edge_column, leading_rows, node_features
@@ -103,7 +103,7 @@ class SAGEConv(nn.Module):
         """``(num_dst, out_feats)`` from ``feat`` of shape ``(num_src, in_feats)`` (or the pair
         ``(feat_src, feat_dst)``); ``edge_weight`` of shape ``(nnz,)`` in ``M``'s CSR order."""
         M = check_matrix(M)
-        if self._aggre_type == "lstm" and getattr(M, "is_distributed", False):
+        if self._aggre_type == "lstm" and is_distributed(M):
             raise SparseTIRValueError(
                 "SAGEConv's lstm aggregator reads each destination's sources in the whole "
                 "graph's CSR order, which a DistSparseMatrix's local edges do not keep: use "

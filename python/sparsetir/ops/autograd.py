@@ -23,7 +23,16 @@ second derivative, ``autograd.grad(..., create_graph=True)``) raises a ``SparseT
 
 Example
 -------
->>> # used by graph_ops: GSpMM.apply(matrix, "mul", "sum", X, E)
+``graph_ops.gspmm`` runs ``GSpMM.apply`` when an operand requires grad:
+
+>>> import numpy as np, scipy.sparse, torch
+>>> from sparsetir.ops import SparseMatrix, gspmm
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> M = SparseMatrix(A)
+>>> X = torch.ones(5, 16, requires_grad=True)
+>>> gspmm(M, "copy_lhs", "sum", X, None).sum().backward()
+>>> np.allclose(X.grad.numpy(), A.getnnz(axis=0)[:, None])    # dX = M^T dY: column counts
+True
 """
 
 from __future__ import annotations
@@ -46,7 +55,16 @@ def first_order(backward):
 
     Example
     -------
-    >>> # torch.autograd.grad(gspmm(...).sum(), x, create_graph=True)   # SparseTIRError
+    >>> import numpy as np, scipy.sparse
+    >>> from sparsetir.ops import SparseMatrix, gspmm
+    >>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32,
+    ...                         random_state=0)
+    >>> X = torch.ones(5, 16, requires_grad=True)
+    >>> total = gspmm(SparseMatrix(A), "copy_lhs", "sum", X, None).sum()
+    >>> torch.autograd.grad(total, X, create_graph=True)
+    Traceback (most recent call last):
+    ...
+    sparsetir.errors.SparseTIRError: GSpMM: sparsetir.ops has no double backward ...
     """
     @functools.wraps(backward)
     def checked(ctx, *grads):
@@ -63,7 +81,7 @@ def first_order(backward):
 def _permuted(matrix, edge_data):
     """``edge_data`` (M's edge order) in the order of M's transpose's entries."""
     perm = matrix._derive("transposed_perm", lambda: torch.from_numpy(  # pylint: disable=protected-access
-        np.array(matrix.transposed()[1])))
+        np.array(matrix.transposed_pattern()[1])))
     return edge_data.index_select(0, perm)
 
 
@@ -74,7 +92,7 @@ def _to_nodes(matrix, edge_grad, target: str):
         return edge_grad
     if target == "v":
         return gspmm_values(matrix, "copy_rhs", "sum", None, edge_grad.contiguous())[0]
-    transpose = matrix.transposed()[0]
+    transpose = matrix.transposed_pattern()[0]
     return gspmm_values(transpose, "copy_rhs", "sum", None,
                         _permuted(matrix, edge_grad).contiguous())[0]
 
@@ -136,7 +154,7 @@ class GSpMM(torch.autograd.Function):
         lhs, rhs = ctx.saved_tensors
         grad = grad.contiguous()
         if reduce_op == "mean" and op == "copy_lhs":
-            d_lhs = gspmm_values(matrix.transposed()[0], "mul", "sum", grad,
+            d_lhs = gspmm_values(matrix.transposed_pattern()[0], "mul", "sum", grad,
                                  _mean_weights(matrix, grad))[0]
             return None, None, None, unbroadcast(d_lhs, ctx.lhs_shape), None, None
         if reduce_op == "mean":
@@ -158,7 +176,7 @@ def _mean_weights(matrix, grad):
     """``1 / in-degree(v)`` for each edge ``e = (u, v)``, in the order of M's transpose, with
     ``grad``'s dtype and a size-1 dimension per feature dimension of ``grad``."""
     def make():
-        perm = np.asarray(matrix.transposed()[1])
+        perm = np.asarray(matrix.transposed_pattern()[1])
         destinations = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.storage("indptr")))
         inverse = 1.0 / np.maximum(matrix.in_degrees(), 1)
         return torch.from_numpy(inverse[destinations[perm]]).to(grad.dtype)
@@ -172,7 +190,7 @@ def _backward_sum(matrix, op, lhs, rhs, rhs_shape, grad, needs):
     operand's shape)."""
     d_lhs = d_rhs = None
     if needs[0] and op != "copy_rhs":
-        transpose = matrix.transposed()[0]
+        transpose = matrix.transposed_pattern()[0]
         if op in ("mul", "div"):
             d_lhs = gspmm_values(transpose, op, "sum", grad,
                                  _permuted(matrix, rhs).contiguous())[0]
@@ -243,7 +261,7 @@ def _node_product(matrix, grad, other, target: str):
     stored."""
     if target == "v":
         return gspmm_values(matrix, "mul", "sum", other, grad)[0]
-    return gspmm_values(matrix.transposed()[0], "mul", "sum", other,
+    return gspmm_values(matrix.transposed_pattern()[0], "mul", "sum", other,
                         _permuted(matrix, grad).contiguous())[0]
 
 

@@ -10,9 +10,20 @@ runs of ``block_size`` consecutive rows.
 
 Example
 -------
->>> # func = bsr_spmm_function(32, feat_size=128)
->>> # kernel = sparsetir.build(schedule_bsr_cpu(sparsetir.lower_sparse_iter(func)), "llvm",
->>> #                          schedule="none")
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> func = bsr_spmm_function(2, feat_size=16)
+>>> kernel = sparsetir.build(schedule_bsr_cpu(sparsetir.lower_sparse_iter(func)), "llvm",
+...                          schedule="none", cache=True)
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> indptr_b, indices_b, data_b = sparsetir.format.csr_to_bsr(A.indptr, A.indices, A.data,
+...                                                           A.shape, 2)
+>>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+>>> values = dict(a=A.data, x=X, y=Y, indptr=A.indptr, indices=A.indices, m=6, n=5,
+...               nnz=A.nnz, a_bsr=data_b, indptr_bsr=indptr_b, indices_bsr=indices_b,
+...               mb_bsr=3, nb_bsr=3, nnzb_bsr=indices_b.size)
+>>> kernel(*[values[p.name] for p in func.params])
+>>> np.allclose(Y, A @ X)
+True
 """
 
 from __future__ import annotations

@@ -90,6 +90,21 @@ def autocast_dtype() -> str | None:
     return str(torch.get_autocast_dtype("cpu")).replace("torch.", "")
 
 
+def autocast_pair(lhs, rhs) -> str | None:
+    """``autocast_result(lhs, rhs)`` for a product of two operands (either None), refusing by
+    name one in the other half dtype (float16 under a bfloat16 autocast, or the reverse), as
+    ``gather_mm`` does: the forward gave the autocast dtype and the backward then failed on a
+    mixture the caller never passed."""
+    dtype = autocast_result(lhs, rhs)
+    if dtype is not None and lhs is not None and rhs is not None:
+        for name in (dtype_name(lhs), dtype_name(rhs)):
+            if name not in ("float32", dtype):
+                raise SparseTIRTypeError(f"an operand is {name}: a product in {dtype} "
+                                         f"(torch.autocast) takes float32 or {dtype} operands "
+                                         "(sparsetir does not cast)")
+    return dtype
+
+
 def autocast_result(*operands) -> str | None:
     """The result dtype torch's CPU autocast asks now of a product of ``operands`` (None
     where unused): ``autocast_dtype()``, or None when no operand is a torch tensor or one is

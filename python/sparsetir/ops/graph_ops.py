@@ -44,10 +44,10 @@ import numpy as np
 from ..errors import SparseTIRError, SparseTIRTypeError, SparseTIRValueError
 from .arrays import check_tensor, is_torch
 from .broadcast import broadcast_shape
-from .dtypes import autocast_result, check_dtype, dtype_name, result_dtype
+from .dtypes import autocast_pair, check_dtype, dtype_name, result_dtype
 from .generic import edge_softmax_values, gsddmm_values, gspmm_values
 from .generic_kernels import GSDDMM_OPS, GSPMM_OPS, TARGETS
-from .graph_tensors import tracing
+from .graph_tensors import is_distributed, tracing
 from .huge_pages import note_gathered
 from .matrix import SparseMatrix, as_sparse_matrix
 
@@ -126,7 +126,7 @@ def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data):
 
     A ``sparsetir.distributed.DistSparseMatrix`` gives its rank's rows (its own ``gspmm``).
     """
-    if getattr(M, "is_distributed", False):
+    if is_distributed(M):
         return M.gspmm(op, reduce_op, lhs_data, rhs_data)
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
@@ -154,7 +154,7 @@ def gspmm_entries(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_d
     return _run(lambda m, o, r, x, e, d: gspmm_values(m, o, r, x, e, dtype=d, out=out,
                                                       prepare=prepare)[0],
                 "GSpMM",
-                matrix, op, reduce_op, lhs, rhs, dtype or autocast_result(lhs, rhs))
+                matrix, op, reduce_op, lhs, rhs, dtype or autocast_pair(lhs, rhs))
 
 
 def gspmm_operands(matrix: SparseMatrix, op: str, reduce_op: str, lhs_data, rhs_data) -> tuple:
@@ -206,7 +206,7 @@ def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
     A ``sparsetir.distributed.DistSparseMatrix`` gives its rank's local edges (its own
     ``gsddmm``).
     """
-    if getattr(M, "is_distributed", False):
+    if is_distributed(M):
         return M.gsddmm(op, lhs_data, rhs_data, lhs_target, rhs_target)
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
@@ -227,7 +227,7 @@ def gsddmm_entries(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target
     lhs, rhs = gsddmm_operands(matrix, op, lhs_data, rhs_data, lhs_target, rhs_target)
     return _run(lambda *args: gsddmm_values(*args, out=out, prepare=prepare), "GSDDMM", matrix,
                 op, lhs, rhs, lhs_target, rhs_target,
-                autocast_result(lhs, rhs) if op == "dot" else None)
+                autocast_pair(lhs, rhs) if op == "dot" else None)
 
 
 def gsddmm_operands(matrix: SparseMatrix, op: str, lhs_data, rhs_data, lhs_target: str,
@@ -269,7 +269,7 @@ def edge_softmax(M, logits, eids=None, norm_by: str = "dst"):
     [0.5, 0.5]
     """
     _choice("norm_by", norm_by, ("dst", "src"))
-    if getattr(M, "is_distributed", False):     # its rank's local edges
+    if is_distributed(M):     # its rank's local edges
         return M.edge_softmax(logits, eids, norm_by)
     if tracing():
         from . import traced  # pylint: disable=import-outside-toplevel
@@ -300,7 +300,7 @@ def _softmax_graph(matrix: SparseMatrix, eids, norm_by: str) -> tuple:
             matrix.storage("indices")[chosen], np.ones(chosen.size, matrix.dtype),
             matrix.shape)
     if norm_by == "src":
-        matrix, perm = matrix.transposed()
+        matrix, perm = matrix.transposed_pattern()
         order = perm if order is None else order[perm]
     return matrix, order
 

@@ -54,6 +54,20 @@ LIVE: dict = {}
 """(indptr address, indices address, nnz) -> weak reference to the matrix whose tensors
 they are."""
 
+
+def is_distributed(M) -> bool:
+    """Whether ``M`` is a ``sparsetir.distributed.DistSparseMatrix`` (its class says so with
+    ``is_distributed = True``; a torch tensor's ``is_distributed`` is a method, not True).
+
+    Example
+    -------
+    >>> import torch
+    >>> is_distributed(torch.zeros(2, 2).to_sparse())
+    False
+    """
+    return getattr(M, "is_distributed", False) is True
+
+
 def graph_tensors(M) -> GraphTensors:
     """``M``'s ``GraphTensors``, made the first time (outside a traced region: inside one it
     must have been made already, which it is for a matrix made while torch was loaded)."""

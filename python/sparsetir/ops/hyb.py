@@ -10,9 +10,16 @@ GPU schedule (one launch after horizontal fusion, atomic adds).
 
 Example
 -------
->>> # layout = HybLayout.of(M, parts=2, widths=(1, 2, 4, 8), tiles=64)
->>> # kernel, func = hyb_kernel(layout.config, feat_size=128)
->>> # kernel(*layout.arguments(func.params, M, X, Y))              # Y = A @ X
+>>> import numpy as np, scipy.sparse
+>>> from sparsetir.ops import SparseMatrix
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> M = SparseMatrix(A)
+>>> layout = HybLayout.of(M, parts=2, widths=(1, 2), tiles=2)
+>>> kernel, func = hyb_kernel(layout.config, feat_size=16)
+>>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+>>> kernel(*layout.arguments(func.params, M, X, Y))              # Y = A @ X
+>>> np.allclose(Y, A @ X)
+True
 """
 
 from __future__ import annotations
@@ -169,7 +176,19 @@ def check_tiles(config: HybConfig, arrays: dict, num_rows: int) -> None:
 
     Example
     -------
-    >>> # check_tiles(layout.config, layout.arrays, M.shape[0])    # as arguments() does
+    >>> import scipy.sparse
+    >>> from sparsetir.ops import SparseMatrix
+    >>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32,
+    ...                         random_state=0)
+    >>> layout = HybLayout.of(SparseMatrix(A), parts=2, widths=(1, 2), tiles=2)
+    >>> check_tiles(layout.config, layout.arrays, 6)       # as arguments() does: tiles safe
+    >>> layout.arrays["rows_p0b1"].tolist(), layout.arrays["tile_ptr_p0b1"].tolist()
+    ([4, 5, 5], [0, 1, 3])
+    >>> bad = dict(layout.arrays, tile_ptr_p0b1=np.int32([0, 2, 3]))   # row 5 split in two
+    >>> check_tiles(layout.config, bad, 6)
+    Traceback (most recent call last):
+    ...
+    sparsetir.errors.SparseTIRValueError: tile_ptr_p0b1 puts row 5 in tile 0, but tile 1 writes that row too: ...
     """
     rows_all, tiles_all, bucket_all = [], [], []
     names = config.rule_names()

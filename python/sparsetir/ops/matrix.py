@@ -261,8 +261,33 @@ class SparseMatrix:
     def transposed(self) -> tuple:
         """``(T, perm)``: this matrix's transpose as a ``SparseMatrix`` (sources become rows)
         and, for each entry of ``T`` in its CSR order, the position of the same entry in this
-        matrix (int64; a read-only copy, each call's its own). Made once per matrix: the
-        backward passes walk edges by source."""
+        matrix (int64; a read-only copy, each call's its own). ``T``'s values follow this
+        matrix's: a ``from_csr`` values tensor ``w`` gives ``T.values = w[perm]``, made at this
+        call, so a gradient reaches ``w`` and ``T`` sees ``w`` as it is now.
+
+        Example
+        -------
+        >>> import torch
+        >>> w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        >>> M = SparseMatrix.from_csr([0, 2, 3], [0, 1, 0], w, (2, 2))   # [[1, 2], [3, 0]]
+        >>> T, perm = M.transposed()
+        >>> T.values.tolist(), perm.tolist(), T.values.requires_grad
+        ([1.0, 3.0, 2.0], [0, 2, 1], True)
+        """
+        transpose, perm = self.transposed_pattern()
+        if self.values is self.data:
+            return transpose, perm
+        torch = sys.modules["torch"]           # loaded: the values are a torch tensor
+        order = torch.from_numpy(np.array(perm)).to(self.values.device)
+        T = SparseMatrix.from_csr(transpose.storage("indptr"), transpose.storage("indices"),
+                                  self.values[order], self.shape[::-1])
+        T.auto_tune = self.auto_tune
+        return T, perm
+
+    def transposed_pattern(self) -> tuple:
+        """``transposed()`` with the stored values (``data``, as this matrix was made): made
+        once per matrix, for the backward passes, which walk edges by source and bring
+        their own values."""
         def make():
             kept = self._sealed
             perm = np.argsort(kept["indices"], kind="stable")   # by column, then row
@@ -321,8 +346,16 @@ class SparseMatrix:
 
         Example
         -------
-        >>> # B, perm = M.reorder("rcm")
-        >>> # Y = np.empty_like(Z); Y[perm] = ops.spmm(B, X[perm])     # Y == ops.spmm(M, X)
+        >>> from sparsetir import ops
+        >>> A = scipy.sparse.random(6, 6, density=0.4, format="csr", dtype=np.float32,
+        ...                         random_state=0)
+        >>> M = ops.SparseMatrix(A)
+        >>> B, perm = M.reorder("rcm")
+        >>> X = np.random.default_rng(0).random((6, 16), np.float32)
+        >>> Y = np.empty((6, 16), np.float32)
+        >>> Y[perm] = ops.spmm(B, X[perm])
+        >>> np.allclose(Y, ops.spmm(M, X)), np.allclose(Y, A @ X)
+        (True, True)
         """
         from .reorder import permuted, reordering  # pylint: disable=import-outside-toplevel
         perm = reordering(self, method)

@@ -2,7 +2,20 @@
 
 Example
 -------
->>> # Y = spmm(M, X); Y = spmm(M, X, weighted=False); vals = sddmm(M, X, Y)
+>>> import numpy as np, scipy.sparse
+>>> from sparsetir.ops import SparseMatrix
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> M = SparseMatrix(A)
+>>> X = np.random.default_rng(0).random((5, 16), np.float32)
+>>> np.allclose(spmm(M, X), A @ X)
+True
+>>> np.allclose(spmm(M, X, weighted=False), (A != 0).astype(np.float32) @ X)
+True
+>>> Z = np.ones((6, 16), np.float32)
+>>> vals = sddmm(M, Z, X)                    # Z[i] . X[j] for each nonzero (i, j) of M
+>>> rows = np.repeat(np.arange(6), np.diff(A.indptr))
+>>> np.allclose(vals, (Z[rows] * X[A.indices]).sum(axis=1))
+True
 """
 
 from __future__ import annotations
@@ -212,6 +225,7 @@ def sddmm(A, X, Y, out=None):
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.sddmm(A, X, Y, out)
     _check_operands(X=X, Y=Y, out=out)
+    result_dtype([("X", dtype_name(X)), ("Y", dtype_name(Y))])    # a mixture named as X, Y
     note_gathered(Y)                       # a reused large Y moves to huge pages
     if _needs_graph_ops(A, X, out, Y):
         result = _call_prepared_half(A, ("sddmm",), ("Y", "X"), (Y, X), (1, 0), out)
@@ -308,7 +322,7 @@ def _tuned(matrix, name: str, feat_size: int):
     """The bound kernel a search chose for ``matrix`` (searching first, or reading its record,
     when the matrix was made with ``tune=True``); None when there is none."""
     if (name, feat_size) not in matrix.tuned and matrix.auto_tune \
-            and tuning.search is not None:
+            and tuning.search is not None and feat_size > 0:    # 0 features: nothing to time
         tuning.search(matrix, [feat_size], kernels=[name], budget_s=tuning.BUDGET_S)
     return matrix.tuned.get((name, feat_size))
 

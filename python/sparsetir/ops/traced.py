@@ -7,7 +7,18 @@ made outside the traced region (its checks read values): anything else is refuse
 
 Example
 -------
->>> # inside torch.compile: ops.gspmm(M, "mul", "sum", x, e) -> traced.gspmm(M, ...)
+Inside ``torch.compile``, ``ops.gspmm(M, ...)`` runs ``traced.gspmm(M, ...)``:
+
+>>> import numpy as np, scipy.sparse
+>>> from sparsetir import ops
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> M = ops.SparseMatrix(A)                          # made outside the compiled function
+>>> f = torch.compile(lambda x: ops.gspmm(M, "copy_lhs", "sum", x, None), backend="eager",
+...                   fullgraph=True)
+>>> X = torch.ones(5, 16)
+>>> np.allclose(f(X).numpy(), (A != 0).astype(np.float32) @ X.numpy())
+True
+>>> torch._dynamo.reset()                            # forget the compiled function
 """
 
 from __future__ import annotations
@@ -16,7 +27,7 @@ import torch
 from torch import Tensor
 
 from ..errors import SparseTIRError, SparseTIRTypeError, SparseTIRValueError
-from .dtypes import autocast_result
+from .dtypes import autocast_pair, autocast_result
 from .graph_tensors import graph_tensors
 from .matrix import SparseMatrix
 
@@ -47,7 +58,7 @@ def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data, edges_only: bool = Tru
     lhs = None if op == "copy_rhs" else lhs_data
     rhs = None if op == "copy_lhs" else rhs_data
     return torch.ops.sparsetir.gspmm(arrays.indptr, arrays.indices, op, reduce_op, lhs, rhs,
-                                     autocast_result(lhs, rhs))[0]
+                                     autocast_pair(lhs, rhs))[0]
 
 
 def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: str = "v",
@@ -60,7 +71,7 @@ def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
     rhs = None if op == "copy_lhs" else rhs_data
     return torch.ops.sparsetir.gsddmm(arrays.indptr, arrays.indices, op, lhs, rhs, lhs_target,
                                       rhs_target,
-                                      autocast_result(lhs, rhs) if op == "dot" else None)
+                                      autocast_pair(lhs, rhs) if op == "dot" else None)
 
 
 def edge_softmax(M, logits, eids=None, norm_by: str = "dst"):
@@ -72,6 +83,18 @@ def edge_softmax(M, logits, eids=None, norm_by: str = "dst"):
                              "region")
     arrays = graph_tensors(_edges_only(_graph(M)))
     return torch.ops.sparsetir.edge_softmax(arrays.indptr, arrays.indices, logits)
+
+
+def _into(out, result):
+    """``result`` written into ``out``, which must have its shape and dtype (as the eager
+    call requires: ``copy_`` would broadcast a column into every column, or cast)."""
+    if not isinstance(out, Tensor) or tuple(out.shape) != tuple(result.shape) \
+            or out.dtype != result.dtype:
+        raise SparseTIRValueError(
+            f"out must be a tensor of shape {tuple(result.shape)} and dtype {result.dtype}, "
+            f"got {getattr(out, 'shape', type(out).__name__)} "
+            f"{getattr(out, 'dtype', '')}".rstrip())
+    return out.copy_(result)
 
 
 def spmm(A, X, out, weighted: bool):
@@ -86,7 +109,7 @@ def spmm(A, X, out, weighted: bool):
     else:
         raise SparseTIRValueError("spmm(weighted=False) on a matrix with parallel edges summed "
                                   "into one entry is not traced; call it outside torch.compile")
-    return result if out is None else out.copy_(result)
+    return result if out is None else _into(out, result)
 
 
 def sddmm(A, X, Y, out):
@@ -94,7 +117,7 @@ def sddmm(A, X, Y, out):
     vector = X.dim() == 1
     result = gsddmm(_graph(A), "dot", Y.reshape(-1, 1) if vector else Y,
                     X.reshape(-1, 1) if vector else X, "u", "v", edges_only=False).reshape(-1)
-    return result if out is None else out.copy_(result)
+    return result if out is None else _into(out, result)
 
 
 def segment_reduce(seglen, value, reducer: str):

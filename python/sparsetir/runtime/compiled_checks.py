@@ -13,8 +13,19 @@ runs the numpy checks, whose message names the row and position.
 
 Example
 -------
->>> # checks = compile_checks(signature)          # None when there is nothing to check
->>> # checks(values)                              # False when an index array is invalid
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.ops.kernels import spmm
+>>> from sparsetir.runtime.arguments import tensor_of
+>>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm", cache=True)
+>>> kernel.signature.checks
+(IndptrCheck(param='indptr', nnz=nnz), IndicesCheck(param='indices', bound=n, indptr='indptr', width=None, sorted=True))
+>>> checks = compile_checks(kernel.signature)          # None when there is nothing to check
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+>>> def values(indices):                              # a call's converted arguments
+...     return [tensor_of(a) for a in (A.data, X, Y, A.indptr, indices)] + [6, 5, A.nnz]
+>>> checks(values(A.indices)), checks(values(A.indices + 5))   # False: an invalid index array
+(True, False)
 """
 
 from __future__ import annotations

@@ -303,10 +303,15 @@ class Kernel:
         True
         """
         host = self.executable.mod
-        for module in host.imports:
-            if module.kind == fmt:
-                return module.inspect_source()
-        return host.inspect_source(fmt)
+        source = next((module.inspect_source() for module in host.imports
+                       if module.kind == fmt), None)
+        source = host.inspect_source(fmt) if source is None else source
+        if not source:
+            raise SparseTIRValueError(
+                f"this kernel holds no {fmt!r} source: it was loaded from a compiled library "
+                "(the disk cache, build(..., cache=True), or a saved kernel), which keeps "
+                "machine code only; build it with cache=False to read the generated code")
+        return source
 
     def with_argument_check(self, check, reads) -> "Kernel":
         """This kernel with one more check of its arguments, for an assumption its signature

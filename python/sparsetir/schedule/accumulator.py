@@ -13,9 +13,32 @@ writes, so ``g`` adds that region's offset), the only change to TVM's result.
 
 Example
 -------
->>> # acc = sch.cache_write(update, 0, "global"); sch.reverse_compute_at(acc, tile)
->>> # init = sch.decompose_reduction(update, nonzeros)
->>> # mod = start_from_output(sch.mod, [sch.get(init).name_hint])
+A row of an ELL bucket of the hyb SpMM (``ops.hyb``) summed in a buffer of its own:
+
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.ops import SparseMatrix
+>>> from sparsetir.ops.hyb import HybConfig, HybLayout, hyb_function
+>>> func = hyb_function(HybConfig(parts=1, widths=(2,), tiles=1), 16)
+>>> sch = tvm.s_tir.Schedule(sparsetir.lower_sparse_iter(func))
+>>> update = sch.get_sblock("spmm_p0b01")
+>>> rows, nonzeros, features = sch.get_loops(update)
+>>> acc = sch.cache_write(update, 0, "global"); sch.reverse_compute_at(acc, rows)
+>>> init = sch.decompose_reduction(update, nonzeros)
+>>> name = sch.get(init).name_hint
+>>> str(sch.get(init).body).splitlines()[-1]          # from uninitialised memory
+'Y_global[I_p0b0_indices[I_p0b0_indptr[vo] + vi], vk] = Y_global[I_p0b0_indices[I_p0b0_indptr[vo] + vi], vk]'
+>>> mod = start_from_output(sch.mod, [name])
+>>> after = tvm.s_tir.Schedule(mod)
+>>> str(after.get(after.get_sblock(name)).body).splitlines()[-1]
+'Y_global[I_p0b0_indices[I_p0b0_indptr[vo] + vi], vk] = Y[I_p0b0_indices[I_p0b0_indptr[vo] + vi], vk]'
+>>> kernel = sparsetir.build(mod, "llvm", schedule="none", cache=True)
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> M = SparseMatrix(A)
+>>> layout = HybLayout.of(M, parts=1, widths=(2,), tiles=1)
+>>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+>>> kernel(*layout.arguments(func.params, M, X, Y))
+>>> np.allclose(Y, A @ X)
+True
 """
 
 from __future__ import annotations

@@ -27,8 +27,17 @@ bindings. An intermediate shared by several nests stays global and fails to comp
 
 Example
 -------
->>> # sch = default_schedule(sparsetir.lower_sparse_iter(csrmm.specialize({"feat_size": 64})))
->>> # sch.mod  -> rows parallel, features vectorised
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> mod = sparsetir.lower_sparse_iter(csrmm.specialize({"feat_size": 16}))
+>>> def loops(m, *kinds):
+...     return [line.strip() for line in m.script().splitlines()
+...             if any(kind in line for kind in kinds)]
+>>> loops(default_schedule(mod).mod, "T.parallel", "T.vectorized")   # rows, features: parallel, vectorised
+['for i in T.parallel(m):', 'for k in T.vectorized(16):']
+>>> loops(default_schedule(mod, "cuda").mod, "thread_binding")
+['for i in T.thread_binding(m, thread="blockIdx.x"):',
+ 'for k in T.thread_binding(16, thread="threadIdx.x"):']
 """
 
 from __future__ import annotations

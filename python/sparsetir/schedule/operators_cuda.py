@@ -44,8 +44,15 @@ Example
 Layout(lanes=1, vec=1, chunks=1, rows=256))
 >>> sddmm_layout(32), sddmm_layout(256)
 (Layout(lanes=8, vec=4, chunks=1, rows=32), Layout(lanes=32, vec=4, chunks=2, rows=8))
->>> # mod = sparsetir.lower_sparse_iter(kernels.spmm.specialize({"feat_size": 64}))
->>> # sparsetir.build(schedule_spmm_cuda(mod, 64), "cuda", schedule="none")
+>>> import sparsetir
+>>> from sparsetir.ops import kernels
+>>> mod = sparsetir.lower_sparse_iter(kernels.spmm.specialize({"feat_size": 64}))
+>>> scheduled = schedule_spmm_cuda(mod, 64)
+>>> [line.strip() for line in scheduled.script().splitlines() if "thread_binding" in line]
+['for i_0 in T.thread_binding((m + 7) // 8, thread="blockIdx.x"):',
+ 'for i_1 in T.thread_binding(8, thread="threadIdx.y"):',
+ 'for k_0 in T.thread_binding(32, thread="threadIdx.x"):']
+>>> kernel = sparsetir.build(scheduled, "cuda", schedule="none", cache=True)  # nvcc, no GPU
 """
 
 from __future__ import annotations

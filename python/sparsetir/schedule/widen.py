@@ -10,8 +10,21 @@ drops its widening cast, and the write-back rounds. Nothing else changes.
 
 Example
 -------
->>> # acc = sch.cache_write(update, 0, "global"); ...
->>> # mod = widen_accumulators(sch.mod)        # Y_global: bfloat16 -> float32
+>>> import sparsetir
+>>> from sparsetir.ops.generic_kernels import gspmm_kernel
+>>> func = gspmm_kernel("copy_lhs", "sum", "bfloat16", (16,), (True,), (True,))
+>>> sch = tvm.s_tir.Schedule(sparsetir.lower_sparse_iter(func))
+>>> update = sch.get_sblock("gspmm2")
+>>> edges, features = sch.get_loops(update)[-2:]
+>>> sch.reorder(features, edges)
+>>> acc = sch.cache_write(update, 0, "global"); sch.reverse_compute_at(acc, features)
+>>> init = sch.decompose_reduction(update, edges)
+>>> def allocations(m):
+...     return [line.strip() for line in m.script().splitlines() if "Y_global = " in line]
+>>> allocations(sch.mod)
+['Y_global = T.sblock_alloc_buffer((1, 16), "bfloat16")']
+>>> allocations(widen_accumulators(sch.mod))      # float32, TVMScript's default dtype
+['Y_global = T.sblock_alloc_buffer((1, 16))']
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@
 Example
 -------
 >>> from sparsetir.script import from_source, tir as T
->>> # func = from_source(kernel.script())
+>>> from sparsetir.ops.kernels import spmm as kernel
+>>> func = from_source(kernel.script())
+>>> func.script() == kernel.script()
+True
 """
 from . import tir
 from ..errors import SparseScriptError

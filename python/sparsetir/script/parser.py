@@ -10,7 +10,17 @@ namespace (``tir.py``), which calls ``parse`` from ``T.prim_func``.
 Example
 -------
 >>> from sparsetir.script import from_source
->>> # func = from_source(text)   # text as printed by SparseFunction.script()
+>>> from sparsetir.ops.kernels import spmm
+>>> text = spmm.script()                     # as printed by SparseFunction.script()
+>>> func = from_source(text)
+>>> func.script() == text
+True
+>>> from_source(text.replace('"SRS"', '"SR"'))
+Traceback (most recent call last):
+...
+sparsetir.errors.SparseScriptError: error: sparse iteration spmm: the kinds string 'SR' needs one
+'S' or 'R' for each of the 3 axes (I, J, K)
+...
 """
 
 from __future__ import annotations

@@ -7,11 +7,23 @@ Importing it registers ``script`` as what ``SparseFunction.script()`` returns, s
 
 Example
 -------
->>> # print(func.script())
->>> # @T.prim_func
->>> # def csrmm(a: T.handle, ...):
->>> #     I = T.dense_fixed(m)
->>> #     ...
+>>> from sparsetir.ops.kernels import spmm
+>>> print(spmm.specialize({"feat_size": 16}).script())
+# from sparsetir.script import tir as T
+<BLANKLINE>
+@T.prim_func
+def spmm(a: T.handle, x: T.handle, ..., m: T.int32, n: T.int32, nnz: T.int32):
+    T.func_attr({"global_symbol": "main", "tir.noalias": True})
+    I = T.dense_fixed(m)
+    J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+    J_detach = T.dense_fixed(n)
+    K = T.dense_fixed(16)
+    A = T.match_sparse_buffer(a, (I, J), "float32")
+    ...
+    with T.sp_iter([I, J, K], "SRS", "spmm") as [i, j, k]:
+        with T.init():
+            Y[i, k] = T.float32(0.0)
+        Y[i, k] = Y[i, k] + A[i, j] * X[j, k]
 """
 
 from __future__ import annotations

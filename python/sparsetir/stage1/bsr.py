@@ -9,7 +9,13 @@ column when the shape is not a multiple of the block) are never touched. The arr
 
 Example
 -------
->>> # bsr = sparsetir.remove_preprocess(sparsetir.format_decompose(csrmm, [bsr_rule("bsr", 32)]))
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> bsr = sparsetir.remove_preprocess(sparsetir.format_decompose(csrmm, [bsr_rule("bsr", 4)]))
+>>> [p.name for p in bsr.params][-6:]          # filled by sparsetir.format.csr_to_bsr
+['a_bsr', 'indptr_bsr', 'indices_bsr', 'mb_bsr', 'nb_bsr', 'nnzb_bsr']
+
+``sparsetir.ops.bsr`` schedules and runs this kernel.
 """
 
 from __future__ import annotations

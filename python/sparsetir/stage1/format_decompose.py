@@ -33,11 +33,31 @@ The new format's parameters are appended to the function's, suffixed ``_<rule>``
 
 Example
 -------
->>> # rule = FormatRewriteRule("bsr", bsr_desc, ["A"], ["I", "J"], ["IO", "JO", "II", "JI"],
->>> #     {"I": ["IO", "II"], "J": ["JO", "JI"]},
->>> #     lambda i, j: (i // 4, j // 4, i % 4, j % 4),
->>> #     lambda io, jo, ii, ji: (io * 4 + ii, jo * 4 + ji))
->>> # decomposed = format_decompose(csrmm, [rule])
+The CSR matrix ``A`` of SpMM stored as BSR with 4 x 4 blocks (``stage1.bsr.bsr_rule`` makes
+this rule for any block size):
+
+>>> from sparsetir.script import tir as T
+>>> from sparsetir.ir.visit import iterations
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> @T.prim_func
+... def bsr_desc(a: T.handle, indptr: T.handle, indices: T.handle, mb: T.int32, nb: T.int32,
+...              nnzb: T.int32):
+...     IO = T.dense_fixed(mb)
+...     JO = T.sparse_variable(IO, (nb, nnzb), (indptr, indices), "int32")
+...     II = T.dense_fixed(4)
+...     JI = T.dense_fixed(4)
+...     A = T.match_sparse_buffer(a, (IO, JO, II, JI), "float32")
+>>> rule = FormatRewriteRule("bsr", bsr_desc, ["A"], ["I", "J"], ["IO", "JO", "II", "JI"],
+...     {"I": ["IO", "II"], "J": ["JO", "JI"]},
+...     lambda i, j: (i // 4, j // 4, i % 4, j % 4),
+...     lambda io, jo, ii, ji: (io * 4 + ii, jo * 4 + ji))
+>>> decomposed = format_decompose(csrmm, [rule])
+>>> [it.name for it in iterations(decomposed.body)]    # preprocess, zeroing, compute
+['rewrite_A_bsr', 'spmm_init', 'spmm_bsr']
+>>> [p.name for p in decomposed.params][-6:]
+['a_bsr', 'indptr_bsr', 'indices_bsr', 'mb_bsr', 'nb_bsr', 'nnzb_bsr']
+>>> [it.name for it in iterations(remove_preprocess(decomposed).body)]
+['spmm_init', 'spmm_bsr']
 """
 
 from __future__ import annotations
@@ -367,8 +387,25 @@ def _check_sum_of_parts(it: SparseIteration, formats: list) -> None:
 
     Example
     -------
-    >>> # C[i, k] = C[i, k] + A[i, j] * B[j, k]   is decomposed
-    >>> # C[i] = T.max(C[i], A[i, j])             raises FormatRewriteError
+    ``C[i, k] = C[i, k] + A[i, j] * B[j, k]`` is decomposed (SpMM); a row maximum is not:
+
+    >>> from sparsetir.script import tir as T
+    >>> from sparsetir.stage1.bsr import bsr_rule
+    >>> @T.prim_func
+    ... def rowmax(a: T.handle, c: T.handle, indptr: T.handle, indices: T.handle, m: T.int32,
+    ...            n: T.int32, nnz: T.int32):
+    ...     I = T.dense_fixed(m)
+    ...     J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+    ...     A = T.match_sparse_buffer(a, (I, J), "float32")
+    ...     C = T.match_sparse_buffer(c, (I,), "float32")
+    ...     with T.sp_iter([I, J], "SR", "rowmax") as [i, j]:
+    ...         with T.init():
+    ...             C[i] = T.float32(0.0)
+    ...         C[i] = T.max(C[i], A[i, j])
+    >>> format_decompose(rowmax, [bsr_rule("bsr", 4)])
+    Traceback (most recent call last):
+    ...
+    sparsetir.errors.FormatRewriteError: iteration rowmax cannot be decomposed: ... C[i] = T.max(C[i], A[i, j]) is not
     """
     rewritten = list(dict.fromkeys(n for f in formats for n in f.rule.buffers_to_rewrite))
     views = [f.func.get_buffer(n).view for f in formats for n in f.rule.buffers_to_rewrite]

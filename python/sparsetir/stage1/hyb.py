@@ -15,8 +15,19 @@ say, by ``sparsetir.format.csr_pad``), the padding masked the same way.
 
 Example
 -------
->>> # rules = [ell_bucket_rule(f"p{p}b{b}", w) for p in range(parts) for b, w in enumerate(ws)]
->>> # hyb = sparsetir.remove_preprocess(sparsetir.format_decompose(csrmm, rules))
+>>> import sparsetir
+>>> from sparsetir.ir.visit import iterations
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> parts, ws, tiles = 2, (1, 2), 4
+>>> rules = [ell_bucket_rule(f"p{p}b{b}", w, tiles) for p in range(parts)
+...          for b, w in enumerate(ws)]
+>>> hyb = sparsetir.remove_preprocess(sparsetir.format_decompose(csrmm, rules))
+>>> [it.name for it in iterations(hyb.body)]
+['spmm_init', 'spmm_p0b0', 'spmm_p0b1', 'spmm_p1b0', 'spmm_p1b1']
+>>> [p.name for p in hyb.params if p.name.endswith("_p0b0")]
+['a_p0b0', 'tile_ptr_p0b0', 'rows_p0b0', 'cols_p0b0', 'mask_p0b0', 'nrows_p0b0']
+
+``sparsetir.ops.hyb`` fills these arrays (``HybLayout``) and runs the kernel.
 """
 
 from __future__ import annotations

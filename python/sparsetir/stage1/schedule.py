@@ -22,12 +22,39 @@ primitive leaves the function as it was.
 
 Example
 -------
->>> # sch = sparsetir.Schedule(sddmm, debug_mask="all")   # debug_mask: SparseTIR's, accepted
->>> # it = sch.get_sparse_iteration("sddmm")
->>> # i, j, k = sch.get_sp_iters(it)
->>> # sch.sparse_fuse(it, [i, j])
->>> # sch.get(it).sp_iter_vars[0].fused is not None       # True: the handle follows the change
->>> # kernel = sparsetir.build(sch.func, "llvm")
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.script import tir as T
+>>> @T.prim_func
+... def sddmm(x: T.handle, y: T.handle, out: T.handle, indptr: T.handle, indices: T.handle,
+...           m: T.int32, n: T.int32, nnz: T.int32):
+...     I = T.dense_fixed(m)
+...     J = T.sparse_variable(I, (n, nnz), (indptr, indices), "int32")
+...     J_detach = T.dense_fixed(n)
+...     K = T.dense_fixed(16)
+...     X = T.match_sparse_buffer(x, (I, K), "float32")
+...     Y = T.match_sparse_buffer(y, (J_detach, K), "float32")
+...     OUT = T.match_sparse_buffer(out, (I, J), "float32")
+...     with T.sp_iter([I, J, K], "SSR", "sddmm") as [i, j, k]:
+...         with T.init():
+...             OUT[i, j] = T.float32(0.0)
+...         OUT[i, j] = OUT[i, j] + X[i, k] * Y[j, k]
+>>> sch = sparsetir.Schedule(sddmm, debug_mask="all")   # debug_mask: SparseTIR's, accepted
+>>> it = sch.get_sparse_iteration("sddmm")
+>>> i, j, k = sch.get_sp_iters(it)
+>>> sch.sparse_fuse(it, [i, j])
+>>> sch.get(it).sp_iter_vars[0].fused is not None       # the handle follows the change
+True
+>>> "T.sp_iter([T.fuse(I, J), K]" in sch.func.script()
+True
+>>> kernel = sparsetir.build(sch.func, "llvm", cache=True)
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> rng = np.random.default_rng(0)
+>>> X, Y = rng.random((6, 16), np.float32), rng.random((5, 16), np.float32)
+>>> out = np.zeros(A.nnz, np.float32)
+>>> kernel(X, Y, out, A.indptr, A.indices, 6, 5, A.nnz)
+>>> rows = np.repeat(np.arange(6), np.diff(A.indptr))
+>>> np.allclose(out, (X[rows] * Y[A.indices]).sum(axis=1))
+True
 """
 
 from __future__ import annotations
@@ -48,8 +75,11 @@ class SparseIterationRV:
     ``SparseIterationRV``): ``sch.get(rv)`` is the iteration as the primitives have left it,
     and any other attribute is read from that iteration (``rv.annotations``, ``rv.kinds``).
 
-    >>> # rv = sch.get_sparse_iteration("csrmm"); sch.annotate(rv, "guard", True)
-    >>> # sch.get(rv).annotations["guard"]                    # True
+    >>> from sparsetir.ops.kernels import spmm
+    >>> sch = Schedule(spmm)
+    >>> rv = sch.get_sparse_iteration("spmm"); sch.annotate(rv, "guard", True)
+    >>> bool(sch.get(rv).annotations["guard"]), rv.kinds
+    (True, 'SRS')
     """
 
     def __init__(self, sch: "Schedule", name: str):

@@ -27,8 +27,20 @@ everywhere: they do nothing alone and would overwrite other threads' adds.
 
 Example
 -------
->>> # sch.annotate(sch.get_sblock("csrmm1"), "atomic", True)
->>> # mod = LowerAtomicBlocks("cuda")(sparsetir.lower_sparse_buffer(sch.mod))
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> sch = tvm.s_tir.Schedule(sparsetir.lower_sparse_iter(csrmm.specialize({"feat_size": 16})))
+>>> sch.annotate(sch.get_sblock("spmm1"), "atomic", True)
+>>> mod = LowerAtomicBlocks("cuda")(sparsetir.lower_sparse_buffer(sch.mod))
+>>> [line.strip() for line in mod.script().splitlines() if "atomic_add" in line]
+['T.cuda.atomic_add(T.address_of(Y[vi * 16 + vk]), A[J_indptr[vi] + vj] * X[J_indices[J_indptr[vi] + vj] * 16 + vk])']
+
+The Stage II block still has its ``T.init``, which ``check_atomic_inits`` refuses:
+
+>>> check_atomic_inits(sch.mod)
+Traceback (most recent call last):
+...
+sparsetir.errors.AtomicBlockError: block spmm1 is annotated atomic but has a T.init; ...
 """
 
 from __future__ import annotations

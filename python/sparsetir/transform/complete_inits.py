@@ -10,8 +10,15 @@ provably run at least once keep their native init.
 
 Example
 -------
->>> # mod = DecomposeConditionalInits()(sparsetir.lower_sparse_iter(csrmm))
->>> # csrmm1 -> csrmm1_init (before loop j) + csrmm1_update
+Block ``spmm1``'s loop ``j`` runs over a row's nonzeros, possibly none, so it becomes
+``spmm1_init`` (before loop ``j``) and ``spmm1_update``:
+
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> mod = DecomposeConditionalInits()(sparsetir.lower_sparse_iter(csrmm))
+>>> text = mod.script()
+>>> "spmm1_init" in text, "spmm1_update" in text, "T.init()" in text
+(True, True, False)
 """
 
 from __future__ import annotations

@@ -7,7 +7,22 @@ unspecified launch failure) instead of reading out of bounds.
 
 Example
 -------
->>> # mod = LowerDeviceChecks("cuda")(stage3_module)    # AssertStmt -> if (!c) __trap();
+A computed index (``transform.specialize_buffer``) is checked in the kernel:
+
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> from sparsetir.transform.pipeline import stage3_passes
+>>> from sparsetir.transform.specialize_buffer import specialize_buffer
+>>> func = csrmm.specialize({"feat_size": 16})
+>>> mod = specialize_buffer(sparsetir.lower_sparse_iter(func), "J_indices", lambda i, j: (j,))
+>>> stage3_module = stage3_passes("llvm")(mod)
+>>> def checks(m):
+...     return [line.strip() for line in m.script().splitlines()
+...             if "assert" in line or "__trap" in line or "if not" in line]
+>>> checks(stage3_module)
+['assert vj >= 0 and vj < n, ("sparsetir.ArgumentError", [...])']
+>>> checks(LowerDeviceChecks("cuda")(stage3_module))       # AssertStmt -> if (!c) __trap();
+['if not (vj >= 0 and vj < n):', 'T.call_extern("int32", "__trap")']
 """
 
 from __future__ import annotations

@@ -24,7 +24,26 @@ than the launch holds a cross-thread reduction, which needs every thread of the 
 
 Example
 -------
->>> # mod = HorizontalFusion()(tvm.IRModule.from_expr(scheduled_func))   (SparseTIR's test)
+>>> from tvm.script import tirx as T
+>>> @T.prim_func(s_tir=True, private=True)
+... def main(a: T.Buffer((256,), "float32"), b: T.Buffer((64,), "float32")):
+...     T.func_attr({"horizontal_fuse": 1})
+...     for bx in T.thread_binding(4, thread="blockIdx.x"):
+...         for tx in T.thread_binding(64, thread="threadIdx.x"):
+...             with T.sblock("double"):
+...                 vi = T.axis.spatial(256, bx * 64 + tx)
+...                 a[vi] = a[vi] * T.float32(2)
+...     for bx in T.thread_binding(2, thread="blockIdx.x"):
+...         for tx in T.thread_binding(32, thread="threadIdx.x"):
+...             with T.sblock("halve"):
+...                 vi = T.axis.spatial(64, bx * 32 + tx)
+...                 b[vi] = b[vi] * T.float32(0.5)
+>>> fused = HorizontalFusion()(tvm.IRModule({"main": main}))
+>>> [line.strip() for line in fused.script().splitlines()
+...  if "thread_binding" in line or "if " in line]
+['for block_idx_x in T.thread_binding(6, thread="blockIdx.x"):',
+ 'for thread_idx_x in T.thread_binding(64, thread="threadIdx.x"):',
+ 'if block_idx_x < 4:', 'if block_idx_x < 6:', 'if thread_idx_x < 32:']
 """
 
 from __future__ import annotations

@@ -42,8 +42,22 @@ check the tiles).
 
 Example
 -------
->>> # sch.annotate(sch.get_sblock("spmm_p0b00"), "horizontal_fuse", True)   (each sub-kernel)
->>> # fused = HorizontalFuse("llvm")(lower_sparse_buffer(sch.mod))
+``ops.hyb.schedule_hyb_cpu`` annotates each sub-kernel (``sch.annotate(sch.get_sblock(
+"spmm_p0b00"), "horizontal_fuse", True)``); its two buckets' parallel loops over the row tiles
+become one:
+
+>>> import sparsetir
+>>> from sparsetir.ops.hyb import HybConfig, hyb_function, schedule_hyb_cpu
+>>> config = HybConfig(parts=1, widths=(1, 2), tiles=2)
+>>> mod = schedule_hyb_cpu(sparsetir.lower_sparse_iter(hyb_function(config, 16)), config)
+>>> flat = sparsetir.lower_sparse_buffer(mod)
+>>> fused = HorizontalFuse("llvm")(flat)
+>>> def parallel_loops(m):
+...     return [line.strip() for line in m.script().splitlines() if "T.parallel(" in line]
+>>> parallel_loops(flat)                   # the zeroing nest, then one loop per bucket
+['for i in T.parallel(m):', 'for o in T.parallel(2):', 'for o in T.parallel(2):']
+>>> parallel_loops(fused)
+['for i in T.parallel(m):', 'for fused in T.parallel(2):']
 """
 
 from __future__ import annotations

@@ -12,7 +12,15 @@ any other expression; an assertion it makes provable can be dropped with
 
 Example
 -------
->>> # nest = guard_blocks(nest, [table], lambda read, buf: f"{read} puts {buf} out of range")
+The row table of SDDMM's fused loop (``J_indptr_pos``: see ``search_tables``) as the caller's:
+
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import sddmm_fused
+>>> func = sparsetir.lower_sparse_iter(sddmm_fused.specialize({"feat_size": 16}))["main"]
+>>> table, nest = func.body.block.alloc_buffers[0], func.body.block.body.seq[1]
+>>> nest = guard_blocks(nest, [table], lambda read, buf: f"{read} puts {buf} out of range")
+>>> [line.strip() for line in nest.script().splitlines() if "assert" in line]
+['assert J_indptr_pos[vj] - 1 >= 0 and J_indptr_pos[vj] - 1 < m, ("sparsetir.ArgumentError", ["J_indptr_pos puts X out of range"])']
 """
 
 from __future__ import annotations

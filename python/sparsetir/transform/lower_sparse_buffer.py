@@ -18,8 +18,18 @@ block (``ir.attrs.stage2_shapes``): a call checks a multi-dimensional argument a
 
 Example
 -------
->>> # before:  C: T.Buffer((nb, blk, feat), "float32")   ...  C[vi, vbi, vf]
->>> # after:   C: T.Buffer((nb * blk * feat,), "float32") ...  C[(vi * blk + vbi) * feat + vf]
+A BSR output ``C: T.Buffer((nb, blk, feat), "float32")`` read at ``C[vi, vbi, vf]`` becomes
+``C: T.Buffer((nb * blk * feat,), "float32")`` read at ``C[(vi * blk + vbi) * feat + vf]``;
+the CSR SpMM's output so:
+
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> mod = sparsetir.lower_sparse_iter(csrmm.specialize({"feat_size": 16}))
+>>> 'Y: T.Buffer(("m", 16), "float32")' in mod.script()
+True
+>>> flat = lower_sparse_buffer(mod).script()
+>>> 'Y: T.Buffer(("m * 16",), "float32", align=4)' in flat, "Y[vi * 16 + vk]" in flat
+(True, True)
 """
 
 from __future__ import annotations

@@ -18,8 +18,28 @@ registers with tvm-ffi, so that they come out of the ``Sequential`` as the same 
 
 Example
 -------
->>> # flat = stage3_passes("llvm")(scheduled_stage2_module)
->>> # with tvm.transform.PassContext(trace=print): ...     # TVM's instruments see each pass
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> mod = sparsetir.lower_sparse_iter(csrmm.specialize({"feat_size": 16}))
+>>> flat = stage3_passes("llvm")(mod)
+>>> 'Y: T.Buffer(("m * 16",), "float32", align=4)' in flat.script()
+True
+
+TVM's instruments see each pass:
+
+>>> @tvm.instrument.pass_instrument
+... class Names:
+...     def __init__(self):
+...         self.seen = []
+...     def run_before_pass(self, mod, info):
+...         self.seen.append(info.name)
+>>> names = Names()
+>>> with tvm.transform.PassContext(instruments=[names]):
+...     flat = stage3_passes("llvm")(mod)
+>>> names.seen
+['sparsetir.Stage2ToStage3', 'sparsetir.CheckAtomicInits',
+ 'sparsetir.DecomposeConditionalInits', 'sparsetir.LowerSparseBuffer',
+ 'sparsetir.HorizontalFuse', 'sparsetir.LowerAtomicBlocks', 'sparsetir.LowerDeviceChecks']
 """
 
 from __future__ import annotations

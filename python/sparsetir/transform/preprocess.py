@@ -16,9 +16,31 @@ kernel runs (``ArgumentError`` naming the table) instead of reading out of bound
 
 Example
 -------
->>> # pre = sparsetir.build(extract_preprocess(mod), "llvm")
->>> # compute = sparsetir.build(remove_preprocess(mod), "llvm")
->>> # pre(x, y, out, indptr, indices, table); compute(x, y, out, indptr, indices, table)
+SpMM through BSR blocks: the preprocess copies the CSR values into the blocks (``A_bsr``), the
+compute multiplies with them:
+
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> from sparsetir.stage1.bsr import bsr_rule
+>>> func = sparsetir.format_decompose(csrmm.specialize({"feat_size": 16}), [bsr_rule("bsr", 2)])
+>>> mod = sparsetir.lower_sparse_iter(func)
+>>> pre = sparsetir.build(extract_preprocess(mod), "llvm", cache=True)
+>>> compute = sparsetir.build(remove_preprocess(mod), "llvm", cache=True)
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> indptr_b, indices_b, blocks = sparsetir.format.csr_to_bsr(A.indptr, A.indices, A.data,
+...                                                         A.shape, 2)
+>>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+>>> a_bsr = np.zeros_like(blocks)                  # the preprocess fills it
+>>> values = dict(a=A.data, x=X, y=Y, indptr=A.indptr, indices=A.indices, m=6, n=5,
+...               nnz=A.nnz, a_bsr=a_bsr, indptr_bsr=indptr_b, indices_bsr=indices_b,
+...               mb_bsr=3, nb_bsr=3, nnzb_bsr=indices_b.size)
+>>> args = [values[p.name] for p in func.params]
+>>> pre(*args)
+>>> np.array_equal(a_bsr, blocks)
+True
+>>> compute(*args)                                 # any number of times on a_bsr
+>>> np.allclose(Y, A @ X)
+True
 """
 
 from __future__ import annotations

@@ -15,8 +15,20 @@ other way is not recognised, and its table keeps only the range checks.
 
 Example
 -------
->>> # search = search_of(preprocess_nests, table, list(func.params))
->>> # compute_nest = guard_table_reads(compute_nest, search, "the table is not the search's")
+The fused loop of SDDMM (``T.fuse(I, J)``) finds each nonzero's row in a preprocess nest:
+
+>>> import sparsetir
+>>> from sparsetir.ops.kernels import sddmm_fused
+>>> func = sparsetir.lower_sparse_iter(sddmm_fused.specialize({"feat_size": 16}))["main"]
+>>> root = func.body.block
+>>> preprocess_nest, compute_nest = root.body.seq
+>>> table = root.alloc_buffers[0]
+>>> search = search_of([preprocess_nest], table, list(func.params))
+>>> search.table.name, search.searched.name, search.strict        # an upper bound
+('J_indptr_pos', 'J_indptr', False)
+>>> compute_nest = guard_table_reads(compute_nest, search, "the table is not the search's")
+>>> [line.strip()[:42] for line in compute_nest.script().splitlines() if "assert" in line]
+['assert T.if_then_else(J_indptr_pos[vj] < 0']
 """
 
 from __future__ import annotations

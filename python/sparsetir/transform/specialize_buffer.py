@@ -15,8 +15,24 @@ the kernel writes is refused, as in SparseTIR.
 
 Example
 -------
->>> # mod = specialize_buffer(sparsetir.lower_sparse_iter(ellmm), "J_indices",
->>> #                         lambda i, j: (i + j,))
+A matrix whose row ``i`` holds columns ``0 .. len_i - 1``: ``J_indices`` is ``lambda i, j:
+(j,)`` (an ELL kernel's banded columns would be ``lambda i, j: (i + j,)``):
+
+>>> import numpy as np, scipy.sparse, sparsetir
+>>> from sparsetir.ops.kernels import spmm as csrmm
+>>> func = csrmm.specialize({"feat_size": 16})
+>>> mod = specialize_buffer(sparsetir.lower_sparse_iter(func), "J_indices", lambda i, j: (j,))
+>>> "J_indices[" in mod["main"].script()
+False
+>>> lengths = np.array([0, 3, 1, 5, 0, 2])
+>>> indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+>>> indices = np.concatenate([np.arange(k) for k in lengths]).astype(np.int32)
+>>> A = scipy.sparse.csr_matrix((np.ones(indices.size, np.float32), indices, indptr),
+...                             shape=(6, 5))
+>>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
+>>> sparsetir.build(mod, "llvm", cache=True)(A.data, X, Y, indptr, indices, 6, 5, A.nnz)
+>>> np.allclose(Y, A @ X)
+True
 """
 
 from __future__ import annotations

@@ -10,8 +10,17 @@ many as fit in a budget), as a user's call runs; :func:`time_pair` times two in 
 
 Example
 -------
->>> # bound = bind(candidate, M, "spmm", 64); trial = Trial(M, "spmm", 64); trial.check(bound)
->>> # seconds = time_calls(bound, trial.args, budget_s=0.2)
+>>> import numpy as np, scipy.sparse
+>>> from sparsetir.ops import SparseMatrix
+>>> from sparsetir.tune.candidates import default
+>>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32, random_state=0)
+>>> M = SparseMatrix(A)
+>>> bound = bind(default("spmm", 16, 5), M, "spmm", 16)
+>>> trial = Trial(M, "spmm", 16)
+>>> trial.check(bound)                       # computes what scipy does: no error
+>>> seconds = time_calls(bound, trial.args, budget_s=0.01)
+>>> 0 < seconds < 1
+True
 """
 
 from __future__ import annotations
@@ -90,9 +99,19 @@ class Trial:
 
     Example
     -------
-    >>> # trial = Trial(M, "spmm", 64)
-    >>> # trial.check(bound)                       # raises CandidateFailed when wrong
-    >>> # seconds = time_calls(bound, trial.args, budget_s=0.2)
+    >>> import scipy.sparse
+    >>> from sparsetir.ops import SparseMatrix
+    >>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32,
+    ...                         random_state=0)
+    >>> trial = Trial(SparseMatrix(A), "spmm", 16)
+    >>> [arg.shape for arg in trial.args]         # X, and Y filled with NaN
+    [(5, 16), (6, 16)]
+    >>> def wrong(X, Y):                         # writes 0, not A @ X
+    ...     Y[:] = 0
+    >>> trial.check(wrong)
+    Traceback (most recent call last):
+    ...
+    sparsetir.tune.measure.CandidateFailed: its result differs from scipy's
     """
 
     def __init__(self, matrix, kernel: str, feat_size: int):

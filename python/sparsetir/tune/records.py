@@ -12,8 +12,15 @@ passes is checked against scipy before its kernel runs (``search``).
 
 Example
 -------
->>> # store(key, candidate, {"csr lanes=32 ...": 0.00061}, {})
->>> # load(key, "spmm", 32)      # the candidate, or None
+>>> import os, tempfile
+>>> from unittest import mock
+>>> from sparsetir.tune.candidates import Candidate
+>>> key = record_key("0" * 64, "spmm", 16)     # the pattern: fingerprint(M) of a SparseMatrix
+>>> choice = Candidate("csr", prefetch=16, lanes=16, tiles_per_thread=64)
+>>> with mock.patch.dict(os.environ, SPARSETIR_CACHE=tempfile.mkdtemp()):  # a cache of its own
+...     store(key, choice, {choice.describe(): 0.00061}, {})
+...     load(key) == choice, load(record_key("1" * 64, "spmm", 16))   # the candidate, or None
+(True, None)
 """
 
 from __future__ import annotations
@@ -61,7 +68,7 @@ def load(key: dict) -> Candidate | None:
         if record.get("key") != key:
             return None
         return Candidate.from_json(record["choice"], key["kernel"], key["feat_size"])
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    except cache_folder.DAMAGED:
         return None
 
 

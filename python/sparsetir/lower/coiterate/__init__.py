@@ -32,8 +32,14 @@ read/write regions; the outer ``for``'s block is complete, so TVM's checked ``pa
 
 Example
 -------
->>> # mod = sparsetir.lower_sparse_iter(add)      # add: A[i, j] = B[i, j] + C[i, j], T.union(B, C)
->>> # sorted(gv.name_hint for gv in mod.functions)   -> ['count', 'main', 'onepass']
+>>> import sparsetir
+>>> import sparsetir.algebra as alg
+>>> add = alg.compile("A(i,j) = B(i,j) + C(i,j)", formats={"A": "CSR", "B": "CSR", "C": "CSR"})
+>>> "T.coiterate(J, T.union(B, C))" in add.func.script()
+True
+>>> mod = sparsetir.lower_sparse_iter(add.func)
+>>> sorted(gv.name_hint for gv in mod.functions)
+['count', 'main', 'onepass']
 """
 
 from __future__ import annotations

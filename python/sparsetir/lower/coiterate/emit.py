@@ -9,7 +9,27 @@ value where some operands are absent (0, folded away).
 
 Example
 -------
->>> # Emitter(plan, "fill").declare_params(); ....body()     inside Tb.prim_func(s_tir=True)
+The ``count`` function of ``A(i,j) = B(i,j) + C(i,j)`` in CSR, as ``lower_sparse_iter`` emits it:
+
+>>> import sparsetir.algebra as alg
+>>> from tvm.script.ir_builder import IRBuilder
+>>> from tvm.script.ir_builder import tirx as Tb
+>>> from sparsetir.lower.coiterate.plan import plan_coiteration
+>>> csr = {"A": "CSR", "B": "CSR", "C": "CSR"}
+>>> plan = plan_coiteration(alg.compile("A(i,j) = B(i,j) + C(i,j)", formats=csr).func)
+>>> def emit(slots):
+...     with IRBuilder() as builder:
+...         with Tb.prim_func(s_tir=True):
+...             emitter = Emitter(plan, "count", slots)
+...             emitter.declare_params()
+...             emitter.body()
+...     return builder.get(), emitter.slots
+>>> func, needed = emit(1)
+>>> needed                      # the local pointers it uses: emitted again with as many
+6
+>>> func, _ = emit(needed)
+>>> [line.strip() for line in func.script().splitlines() if "ptr = " in line]
+['ptr = T.sblock_alloc_buffer((6,), "int32", scope="local")']
 """
 
 from __future__ import annotations

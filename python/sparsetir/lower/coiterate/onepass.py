@@ -10,8 +10,13 @@ the chunk into ``<output>_ends[chunk]``. The caller then closes the gaps between
 
 Example
 -------
->>> # mod = sparsetir.lower_sparse_iter(alg.compile("A(i,j) = B(i,j) + C(i,j)", ...).func)
->>> # mod["onepass"]: for chunk in range(n_chunks): with T.sblock("kernel0"): ...
+>>> import sparsetir
+>>> import sparsetir.algebra as alg
+>>> csr = {"A": "CSR", "B": "CSR", "C": "CSR"}
+>>> mod = sparsetir.lower_sparse_iter(alg.compile("A(i,j) = B(i,j) + C(i,j)", formats=csr).func)
+>>> [line.strip() for line in mod["onepass"].script().splitlines()
+...  if "for chunk" in line or '"kernel0"' in line]
+['for chunk in range(n_chunks):', 'with T.sblock("kernel0"):']
 """
 
 from __future__ import annotations

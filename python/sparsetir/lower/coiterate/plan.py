@@ -16,7 +16,13 @@ the result is written (``coiterate_emit``):
 
 Example
 -------
->>> # plan_coiteration(kernel.func).out_mode      -> "rows" for A(i,j) = B(i,j) + C(i,j) in CSR
+>>> import sparsetir.algebra as alg
+>>> csr = {"A": "CSR", "B": "CSR", "C": "CSR"}
+>>> plan_coiteration(alg.compile("A(i,j) = B(i,j) + C(i,j)", formats=csr).func).out_mode
+'rows'
+>>> plan_coiteration(alg.compile("A(i,j) = B(i,j) + C(i,j)",
+...                              formats={"B": "CSR", "C": "CSR"}).func).out_mode
+'dense'
 """
 
 from __future__ import annotations

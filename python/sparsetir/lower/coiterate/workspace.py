@@ -11,8 +11,15 @@ each chunk (``coiterate_onepass``): no count.
 
 Example
 -------
->>> # mod = sparsetir.lower_sparse_iter(alg.compile("A(i,j) = B(i,k) * C(k,j)", ...).func)
->>> # mod["main"]: for chunk in range(64): with T.sblock("kernel0"): workspace, marker, ...
+>>> import sparsetir
+>>> import sparsetir.algebra as alg
+>>> csr = {"A": "CSR", "B": "CSR", "C": "CSR"}
+>>> mod = sparsetir.lower_sparse_iter(alg.compile("A(i,j) = B(i,k) * C(k,j)", formats=csr).func)
+>>> lines = [line.strip() for line in mod["main"].script().splitlines()]
+>>> [line for line in lines if "for chunk" in line or '"kernel0"' in line]
+['for chunk in range(64):', 'with T.sblock("kernel0"):']
+>>> [line.split(" = ")[0] for line in lines if "sblock_alloc_buffer((n_j,)" in line]
+['workspace', 'marker', 'touched', 'merged']
 """
 
 from __future__ import annotations
