@@ -98,3 +98,39 @@ def test_a_small_dense_outer_product_is_stored_whole():
     result = alg.compile("A(i,j) = b(i) * c(j)", formats={"A": "COO"})(b=b, c=c)
     np.testing.assert_array_equal(result.to_dense(), np.outer(b, c))
     assert result.nse == 6
+
+
+_PAST_THE_END = """
+import sys, numpy as np
+import sparsetir.algebra as alg
+import sparsetir.algebra.kernel as K
+from sparsetir.format import SparseTensor
+dense = np.zeros((4, 4)); dense[0, 1] = 5.0                 # rows 1..3 empty, at the end
+B = SparseTensor.from_dense(dense, sys.argv[1])
+read = K.read_operands
+def poisoned(*args, **kwargs):       # the element after B's last position array: 2**30
+    levels = read(*args, **kwargs)
+    pos = levels["B"].pos[-1]
+    backing = np.full(pos.size + 1, 2**30, pos.dtype)
+    backing[:-1] = pos
+    levels["B"].pos[-1] = backing[:-1]
+    return levels
+K.read_operands = poisoned
+result = alg.compile("A(i,j) = B(i,j) + 1", formats={"B": sys.argv[1]})(B=B)
+assert np.array_equal(result, dense + 1), result
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("fmt", ["DCSR", "DCSC", "COO"])
+def test_a_dense_walk_never_reads_past_a_compressed_operands_positions(fmt, tmp_path):
+    """Rows missing from a compressed outer level, after the last stored one: the lookup of
+    the next level read pos[nnz + 1], one past the end, and binary-searched whatever range it
+    found there (segfaults). The run is a process of its own: a regression crashes it."""
+    import subprocess
+    import sys
+    script = tmp_path / "past_the_end.py"
+    script.write_text(_PAST_THE_END)
+    done = subprocess.run([sys.executable, str(script), fmt], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]

@@ -127,6 +127,8 @@ class AccessRewriter:
                                  f"{axis.name} needs a binary search, but the axis is declared "
                                  "sorted=False; iterate that axis instead")
             start, end = row_range(axis, parent_offset, self.lowering.indptr)
+            for guard in reversed(guards):   # an earlier lookup missed: the row past the last
+                end = tirx.if_then_else(guard, end, start)     # one, no indptr[row + 1] read
             found = self.block.request_search(self.lowering.indices(axis), start, end, coord,
                                               requires=checks)
             guards.append(found < end)
