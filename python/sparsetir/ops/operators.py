@@ -225,7 +225,8 @@ def sddmm(A, X, Y, out=None):
         from . import traced  # pylint: disable=import-outside-toplevel
         return traced.sddmm(A, X, Y, out)
     _check_operands(X=X, Y=Y, out=out)
-    result_dtype([("X", dtype_name(X)), ("Y", dtype_name(Y))])    # a mixture named as X, Y
+    if hasattr(X, "dtype") and hasattr(Y, "dtype"):       # a mixture named as X and Y
+        result_dtype([("X", dtype_name(X)), ("Y", dtype_name(Y))])
     note_gathered(Y)                       # a reused large Y moves to huge pages
     if _needs_graph_ops(A, X, out, Y):
         result = _call_prepared_half(A, ("sddmm",), ("Y", "X"), (Y, X), (1, 0), out)
