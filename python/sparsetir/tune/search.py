@@ -112,8 +112,10 @@ def tune(matrix, feat_sizes, ops=("spmm", "sddmm"), budget_s: float = 10.0,
 
     ``matrix`` is a float32 ``SparseMatrix`` (its choices are kept in ``matrix.tuned``;
     anything else is wrapped in a new one, the report's ``matrix``). ``feat_sizes``: one size
-    or several; ``ops``: one name or several. ``budget_s`` bounds the time spent checking and
-    timing (compiles come on top, once per kernel: they are cached on disk).
+    or several; ``ops``: one name or several. ``budget_s`` is shared by the kernels and feature
+    sizes; each one's share counts from before its operands are made, and compiles made
+    meanwhile count in it (once per kernel: they are cached on disk), but the default is
+    always measured, so a first search on a new machine can take longer.
     ``use_records=False`` searches even where a record exists (and replaces it). ``kernels``:
     kernel names (``candidates.KERNELS``) instead of ``ops``.
 
