@@ -74,6 +74,7 @@ def test_from_csr_values_keep_their_gradient_and_updates_through_a_transpose():
     and kept the values w had when the transpose was first made."""
     import torch
     A = rmat_graph(300, 2000, seed=5)
+    assert (np.bincount(A.indices, minlength=300) == 0).any()     # empty rows of the transpose
     w = torch.rand(A.nnz, dtype=torch.float64, requires_grad=True)
     M = ops.SparseMatrix.from_csr(A.indptr, A.indices, w, A.shape)
     X = torch.rand(300, 4, dtype=torch.float64)

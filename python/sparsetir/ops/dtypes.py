@@ -97,12 +97,25 @@ def autocast_pair(lhs, rhs) -> str | None:
     mixture the caller never passed."""
     dtype = autocast_result(lhs, rhs)
     if dtype is not None and lhs is not None and rhs is not None:
-        for name in (dtype_name(lhs), dtype_name(rhs)):
-            if name not in ("float32", dtype):
-                raise SparseTIRTypeError(f"an operand is {name}: a product in {dtype} "
-                                         f"(torch.autocast) takes float32 or {dtype} operands "
-                                         "(sparsetir does not cast)")
+        for operand in (lhs, rhs):
+            check_autocast_operand("an operand", dtype_name(operand), dtype)
     return dtype
+
+
+def check_autocast_operand(name: str, given: str, dtype: str) -> None:
+    """Refuse, naming it, an operand ``name`` of dtype ``given`` in a product computed in the
+    autocast dtype ``dtype``: it must be float32 or ``dtype`` (nothing is cast).
+
+    Example
+    -------
+    >>> check_autocast_operand("b", "float16", "bfloat16")
+    Traceback (most recent call last):
+    ...
+    sparsetir.errors.SparseTIRTypeError: b is float16: a product in bfloat16 (torch.autocast) takes float32 or bfloat16 operands (sparsetir does not cast)
+    """
+    if given not in ("float32", dtype):
+        raise SparseTIRTypeError(f"{name} is {given}: a product in {dtype} (torch.autocast) "
+                                 f"takes float32 or {dtype} operands (sparsetir does not cast)")
 
 
 def autocast_result(*operands) -> str | None:

@@ -43,7 +43,7 @@ from ..format.checks import index_array
 from ..lower import lower_sparse_iter
 from ..schedule.typed import schedule_gather_mm_cpu, schedule_relation_outer_cpu
 from .arrays import empty_on_line, is_torch
-from .dtypes import autocast_result
+from .dtypes import autocast_result, check_autocast_operand
 from .generic_kernels import accumulator_dtype
 from .graph_tensors import tracing
 from .typed_kernels import DTYPES, kernel
@@ -185,10 +185,7 @@ class Operands:
         if dtype is not None:
             _dtype_name("dtype", dtype)
             for name, given in zip("ab", self.dtypes):
-                if given not in ("float32", dtype):
-                    raise SparseTIRTypeError(
-                        f"{name} is {given}: a product in {dtype} (torch.autocast) takes "
-                        f"float32 or {dtype} operands (sparsetir does not cast)")
+                check_autocast_operand(name, given, dtype)
         if a.ndim != 2:
             raise SparseTIRValueError(f"a must have shape (N, D1), got {tuple(a.shape)}")
         if b.ndim != 3:
