@@ -75,6 +75,14 @@ def test_constants_that_fold_to_finite_numbers():
     np.testing.assert_array_equal(k(B=B).to_dense()[stored], B.toarray()[stored] * 0.5)
 
 
+@pytest.mark.parametrize("literal, value", [("25e-4", 25e-4), ("2.5e-3", 2.5e-3),
+                                            ("1.5E3", 1.5e3), (".5e1", 5.0), ("1.e2", 100.0),
+                                            ("3.4028e38", 3.4028e38), ("2.5E+1", 25.0)])
+def test_float_literals_with_a_fraction_and_an_exponent(literal, value):
+    k = alg.compile(f"A(i,j) = B(i,j) * {literal}", formats=CSR2)
+    np.testing.assert_array_equal(k(B=B).to_dense(), B.toarray() * value)
+
+
 @pytest.mark.parametrize("statement", ["s = t", "s = 3", "s() = t()"])
 def test_statements_without_indices(statement):
     with pytest.raises(NotationError, match="column 1: .*no index variable"):
@@ -90,6 +98,15 @@ def test_compile_argument_types():
         alg.compile("A(i,j) = B(i,j)", formats=CSR2, dtype="floaty")
     with pytest.raises(sparsetir.SparseTIRTypeError, match="dtype"):
         alg.compile("A(i,j) = B(i,j)", formats=CSR2, dtype="int32")
+
+
+@pytest.mark.parametrize("dtype, message", [("int32", "must be a float type"),
+                                            ("float128", "has no TVM type"),
+                                            ("floaty", "must be a float type")])
+def test_typed_refuses_what_compile_refuses(dtype, message):
+    k = alg.compile("A(i,j) = B(i,j) + C(i,j)", formats={"A": "CSR", "B": "CSR", "C": "CSR"})
+    with pytest.raises(sparsetir.SparseTIRTypeError, match=message):
+        k.typed(dtype)
 
 
 def test_structured_format_message():

@@ -118,7 +118,7 @@ class Statement:
         return tuple(seen)
 
 
-_TOKEN = re.compile(r"\s*(?:(?P<num>\d+\.\d*|\.\d+|\d+(?:[eE][+-]?\d+)?)|(?P<name>[A-Za-z_]\w*)"
+_TOKEN = re.compile(r"\s*(?:(?P<num>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)|(?P<name>[A-Za-z_]\w*)"
                     r"|(?P<op>[-+*/=(),]))")
 
 

@@ -76,6 +76,20 @@ def compile_arguments(formats, dtype) -> tuple:
     for key in formats:
         if not isinstance(key, str):
             raise SparseTIRTypeError(f"formats: the keys are tensor names (str), got {key!r}")
+    return dict(formats), kernel_dtype(dtype)
+
+
+def kernel_dtype(dtype) -> str:
+    """``dtype`` as the name of a float type kernels compute in; ``SparseTIRTypeError``
+    naming it otherwise (an integer type, ``float128``, a string numpy does not know).
+
+    >>> kernel_dtype(np.float32)
+    'float32'
+    >>> kernel_dtype("int32")
+    Traceback (most recent call last):
+    ...
+    sparsetir.errors.SparseTIRTypeError: dtype must be a float type (e.g. 'float64'), got 'int32'
+    """
     try:
         kind = np.dtype(dtype).kind
     except (TypeError, ValueError):
@@ -85,7 +99,7 @@ def compile_arguments(formats, dtype) -> tuple:
     if np.dtype(dtype).name not in KERNEL_DTYPES:
         raise SparseTIRTypeError(f"dtype {np.dtype(dtype).name} ({dtype!r}) has no TVM type: "
                                  f"kernels compute in {', '.join(KERNEL_DTYPES)}")
-    return dict(formats), str(np.dtype(dtype))
+    return str(np.dtype(dtype))
 
 
 def level_format(spec, rank: int, name: str) -> LevelFormat:

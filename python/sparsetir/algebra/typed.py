@@ -23,7 +23,7 @@ import scipy.sparse
 
 from ..errors import SparseTIRTypeError
 from ..format import SparseTensor
-from .storage import KERNEL_DTYPES
+from .storage import KERNEL_DTYPES, kernel_dtype
 
 
 class ValueTyped:
@@ -34,8 +34,9 @@ class ValueTyped:
 
     def typed(self, dtype) -> "ValueTyped":
         """This statement's kernel computing in ``dtype`` (this one for its own type; built
-        once per type, then kept)."""
-        dtype = str(np.dtype(dtype))
+        once per type, then kept); ``SparseTIRTypeError`` for a type ``compile(dtype=...)``
+        refuses."""
+        dtype = kernel_dtype(dtype)
         if dtype == self.dtype:
             return self
         kernels = self.__dict__.setdefault("_typed", {})
