@@ -253,6 +253,29 @@ def test_a_damaged_entry_is_compiled_again(damage, copied, compiles):
     assert entries(copied) == sorted([first.name, second.name])
 
 
+@pytest.mark.parametrize("holding", [None, "notes.txt"])
+def test_a_folder_where_a_library_belongs_is_set_aside_and_replaced(holding, copied, compiles):
+    """As a tuning record's (``tests/tune``): the entry was compiled again at every process
+    and never stored (a CacheWarning each time). What the cache did not write is kept, in a
+    ``.set-aside-*`` folder."""
+    first = copied / "kernels" / entries(copied)[0]
+    (first / "kernel.so").unlink()
+    (first / "kernel.so").mkdir(mode=0o700)
+    if holding:
+        (first / "kernel.so" / holding).write_text("mine")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        spmm_is_right(4)
+        spmm_is_right(8)
+    assert len(compiles) == 1 and cache_folder.read_entry(first)
+    aside = [path for path in (copied / "kernels").iterdir() if path.name.startswith(".")]
+    if holding:
+        assert [(path / first.name / "kernel.so" / holding).read_text() for path in aside] == [
+            "mine"]
+    else:
+        assert not aside
+
+
 def test_a_fifo_in_an_entry_is_a_miss_not_a_hang(copied):
     first = copied / "kernels" / entries(copied)[0]
     (first / "metadata.json").unlink()

@@ -130,6 +130,30 @@ def test_an_output_over_an_operand_is_refused_on_the_short_path_too(general_path
         ops.spmm(A, X, out=X)
 
 
+@pytest.mark.parametrize("op", ["spmm_unweighted", "sddmm"])
+def test_an_output_over_data_the_kernel_does_not_read_is_refused_on_the_short_path_too(
+        op, general_path):
+    """These kernels do not take ``A.data``, so their C plan never saw an ``out`` over it: the
+    first such call was refused (the general path), the third and later ones were taken."""
+    A = matrix()
+    X, Y = operands(op)
+    shape = nan_out(A, op).shape
+    buffer = np.full(max(A.nnz, int(np.prod(shape))), np.nan, np.float32)
+    buffer[:A.nnz] = A.data
+    A.data = buffer[:A.nnz]                          # out over it: the buffer's start
+    kept = A.copy()
+    for _ in range(2):                               # prepares the short path
+        call(A, op, X, Y, nan_out(A, op))
+    for _ in range(3):
+        with pytest.raises(ArgumentError, match="'out' shares memory with argument 'A.data'"):
+            call(A, op, X, Y, buffer[:int(np.prod(shape))].reshape(shape))
+    np.testing.assert_array_equal(A.data, kept.data)
+    reached = len(general_path)
+    result = call(A, op, X, Y, nan_out(A, op))       # a separate out: the short path
+    assert len(general_path) == reached
+    np.testing.assert_allclose(result, expected(kept, op, X, Y), rtol=1e-5, atol=1e-5)
+
+
 def test_check_native_runs_the_compiled_checks_in_c():
     A = matrix()
     plain = operators.PlainCSR.of(A)

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -220,6 +221,73 @@ def test_a_record_nested_too_deep_is_ignored(cache):
         "[" * 100000 + "]" * 100000))
     again = ops.tune(ops.SparseMatrix(M), [16], ops=("sddmm",), budget_s=1).outcomes[0]
     assert not again.from_record
+
+
+@pytest.mark.parametrize("holding", [None, "notes.txt"])
+def test_a_folder_where_the_record_belongs_is_replaced_by_a_new_search(cache, holding):
+    """A folder in the place of ``record.json`` was never replaced: every later tune, in every
+    process, searched again and warned that it could not store its choice. Now it is set
+    aside (what the cache did not write kept there) and the new search's record is used."""
+    A = _matrix(seed=11)
+    ops.tune(ops.SparseMatrix(A), [16], ops=("sddmm",), budget_s=1)
+    entry = _only_record(cache)
+    (entry / records.RECORD).unlink()
+    (entry / records.RECORD).mkdir(mode=0o700)
+    if holding:
+        (entry / records.RECORD / holding).write_text("mine")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cache_folder.CacheWarning)
+        again = ops.tune(ops.SparseMatrix(A), [16], ops=("sddmm",), budget_s=1).outcomes[0]
+    assert not again.from_record and again.measured
+    assert _only_record(cache) == entry and cache_folder.read_entry(entry)
+    kept = [path.relative_to(cache) for path in (cache / "tune").glob(".set-aside-*/*/*/*")]
+    assert [path.parts[2:] for path in kept] == ([] if holding is None else
+                                                 [(entry.name, records.RECORD, holding)])
+    third = ops.tune(ops.SparseMatrix(A), [16], ops=("sddmm",), budget_s=1)
+    assert third.outcomes[0].from_record and third.outcomes[0].choice == again.choice
+    rng = np.random.default_rng(12)
+    X = rng.standard_normal((600, 16)).astype(np.float32)
+    Y = rng.standard_normal((500, 16)).astype(np.float32)
+    out = np.full(A.nnz, np.nan, np.float32)
+    ops.sddmm(third.matrix, X, Y, out=out)           # the recorded choice's kernel
+    coo = A.tocoo()
+    np.testing.assert_allclose(out, np.einsum("ij,ij->i", X[coo.row], Y[coo.col]), rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_a_new_search_replaces_an_intact_record_beside_a_foreign_file(cache):
+    """``use_records=False`` searches again; its record silently stayed the old one when the
+    entry also held a file the cache did not write."""
+    M = ops.SparseMatrix(_matrix(seed=13))
+    ops.tune(M, [16], ops=("sddmm",), budget_s=1)
+    entry = _only_record(cache)
+    (entry / "notes.txt").write_text("mine")
+    outcome = ops.tune(M, [16], ops=("sddmm",), budget_s=1, use_records=False).outcomes[0]
+    assert json.loads((entry / records.RECORD).read_text())["measured_s"] == outcome.measured
+    (aside,) = (cache / "tune").glob(".set-aside-*")
+    assert (aside / entry.name / "notes.txt").read_text() == "mine"
+
+
+def test_a_record_that_cannot_be_replaced_is_named_in_one_warning(cache, monkeypatch):
+    key = records.record_key("0" * 64, "spmm", 16)
+    choice = Candidate("csr", prefetch=16, lanes=16, tiles_per_thread=64)
+    records.store(key, choice, {}, {})
+    entry = _only_record(cache)
+    (entry / records.RECORD).write_text("damaged")
+    real_rename = os.rename
+
+    def refuse_to_move_the_entry(source, target):
+        if str(source) == str(entry):
+            raise PermissionError(13, "Permission denied", str(source))
+        real_rename(source, target)
+    monkeypatch.setattr(os, "rename", refuse_to_move_the_entry)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        records.store(key, choice, {}, {})
+    assert [str(w.message).split(": [Errno")[0] for w in caught] == [
+        f"sparsetir cannot store {entry}"]
+    assert records.load(key) is None
+    assert sorted(path.name for path in (cache / "tune").iterdir()) == [entry.name]
 
 
 def test_one_name_or_size_and_repeats(cache):

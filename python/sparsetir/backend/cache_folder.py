@@ -12,7 +12,10 @@ An entry is a folder of files and ``metadata.json``: the marker that says the ca
 folder, with the entry's name and each file's size and SHA-256. It is filled in a staging
 folder beside it, fsync'd and renamed into place, so readers see all of it or nothing.
 :func:`read_entry` checks every file against the metadata before anything is loaded: a file cut
-short, emptied or swapped makes the entry a miss, and :func:`write_entry` replaces it.
+short, emptied or swapped makes the entry a miss, and :func:`write_entry` replaces it: whatever
+is in its place (a damaged entry, a folder where a file belongs, a file or a link where the
+entry belongs) is first set aside (``_set_aside``), which removes what the cache wrote and
+keeps anything else in a ``.set-aside-*`` folder beside the entries, out of the way.
 :func:`clear` removes the entries' own files only; anything else stays, with its folder.
 
 Example
@@ -52,6 +55,7 @@ METADATA = "metadata.json"
 _FORMAT = 1
 _STAGING = ".staging-"
 _STAGING_MARKER = ".sparsetir-staging"      # in a staging folder until it becomes an entry
+_SET_ASIDE = ".set-aside-"
 DAMAGED = (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError)
 """What reading a damaged entry's files raises (JSON nested too deep: RecursionError)."""
 
@@ -104,15 +108,18 @@ def read_entry(entry: Path) -> dict | None:
     return {name: entry / name for name in records}
 
 
-def write_entry(entry: Path, write_files, durable: bool = True) -> dict | None:
+def write_entry(entry: Path, write_files, durable: bool = True,
+                replace: bool = False) -> dict | None:
     """Make ``entry``: ``write_files(staging)`` writes its files into an empty private folder,
-    which gets the metadata and is renamed to ``entry`` (replacing a damaged entry there).
-    Each file and folder is fsync'd first unless ``durable`` is False (an entry of
-    :func:`private_folder`, which does not outlive the process: a power cut loses it anyway).
+    which gets the metadata and is renamed to ``entry``, replacing whatever is there but an
+    intact entry (``_set_aside``); ``replace``: an intact one too (a tuning record that a
+    new search supersedes). Each file and folder is fsync'd first unless ``durable`` is False
+    (an entry of :func:`private_folder`, which does not outlive the process: a power cut loses
+    it anyway).
 
     Returns ``{name: path}`` as :func:`read_entry` does (another process's entry when it placed
-    one first), or None when the disk refuses (with a :class:`CacheWarning`); whatever
-    ``write_files`` raises passes through. No staging folder is left behind."""
+    one first), or None when the disk refuses (with a :class:`CacheWarning` naming the entry);
+    whatever ``write_files`` raises passes through. No staging folder is left behind."""
     try:
         staging = Path(tempfile.mkdtemp(prefix=_STAGING, dir=entry.parent))
     except OSError as err:
@@ -132,7 +139,7 @@ def write_entry(entry: Path, write_files, durable: bool = True) -> dict | None:
                        durable)
         if durable:
             _sync_folder(staging)
-        placed = _place(staging, entry, records)
+        placed = _place(staging, entry, records, replace)
         if durable:
             _sync_folder(entry.parent)
     except OSError as err:
@@ -164,11 +171,18 @@ def clear(name: str, names) -> None:
 
 
 def discard(entry: Path, names) -> None:
-    """Remove the files ``names`` and the metadata from ``entry``, then the folder; OSError when
-    it holds anything else (it then stays)."""
+    """Remove the files ``names`` and the metadata from ``entry`` (an empty folder in the place
+    of one too), then the folder; OSError when it holds anything else (it then stays)."""
     for name in {*names, METADATA}:
-        with suppress(FileNotFoundError):
-            os.unlink(entry / name)
+        path = entry / name
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                raise
+            os.rmdir(path)                  # OSError when it holds anything
     try:
         os.rmdir(entry)
     except OSError as err:
@@ -285,17 +299,50 @@ def _plain(name) -> bool:
     return isinstance(name, str) and name not in ("", ".", "..", METADATA) and "/" not in name
 
 
-def _place(staging: Path, entry: Path, records: dict) -> bool:
-    """Rename ``staging`` to ``entry``; False when another process's intact entry is there."""
+def _place(staging: Path, entry: Path, records: dict, replace: bool) -> bool:
+    """Rename ``staging`` to ``entry``; False when another process's intact entry is there
+    (unless ``replace``) or placed meanwhile."""
     if _renamed(staging, entry):
         return True
-    if read_entry(entry) is not None:
+    if not replace and read_entry(entry) is not None:
         return False
-    if entry.is_symlink():                 # a link where an entry belongs: replaced
-        os.unlink(entry)
-    else:
-        discard(entry, records)            # a damaged entry: this one replaces it
+    _set_aside(entry, records)
     return _renamed(staging, entry)
+
+
+def _set_aside(entry: Path, names) -> None:
+    """Take whatever is at ``entry`` out of the way of a new entry: a link is removed; anything
+    else (an entry, damaged or not, a file) is renamed into a new folder beside it, where
+    :func:`discard` removes the files ``names``, the metadata and the entry's folder, then that
+    folder. What the cache did not write stays there, in ``.set-aside-*``. OSError when it
+    cannot be moved (nothing is then changed).
+
+    Example
+    -------
+    >>> import tempfile
+    >>> entry = Path(tempfile.mkdtemp()) / "0123abcd"
+    >>> (entry / "kernel.so").mkdir(parents=True)            # a folder where a file belongs
+    >>> (entry / "kernel.so" / "notes.txt").write_text("mine")
+    4
+    >>> _set_aside(entry, ["kernel.so"])
+    >>> entry.exists(), [p.name for p in entry.parent.glob(".set-aside-*/0123abcd/kernel.so/*")]
+    (False, ['notes.txt'])
+    """
+    if entry.is_symlink():
+        os.unlink(entry)
+        return
+    aside = Path(tempfile.mkdtemp(prefix=_SET_ASIDE, dir=entry.parent))
+    try:
+        os.rename(entry, aside / entry.name)
+    except FileNotFoundError:              # another process set it aside meanwhile
+        pass
+    except OSError:
+        os.rmdir(aside)
+        raise
+    with suppress(OSError):                # what the cache did not write stays
+        discard(aside / entry.name, names)
+    with suppress(OSError):
+        os.rmdir(aside)
 
 
 def _renamed(staging: Path, entry: Path) -> bool:

@@ -16,7 +16,9 @@ prepared sizes does what it must and nothing else:
   (``BoundKernel.check_native``): row pointers from 0 to nnz and non-decreasing, column
   indices in range and strictly increasing within each row, the tiles' bounds;
 - runs the kernel through its C plan (``BoundKernel.call_native``), which checks each array's
-  type, dtype, size, alignment and that the output overlaps nothing.
+  type, dtype, size, alignment and that the output overlaps nothing. Unweighted SpMM and SDDMM
+  do not pass ``data`` to their kernel, so an output that may overlap the matrix's ``data``
+  takes the general path, which refuses it as an output over any argument.
 
 Operands that are not C-contiguous float32 arrays, whatever either plan declines, and indices
 the checks refuse take the general path, which sorts, copies or raises as before. Nothing of
@@ -87,11 +89,14 @@ class PlainCall(NumpyCall):
     def run_kernel(self, arrays: tuple, matrix) -> bool:
         """Cut the tiles from ``matrix.indptr``, check the matrix's arrays, run the kernel;
         False, with nothing written, when an operand is not a C-contiguous float32 array (the
-        kernel's C plan would decline it, after the checks), or a check or a C plan refuses
-        the arrays."""
+        kernel's C plan would decline it, after the checks), the output may overlap a
+        ``data`` the kernel does not take (its C plan would not see it), or a check or a C plan
+        refuses the arrays."""
         for array in arrays:
             if array.dtype != FLOAT32 or not array.flags.c_contiguous:
                 return False
+        if not self.weighted and np.may_share_memory(arrays[-1], matrix.data):
+            return False                 # by bounds: the general path's exact test decides
         indptr = matrix.indptr
         tile_ptr = np.searchsorted(indptr, self.targets).astype(np.int32)
         tile_ptr[-1] = self.row_count        # past trailing empty rows; checked with the rest

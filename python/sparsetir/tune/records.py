@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from contextlib import suppress
 
 from ..backend import cache_folder
 from .candidates import Candidate
@@ -76,15 +75,13 @@ def store(key: dict, choice: Candidate, measured: dict, paired: dict) -> None:
     """Record ``choice`` under ``key`` with the times that chose it (description -> seconds:
     ``measured``, each candidate timed on its own; ``paired``, the default and the fastest
     timed in alternation, which decided; empty when no pair was timed),
-    replacing a record there; where the cache cannot be used, nothing is stored (the cache
-    warns)."""
+    replacing whatever is there (a record, or anything damaged: ``cache_folder.write_entry``
+    sets it aside, as it does for kernels); where the cache cannot be used, nothing is stored
+    (the cache warns)."""
     folder = cache_folder.folder("tune")
     if folder is None:
         return
     text = json.dumps({"key": key, "choice": choice.to_json(), "measured_s": measured,
                        "paired_s": paired}, indent=1, sort_keys=True)
-    entry = folder / _entry_name(key)
-    if cache_folder.read_entry(entry) is not None:
-        with suppress(OSError):              # another process's record: it stays
-            cache_folder.discard(entry, [RECORD])
-    cache_folder.write_entry(entry, lambda staging: (staging / RECORD).write_text(text))
+    cache_folder.write_entry(folder / _entry_name(key),
+                             lambda staging: (staging / RECORD).write_text(text), replace=True)
