@@ -108,3 +108,42 @@ def test_what_reorder_refuses():
     square = ops.SparseMatrix(scipy.sparse.identity(4, np.float32, format="csr"))
     with pytest.raises(SparseTIRValueError, match="no reordering 'random'"):
         square.reorder("random")
+
+
+def test_from_csr_parallel_edges_stay_edges_of_their_own_whatever_the_values():
+    """``from_csr`` keeps a repeated column as an edge of its own: its reorder keeps it so, with
+    numpy values as with a torch tensor (numpy values were merged into one entry counted twice,
+    so ``sddmm`` on ``B`` had fewer values than on ``M``)."""
+    import torch
+    indptr, indices = [0, 2, 3, 5, 5], [1, 1, 0, 0, 3]          # (0, 1) twice
+    values = np.float32([1, 2, 3, 4, 5])
+    A = scipy.sparse.csr_matrix((values, indices, indptr), shape=(4, 4))   # duplicates kept
+    w = torch.from_numpy(values.copy()).requires_grad_()
+    made = {"numpy": ops.SparseMatrix.from_csr(indptr, indices, values, (4, 4)),
+            "torch": ops.SparseMatrix.from_csr(indptr, indices, w, (4, 4))}
+    rng = np.random.default_rng(5)
+    X, U = (rng.standard_normal((4, 3)).astype(np.float32) for _ in range(2))
+    rows = np.repeat(np.arange(4), np.diff(indptr))
+    expected_scores = (U[rows] * X[indices]).sum(1)   # row-major already: by (row, column)
+    reordered = {}
+    for kind, M in made.items():
+        B, perm = M.reorder("rcm")
+        reordered[kind] = B
+        assert B.nnz == M.nnz == 5 and B.multiplicity is None
+        Y = np.empty((4, 3), np.float32)
+        with torch.no_grad():
+            Y[perm] = np.asarray(ops.spmm(B, torch.from_numpy(X[perm])))
+            scores = np.asarray(ops.sddmm(B, torch.from_numpy(U[perm]),
+                                          torch.from_numpy(X[perm])))
+        np.testing.assert_allclose(Y, A @ X, rtol=1e-5, atol=1e-5)
+        assert scores.shape == (M.nnz,)
+        old_rows, old_cols = perm[np.repeat(np.arange(4), np.diff(B.indptr))], perm[B.indices]
+        by_old = np.lexsort((old_cols, old_rows))       # B's edges in M's numbering, sorted
+        np.testing.assert_array_equal(old_rows[by_old], rows)
+        np.testing.assert_array_equal(old_cols[by_old], indices)
+        np.testing.assert_allclose(scores[by_old], expected_scores, rtol=1e-5, atol=1e-6)
+    for name in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(reordered["numpy"], name),
+                                      getattr(reordered["torch"], name))
+    ops.spmm(reordered["torch"], torch.from_numpy(X[perm])).sum().backward()
+    torch.testing.assert_close(w.grad, torch.from_numpy(X[indices].sum(1)))  # d/dw: x_u

@@ -25,12 +25,13 @@ import torch
 
 from ..errors import SparseTIRTypeError, SparseTIRValueError
 from ..ops import SparseMatrix
-from ..ops.graph_tensors import graph_tensors, is_distributed, tracing
+from ..ops.graph_tensors import edges_of, graph_tensors, is_distributed, tracing
 
 
 def check_matrix(M) -> SparseMatrix:
     """``M``'s graph (``M.edge_matrix()``: one stored entry per edge, parallel edges each
-    their own, as DGL's layers count them) when ``M`` is a ``SparseMatrix``; a
+    their own, as DGL's layers count them; found through ``M``'s graph tensors, which a
+    compiled layer reads: ``ops.graph_tensors.edges_of``) when ``M`` is a ``SparseMatrix``; a
     ``sparsetir.distributed.DistSparseMatrix`` (this rank's nodes of a partitioned graph) as it
     is; anything else is refused by name."""
     if is_distributed(M):
@@ -39,7 +40,7 @@ def check_matrix(M) -> SparseMatrix:
         raise SparseTIRTypeError(
             f"M must be a sparsetir.ops.SparseMatrix (num_dst x num_src, rows are destinations), "
             f"got {type(M).__name__}: wrap it once with SparseMatrix(A) or SparseMatrix.from_csr")
-    return M.edge_matrix()
+    return edges_of(M)
 
 
 def check_rows(name: str, tensor, rows: int, what: str) -> None:

@@ -7,7 +7,9 @@
 ``lstm``, run over the sources in ``M``'s CSR order, destinations batched by in-degree as DGL
 does: ``degree_buckets``; DGL runs it in edge-id order, the same order where a graph's edge ids
 follow its CSR order, ``docs/migration.md`` §6). A destination with no in-edge aggregates to 0. ``edge_weight``
-multiplies each edge's message.
+multiplies each edge's message. Traced (``torch.compile``, ``torch.export``), the LSTM runs
+from ``lstm``'s parameters, one step at a time over every destination still reading
+(``degree_buckets.last_states``): dynamo does not trace ``nn.LSTM``.
 
 Example
 -------
@@ -29,14 +31,15 @@ from torch import nn
 from torch.nn import functional
 
 from .. import ops
-from ..ops.graph_tensors import graph_tensors, is_distributed
+from ..ops.graph_tensors import graph_tensors, is_distributed, tracing
 from ..errors import SparseTIRValueError
-from .degree_buckets import per_destination
+from .degree_buckets import last_states, per_destination
 from .graph_inputs import check_matrix, edge_column, leading_rows, node_features
 from .kernel_plans import Call, Nodes, precompile
 
 _AGGREGATORS = ("mean", "gcn", "pool", "lstm")
 _REDUCERS = {"mean": "mean", "gcn": "sum", "pool": "max"}
+_LSTM_WEIGHTS = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
 
 
 class SAGEConv(nn.Module):
@@ -144,11 +147,44 @@ class SAGEConv(nn.Module):
             messages = ops.u_mul_e(M, feat_src, edge_column("edge_weight", edge_weight, M,
                                                              feat_src.dim()))
         width = self._in_src_feats
+        if tracing():
+            return self._traced_lstm(M, messages)
 
         def last_state(batch):
             zeros = batch.new_zeros((1, batch.shape[0], width))
             return self.lstm(batch, (zeros, zeros))[1][0].squeeze(0)
         return per_destination(M, messages, last_state, (width,))
+
+    def _traced_lstm(self, M, messages):
+        """``lstm``'s last hidden state over each destination's messages, from its parameters
+        (``_lstm_parameters``: dynamo refuses to trace an ``nn.LSTM``, or to read its
+        parameters through it), its cell written out (gates ``i, f, g, o``, as
+        ``nn.LSTM``): the one-layer LSTM with biases the layer builds, anything else refused by
+        name."""
+        weights = self._lstm_parameters
+        if set(weights) != set(_LSTM_WEIGHTS):
+            raise SparseTIRValueError(
+                f"a traced SAGEConv runs lstm as a one-layer, one-way nn.LSTM with biases "
+                f"(parameters {', '.join(_LSTM_WEIGHTS)}); this one has {', '.join(weights)}")
+        w_hh = weights["weight_hh_l0"]
+        inputs = functional.linear(messages, weights["weight_ih_l0"],
+                                   weights["bias_ih_l0"] + weights["bias_hh_l0"])
+
+        def step(x, state):
+            h, c = state
+            i, f, g, o = (x + functional.linear(h, w_hh)).chunk(4, dim=1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            return torch.sigmoid(o) * torch.tanh(c), c
+        zeros = messages.new_zeros((M.shape[0], self._in_src_feats))
+        return last_states(M, inputs, step, (zeros, zeros))[0]
+
+    def __setattr__(self, name, value):
+        """As ``nn.Module``'s; ``lstm`` also sets ``_lstm_parameters``, its parameters by name
+        (the dict ``nn.LSTM`` keeps them in, so a parameter it is given later is there too),
+        which a traced forward reads."""
+        super().__setattr__(name, value)
+        if name == "lstm":
+            super().__setattr__("_lstm_parameters", value._parameters)
 
     def _gcn_neighbourhood(self, M, feat, feat_src, feat_dst, aggregate, transform_first):
         """``(x_v + sum of x_u) / (in-degree + 1)``, through ``fc_neigh``."""

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SparseTIRError, SparseTIRTypeError, SparseTIRValueError
+from ..errors import SparseTIRTypeError, SparseTIRValueError
 from .arrays import check_tensor, is_torch
 from .broadcast import broadcast_shape
 from .dtypes import autocast_pair, check_dtype, dtype_name, result_dtype
@@ -272,8 +272,12 @@ def edge_softmax(M, logits, eids=None, norm_by: str = "dst"):
     if is_distributed(M):     # its rank's local edges
         return M.edge_softmax(logits, eids, norm_by)
     if tracing():
-        from . import traced  # pylint: disable=import-outside-toplevel
-        return traced.edge_softmax(M, logits, eids, norm_by)
+        if norm_by == "dst" and _every_edge(eids):
+            from . import traced  # pylint: disable=import-outside-toplevel
+            return traced.edge_softmax(M, logits)
+        from . import untraceable  # pylint: disable=import-outside-toplevel
+        return untraceable.eagerly(untraceable.SOFTMAX_FORM, edge_softmax, M, logits, eids,
+                                   norm_by)
     graph, order = _softmax_graph(as_graph(M), eids, norm_by)
     (values,) = _operands([("logits", logits, graph.nnz)])
     if order is None:
@@ -308,7 +312,7 @@ def _softmax_graph(matrix: SparseMatrix, eids, norm_by: str) -> tuple:
 def edge_ids(eids, nnz: int, edges: str):
     """``eids`` as a 1-D numpy array of ids below ``nnz`` (refused by name otherwise, ``edges``
     saying whose edges they number), or None for every edge (None or DGL's ``"__ALL__"``)."""
-    if eids is None or (isinstance(eids, str) and eids == "__ALL__"):
+    if _every_edge(eids):
         return None
     ids = np.asarray(eids.detach().cpu().numpy() if is_torch(eids) else eids)
     if ids.ndim != 1 or (ids.dtype.kind not in "iu" and ids.size):
@@ -318,6 +322,11 @@ def edge_ids(eids, nnz: int, edges: str):
         raise SparseTIRValueError(f"eids holds ids outside [0, {nnz}) ({edges}): "
                                   f"{ids.min()}..{ids.max()}")
     return ids
+
+
+def _every_edge(eids) -> bool:
+    """Whether ``eids`` names every edge: None, or DGL's ``"__ALL__"``."""
+    return eids is None or (isinstance(eids, str) and eids == "__ALL__")
 
 
 def _rows(array, order: np.ndarray):
@@ -364,10 +373,9 @@ def segment_softmax(seglen, value):
     >>> segment_softmax(np.array([2, 0, 1]), np.float32([[0], [0], [7]])).ravel().tolist()
     [0.5, 0.5, 1.0]
     """
-    if tracing():
-        raise SparseTIRError("segment_softmax cannot be traced (torch.compile / torch.export): "
-                             "it makes a SparseMatrix of the segments; call it outside the "
-                             "compiled region, or edge_softmax on a matrix made outside it")
+    if tracing():           # it makes a SparseMatrix of the segments
+        from . import untraceable  # pylint: disable=import-outside-toplevel
+        return untraceable.eagerly(untraceable.SEGMENT_SOFTMAX, segment_softmax, seglen, value)
     return edge_softmax(_segments(seglen, value), value)
 
 

@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import SparseTIRTypeError, SparseTIRValueError
+from ..errors import SparseTIRValueError
 
 
 class GraphTensors(NamedTuple):
@@ -40,7 +40,10 @@ class GraphTensors(NamedTuple):
     ``indptr`` (m + 1,) and ``indices`` (nnz,) int32; ``data`` (nnz,) the stored values;
     ``values``: ``M.values`` where it is a tensor (``from_csr`` keeps its autograd), else
     ``data``; ``in_degrees`` (m,) and ``out_degrees`` (n,) int64; ``has_empty_rows``: whether a row
-    (destination) has no entry."""
+    (destination) has no entry; ``edge_matrix``: ``M.edge_matrix()`` where ``M`` summed
+    parallel edges into one entry (``multiplicity``), else None (``M``'s entries are its
+    edges: ``edges_of``); ``degree_counts``: ``((degree, rows), ...)``, how many rows have each
+    in-degree that occurs, by increasing degree (``nn.degree_buckets``)."""
     indptr: object
     indices: object
     data: object
@@ -48,6 +51,8 @@ class GraphTensors(NamedTuple):
     in_degrees: object
     out_degrees: object
     has_empty_rows: bool
+    edge_matrix: object = None
+    degree_counts: tuple = ()
 
 
 LIVE: dict = {}
@@ -85,15 +90,39 @@ def graph_tensors(M) -> GraphTensors:
 
 
 def _made(M, torch) -> GraphTensors:
-    indptr, indices, data, in_degrees, out_degrees = (     # copies of their own
-        torch.from_numpy(np.array(M.storage(name))) for name in (
-            "indptr", "indices", "data", "in_degrees", "out_degrees"))
+    indptr, indices, data = (torch.from_numpy(np.array(M.storage(name)))  # copies of their own
+                             for name in ("indptr", "indices", "data"))
+    # made anew, not copied from M.storage: a matrix far wider than its nonzeros pays for those
+    in_degrees, out_degrees = (torch.from_numpy(M.derived(name)) for name in (
+        "in_degrees", "out_degrees"))
     values = M.values if isinstance(M.values, torch.Tensor) else data
+    counts = np.bincount(in_degrees.numpy())
+    degrees = np.flatnonzero(counts)
+    edges = M.edge_matrix()
     arrays = GraphTensors(indptr, indices, data, values, in_degrees, out_degrees,
-                          bool(M.storage("empty_rows").size))
+                          bool(M.storage("empty_rows").size), None if edges is M else edges,
+                          tuple(zip(degrees.tolist(), counts[degrees].tolist())))
     key = (indptr.data_ptr(), indices.data_ptr(), M.nnz)
     LIVE[key] = weakref.ref(M, lambda ref, key=key: _forget(key, ref))
     return arrays
+
+
+def edges_of(M):
+    """``M.edge_matrix()`` (one stored entry per edge, parallel edges each their own) found
+    through ``M``'s ``GraphTensors``, so that a traced function reads no array of ``M``
+    (``torch.compile`` cannot read a ``SparseMatrix``'s arrays).
+
+    Example
+    -------
+    >>> import scipy.sparse
+    >>> from sparsetir.ops import SparseMatrix
+    >>> A = scipy.sparse.coo_matrix((np.float32([1, 2, 3]), ([0, 0, 1], [1, 1, 0])), (2, 2))
+    >>> M = SparseMatrix(A)                          # (0, 1) twice: summed into one entry
+    >>> M.nnz, edges_of(M).nnz, edges_of(M) is M.edge_matrix()
+    (2, 3, True)
+    """
+    made = graph_tensors(M).edge_matrix
+    return M if made is None else made
 
 
 def _forget(key: tuple, ref) -> None:
@@ -108,13 +137,3 @@ def tracing() -> bool:
     operators then call their ``custom_ops`` operators."""
     torch = sys.modules.get("torch")
     return torch is not None and torch.compiler.is_compiling()
-
-
-def refuse_tracing() -> None:
-    """Refuse to make a ``SparseMatrix`` while torch traces (its checks read the values of
-    the arrays, which a traced function does not know)."""
-    if tracing():
-        raise SparseTIRTypeError(
-            "a SparseMatrix cannot be made inside torch.compile / torch.export (its checks "
-            "read the arrays' values): make it once outside the compiled function and pass "
-            "it in, or keep it on the module")

@@ -37,6 +37,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import NamedTuple, Optional
 
@@ -48,9 +49,35 @@ from ..format.frozen import frozen
 from ..format.checks import index_array
 from ..runtime.arguments import sealed
 from .arrays import check_autograd
-from .graph_tensors import graph_tensors, refuse_tracing
+from .graph_tensors import graph_tensors
 from .tiles import balanced_row_bounds
 from ..errors import SparseTIRTypeError, SparseTIRValueError
+
+
+def _untraced(make):
+    """``make``, which makes a ``SparseMatrix`` (its checks read the arrays' values), run
+    with torch's dynamo off once torch is loaded (``untraceable.eagerly``: ``torch.compile``
+    makes the matrix eagerly, a graph break, ``torch.export`` refuses it by name). Dynamo may
+    run it outside its trace but with its frame hook set (a graph break at the call, or a frame
+    it skips), where it would trace the functions ``make`` calls one by one and crash on their
+    read-only arrays.
+
+    Example
+    -------
+    >>> import torch
+    >>> f = torch.compile(lambda x: x * SparseMatrix.from_csr([0, 1], [0], x, (1, 1)).nnz,
+    ...                   backend="eager")
+    >>> f(torch.ones(1)).tolist()                    # made eagerly, between two graphs
+    [1.0]
+    >>> torch._dynamo.reset()
+    """
+    @functools.wraps(make)
+    def made(*args, **kwargs):
+        if "torch" not in sys.modules:
+            return make(*args, **kwargs)
+        from .untraceable import MADE_INSIDE, eagerly  # pylint: disable=import-outside-toplevel
+        return eagerly(MADE_INSIDE, make, *args, **kwargs)
+    return made
 
 
 class SparseMatrix:
@@ -104,8 +131,8 @@ class SparseMatrix:
     the matrix keep its arrays; make a new matrix instead).
     """
 
+    @_untraced
     def __init__(self, matrix, *, name: str = "matrix", tune: bool = False):
-        refuse_tracing()
         if isinstance(matrix, SparseMatrix):         # its arrays, checked already
             self._fill(matrix.shape, *(matrix._sealed.get(name) for name in (
                 "indptr", "indices", "data")), None, matrix._sealed.get("multiplicity"))
@@ -147,6 +174,7 @@ class SparseMatrix:
             graph_tensors(self)
 
     @classmethod
+    @_untraced
     def from_csr(cls, indptr, indices, values, shape) -> "SparseMatrix":
         """A matrix over CSR arrays already in CSR order: column indices non-decreasing within
         each row (unsorted columns are refused by name: the edge data of the graph operators
@@ -170,7 +198,6 @@ class SparseMatrix:
         >>> SparseMatrix.from_csr([0, 2, 2], [1, 1], np.float32([1, 2]), (2, 2)).nnz  # parallel edges
         2
         """
-        refuse_tracing()
         if not isinstance(shape, (tuple, list)) or len(shape) != 2:
             raise SparseTIRValueError(f"shape must be (rows, columns), got {shape!r}")
         shape = tuple(int(size) for size in shape)
@@ -218,12 +245,31 @@ class SparseMatrix:
         if name == "source_order":
             return self._order
         if name in _DERIVED:
-            return self._derive(name, lambda: sealed(*_DERIVED[name](self)))
+            return self._derive(name, lambda: sealed(self.derived(name), _DERIVED[name][1]))
         if name not in ("indptr", "indices", "data", "multiplicity"):
             raise SparseTIRValueError(f"a SparseMatrix stores no array {name!r}; it stores "
                                       "indptr, indices, data, multiplicity, source_order, "
                                       f"{', '.join(_DERIVED)}")
         return self._sealed.get(name)
+
+    def derived(self, name: str) -> np.ndarray:
+        """A new writable array ``name`` derived from the stored ones (``"in_degrees"``,
+        ``"out_degrees"``, ``"empty_rows"``, ``"edge_ids"``: see ``storage``), computed again
+        rather than copied from the one ``storage`` keeps. A count per column (``out_degrees``)
+        is made over zeroed memory that the system maps only where a count lands, so a matrix
+        far wider than its nonzeros pays for its nonzeros until the array is read.
+
+        Example
+        -------
+        >>> M = SparseMatrix(scipy.sparse.eye(2, 4, format="csr", dtype=np.float32))
+        >>> M.derived("out_degrees").tolist(), M.derived("out_degrees").flags.writeable
+        ([1, 1, 0, 0], True)
+        """
+        if name not in _DERIVED:
+            raise SparseTIRValueError(f"a SparseMatrix derives no array {name!r}; it derives "
+                                      f"{', '.join(_DERIVED)}")
+        make, dtype = _DERIVED[name]
+        return make(self).astype(dtype, copy=False)
 
     def edge_values(self):
         """The values the operators multiply by: ``values`` where it is a ``from_csr`` tensor,
@@ -340,9 +386,11 @@ class SparseMatrix:
         are close (``ops.reorder``: ``"rcm"``, ``"degree"`` or ``"metis"``), ``B = P A P^T``,
         and the permutation: node ``perm[k]`` of this matrix is node ``k`` of ``B``. Keep the
         features in the new order, ``X[perm]``; a result row ``k`` of ``B`` belongs to node
-        ``perm[k]``. ``B`` keeps what each entry counts (``multiplicity``: parallel edges) and
-        ``tune``; a ``from_csr`` values tensor is permuted as a torch tensor (``B.values`` is
-        ``M.values[order]``, so a gradient reaches ``M.values``), other values are copied.
+        ``perm[k]``. ``B`` has this matrix's entries, one each (a ``from_csr`` repeated column
+        stays an entry, an edge, of its own, whatever the values' type), what each entry counts
+        (``multiplicity``: parallel edges) and ``tune``; a ``from_csr`` values tensor is
+        permuted as a torch tensor (``B.values`` is ``M.values[order]``, so a gradient reaches
+        ``M.values``), other values are copied.
 
         Example
         -------
@@ -360,25 +408,17 @@ class SparseMatrix:
         from .reorder import permuted, reordering  # pylint: disable=import-outside-toplevel
         perm = reordering(self, method)
         kept = self._sealed
+        indptr, indices, order = permuted(kept["indptr"], kept["indices"], perm)
         if self.values is not self.data:      # a from_csr tensor: keep its autograd link
-            positions = permuted(scipy.sparse.csr_matrix(
-                (np.arange(1, self.nnz + 1), np.array(kept["indices"]),
-                 np.array(kept["indptr"])), shape=self.shape), perm)
-            positions.sort_indices()
             torch = sys.modules["torch"]     # loaded: the values are a torch tensor
-            order = torch.from_numpy(positions.data.astype(np.int64) - 1)
-            B = SparseMatrix.from_csr(positions.indptr, positions.indices,
-                                      self.values[order.to(self.values.device)], self.shape)
-            B.auto_tune = self.auto_tune
-            return B, frozen(perm)
-        B = SparseMatrix(permuted(self.to_scipy(), perm))
-        if self.multiplicity is not None:     # the same pattern, so the same sorted order
-            counts = permuted(scipy.sparse.csr_matrix(
-                (np.array(kept["multiplicity"]), np.array(kept["indices"]),
-                 np.array(kept["indptr"])), shape=self.shape), perm)
-            counts.sort_indices()
+            values = self.values[torch.from_numpy(order).to(self.values.device)]
+        else:
+            values = kept["data"][order]
+        B = SparseMatrix.from_csr(indptr, indices, values, self.shape)
+        if self.multiplicity is not None:     # what each entry counts, in B's order
             made = B._sealed
-            B._fill(B.shape, made["indptr"], made["indices"], made["data"], None, counts.data)
+            B._fill(B.shape, made["indptr"], made["indices"], made["data"], None,
+                    kept["multiplicity"][order])
         B.auto_tune = self.auto_tune
         return B, frozen(perm)
 
@@ -448,14 +488,14 @@ def as_sparse_matrix(matrix, name: str = "A") -> SparseMatrix:
 
 
 _DERIVED = {
-    "in_degrees": lambda M: (np.diff(M.storage("indptr")), np.int64),
-    "out_degrees": lambda M: (np.bincount(M.storage("indices"), minlength=M.shape[1]),
-                              np.int64),
-    "empty_rows": lambda M: (np.flatnonzero(M.storage("in_degrees") == 0), np.int64),
-    "edge_ids": lambda M: (np.arange(M.nnz), np.int32),
+    "in_degrees": (lambda M: np.diff(M.storage("indptr")), np.int64),
+    "out_degrees": (lambda M: np.bincount(M.storage("indices"), minlength=M.shape[1]),
+                    np.int64),
+    "empty_rows": (lambda M: np.flatnonzero(M.storage("in_degrees") == 0), np.int64),
+    "edge_ids": (lambda M: np.arange(M.nnz), np.int32),
 }
-"""The arrays ``SparseMatrix.storage`` derives once from the stored ones: name -> ``(array,
-dtype)`` of a matrix."""
+"""The arrays ``SparseMatrix.derived`` makes from the stored ones (``storage`` keeps one of
+each): name -> ``(make, dtype)``, ``make(M)`` the array of a matrix."""
 
 _FIXED = frozenset({"shape", "indptr", "indices", "data", "source_order", "multiplicity", "nnz",
                     "values", "dtype"})

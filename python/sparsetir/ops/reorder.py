@@ -78,7 +78,25 @@ def _metis_order(symmetric) -> np.ndarray:
     return np.argsort(np.asarray(membership), kind="stable").astype(np.int64)
 
 
-def permuted(matrix, perm: np.ndarray) -> scipy.sparse.csr_matrix:
-    """``P A P^T`` for the scipy CSR matrix ``matrix``: row and column ``k`` are the old
-    ``perm[k]``."""
-    return matrix[perm][:, perm].tocsr()
+def permuted(indptr: np.ndarray, indices: np.ndarray, perm: np.ndarray) -> tuple:
+    """``(indptr, indices, order)``: the pattern of ``P A P^T`` for the square CSR pattern
+    ``indptr, indices`` of ``A`` (row and column ``k`` are the old ``perm[k]``), columns sorted
+    within each row, and for each of its entries the position of the same entry in ``A``.
+    Every entry of ``A`` stays one: entries of one position (parallel edges) are neither
+    merged nor reordered among themselves.
+
+    Example
+    -------
+    >>> indptr, indices, order = permuted(np.array([0, 2, 3]), np.array([1, 1, 0]),
+    ...                                   np.array([1, 0]))         # row 0 holds column 1 twice
+    >>> indptr.tolist(), indices.tolist(), order.tolist()
+    ([0, 1, 3], [1, 0, 0], [2, 0, 1])
+    """
+    size = indptr.size - 1
+    renumbered = np.empty(size, np.int64)
+    renumbered[perm] = np.arange(size)
+    rows = renumbered[np.repeat(np.arange(size), np.diff(indptr))]
+    columns = renumbered[indices]
+    order = np.lexsort((columns, rows))            # stable: parallel edges keep their order
+    counts = np.bincount(rows, minlength=size)
+    return np.concatenate([[0], np.cumsum(counts)]), columns[order], order

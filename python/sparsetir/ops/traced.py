@@ -2,8 +2,10 @@
 matrix as its ``graph_tensors``, and the operator of ``custom_ops`` (``torch.ops.sparsetir``).
 
 Nothing here reads the values of an array, so ``torch.compile`` traces every line; the checks
-that need values run in the operators when the graph runs. A matrix must be a ``SparseMatrix``
-made outside the traced region (its checks read values): anything else is refused by name.
+that need values run in the operators when the graph runs. A matrix is a ``SparseMatrix``
+made outside the traced region (its checks read values; a matrix that summed parallel edges
+is read through its ``edge_matrix``, made with it); another matrix (scipy, torch sparse) is
+made into one eagerly (``untraceable.eagerly``: a graph break).
 
 Example
 -------
@@ -26,34 +28,26 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..errors import SparseTIRError, SparseTIRTypeError, SparseTIRValueError
+from ..errors import SparseTIRValueError
 from .dtypes import autocast_pair, autocast_result
-from .graph_tensors import graph_tensors
-from .matrix import SparseMatrix
+from .graph_tensors import edges_of, graph_tensors
+from .matrix import SparseMatrix, as_sparse_matrix
+from .untraceable import NOT_A_MATRIX, eagerly
 
 
 def _graph(M) -> SparseMatrix:
-    """``M``, which must be a ``SparseMatrix`` made outside the traced region."""
-    if not isinstance(M, SparseMatrix):
-        raise SparseTIRTypeError(
-            f"under torch.compile / torch.export the matrix must be a SparseMatrix made "
-            f"outside the compiled function (got {type(M).__name__}): wrap it once with "
-            "sparsetir.ops.SparseMatrix(A) before the call and pass that")
-    return M
+    """``M`` as a ``SparseMatrix``: one made outside the traced region, else made from ``M``
+    eagerly (``NOT_A_MATRIX``)."""
+    if isinstance(M, SparseMatrix):
+        return M
+    return eagerly(NOT_A_MATRIX, as_sparse_matrix, M, "M")
 
 
-def _edges_only(M: SparseMatrix) -> SparseMatrix:
-    if M.multiplicity is not None:
-        raise SparseTIRValueError(
-            "M holds parallel edges summed into one entry; the graph operators take one edge "
-            "per stored entry: pass a matrix without duplicate entries")
-    return M
-
-
-def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data, edges_only: bool = True):
+def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data, edges: bool = True):
     """``ops.gspmm`` as ``torch.ops.sparsetir.gspmm`` (the autocast dtype, if any, read
-    while torch traces)."""
-    M = _edges_only(_graph(M)) if edges_only else _graph(M)
+    while torch traces), over ``M``'s edges (``edges_of``), or its stored entries where
+    ``edges`` is False (``spmm``)."""
+    M = edges_of(_graph(M)) if edges else _graph(M)
     arrays = graph_tensors(M)
     lhs = None if op == "copy_rhs" else lhs_data
     rhs = None if op == "copy_lhs" else rhs_data
@@ -62,10 +56,11 @@ def gspmm(M, op: str, reduce_op: str, lhs_data, rhs_data, edges_only: bool = Tru
 
 
 def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: str = "v",
-           edges_only: bool = True):
+           edges: bool = True):
     """``ops.gsddmm`` as ``torch.ops.sparsetir.gsddmm`` (``dot`` in the autocast dtype, if
-    any, read while torch traces)."""
-    M = _edges_only(_graph(M)) if edges_only else _graph(M)
+    any, read while torch traces), over ``M``'s edges, or its stored entries where ``edges``
+    is False (``sddmm``)."""
+    M = edges_of(_graph(M)) if edges else _graph(M)
     arrays = graph_tensors(M)
     lhs = None if op == "copy_rhs" else lhs_data
     rhs = None if op == "copy_lhs" else rhs_data
@@ -74,14 +69,11 @@ def gsddmm(M, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
                                       autocast_pair(lhs, rhs) if op == "dot" else None)
 
 
-def edge_softmax(M, logits, eids=None, norm_by: str = "dst"):
-    """``ops.edge_softmax`` as ``torch.ops.sparsetir.edge_softmax`` (over each destination's
-    in-edges, every edge: ``eids`` and ``norm_by="src"`` run eagerly only)."""
-    if norm_by != "dst" or not (eids is None or (isinstance(eids, str) and eids == "__ALL__")):
-        raise SparseTIRError("edge_softmax with eids or norm_by='src' cannot be traced "
-                             "(torch.compile / torch.export): call it outside the compiled "
-                             "region")
-    arrays = graph_tensors(_edges_only(_graph(M)))
+def edge_softmax(M, logits):
+    """``ops.edge_softmax`` as ``torch.ops.sparsetir.edge_softmax``, over each destination's
+    in-edges, every edge (``ops.edge_softmax`` runs ``eids`` and ``norm_by="src"``
+    eagerly)."""
+    arrays = graph_tensors(edges_of(_graph(M)))
     return torch.ops.sparsetir.edge_softmax(arrays.indptr, arrays.indices, logits)
 
 
@@ -98,17 +90,14 @@ def _into(out, result):
 
 
 def spmm(A, X, out, weighted: bool):
-    """``ops.spmm`` as ``torch.ops.sparsetir.gspmm`` (``u_mul_e_sum`` with ``A``'s values, or
-    ``copy_u_sum``)."""
+    """``ops.spmm`` as ``torch.ops.sparsetir.gspmm``: ``u_mul_e_sum`` with ``A``'s values
+    over its entries, or ``copy_u_sum`` over its edges (parallel edges summed into one entry
+    each count, as eagerly)."""
     M = _graph(A)
     if weighted:
-        values = graph_tensors(M).values
-        result = gspmm(M, "mul", "sum", X, values, edges_only=False)
-    elif M.multiplicity is None:
-        result = gspmm(M, "copy_lhs", "sum", X, None, edges_only=False)
+        result = gspmm(M, "mul", "sum", X, graph_tensors(M).values, edges=False)
     else:
-        raise SparseTIRValueError("spmm(weighted=False) on a matrix with parallel edges summed "
-                                  "into one entry is not traced; call it outside torch.compile")
+        result = gspmm(M, "copy_lhs", "sum", X, None)
     return result if out is None else _into(out, result)
 
 
@@ -116,7 +105,7 @@ def sddmm(A, X, Y, out):
     """``ops.sddmm`` as ``torch.ops.sparsetir.gsddmm`` (``u_dot_v(A, Y, X)``)."""
     vector = X.dim() == 1
     result = gsddmm(_graph(A), "dot", Y.reshape(-1, 1) if vector else Y,
-                    X.reshape(-1, 1) if vector else X, "u", "v", edges_only=False).reshape(-1)
+                    X.reshape(-1, 1) if vector else X, "u", "v", edges=False).reshape(-1)
     return result if out is None else _into(out, result)
 
 
