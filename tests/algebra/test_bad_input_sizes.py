@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 import sparsetir
 import sparsetir.algebra as alg
-from sparsetir.algebra import sizes
+from sparsetir.algebra import sizes, storage
 
 PAST_INT32 = r"past the 2147483647 \(2\*\*31 - 1\) that co-iteration kernels address"
 
@@ -99,6 +99,43 @@ def test_the_workspace_of_2_31_columns_is_sized_in_int64():
     text = sparsetir.lower_sparse_iter(k.func)["main"].script()
     assert 'runs = T.sblock_alloc_buffer((T.Cast("int64", n_j) + T.int64(1),), "int32")' in text
     assert "if vchunk * ((n_i + 64 - 1) // 64) < n_i:" in text
+
+
+_HUGE_ROWS = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (12 * 2**30, 12 * 2**30))   # 16 GiB cannot be had
+import numpy as np, scipy.sparse as sp
+import sparsetir.algebra as alg
+from sparsetir.format import SparseTensor
+n = 2**31 - 1
+B = sp.coo_matrix(([1.0, 2.0], ([0, n - 1], [0, 3])), shape=(n, 4))
+k = alg.compile("A(i,j) = B(i,j) + C(i,j)", formats={"A": "DCSR", "B": "CSR", "C": "DCSR"})
+C = SparseTensor.from_scipy(B, "DCSR")
+try:
+    k(B=B if sys.argv[1] == "coo" else C, C=C)
+except Exception as err:
+    print(type(err).__name__, err)
+"""
+
+
+@pytest.mark.parametrize("given", ["coo", "dcsr"])
+def test_a_row_pointer_past_int32_is_refused_before_an_operand_is_converted(given, tmp_path):
+    """A CSR operand of 2**31 - 1 rows given as scipy COO or a DCSR ``SparseTensor`` (two
+    entries): its conversion to CSR allocated the row pointer's 2**31 counts (16 GiB, then
+    more) before the kernel's check of the row pointer. It is refused by the conversion before
+    it allocates. A process of its own, its address space capped at 12 GB: a regression is a
+    ``MemoryError`` there, not the machine's memory spent."""
+    import subprocess
+    import sys
+    script = tmp_path / "huge_rows.py"
+    script.write_text(_HUGE_ROWS)
+    done = subprocess.run([sys.executable, str(script), given], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith(
+        "SparseTIRValueError the row pointer of level 1 (dimension 1) of the operand of shape "
+        "(2147483647, 4) has 2147483648 elements, past the 2147483647 (2**31 - 1) that "
+        "co-iteration kernels address with int32 positions; nothing was allocated"), done.stdout
 
 
 def _csr(data, indices, indptr, shape, fmt="csr"):
@@ -207,6 +244,53 @@ def test_operands_past_the_switch_are_read_with_int64_positions(monkeypatch):
     result = k(B=B, C=C)
     assert result.positions(1).dtype == np.int64
     np.testing.assert_array_equal(result.to_dense(), (B + C).toarray())
+
+
+def test_a_converted_operand_past_int32_takes_int64_positions(monkeypatch):
+    """An operand converted to another level order (a CSC tensor read as CSR) with more stored
+    entries than int32 positions hold gets int64 positions and coordinates, as one read in its
+    own order does, instead of positions wrapped past 2**31 - 1 (the limit lowered here)."""
+    B = _with_empty_rows(6, 8, 3, [1, 5])
+    fmt = storage.level_format("CSR", 2, "B")
+    coords = np.vstack(B.nonzero()).astype(np.int64)
+    narrow = storage.from_coords(coords, B.data, B.shape, fmt, "float64", canonical=False)
+    monkeypatch.setattr(storage, "INDEX_LIMIT", B.nnz - 1)
+    wide = storage.from_coords(coords, B.data, B.shape, fmt, "float64", canonical=False)
+    assert narrow.pos[1].dtype == np.int32 and wide.pos[1].dtype == np.int64
+    assert wide.crd[1].dtype == np.int64
+    np.testing.assert_array_equal(wide.pos[1], B.indptr)
+    np.testing.assert_array_equal(wide.crd[1], B.indices)
+    np.testing.assert_array_equal(wide.vals, B.data)
+
+
+@pytest.mark.parametrize("statement, formats, want", [
+    ("a(i) = B(i,j) * c(j)", {"a": "sparse", "B": "CSR"}, lambda b, c, e: b @ c),
+    ("a(i) = B(i,j)", {"a": "sparse", "B": "CSC"}, lambda b, c, e: b.sum(1)),
+    ("A(i,j) = B(i,j) + 1", {"A": "CSR", "B": "CSR"}, lambda b, c, e: b + 1),
+    ("A(i,j) = B(i,j) + e(i)", {"A": "DCSR", "B": "CSR"}, lambda b, c, e: b + e[:, None]),
+    ("A(i,j) = B(i,j) + e(i)", {"A": "COO", "B": "CSR"}, lambda b, c, e: b + e[:, None]),
+])
+def test_a_whole_result_past_the_switch_is_computed_with_int64_positions(monkeypatch, statement,
+                                                                         formats, want):
+    """A sparse result written at every coordinate (``k.whole``: a sparse vector of a row sum,
+    a term without one of the result's indices) is computed as a dense result, and so are
+    its int64 kernels (they were generated for the sparse result, whose arrays the call does
+    not pass: a ``KeyError``). Every coordinate is stored, empty rows too, with 64-bit
+    positions and coordinates."""
+    k = alg.compile(statement, formats=formats)
+    assert k.whole is not None
+    b = _with_empty_rows(6, 7, 1, [0, 3])
+    c, e = np.linspace(-1, 2, 7), np.arange(1., 7.)
+    operands = {"B": b, **({"c": c} if "c(j)" in statement else {}),
+                **({"e": e} if "e(i)" in statement else {})}
+    monkeypatch.setattr(sizes, "WIDE_POSITIONS", 3)
+    result = k(**operands)
+    assert k._wide is not None
+    expected = want(b.toarray(), c, e)
+    np.testing.assert_allclose(result.to_dense(), expected, rtol=1e-12, atol=0)
+    assert result.nse == expected.size
+    if "COO" not in formats.values():
+        assert result.encoding.pos_width == 64 and result.encoding.crd_width == 64
 
 
 def test_a_csf_result_and_a_chain_of_kernels_past_the_switch(monkeypatch):

@@ -314,3 +314,31 @@ def test_csr_result_under_a_sum_over_a_sparse_outer_index(fb, fc):
         sch.work_on(fn)
         sch.parallel(sch.get_loops(sch.get_sblock("kernel0"))[0])
     np.testing.assert_allclose(_dense(k.rebuild(sch.mod)(B=b, C=c)), (b @ c).toarray())
+
+
+@pytest.mark.parametrize("name", ["full", "empty", "dense"])
+def test_tensors_named_like_the_merges_own_markers(name):
+    """A tensor may be named ``full``, ``empty`` or ``dense``, words the merge once used for
+    a whole or an empty walk: ``full + B`` walked every coordinate (a CSR result of the
+    union's size was overrun), ``dense .* B`` none of ``dense``'s."""
+    b, c = PAIRS["random"]
+    csr = {"A": "CSR", name: "CSR", "B": "CSR"}
+    add = alg.compile(f"A(i,j) = {name}(i,j) + B(i,j)", formats=csr)
+    assert f"T.union({name}, B)" in add.func.script()
+    np.testing.assert_array_equal(_dense(add(**{name: c, "B": b})), (c + b).toarray())
+    mul = alg.compile(f"A(i,j) = {name}(i,j) * B(i,j)", formats=csr)
+    np.testing.assert_array_equal(_dense(mul(**{name: c, "B": b})), c.multiply(b).toarray())
+
+
+def test_a_term_without_the_index_is_the_axis_in_the_merge():
+    """``B(i,j) + 1``: the union names ``J`` (every coordinate); the Stage I prints and parses
+    back, specializes, lowers and schedules; a merge naming another axis is refused."""
+    from sparsetir.errors import SparseScriptError
+    k = alg.compile("A(i,j) = B(i,j) * C(i,j) + 1", formats={"B": "CSR"})
+    text = k.func.script()
+    assert "T.coiterate(J, T.union(T.intersect(B, C), J))" in text
+    assert from_source(text).script() == text
+    assert "T.union(T.intersect(B, C), J)" in k.func.specialize({"n_j": 8}).script()
+    tvm.s_tir.Schedule(sparsetir.lower_sparse_iter(k.func))
+    with pytest.raises(SparseScriptError, match="the merge names axis I"):
+        from_source(text.replace("T.intersect(B, C), J)", "T.intersect(B, C), I)"))

@@ -136,3 +136,33 @@ def test_three_dimensional_operands_with_dense_factors_are_converted():
     assert [name for name, _, _ in mttkrp.plan.conversions] == ["B"]
     np.testing.assert_allclose(mttkrp(B=b, D=d, E=e).to_dense(),
                                np.einsum("ikl,kj,lj->ij", b, d, e), rtol=1e-12)
+
+
+@pytest.mark.parametrize("statement, formats, converted, whole, want", [
+    ("a(i) = B(i,j)", {"B": "CSC"}, ["B"], True, lambda b, c: b.sum(1)),
+    ("a(i) = B(i,j) * c(j)", {"B": "CSC"}, ["B"], True, lambda b, c: b @ c),
+    ("a(i) = B(i,j) - C(i,j)", {"B": "CSC", "C": "CSR"}, ["B"], True,
+     lambda b, c: (b - C_SAME.toarray()).sum(1)),
+    ("a(i) = B(i,j)", {"B": "DCSC"}, ["B"], False, lambda b, c: b.sum(1)),
+])
+def test_a_sparse_vector_of_a_column_major_operand_reads_it_row_major(statement, formats,
+                                                                      converted, whole, want):
+    """A sparse vector summed over a CSC operand's columns: no loop order fills it by a merge
+    in the operand's own order (its rows inside its columns), so the operand is read as CSR,
+    as for a matrix result; the result is then written at every row (stored whole, the empty
+    rows 1 and 5 as explicit zeros), as for a CSR operand. A DCSC operand is read as DCSR,
+    whose stored rows the result keeps. (The CSC ones were an internal ``LoweringError``.)"""
+    k = alg.compile(statement, formats={"a": "sparse", **formats})
+    assert [name for name, _, _ in k.plan.conversions] == converted
+    assert k.plan.loop == ("i", "j")
+    c = np.linspace(-1, 1, 6)
+    operands = {name: SparseTensor.from_scipy(B if name == "B" else C_SAME, fmt)
+                for name, fmt in formats.items()}
+    if "c(j)" in statement:
+        operands["c"] = c
+    expected = want(B.toarray(), c)
+    result = k(**operands)
+    np.testing.assert_allclose(result.to_dense(), expected, rtol=1e-12, atol=1e-15)
+    assert result.nse == (7 if whole else 5)        # rows 1 and 5 are empty in B
+    dense = alg.compile(statement, formats=formats)(**operands)      # a dense result: the same
+    np.testing.assert_allclose(dense, expected, rtol=1e-12, atol=1e-15)

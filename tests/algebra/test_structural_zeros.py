@@ -106,3 +106,78 @@ def test_reductions_sum_only_computed_products(fmt):
         terms = np.where(B_HAS[:, :, None] & d_has[None], B_VALS[:, :, None] * d_vals[None], 0)
     out = spgemm(B=B, D=_operand(d_vals, d_has))
     np.testing.assert_array_equal(out.to_dense(), terms.sum(axis=1))
+
+
+
+def _dense(result):
+    return result.to_dense() if hasattr(result, "to_dense") else np.asarray(result)
+
+
+def _computed(compute):
+    """``compute()`` in IEEE arithmetic, numpy's warnings about inf and NaN silenced."""
+    with np.errstate(all="ignore"):
+        return compute()
+
+
+# B .* C with C dense: computed where B stores only (C's NaN and inf under B's unstored
+# entries, and in B's empty row 2, do not reach it); B .* C + 1 adds 1 everywhere
+B_TIMES_C = _computed(lambda: np.where(B_HAS, B_VALS * C_VALS, 0.0))
+B_TIMES_C_PLUS_1 = B_TIMES_C + 1.0
+
+
+@pytest.mark.parametrize("term, operands, whole", [
+    ("1", {}, 1.0),
+    ("s", {"s": 1.0}, 1.0),
+    ("e(i)", {"e": np.array([1., -2., NAN, 4.])}, np.array([[1.], [-2.], [NAN], [4.]])),
+])
+@pytest.mark.parametrize("fmt, out", [("CSR", None), ("CSR", "CSR"), ("DCSR", "DCSR"),
+                                      ("DCSR", None)])
+def test_product_plus_a_term_without_an_index(term, operands, whole, fmt, out):
+    """A term that does not depend on ``j`` (a constant, a scalar operand, ``e(i)``) makes
+    the walk over ``j`` whole; the product at ``B``'s unstored entries is still no term there,
+    so ``C``'s NaN and inf under them do not reach the result (numpy's dense ``B * C + 1``
+    would give NaN), as with a 2-D term (``+ F(i,j)``)."""
+    formats = {"B": fmt, **({"A": out} if out else {})}
+    k = alg.compile(f"A(i,j) = B(i,j) * C(i,j) + {term}", formats=formats)
+    expected = B_TIMES_C + whole
+    np.testing.assert_array_equal(_dense(k(B=B, C=C_VALS, **operands)), expected)
+
+
+@pytest.mark.parametrize("fmt", ["CSR", "DCSR"])
+def test_whole_sum_inside_a_product_and_a_quotient(fmt):
+    """The term without ``j`` inside a factor: ``F .* (B .* C + 1)`` with ``F`` dense (the
+    merge over ``j`` is ``F``'s, ``B`` is looked up), ``D .* (B .* C + 1)`` with ``D`` sparse
+    (``D``'s coordinates, here ``C``'s pattern), and ``(B .* C + 1) ./ F``."""
+    f = np.array([[2., INF, 1., 0.5, 3.], [1., 1., 2., 2., 1.], [4., 1., NAN, 1., 1.],
+                  [1., 2., 3., 4., 5.]])
+    k = alg.compile("A(i,j) = F(i,j) * (B(i,j) * C(i,j) + 1)", formats={"B": fmt})
+    np.testing.assert_array_equal(k(B=B, C=C_VALS, F=f), _computed(lambda: f * B_TIMES_C_PLUS_1))
+    k = alg.compile("A(i,j) = D(i,j) * (B(i,j) * C(i,j) + 1)",
+                    formats={"A": fmt, "B": fmt, "D": fmt})
+    out = k(B=B, C=C_VALS, D=C)
+    np.testing.assert_array_equal(out.to_dense(), _where(C_HAS, lambda: C_VALS * B_TIMES_C_PLUS_1))
+    np.testing.assert_array_equal(_stored(out), C_HAS)
+    k = alg.compile("A(i,j) = (B(i,j) * C(i,j) + 1) / F(i,j)", formats={"A": fmt, "B": fmt})
+    np.testing.assert_array_equal(k(B=B, C=C_VALS, F=f).to_dense(),
+                                  _computed(lambda: B_TIMES_C_PLUS_1 / f))
+
+
+def test_sparse_product_plus_a_constant_into_a_sparse_result():
+    """``B .* C + 1`` with both factors and the result CSR: every coordinate is stored (the
+    result is whole), ``B .* C`` computed only where both store (``C``'s NaN under an
+    unstored ``B`` and ``B``'s inf under an unstored ``C`` give 1)."""
+    k = alg.compile("A(i,j) = B(i,j) * C(i,j) + 1", formats={"A": "CSR", "B": "CSR", "C": "CSR"})
+    out = k(B=B, C=C)
+    np.testing.assert_array_equal(out.to_dense(), _times(B_HAS, C_HAS) + 1.0)
+    assert _stored(out).all()
+
+
+@pytest.mark.parametrize("fmt", ["CSR", "DCSR"])
+def test_sums_over_a_whole_walk_add_only_computed_products(fmt):
+    """A sum whose summed index walks whole (``(B .* C + 1) * 2`` over ``j``, and over both
+    indices into a scalar) adds the product only where ``B`` stores: 2 at every unstored
+    coordinate, all of empty row 2 included."""
+    k = alg.compile("a(i) = (B(i,j) * C(i,j) + 1) * 2", formats={"B": fmt})
+    np.testing.assert_array_equal(k(B=B, C=C_VALS), (B_TIMES_C_PLUS_1 * 2).sum(axis=1))
+    total = alg.compile("s = (B(i,j) * C(i,j) + 1) * 2", formats={"B": fmt})
+    np.testing.assert_array_equal(total(B=B, C=C_VALS), (B_TIMES_C_PLUS_1 * 2).sum())

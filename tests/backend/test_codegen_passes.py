@@ -68,3 +68,36 @@ def test_sddmm_with_lanes_equals_reference(feat):
     coo = SparseMatrix(A).to_scipy().tocoo()
     np.testing.assert_allclose(out, np.einsum("ij,ij->i", X[coo.row], Y[coo.col]),
                                rtol=1e-5, atol=1e-5)
+
+
+
+def test_float_values_are_computed_as_written():
+    """TVM's simplifier would fold ``x - x``, ``x * 0`` and ``0 / x`` to 0 and ``x + 0`` to
+    ``x``; the pipeline keeps them from it (``exact_floats``), in a vectorized loop too, so the
+    results are numpy's: NaN from inf and NaN, +0 from -0 + 0, and the rounding of
+    ``(x + 1) - 1``. The zeros are a parameter substituted as sparsetir's ``specialize`` does
+    (TVM's own constructors fold ``x * 0`` as they build it)."""
+    from tvm.script import tirx as T
+    from sparsetir.backend.pipeline import PIPELINE_NAME
+    from sparsetir.ir.utils import substitute
+
+    @T.prim_func
+    def kernel(x: T.Buffer((8,), "float64"), y: T.Buffer((5, 8), "float64"), z: T.float64):
+        for i in T.vectorized(8):
+            y[0, i] = x[i] - x[i]
+            y[1, i] = x[i] * z
+            y[2, i] = z / x[i]
+            y[3, i] = x[i] + z
+            y[4, i] = (x[i] + T.float64(1)) - T.float64(1)
+
+    zero = kernel.with_body(substitute(kernel.body, {kernel.params[2]: tirx.const(0.0, "float64")}))
+    assert "T.Mul(x[i], T.float64(0.0))" in zero.script()
+    executable = tvm.compile(tvm.IRModule({"main": zero}), "llvm", tir_pipeline=PIPELINE_NAME)
+    x = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-20, 2.0, -3.0])
+    y = tvm.runtime.tensor(np.zeros((5, 8)))
+    executable["main"](tvm.runtime.tensor(x), y, 0.0)
+    with np.errstate(all="ignore"):
+        expected = np.stack([x - x, x * 0.0, 0.0 / x, x + 0.0, (x + 1.0) - 1.0])
+    np.testing.assert_array_equal(y.numpy(), expected)
+    np.testing.assert_array_equal(np.signbit(y.numpy()), np.signbit(expected))
+    assert "fsub <8 x double>" in executable.mod.inspect_source("ll")

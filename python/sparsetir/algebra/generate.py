@@ -6,7 +6,10 @@ T.dense_fixed(1)`` when the first level is compressed, read at index 0). The loo
 output's level order followed by the summed variables in order of appearance. For every
 variable, the merge of the expression (TACO's rule: ``+``/``-`` is a union, ``*``/``/`` an
 intersection, a term without the variable makes a sum whole) becomes ``T.coiterate`` when it
-holds a compressed level; otherwise the variable walks its whole axis. A summed variable merges
+holds a compressed level; otherwise the variable walks its whole axis. A term without the
+variable is the axis itself in the union (``C(i,j) * E(i,j) + 1``: ``T.coiterate(J,
+T.union(T.intersect(C, E), J))``): the walk is whole, and the product is still computed only
+where ``C`` stores (elsewhere the sum is 1, NaN in ``E`` or not). A summed variable merges
 the terms that use a summed variable only: the others are the sum's initial value
 (``s = 2 + B(i,j)`` walks ``B``'s entries and starts from 2).
 
@@ -26,13 +29,16 @@ from __future__ import annotations
 import keyword
 from dataclasses import dataclass, replace
 
+from ..lower.coiterate.merge_lattice import FULL
 from ..lower.coiterate.onepass import CHUNKS_PARAM
 
 from .notation import Access, Binary, Const, Neg, NotationError, Statement, signed_terms
 from .order import plan_order
 
-DENSE = "dense"
-"""The merge of a variable some term of a sum does not depend on: every coordinate."""
+DENSE = FULL
+"""Every coordinate: the merge of a term that does not depend on the variable in a sum of terms
+that do (a leaf of the sum's union, which makes it whole; the Stage I names the co-iterated
+axis there), and of a quotient whose dividend does not (``1 / E(i,j)``)."""
 
 
 @dataclass
@@ -43,7 +49,7 @@ class Generated:
     loop_vars: tuple
     tensors: dict        # name -> LevelFormat
     names: dict          # name -> {"vals": param, "pos": [..], "crd": [..], "nnz": [..]}
-    merges: dict         # index variable -> merge tree (names) or DENSE
+    merges: dict         # index variable -> merge tree (names, DENSE) or None
 
 
 def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel",
@@ -124,11 +130,13 @@ def generate(stmt: Statement, formats: dict, dtype: str, name: str = "kernel",
     iter_axes = []
     for v in loop:
         tree = merges[v]
-        sparse = tree not in (None, DENSE) and any(
-            _is_compressed_at(tensors[t], accesses[t], v) for t in _leaves(tree))
-        if sparse:
+        # co-iterated where an operand is compressed at v, even where the merge is whole or
+        # leaves it out (F(i,j) * (C(i,j) * E(i,j) + 1), F dense: "F"): its absent entries
+        # are then no term of the expression, as in every merge
+        if tree is not None and any(_is_compressed_at(tensors[a.name], a, v)
+                                    for a in stmt.accesses):
             merge = _merge_text(("union", [tree]) if isinstance(tree, str) else tree,
-                                script.buffers)
+                                {**script.buffers, DENSE: axis_names[v]})
             iter_axes.append(f"T.coiterate({axis_names[v]}, {merge})")
         else:
             iter_axes.append(axis_names[v])
@@ -268,7 +276,18 @@ def _check_divisors(expr, tensors: dict, text: str) -> None:
 
 def _merge(expr, v):
     """TACO's merge of ``expr`` over index ``v``: a tensor name, ``(op, [kids])``, ``DENSE``
-    (every coordinate) or None (``expr`` does not depend on ``v``)."""
+    (every coordinate) or None (``expr`` does not depend on ``v``). A whole merge (``_whole``)
+    drops out of an intersection, as a dense operand does.
+
+    Example
+    -------
+    >>> from sparsetir.algebra.notation import parse
+    >>> _merge(parse("A(i,j) = C(i,j) * E(i,j) + 1").rhs, "j") == ("union", [
+    ...     ("intersect", ["C", "E"]), DENSE])
+    True
+    >>> _merge(parse("A(i,j) = C(i,j) * (E(i,j) + 1)").rhs, "j")
+    'C'
+    """
     if isinstance(expr, Access):
         return expr.name if v in expr.indices else None
     if isinstance(expr, Const):
@@ -278,43 +297,47 @@ def _merge(expr, v):
     a, b = _merge(expr.a, v), _merge(expr.b, v)
     if expr.op in "+-":
         return _sum_merge(a, b)
-    if expr.op == "/" and b is not None:
-        return DENSE if a in (None, DENSE) else _flat("intersect", a, b)
-    if a is None or a == DENSE:
+    if expr.op == "/" and b is not None:     # 1 / y is nowhere 0: every coordinate
+        a = DENSE if a is None else a
+        return a if _whole(a) else _flat("intersect", a, b)
+    if a is None or (b is not None and _whole(a)):
         return b
-    if b is None or b == DENSE:
+    if b is None or _whole(b):
         return a
     return _flat("intersect", a, b)
 
 
 def _sum_merge(*merges):
-    """The merge of a sum of terms whose merges are ``merges``: a union, ``DENSE`` where a
-    term is ``DENSE`` or does not depend on the variable (it is added at every coordinate),
-    None where no term depends on it."""
+    """The merge of a sum of terms whose merges are ``merges``: None where no term depends on
+    the variable, else the union of the terms' merges, with ``DENSE`` for the terms that do not
+    depend on it (each is added at every coordinate: the union is whole)."""
     if all(m is None for m in merges):
         return None
-    if any(m is None or m == DENSE for m in merges):
-        return DENSE
-    out = merges[0]
-    for m in merges[1:]:
-        out = _flat("union", out, m)
+    out = None
+    for m in merges:
+        m = DENSE if m is None else m
+        out = m if out is None else _flat("union", out, m)
     return out
+
+
+def _whole(merge) -> bool:
+    """Whether ``merge`` holds every coordinate: ``DENSE``, or a union with it."""
+    return merge == DENSE or (isinstance(merge, tuple) and merge[0] == "union"
+                              and DENSE in merge[1])
 
 
 def _flat(op, a, b):
     kids = []
     for x in (a, b):
-        kids += x[1] if isinstance(x, tuple) and x[0] == op else [x]
+        for kid in x[1] if isinstance(x, tuple) and x[0] == op else [x]:
+            if kid != DENSE or DENSE not in kids:
+                kids.append(kid)
     return (op, kids)
 
 
-def _leaves(tree) -> list:
+def _merge_text(tree, names: dict) -> str:
+    """``tree`` in TVMScript, each leaf by its name in ``names`` (a tensor's buffer, the
+    axis for ``DENSE``)."""
     if isinstance(tree, str):
-        return [tree]
-    return [n for k in tree[1] for n in _leaves(k)]
-
-
-def _merge_text(tree, buffers: dict) -> str:
-    if isinstance(tree, str):
-        return buffers[tree]
-    return f"T.{tree[0]}({', '.join(_merge_text(k, buffers) for k in tree[1])})"
+        return names[tree]
+    return f"T.{tree[0]}({', '.join(_merge_text(k, names) for k in tree[1])})"

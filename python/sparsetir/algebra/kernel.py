@@ -39,7 +39,9 @@ from ..ir.function import SparseFunction
 from ..ir.coiteration import CoiteratedAxis
 from ..ir.iteration import SparseIteration
 from ..lower.lower_sparse_iter import lower_sparse_iter
+from ..lower.coiterate.merge_lattice import FULL, simplify
 from ..lower.coiterate.onepass import CHUNKS_PARAM
+from ..lower.coiterate.plan import merge_tree
 from ..lower.coiterate.workspace import WORKSPACE_CHUNKS, workspace_bytes
 from ..runtime.saved import save
 from ..runtime.threads import cooperate_with_torch, thread_count
@@ -74,9 +76,25 @@ class AlgebraKernel(ValueTyped):
         compiled = _compiled(stmt, formats, dtype, self.plan.loop)
         if compiled is None:    # computed as a dense result, stored whole in its format
             self.whole = formats[stmt.lhs.name]
-            dense = level_format(None, len(stmt.lhs.indices), stmt.lhs.name)
-            compiled = _compiled(stmt, {**formats, stmt.lhs.name: dense}, dtype, self.plan.loop)
+            compiled = _compiled(stmt, self._kernel_formats, dtype, self.plan.loop)
         self.generated, self.func, self._kernels, self.lattices = compiled
+
+    @property
+    def _kernel_formats(self) -> dict:
+        """The formats the kernels compute in (name -> ``LevelFormat``): ``formats``, with a
+        result stored ``whole`` computed dense (the int64 kernels are generated from these too).
+
+        Example
+        -------
+        >>> from sparsetir.algebra import compile
+        >>> k = compile("A(i,j) = B(i,j) + 1", formats={"A": "CSR", "B": "CSR"})
+        >>> k.formats["A"].kinds, k._kernel_formats["A"].kinds
+        (('dense', 'compressed'), ('dense', 'dense'))
+        """
+        if self.whole is None:
+            return self.formats
+        lhs = self.statement.lhs
+        return {**self.formats, lhs.name: level_format(None, len(lhs.indices), lhs.name)}
 
     def rebuild(self, func) -> "AlgebraKernel":
         """The kernel for ``func``: a rewritten Stage I function, or a Stage II module from
@@ -184,7 +202,7 @@ class AlgebraKernel(ValueTyped):
                     f"(more than {INDEX_LIMIT} positions), which a kernel from rebuild does "
                     "not have (its function addresses int32 positions); call the kernel of "
                     "sparsetir.algebra.compile")
-            wide = generate(self.statement, self.formats, self.dtype, KERNEL_NAME,
+            wide = generate(self.statement, self._kernel_formats, self.dtype, KERNEL_NAME,
                             index_dtype="int64", loop=self.plan.loop)
             self._wide = _build(from_source(wide.text), without=("onepass",))
         return self._wide
@@ -209,11 +227,13 @@ class AlgebraKernel(ValueTyped):
 
 
 def _merges_an_output_index(func: SparseFunction) -> bool:
-    """Whether an output index of ``func``'s iteration walks a merge (``T.coiterate``); where
-    none does, every coordinate of the result is written (a merge of summed indices only,
-    as in ``A(i,j) = B(i,j) + C(i,k)``, still writes every ``(i, j)``)."""
-    return any(isinstance(v.axis, CoiteratedAxis) and not v.is_reduction for it in func.body
-               if isinstance(it, SparseIteration) for v in it.sp_iter_vars)
+    """Whether an output index of ``func``'s iteration walks a merge (``T.coiterate``) that
+    is not its whole axis by a term without the index; where none does, every coordinate of
+    the result is written (a merge of summed indices only, as in ``A(i,j) = B(i,j) + C(i,k)``,
+    still writes every ``(i, j)``, and so does ``T.union(B, J)``, ``A(i,j) = B(i,j) + 1``)."""
+    return any(isinstance(v.axis, CoiteratedAxis) and not v.is_reduction
+               and simplify(merge_tree(v.axis.merge), full=set()) != FULL
+               for it in func.body if isinstance(it, SparseIteration) for v in it.sp_iter_vars)
 
 
 def _compiled(stmt, formats: dict, dtype: str, loop=None):

@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..lower.coiterate.merge_lattice import FULL, lattice_points, simplify
-from .generate import DENSE
 from .notation import Access, Binary, Const, Neg
 
 
@@ -56,7 +55,7 @@ def lattices_of(stmt, generated) -> Lattices:
         tree = generated.merges[v]
         full = {name for name, fmt in generated.tensors.items()
                 if _dense_at(fmt, stmt, name, v)}
-        simplified = FULL if tree in (None, DENSE) else simplify(tree, full)
+        simplified = FULL if tree is None else simplify(tree, full)
         points = tuple(lattice_points(simplified))
         text = "dense" if simplified == FULL else _text(tree)
         cases = tuple(str(_fold(stmt.rhs, set(p) | _absent_free(stmt, generated, v, p)))

@@ -9,8 +9,11 @@ of two CSC operands), ``plan_order`` does what MLIR's sparsifier does: it gives 
 tensors another level order, the same level kinds over the loop's order of their dimensions
 (CSC read as CSR, DCSC as DCSR, a result computed as CSC and returned as CSR). An operand is
 converted when a call reads it (``storage.to_levels`` stores any operand in its kernel
-format); a result is converted after the kernel (``SparseTensor.convert``). ``OrderPlan``
-prints what was chosen (``k.plan``). Only a sparse tensor read in index orders no one
+format); a result is converted after the kernel (``SparseTensor.convert``). A sparse result
+that no order fills by a merge (``a(i) = B(i,j)`` over a CSC ``B``: its rows lie inside its
+columns) is written at every coordinate instead, computed dense and stored whole: the fewest
+operands are converted so that none is compressed at a result index (``B`` read as CSR).
+``OrderPlan`` prints what was chosen (``k.plan``). Only a sparse tensor read in index orders no one
 nesting of the loops walks (``B(i,j) + B(j,i)``) cannot be served: one stored copy has one
 level order, and ``NotationError`` says so.
 
@@ -65,12 +68,48 @@ class OrderPlan:
 def plan_order(stmt, formats: dict) -> OrderPlan:
     """The loop order of ``stmt`` over tensors in ``formats`` (name -> ``LevelFormat``) that
     converts the fewest sparse tensors to another level order (none where the declared
-    orders agree: the order is then the one ``generate`` takes); ``NotationError`` where no
-    order serves (a sparse tensor read in index orders that contradict)."""
+    orders agree: the order is then the one ``generate`` takes) so that a sparse result is
+    assembled by a merge; where no order does, the fewest conversions after which no operand
+    is compressed at a result index (the result is written at every coordinate: computed
+    dense and stored whole, as ``AlgebraKernel`` does). ``NotationError`` where no order
+    serves (a sparse tensor read in index orders that contradict)."""
     reads = _reads(stmt)
     tensors = {name: formats[name] for name in reads}
     lhs = stmt.lhs
     preferred = [lhs.indices[d] for d in tensors[lhs.name].dims] + list(stmt.reduction_vars)
+    operands = {name: fmt for name, fmt in tensors.items() if name != lhs.name}
+    # a whole result is computed dense in loop order: its own levels do not constrain the loop
+    for candidates, fills in ((tensors, _assembles), (operands, _written_whole)):
+        for loop, planned, converted in _candidates(candidates, reads, preferred, lhs):
+            if fills(planned, lhs, loop, reads):
+                changes = tuple((name, tensors[name], planned[name]) for name in converted
+                                if planned[name] != tensors[name])
+                return OrderPlan(stmt, loop, {**formats, **{name: planned[name]
+                                                            for name in converted}}, changes)
+    # every sparse tensor read once: converting them all to ``preferred`` assembles the result
+    # (some operand compressed at a result index) or writes it whole (none), so only a tensor
+    # read in several index orders leaves no plan
+    several = [name for name, fmt in tensors.items() if not fmt.is_dense and len(reads[name]) > 1]
+    raise _no_order(stmt, reads, several)
+
+
+def _candidates(tensors: dict, reads: dict, preferred: list, lhs):
+    """Each ``(loop, planned formats, converted names)`` of ``tensors`` (name -> declared
+    ``LevelFormat``) in the order ``plan_order`` weighs them: fewest conversions first (a
+    sparse tensor read once converts to the loop's order), dense operands' orders kept where
+    they fit, the earliest tensors kept, ``preferred`` loop order first; a converted matrix
+    result also computed as CSR (``_as_rows``).
+
+    Example
+    -------
+    >>> from sparsetir.algebra.notation import parse
+    >>> from sparsetir.algebra.storage import level_format
+    >>> stmt = parse("a(i) = D(i,j)")
+    >>> fmts = {"D": level_format("CSC", 2, "D")}
+    >>> list(dict.fromkeys((loop, converted) for loop, _, converted in
+    ...                    _candidates(fmts, _reads(stmt), ["i", "j"], stmt.lhs)))
+    [(('j', 'i'), ()), (('i', 'j'), ('D',)), (('j', 'i'), ('D',))]
+    """
     convertible = [name for name, fmt in tensors.items()     # one stored copy, one order
                    if not fmt.is_dense and len(reads[name]) == 1]
     preferences = [preferred] + [list(p) for p in permutations(preferred) if list(p) != preferred]
@@ -86,24 +125,9 @@ def plan_order(stmt, formats: dict) -> OrderPlan:
                         break
                     planned = {name: _reordered(fmt, reads[name][0], loop)
                                if name in converted else fmt for name, fmt in tensors.items()}
-                    results = [planned[lhs.name]]
+                    yield loop, planned, converted
                     if lhs.name in converted and len(lhs.indices) == 2:   # a matrix result may
-                        results.append(_as_rows(planned[lhs.name]))       # be computed as CSR
-                    for result in results:
-                        planned[lhs.name] = result
-                        if _assembles(planned, lhs, loop, reads):
-                            changes = tuple((name, tensors[name], planned[name])
-                                            for name in converted
-                                            if planned[name] != tensors[name])
-                            return OrderPlan(stmt, loop, {**formats, **planned}, changes)
-    several = [name for name, fmt in tensors.items() if not fmt.is_dense and len(reads[name]) > 1]
-    if several:
-        raise _no_order(stmt, reads, several)
-    # no operand compressed at a result index in any order: the result is written at every
-    # coordinate, which AlgebraKernel refuses naming that (the declared formats, unconverted)
-    loop = _topological(preferred, [_chain(a, fmt) for name, fmt in tensors.items()
-                                    if not fmt.is_dense for a in reads[name]])
-    return OrderPlan(stmt, loop or tuple(preferred), dict(formats), ())
+                        yield loop, {**planned, lhs.name: _as_rows(planned[lhs.name])}, converted
 
 
 def _reads(stmt) -> dict:
@@ -158,19 +182,30 @@ def _levels(fmt, dims: tuple, kinds: tuple):
 
 def _assembles(planned: dict, lhs, loop: tuple, reads: dict) -> bool:
     """Whether the lowering assembles the result (its format in ``planned``) under ``loop``:
-    dense; or some operand compressed at one of its variables (a sparse result some merge
-    fills, not one written at every coordinate) and its variables the outermost loops in its
-    level order, or, for CSR, its rows the outermost loop (a summed variable between its two:
-    Gustavson's workspace)."""
+    dense; or filled by a merge (``_merged``: not one written at every coordinate) with its
+    variables the outermost loops in its level order, or, for CSR, its rows the outermost loop
+    (a summed variable between its two: Gustavson's workspace)."""
     fmt = planned[lhs.name]
     if fmt.is_dense:
         return True
-    merged = any(kind == "compressed" and access.indices[d] in lhs.indices
-                 for name, other in planned.items() if name != lhs.name
-                 for access in reads[name] for kind, d in zip(other.kinds, other.dims))
     where = [loop.index(lhs.indices[d]) for d in fmt.dims]
-    return merged and (where == list(range(len(where))) or
-                       (fmt.kinds == ("dense", "compressed") and where[0] == 0))
+    return _merged(planned, lhs, reads) and (
+        where == list(range(len(where))) or
+        (fmt.kinds == ("dense", "compressed") and where[0] == 0))
+
+
+def _written_whole(planned: dict, lhs, _loop: tuple, reads: dict) -> bool:
+    """Whether no operand in ``planned`` is compressed at a result index, so every merge of a
+    result index walks it whole and the result is written at every coordinate (under any
+    loop order; the signature is ``_assembles``'s)."""
+    return not _merged(planned, lhs, reads)
+
+
+def _merged(planned: dict, lhs, reads: dict) -> bool:
+    """Whether some operand in ``planned`` is compressed at one of the result's indices."""
+    return any(kind == "compressed" and access.indices[d] in lhs.indices
+               for name, other in planned.items() if name != lhs.name
+               for access in reads[name] for kind, d in zip(other.kinds, other.dims))
 
 
 def _levels_text(fmt, access) -> str:

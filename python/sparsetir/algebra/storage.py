@@ -256,11 +256,14 @@ def from_coords(coords, vals, shape, fmt: LevelFormat, dtype: str,
             pos.append(None)
             crd.append(None)
             continue
+        check_elements(f"of level {l} (dimension {fmt.dims[l]}) of the operand of shape {shape}",
+                       (parents + 1,), "the row pointer")          # before it is allocated
         prefix_new = changed.copy()
         starts = np.flatnonzero(prefix_new)
         counts = np.bincount(parent[starts], minlength=parents) if nnz else np.zeros(parents, int)
-        pos.append(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-        crd.append(lvl[l, starts].astype(np.int32))
+        index = np.int64 if len(starts) > INDEX_LIMIT else np.int32    # as ``_same_levels``
+        pos.append(np.concatenate([[0], np.cumsum(counts)]).astype(index))
+        crd.append(lvl[l, starts].astype(index))
         parent = np.cumsum(prefix_new) - 1
         parents = len(starts)
     values = np.zeros(parents, dtype)          # a dense last level stores its zeros too

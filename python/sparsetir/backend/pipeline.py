@@ -21,6 +21,8 @@ loop-invariant tests out of loops and binds loads of read-only index arrays once
 iteration, and ``stack_scratch`` puts small scratch buffers of CPU kernels on the stack (a
 failing check cannot leak them). Where an allocation's size depends on a loop variable, TVM's
 ``StorageRewrite`` (which would hoist it out of that loop) is turned off for that module.
+TVM's passes see float values protected from its simplifier, which would fold ``x - x`` to 0
+(``exact_floats``): a kernel computes them as written, as numpy does.
 
 Example
 -------
@@ -46,6 +48,7 @@ from tvm.tirx import compilation_pipeline
 
 from ..ir.utils import retarget_buffers
 from ..transform.function_fusion import HorizontalFusion
+from .exact_floats import protect_floats, restore_floats
 from .index_loads import hoist_index_loads
 from .parallel_checks import report_parallel_checks
 from .prefetch import prefetch_gathers
@@ -77,9 +80,10 @@ def lower_blocks(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def _block_passes() -> list:
-    """The passes of ``_BLOCK_LOWERING``: TVM's by name, ours as they are."""
-    return [getattr(s_tir.transform, step)() if isinstance(step, str) else step()
-            for step in _BLOCK_LOWERING]
+    """The passes of ``_BLOCK_LOWERING``: TVM's by name, ours as they are, float values
+    protected from TVM's simplifier while they run (``exact_floats``)."""
+    return [protect_floats] + [getattr(s_tir.transform, step)() if isinstance(step, str)
+                               else step() for step in _BLOCK_LOWERING] + [restore_floats]
 
 
 
@@ -122,7 +126,7 @@ def _sparsetir_pipeline(**kwargs):
 
     @tvm.transform.module_pass(opt_level=0, name="sparsetir.Pipeline")
     def pipeline(mod, ctx):
-        mod = blocks(mod)
+        mod = protect_floats(blocks(mod))      # restored by the finalizing passes
         if not _has_loop_dependent_allocation(mod):
             return default(mod)
         # TVM's StorageRewrite hoists every allocation to the top of the function, which
@@ -132,7 +136,12 @@ def _sparsetir_pipeline(**kwargs):
         with tvm.transform.PassContext(opt_level=ctx.opt_level, config=config):
             return default(mod)
 
-    return pipeline, finalize_host, finalize_device
+    return pipeline, _restoring(finalize_host), _restoring(finalize_device)
+
+
+def _restoring(finalize):
+    """``finalize`` (a function giving TVM's last passes) followed by ``restore_floats``."""
+    return lambda: tvm.transform.Sequential([finalize(), restore_floats])
 
 
 def _has_loop_dependent_allocation(mod) -> bool:

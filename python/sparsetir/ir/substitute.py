@@ -70,7 +70,8 @@ class Substituter:
         if isinstance(axis, FusedAxis):
             return replace(axis, group=[self.axis(a) for a in axis.group])
         if isinstance(axis, CoiteratedAxis):
-            return replace(axis, axis=self.axis(axis.axis), merge=axis.merge.rebuilt(self.buffer))
+            return replace(axis, axis=self.axis(axis.axis),
+                           merge=axis.merge.rebuilt(self.buffer, self.axis))
         return self.axis(axis)
 
     def stmt(self, stmt):

@@ -3,7 +3,9 @@
 A merge (``T.union`` / ``T.intersect`` of buffers) is first *simplified* against the operands
 that hold every coordinate of the index (a dense level, or an operand whose data is dense): such
 an operand makes a union whole (the index is iterated densely) and drops out of an
-intersection (it is read at the coordinate the others give). The *points* of the simplified
+intersection (it is read at the coordinate the others give), and so does the leaf ``FULL``,
+the co-iterated axis named in its own merge for a term without the index (``B(i,j) + 1``:
+``T.union(B, J)``). The *points* of the simplified
 merge are the sets of sparse operands that can be walked together: ``B and C``, ``B``, ``C``
 for a union, ``B and C`` for an intersection; the loop for a point runs while all of its
 operands have coordinates left, and its cases are the points below it.
@@ -14,13 +16,17 @@ Example
 [('B', 'C'), ('B',), ('C',)]
 >>> lattice_points(("union", [("intersect", ["B", "C"]), "D"]))
 [('B', 'C', 'D'), ('B', 'C'), ('D',)]
+>>> simplify(("union", ["B", FULL]), full=set()) == FULL
+True
 """
 
 from __future__ import annotations
 
-FULL = "full"
-"""The simplified merge of an index iterated densely (every coordinate)."""
-EMPTY = "empty"
+FULL = "<full>"
+"""The simplified merge of an index iterated densely (every coordinate); as a leaf of a merge,
+the co-iterated axis itself (``T.union(B, J)``: a term without the index). No name of a buffer,
+which is an identifier."""
+EMPTY = "<empty>"
 """The simplified merge of an index with no coordinate (an intersection with an absent operand)."""
 
 

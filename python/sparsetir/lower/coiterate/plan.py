@@ -34,6 +34,7 @@ from tvm import tirx
 
 from ...errors import LoweringError
 from ...ir.attrs import PREPROCESS_ANNOTATION
+from ...ir.axis import Axis
 from ...ir.coiteration import CoiteratedAxis, Merge
 from ...ir.function import SparseFunction
 from ...ir.iteration import SparseIteration
@@ -42,8 +43,10 @@ from .merge_lattice import FULL, simplify
 
 
 def merge_tree(merge: Merge):
-    """A ``Merge`` as ``(op, [children])`` with buffer names as leaves."""
-    return (merge.op, [merge_tree(o) if isinstance(o, Merge) else o.name for o in merge.operands])
+    """A ``Merge`` as ``(op, [children])`` with buffer names as leaves, and ``FULL`` for the
+    co-iterated axis (every coordinate)."""
+    return (merge.op, [merge_tree(o) if isinstance(o, Merge) else FULL if isinstance(o, Axis)
+                       else o.name for o in merge.operands])
 
 
 @dataclass
