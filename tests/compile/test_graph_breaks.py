@@ -2,7 +2,9 @@
 made inside the compiled function (``SparseMatrix(A)``, ``from_csr``), a scipy matrix passed as
 the graph, ``edge_softmax`` with ``eids`` or ``norm_by="src"`` and ``segment_softmax`` run
 eagerly (a graph break, ``untraceable.eagerly``) and give the eager numbers and gradients, a
-``from_csr`` values tensor's included, without compiling again at later calls. Before, dynamo
+``from_csr`` values tensor's included, without compiling again at later calls; so does reading a
+matrix's numpy arrays (``in_degrees()``, ``out_degrees()``, ``transposed()``), which dynamo gets as
+writable copies (it cannot read a read-only array). Before, dynamo
 crashed ("Expected np.nditer base": it traced the eager code's functions one by one after the
 break). With ``fullgraph=True`` torch refuses them, its error carrying sparsetir's message;
 ``torch.export`` refuses them by name."""
@@ -39,6 +41,10 @@ CALLS = {
     "edge_softmax_eids": lambda x: ops.edge_softmax(M, logits(x)[EIDS], eids=EIDS) * 3,
     "edge_softmax_by_src": lambda x: ops.edge_softmax(M, logits(x), norm_by="src"),
     "segment_softmax": lambda x: ops.segment_softmax(torch.tensor([2, 0, 4]), x.sin()),
+    "in_degrees": lambda x: ops.copy_u_sum(M, x) / torch.as_tensor(
+        M.in_degrees()).clamp(min=1).to(x.dtype).unsqueeze(1),
+    "out_degrees": lambda x: x * torch.as_tensor(M.out_degrees()).to(x.dtype).unsqueeze(1),
+    "transposed": lambda x: ops.spmm(M.transposed()[0], x) - 1,
 }
 
 REFERENCES = {           # the same numbers from torch alone
@@ -46,6 +52,9 @@ REFERENCES = {           # the same numbers from torch alone
     "from_csr_inside": lambda x: torch.from_numpy((A != 0).toarray().astype(np.float32)) @ x
     + 1,
     "scipy_matrix": lambda x: (torch.from_numpy(A.toarray()) @ x).relu(),
+    "in_degrees": lambda x: torch.from_numpy((A != 0).toarray().astype(np.float32)) @ x
+    / torch.from_numpy(np.diff(A.indptr)).clamp(min=1).float().unsqueeze(1),
+    "transposed": lambda x: torch.from_numpy(A.T.toarray()) @ x - 1,
 }
 
 
@@ -85,7 +94,36 @@ def test_from_csr_values_made_inside_get_their_gradient():
     assert w.grad.abs().sum() > 0
 
 
+def test_a_transpose_of_from_csr_values_read_inside_keeps_their_gradient():
+    w = torch.from_numpy(A.data).requires_grad_()
+    w_eager = w.detach().clone().requires_grad_()
+    matrices = [SparseMatrix.from_csr(A.indptr, A.indices, v, A.shape) for v in (w, w_eager)]
+
+    def call(matrix, x):
+        return ops.spmm(matrix.transposed()[0], x)
+    x = torch.randn(6, 4)
+    out = torch.compile(call, backend="aot_eager")(matrices[0], x)
+    expected = call(matrices[1], x)
+    torch.testing.assert_close(out, torch.from_numpy(A.T.toarray()) @ x, rtol=1e-5, atol=1e-5)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    torch.testing.assert_close(w.grad, w_eager.grad)
+    assert w.grad.abs().sum() > 0
+
+
+def test_export_reads_a_matrix_array_as_a_constant():
+    class Call(torch.nn.Module):
+        def forward(self, x):
+            return CALLS["in_degrees"](x)
+    x = torch.randn(6, 4)
+    exported = torch.export.export(Call(), (x,), strict=False)
+    torch.testing.assert_close(exported.module()(x), REFERENCES["in_degrees"](x), rtol=1e-5,
+                               atol=1e-5)
+
+
 @pytest.mark.parametrize("name,message", [
+    ("in_degrees", "numpy arrays"),
+    ("transposed", "numpy arrays"),
     ("matrix_made_inside", "cannot be made inside torch.compile"),
     ("from_csr_inside", "cannot be made inside torch.compile"),
     ("scipy_matrix", "must be a SparseMatrix made outside"),

@@ -80,6 +80,39 @@ def _untraced(make):
     return made
 
 
+def _untraced_arrays(method):
+    """``method``, which returns read-only numpy arrays of a ``SparseMatrix`` (alone or in a
+    tuple), run eagerly where dynamo traces or watches the call (``untraceable.watched``:
+    ``eagerly``, ``MATRIX_ARRAYS``, a graph break), its arrays then writable copies, the only
+    numpy arrays dynamo reads. Elsewhere it runs as it is.
+
+    Example
+    -------
+    >>> import torch
+    >>> M = SparseMatrix(scipy.sparse.eye(3, format="csr", dtype=np.float32))
+    >>> f = torch.compile(lambda x: x * torch.as_tensor(M.in_degrees()), backend="eager")
+    >>> f(torch.ones(3)).tolist()                    # in_degrees() read eagerly
+    [1.0, 1.0, 1.0]
+    >>> torch._dynamo.reset()
+    """
+    @functools.wraps(method)
+    def read(self, *args, **kwargs):
+        if "torch" not in sys.modules:
+            return method(self, *args, **kwargs)
+        from .untraceable import MATRIX_ARRAYS, eagerly, watched  # pylint: disable=import-outside-toplevel
+        if not watched():
+            return method(self, *args, **kwargs)
+        return eagerly(MATRIX_ARRAYS, lambda: _writable(method(self, *args, **kwargs)))
+    return read
+
+
+def _writable(result):
+    """``result`` with each numpy array in it (itself, or in a tuple) a writable copy."""
+    if isinstance(result, tuple):
+        return tuple(_writable(item) for item in result)
+    return np.array(result) if isinstance(result, np.ndarray) else result
+
+
 class SparseMatrix:
     """A validated CSR matrix (see the module docstring).
 
@@ -285,25 +318,30 @@ class SparseMatrix:
         if made is not None:
             self.__dict__["_graph_tensors"] = made._replace(values=values)
 
+    @_untraced_arrays
     def in_degrees(self) -> np.ndarray:
         """Each row's (destination's) number of stored entries (in-edges), int64: a
         read-only copy of the array the matrix keeps (``storage("in_degrees")``), as are the
         arrays of the methods below, each call's its own."""
         return frozen(self.storage("in_degrees"))
 
+    @_untraced_arrays
     def out_degrees(self) -> np.ndarray:
         """Each column's (source's) number of stored entries (out-edges), int64."""
         return frozen(self.storage("out_degrees"))
 
+    @_untraced_arrays
     def empty_rows(self) -> np.ndarray:
         """The rows with no stored entry (destinations with no in-edge), int64."""
         return frozen(self.storage("empty_rows"))
 
+    @_untraced_arrays
     def edge_ids(self) -> np.ndarray:
         """``0..nnz-1`` (int32): each entry's position, which kernels that record an edge read
         (they bind ``storage("edge_ids")``)."""
         return frozen(self.storage("edge_ids"))
 
+    @_untraced_arrays
     def transposed(self) -> tuple:
         """``(T, perm)``: this matrix's transpose as a ``SparseMatrix`` (sources become rows)
         and, for each entry of ``T`` in its CSR order, the position of the same entry in this
@@ -330,6 +368,7 @@ class SparseMatrix:
         T.auto_tune = self.auto_tune
         return T, perm
 
+    @_untraced_arrays
     def transposed_pattern(self) -> tuple:
         """``transposed()`` with the stored values (``data``, as this matrix was made): made
         once per matrix, for the backward passes, which walk edges by source and bring
@@ -381,6 +420,7 @@ class SparseMatrix:
             return edges
         return self._derive("edge_matrix", make)
 
+    @_untraced_arrays
     def reorder(self, method: str = "rcm") -> tuple:
         """``(B, perm)``: this (square) matrix with its nodes renumbered so that neighbours
         are close (``ops.reorder``: ``"rcm"``, ``"degree"`` or ``"metis"``), ``B = P A P^T``,
@@ -471,6 +511,7 @@ class SparseMatrix:
         return _restored, (self.to_scipy(), self._order, self._sealed.get("multiplicity"),
                            values)
 
+    @_untraced_arrays
     def to_scipy(self) -> scipy.sparse.csr_matrix:
         """A scipy CSR matrix over copies of the (private) arrays."""
         kept = self._sealed

@@ -2,8 +2,9 @@
 under ``torch.compile`` (a graph break) and are refused by name under ``torch.export``.
 
 Making a ``SparseMatrix`` (its checks read the arrays' values), a scipy matrix passed where a
-``SparseMatrix`` goes (made into one at each call), ``segment_softmax`` (it makes a matrix of
-its segments) and ``edge_softmax`` with ``eids`` or ``norm_by="src"`` go through ``eagerly``.
+``SparseMatrix`` goes (made into one at each call), a matrix's numpy arrays (``in_degrees()``,
+``transposed()``, ...: ``watched``), ``segment_softmax`` (it makes a matrix of its segments)
+and ``edge_softmax`` with ``eids`` or ``norm_by="src"`` go through ``eagerly``.
 Each kind is an ``Untraceable``: its ``run`` is a ``torch.compiler.disable`` whose reason is
 the kind's message, made when this module is imported (dynamo cannot make one while it
 traces). Called while dynamo traces, it breaks the graph (``fullgraph=True``: torch's
@@ -60,18 +61,43 @@ MADE_INSIDE = _untraceable(
 NOT_A_MATRIX = _untraceable(
     SparseTIRTypeError,
     "under torch.compile / torch.export the matrix must be a SparseMatrix made outside the "
-    "compiled function (a scipy matrix or torch sparse tensor is converted eagerly, at each "
-    "call, a graph break): wrap it once with sparsetir.ops.SparseMatrix(A) before the call and "
-    "pass that")
+    "compiled function (a scipy matrix is converted eagerly, at each call, a graph break; "
+    "dynamo cannot take a torch sparse tensor at all): wrap it once with "
+    "sparsetir.ops.SparseMatrix(A) before the call and pass that")
 SOFTMAX_FORM = _untraceable(
     SparseTIRError,
     "edge_softmax with eids or norm_by='src' cannot be traced (torch.compile runs it eagerly, "
     "a graph break; torch.export refuses it): call it outside the compiled region")
+MATRIX_ARRAYS = _untraceable(
+    SparseTIRTypeError,
+    "a SparseMatrix's numpy arrays (in_degrees(), out_degrees(), empty_rows(), edge_ids(), "
+    "transposed(), transposed_pattern(), reorder(), to_scipy()) cannot be traced by dynamo "
+    "(torch.compile reads them eagerly, a graph break, as writable copies): read them once "
+    "outside the compiled function and pass tensors in")
 SEGMENT_SOFTMAX = _untraceable(
     SparseTIRError,
     "segment_softmax cannot be traced (torch.compile runs it eagerly, a graph break; "
     "torch.export refuses it): it makes a SparseMatrix of the segments; call it outside the "
     "compiled region, or edge_softmax on a matrix made outside it")
+
+
+def watched() -> bool:
+    """Whether dynamo traces this call or watches the frames it makes: inside
+    ``torch.compile``'s trace, or in the eager part of a compiled function (a graph break,
+    a frame it skipped), where dynamo still compiles each frame a call makes and any value it
+    returns goes back to traced code. Outside ``torch.compile`` (its frame hook unset) and
+    under ``torch.export``'s non-strict tracing (which runs Python as it is) False, at the
+    cost of one C call.
+
+    Example
+    -------
+    >>> watched()
+    False
+    """
+    if torch.compiler.is_dynamo_compiling():
+        return True
+    hook = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+    return hook is not None and hook.get_eval_frame_callback() is not None
 
 
 def eagerly(untraceable: Untraceable, function: Callable, *args, **kwargs):
