@@ -143,6 +143,22 @@ def test_clear_cache_removes_its_entries_and_nothing_else(copied):
     assert (copied / "fastcall").is_dir()    # the native library is not a kernel
 
 
+def test_clear_cache_removes_an_entry_a_killed_process_left_set_aside(copied):
+    """A process killed while it set an entry aside (``cache_folder._set_aside``) leaves it in
+    ``.set-aside-*``: clear_cache removes it as any entry, and what the cache did not write
+    stays."""
+    kernels = copied / "kernels"
+    names = entries(copied)
+    for number, name in enumerate(names):
+        (kernels / f".set-aside-{number}").mkdir()
+        os.rename(kernels / name, kernels / f".set-aside-{number}" / name)
+    (kernels / ".set-aside-0" / names[0] / "notes.txt").write_text("mine")
+    ops.clear_cache()
+    assert entries(copied) == [".set-aside-0"]
+    assert [path.name for path in (kernels / ".set-aside-0" / names[0]).iterdir()] == [
+        "notes.txt"]
+
+
 def test_clear_cache_makes_ops_compile_again(tmp_path, monkeypatch, compiles):
     monkeypatch.setenv("SPARSETIR_CACHE", str(tmp_path))
     spmm_is_right(4)
@@ -355,3 +371,29 @@ def test_a_failing_gcc_leaves_nothing_behind(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="cannot build .*libcuda_stub.c"):
         native.build_shared("libcuda_stub.c", ["-Wl,--no-such-option"])
     assert [path.name for path in tmp_path.rglob("*")] == ["libcuda_stub"]
+
+
+def test_an_entry_placed_while_another_writer_sets_the_damaged_one_aside_stays(tmp_path,
+                                                                               monkeypatch):
+    """Writer Y finds the entry damaged; before it sets it aside, writer X places an intact one
+    and hands its paths to its caller. Y used to move X's entry away (X's caller then found
+    its files gone); it now puts it back and returns X's entry."""
+    monkeypatch.setenv("SPARSETIR_CACHE", str(tmp_path))
+    entry = cache_folder.folder("kernels") / ("cd" * 16)
+
+    def write(staging):
+        (staging / "kernel.so").write_bytes(b"K" * 100)
+    cache_folder.write_entry(entry, write)
+    os.truncate(entry / "kernel.so", 3)                       # damaged
+    set_aside, placed_by_x = cache_folder._set_aside, {}
+
+    def x_runs_first(*args, **kwargs):
+        with monkeypatch.context() as inner:
+            inner.setattr(cache_folder, "_set_aside", set_aside)
+            placed_by_x.update(cache_folder.write_entry(entry, write))
+        return set_aside(*args, **kwargs)
+    monkeypatch.setattr(cache_folder, "_set_aside", x_runs_first)
+    placed_by_y = cache_folder.write_entry(entry, write)
+    assert placed_by_x["kernel.so"].read_bytes() == b"K" * 100
+    assert placed_by_y == placed_by_x and cache_folder.read_entry(entry) is not None
+    assert [path.name for path in entry.parent.iterdir()] == [entry.name]

@@ -151,10 +151,12 @@ def write_entry(entry: Path, write_files, durable: bool = True,
 
 
 def clear(name: str, names) -> None:
-    """Remove the entries in ``root() / name`` (and staging folders a killed process left): the
-    files an entry's metadata lists and the metadata (in a staging folder, which holds the
-    cache's marker, the files called ``names``), then each folder left empty, ``root() / name``
-    included. Files the cache did not write stay, and so do the folders holding them."""
+    """Remove the entries in ``root() / name`` (and staging and set-aside folders a killed
+    process left): the files an entry's metadata lists and the metadata (in a staging folder,
+    which holds the cache's marker, the files called ``names``; in a set-aside folder, each
+    entry's listed files), then
+    each folder left empty, ``root() / name`` included. Files the cache did not write stay, and
+    so do the folders holding them."""
     path = root() / name
     if not path.is_dir() or folder(name) is None:
         return
@@ -164,6 +166,11 @@ def clear(name: str, names) -> None:
         with suppress(_Refused, *DAMAGED):
             if child.name.startswith(_STAGING) and _is_staging(child):
                 discard(child, [*names, _STAGING_MARKER])
+            elif child.name.startswith(_SET_ASIDE):     # what a killed ``_set_aside`` left
+                for moved in child.iterdir():            # an entry: as any entry
+                    with suppress(_Refused, *DAMAGED):
+                        discard(moved, _metadata(moved)["files"])
+                child.rmdir()
             else:                    # only the files its metadata lists
                 discard(child, _metadata(child)["files"])
     with suppress(OSError):
@@ -306,16 +313,19 @@ def _place(staging: Path, entry: Path, records: dict, replace: bool) -> bool:
         return True
     if not replace and read_entry(entry) is not None:
         return False
-    _set_aside(entry, records)
+    if not _set_aside(entry, records, keep_intact=not replace):
+        return False                       # another process placed an entry meanwhile
     return _renamed(staging, entry)
 
 
-def _set_aside(entry: Path, names) -> None:
+def _set_aside(entry: Path, names, keep_intact: bool = False) -> bool:
     """Take whatever is at ``entry`` out of the way of a new entry: a link is removed; anything
     else (an entry, damaged or not, a file) is renamed into a new folder beside it, where
     :func:`discard` removes the files ``names``, the metadata and the entry's folder, then that
     folder. What the cache did not write stays there, in ``.set-aside-*``. OSError when it
-    cannot be moved (nothing is then changed).
+    cannot be moved (nothing is then changed). ``keep_intact``: an intact entry found once
+    moved (another process placed it after the caller looked, and may be reading it) goes
+    back, and the result is False (True: the place is free).
 
     Example
     -------
@@ -325,24 +335,31 @@ def _set_aside(entry: Path, names) -> None:
     >>> (entry / "kernel.so" / "notes.txt").write_text("mine")
     4
     >>> _set_aside(entry, ["kernel.so"])
+    True
     >>> entry.exists(), [p.name for p in entry.parent.glob(".set-aside-*/0123abcd/kernel.so/*")]
     (False, ['notes.txt'])
     """
     if entry.is_symlink():
         os.unlink(entry)
-        return
+        return True
     aside = Path(tempfile.mkdtemp(prefix=_SET_ASIDE, dir=entry.parent))
+    moved = aside / entry.name
     try:
-        os.rename(entry, aside / entry.name)
+        os.rename(entry, moved)
     except FileNotFoundError:              # another process set it aside meanwhile
         pass
     except OSError:
         os.rmdir(aside)
         raise
+    free = not (keep_intact and moved.is_dir() and read_entry(moved) is not None)
+    if not free:
+        with suppress(OSError):            # unless yet another entry took the place
+            os.rename(moved, entry)
     with suppress(OSError):                # what the cache did not write stays
-        discard(aside / entry.name, names)
+        discard(moved, names)
     with suppress(OSError):
         os.rmdir(aside)
+    return free
 
 
 def _renamed(staging: Path, entry: Path) -> bool:
