@@ -127,3 +127,29 @@ def test_each_layer_compiles_whole_and_trains_as_eager(name):
     compiled = run(torch.compile(layer, fullgraph=True, backend=counter))
     assert counter.frame_count == 1
     assert_same(compiled, run(layer))
+
+
+def test_operators_over_a_multigraph_with_empty_rows_write_every_output_row():
+    """Rows 2 and 5 have no edge; the outputs start as NaN, so a row the compiled call leaves
+    unwritten shows."""
+    rows, cols = np.array([0, 0, 1, 3, 3, 4, 6, 6]), np.array([1, 1, 0, 2, 2, 6, 3, 0])
+    values = np.float32([1.0, 2.0, 0.5, -1.0, 3.0, 1.5, 2.0, -0.5])
+    B = scipy.sparse.coo_matrix((values, (rows, cols)), shape=(7, 7))
+    matrix = SparseMatrix(B)
+    assert matrix.multiplicity is not None and matrix.empty_rows().tolist() == [2, 5]
+    x = torch.randn(7, WIDTH, generator=torch.Generator().manual_seed(1))
+
+    def call(x, weighted_out, counted_out):
+        ops.spmm(matrix, x, out=weighted_out)
+        ops.spmm(matrix, x, out=counted_out, weighted=False)
+        return weighted_out + counted_out
+    compiled = torch.compile(call, fullgraph=True, backend="eager")
+    outs = [torch.full((7, WIDTH), float("nan")) for _ in range(2)]
+    total = compiled(x, *outs)
+    dense = B.toarray()
+    counts = scipy.sparse.coo_matrix((np.ones_like(values), (rows, cols)), shape=(7, 7))
+    torch.testing.assert_close(outs[0], torch.from_numpy(dense @ x.numpy()), rtol=1e-5,
+                               atol=1e-5)
+    torch.testing.assert_close(outs[1], torch.from_numpy(counts.toarray() @ x.numpy()),
+                               rtol=1e-5, atol=1e-5)
+    assert not total[[2, 5]].any()
