@@ -150,3 +150,36 @@ def spmm_on_parts(rank, world_size, parts, widths, strategy="halo"):
     DM = DistSparseMatrix(parts[rank], strategy=strategy)
     dist_spmm(DM, torch.zeros(parts[rank].num_owned, widths[rank],
                               dtype=getattr(torch, str(parts[rank].blocks[0].data.dtype))))
+
+
+def widths_agreed_in_the_exchange(rank, world_size, A, parts, widths_by_rank, report):
+    """Halo ``dist_spmm`` calls, the ``k``-th with ``widths_by_rank[rank][k]`` features, each
+    checked against scipy; a call the ranks disagree on must
+    raise ``SparseTIRValueError`` on this rank, and the next agreed call must still compute.
+    Writes the explicit checks made and the refusals' messages to ``report/agree-<rank>.txt``."""
+    import os  # pylint: disable=import-outside-toplevel
+    from sparsetir.errors import SparseTIRValueError  # pylint: disable=import-outside-toplevel
+    del world_size
+    part = parts[rank]
+    DM = DistSparseMatrix(part, strategy="halo")
+    rows = part.owned
+    lines = []
+    for call, width in enumerate(widths_by_rank[rank]):
+        X = np.random.default_rng(call).standard_normal((A.shape[0], width)).astype(A.dtype)
+        agreed = len({w[call] for w in widths_by_rank}) == 1
+        try:
+            Y = dist_spmm(DM, torch.from_numpy(X[rows]))
+        except SparseTIRValueError as err:
+            if agreed:
+                raise
+            lines.append(f"call {call} refused: {err}")
+            continue
+        if not agreed:
+            raise AssertionError(f"rank {rank}: call {call} computed although the ranks "
+                                 "passed rows of different formats")
+        want = (A @ X)[rows]
+        if not np.allclose(Y.numpy(), want, rtol=RTOL, atol=ATOL):
+            raise AssertionError(f"rank {rank}: call {call} (width {width}) differs from scipy")
+    lines.append(f"explicit checks {DM.exchange('halo').explicit_checks}")
+    with open(os.path.join(report, f"agree-{rank}.txt"), "w") as out:
+        out.write("\n".join(lines))

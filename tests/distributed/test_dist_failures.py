@@ -83,3 +83,37 @@ def test_ranks_passing_rows_of_different_widths_are_refused(strategy):
                        match="the ranks disagree on the rows' shape past the first dimension"):
         run(dist_workers.spmm_on_parts, 2, args=(partition(A, 2), [8, 4], strategy),
             timeout=60, collective_timeout=10, threads=1)
+
+
+def _agreement_run(tmp_path, widths_by_rank) -> list:
+    A = small_graph()
+    run(dist_workers.widths_agreed_in_the_exchange, 2,
+        args=(A, partition(A, 2), widths_by_rank, str(tmp_path)),
+        timeout=90, collective_timeout=10, threads=1)
+    return [(tmp_path / f"agree-{rank}.txt").read_text().splitlines() for rank in (0, 1)]
+
+
+def test_halo_rows_agree_in_the_exchange_once_their_format_repeats(tmp_path):
+    """One width, then two in turn, then two new widths on every rank: each of the 20 calls
+    equals scipy's, and 6 make the explicit all_reduce: the first two (no period yet), two
+    when the turns begin (the 4 after 8 breaks the period: that exchange is made again in the
+    format every rank sent, then 8, 4 has no period until it repeats), and one after each
+    change (6, then 16: each found in the exchange and made again)."""
+    widths = [8] * 6 + [4] + [8, 4] * 3 + [6] * 4 + [16] * 3
+    for lines in _agreement_run(tmp_path, [widths, widths]):
+        assert lines == ["explicit checks 6"], lines
+
+
+@pytest.mark.parametrize("changed", [4, 16])
+def test_a_rank_leaving_the_agreed_format_is_refused_on_every_rank(tmp_path, changed):
+    """After 4 calls of 8 features (the exchange then sends no check of its own), rank 1
+    passes 4 or 16 features: both ranks raise, naming each rank's rows, and the
+    next call, agreed again, computes on both (no rank was left inside a collective)."""
+    agreed = [8] * 4
+    for lines in _agreement_run(tmp_path, [agreed + [8, 8], agreed + [changed, 8]]):
+        (refusal,) = [line for line in lines if "refused" in line]
+        assert refusal.startswith("call 4 refused: the ranks disagree on the rows' shape past "
+                                  "the first dimension and dtype"), refusal
+        assert "rank 0: rows of shape (n, 8) of torch.float32" in refusal, refusal
+        assert "rank 1: rows of shape (n, " in refusal, refusal
+        assert lines[-1] == "explicit checks 2", lines

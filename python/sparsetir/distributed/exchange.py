@@ -17,6 +17,14 @@ receives them (a broadcast of ``b`` bytes to ``P - 1`` ranks counts ``b (P - 1)`
 tree the backend uses), ``seconds`` the time this rank spent in or waiting for the
 collectives.
 
+The ranks must pass rows of one shape past the first dimension and dtype. The halo exchange
+sends them as bytes, each rank's piece closed by a trailer giving its rows' shape and dtype, so
+the ranks agree in the exchange itself (``row_agreement``): an explicit ``all_reduce``
+(``explicit_checks`` counts them) precedes only an exchange whose format the ranks' shared
+history does not predict (the first calls, and those after a change). The broadcast exchange
+checks explicitly at every call: it sends the caller's rows as they are, and a trailer would
+cost a copy of all of them.
+
 Example
 -------
 >>> import os, tempfile
@@ -47,13 +55,16 @@ import torch
 
 from ..errors import SparseTIRValueError
 from . import collective
+from .row_agreement import (TRAILER_BYTES, RowAgreement, decode, row_bytes, row_format,
+                            trailer)
 
 
 class Counted:
-    """``bytes_sent`` and ``seconds`` (see the module docstring)."""
+    """``bytes_sent``, ``seconds`` (see the module docstring) and ``explicit_checks``."""
 
     bytes_sent = 0
     seconds = 0.0
+    explicit_checks = 0
 
     @contextmanager
     def timed(self):
@@ -63,6 +74,11 @@ class Counted:
             yield
         finally:
             self.seconds += time.perf_counter() - start
+
+    def check_rows_agree(self, X_local: torch.Tensor) -> None:
+        """``check_rows_agree``, counted."""
+        check_rows_agree(X_local)
+        self.explicit_checks += 1
 
 
 class BroadcastExchange(Counted):
@@ -75,7 +91,7 @@ class BroadcastExchange(Counted):
         self.sizes = [block.num_cols for block in part.blocks]
 
     def gather(self, X_local: torch.Tensor):
-        check_rows_agree(X_local)
+        self.check_rows_agree(X_local)   # a trailer would cost a copy of every local row
         for q, rows in enumerate(self.sizes):
             if q == self.rank:
                 buffer = X_local.contiguous()
@@ -107,10 +123,11 @@ class HaloExchange(Counted):
 
     def __init__(self, part):
         self.rank = part.rank
+        self.agreement = RowAgreement()
+        self._kept, self._kept_busy = torch.empty(0, dtype=torch.uint8), False
         halos = [part.halo(q) if q != part.rank else np.zeros(0, np.int64)
                  for q in range(part.num_parts)]
         self.recv_counts = [int(h.size) for h in halos]
-        self.recv_offsets = np.concatenate([[0], np.cumsum(self.recv_counts)]).astype(np.int64)
         counts = collective.all_to_all(torch.tensor(self.recv_counts, dtype=torch.int64),
                                        [1] * part.num_parts, [1] * part.num_parts,
                                        "halo counts").wait()
@@ -120,17 +137,62 @@ class HaloExchange(Counted):
                                                self.send_counts, "halo row ids").wait()
 
     def gather(self, X_local: torch.Tensor):
-        check_rows_agree(X_local)
-        send = X_local.index_select(0, self.send_rows)
-        self.bytes_sent += send.numel() * send.element_size()
-        with self.timed():
-            pending = collective.all_to_all(send, self.send_counts, self.recv_counts, "halo rows")
-        yield self.rank, X_local                 # computed while the exchange is in flight
-        with self.timed():
-            received = pending.wait()
+        yield from self._gather(X_local, self._expected_format(X_local))
+
+    def _expected_format(self, X_local: torch.Tensor) -> tuple:
+        """The rows' format the exchange is sized for: the one the ranks' history expects, else
+        ``X_local``'s after an explicit check that every rank passes rows in it."""
+        fmt = self.agreement.expected()
+        if fmt is None:
+            self.check_rows_agree(X_local)
+            fmt = row_format(X_local)
+        return fmt
+
+    @contextmanager
+    def _send_buffer(self, size: int):
+        """``size`` bytes to send from, kept between exchanges (a fresh one costs its page
+        faults at every call), or fresh while the kept one may still be in flight (an exchange
+        left before it was waited for)."""
+        if self._kept_busy:
+            yield torch.empty(size, dtype=torch.uint8)
+            return
+        if self._kept.numel() < size:
+            self._kept = torch.empty(size, dtype=torch.uint8)
+        self._kept_busy = True
+        yield self._kept[:size]
+        self._kept_busy = False
+
+    def _gather(self, X_local: torch.Tensor, expected: tuple):
+        mine = row_format(X_local)
+        holds, width = mine == expected, row_bytes(expected)
+        send_sizes = [count * width + TRAILER_BYTES for count in self.send_counts]
+        recv_sizes = [count * width + TRAILER_BYTES for count in self.recv_counts]
+        with self._send_buffer(sum(send_sizes)) as send:
+            closing, start, first_row = trailer(mine, holds), 0, 0
+            for count, size in zip(self.send_counts, send_sizes):
+                if holds:
+                    torch.index_select(X_local, 0, self.send_rows[first_row:first_row + count],
+                                       out=rows_in(send, start, count, X_local))
+                send[start + count * width:start + size] = closing
+                start, first_row = start + size, first_row + count
+            if holds:
+                self.bytes_sent += sum(self.send_counts) * width
+            with self.timed():
+                pending = collective.all_to_all(send, send_sizes, recv_sizes, "halo rows")
+            if holds:
+                yield self.rank, X_local         # computed while the exchange is in flight
+            with self.timed():
+                received = pending.wait()
+        starts = np.concatenate([[0], np.cumsum(recv_sizes)])
+        trailers = [decode(received[starts[q + 1] - TRAILER_BYTES:starts[q + 1]])
+                    for q in range(len(recv_sizes))]
+        again = self.agreement.settle(expected, trailers)
+        if again is not None:
+            yield from self._gather(X_local, again)
+            return
         for q, count in enumerate(self.recv_counts):
             if q != self.rank:
-                yield q, received[self.recv_offsets[q]:self.recv_offsets[q] + count]
+                yield q, rows_in(received, int(starts[q]), count, X_local)
 
     def scatter_add(self, product) -> torch.Tensor:
         remote = [product(q) for q in range(len(self.recv_counts)) if q != self.rank]
@@ -148,23 +210,20 @@ class HaloExchange(Counted):
         return local
 
 
+def rows_in(buffer: torch.Tensor, start: int, count: int, like: torch.Tensor) -> torch.Tensor:
+    """``count`` rows shaped and typed as ``like``'s, the bytes of ``buffer`` from ``start``."""
+    width = int(np.prod(like.shape[1:])) * like.element_size()
+    piece = buffer[start:start + count * width]
+    return piece.view(like.dtype).view((count,) + tuple(like.shape[1:]))
+
+
 def check_rows_agree(X_local: torch.Tensor) -> None:
     """Refuse, on every rank, rows whose shape past the first dimension or dtype differ
     between the ranks: the exchange would receive rows of another size (gloo aborts the
-    process, or leaves part of the buffer unwritten). One small collective per exchange."""
-    shape = tuple(X_local.shape[1:])
-    sizes = (shape + (0,) * MAX_DIMS)[:MAX_DIMS]
-    collective.check_agree([len(shape), int(np.prod(shape)), *sizes,
-                            DTYPE_CODES.get(X_local.dtype, -1)],
+    process, or leaves part of the buffer unwritten). One small collective."""
+    collective.check_agree(list(row_format(X_local)),
                            "the rows' shape past the first dimension and dtype (ndim, "
-                           "elements a row, sizes..., dtype)")
-
-
-MAX_DIMS = 4
-"""Sizes past the first dimension that the check compares one by one (the same number on
-every rank: zeros past ``ndim``; with more dimensions, their product is compared too)."""
-DTYPE_CODES = {dtype: code for code, dtype in enumerate(
-    (torch.float32, torch.float64, torch.float16, torch.bfloat16))}
+                           "elements a row, sizes..., itemsize, dtype)")
 
 
 STRATEGIES = {"broadcast": BroadcastExchange, "halo": HaloExchange}
