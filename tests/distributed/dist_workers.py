@@ -183,3 +183,27 @@ def widths_agreed_in_the_exchange(rank, world_size, A, parts, widths_by_rank, re
     lines.append(f"explicit checks {DM.exchange('halo').explicit_checks}")
     with open(os.path.join(report, f"agree-{rank}.txt"), "w") as out:
         out.write("\n".join(lines))
+
+
+def gather_loop_with_a_raise(rank, world_size, A, parts, widths, bad_call):
+    """The loop of ``exchange.py``'s docstring over ``DM.exchange("halo").gather(X_local)``,
+    ``widths[k]`` features at call ``k``, ``X_local`` requiring grad; at call ``bad_call`` rank
+    0's loop raises on its local piece (and the error is caught). Every other call on every
+    rank must equal scipy's."""
+    del world_size
+    part = parts[rank]
+    DM = DistSparseMatrix(part, strategy="halo")
+    exchange = DM.exchange("halo")
+    for call, width in enumerate(widths):
+        X = np.random.default_rng(call).standard_normal((A.shape[0], width)).astype(A.dtype)
+        X_local = torch.from_numpy(X[part.owned]).requires_grad_()
+        Y = torch.zeros(part.num_owned, width)
+        try:
+            for q, X_q in exchange.gather(X_local):
+                if call == bad_call and rank == 0 and q == rank:
+                    raise KeyError("the caller's own error")
+                Y += ops.spmm(DM.block(q, "halo"), X_q.detach())
+        except KeyError:
+            continue
+        if not np.allclose(Y.numpy(), (A @ X)[part.owned], rtol=RTOL, atol=ATOL):
+            raise AssertionError(f"rank {rank}: call {call} (width {width}) differs from scipy")

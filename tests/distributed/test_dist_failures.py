@@ -104,6 +104,26 @@ def test_halo_rows_agree_in_the_exchange_once_their_format_repeats(tmp_path):
         assert lines == ["explicit checks 6"], lines
 
 
+def test_halo_rows_of_any_byte_width_agree(tmp_path):
+    """Rows of 7, 3 and 1 float32 features (pieces whose rows end off an 8-byte boundary:
+    the trailer after them was read as int64 in place and raised on one rank only, which then
+    left the ranks' histories apart and hung the next call): each call equals scipy's."""
+    widths = [7] * 4 + [3, 7] * 3 + [1] * 3
+    for lines in _agreement_run(tmp_path, [widths, widths]):
+        assert lines[-1].startswith("explicit checks"), lines
+
+
+def test_a_caller_raising_inside_the_gather_loop_on_one_rank_leaves_the_ranks_agreed():
+    """Rank 0's loop over ``gather`` raises on its local piece at a call the history predicts
+    (the other rank's loop completes): that exchange is settled at rank 0's next call as
+    everywhere else, so later calls still compute on both (before, the ranks' histories
+    differed and the next exchange aborted the process or timed out). ``X_local`` requires
+    grad (``index_select`` with ``out=`` refused it)."""
+    A = small_graph()
+    run(dist_workers.gather_loop_with_a_raise, 2, args=(A, partition(A, 2), [8, 4] * 5, 5),
+        timeout=90, collective_timeout=10, threads=1)
+
+
 @pytest.mark.parametrize("changed", [4, 16])
 def test_a_rank_leaving_the_agreed_format_is_refused_on_every_rank(tmp_path, changed):
     """After 4 calls of 8 features (the exchange then sends no check of its own), rank 1

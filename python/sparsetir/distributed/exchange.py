@@ -124,7 +124,8 @@ class HaloExchange(Counted):
     def __init__(self, part):
         self.rank = part.rank
         self.agreement = RowAgreement()
-        self._kept, self._kept_busy = torch.empty(0, dtype=torch.uint8), False
+        self._kept = torch.empty(0, dtype=torch.uint8)   # the send buffer, between exchanges
+        self._unsettled = None                            # (pending, expected, sizes)
         halos = [part.halo(q) if q != part.rank else np.zeros(0, np.int64)
                  for q in range(part.num_parts)]
         self.recv_counts = [int(h.size) for h in halos]
@@ -137,6 +138,7 @@ class HaloExchange(Counted):
                                                self.send_counts, "halo row ids").wait()
 
     def gather(self, X_local: torch.Tensor):
+        self._settle_abandoned()
         yield from self._gather(X_local, self._expected_format(X_local))
 
     def _expected_format(self, X_local: torch.Tensor) -> tuple:
@@ -148,51 +150,58 @@ class HaloExchange(Counted):
             fmt = row_format(X_local)
         return fmt
 
-    @contextmanager
-    def _send_buffer(self, size: int):
-        """``size`` bytes to send from, kept between exchanges (a fresh one costs its page
-        faults at every call), or fresh while the kept one may still be in flight (an exchange
-        left before it was waited for)."""
-        if self._kept_busy:
-            yield torch.empty(size, dtype=torch.uint8)
-            return
-        if self._kept.numel() < size:
-            self._kept = torch.empty(size, dtype=torch.uint8)
-        self._kept_busy = True
-        yield self._kept[:size]
-        self._kept_busy = False
-
     def _gather(self, X_local: torch.Tensor, expected: tuple):
         mine = row_format(X_local)
         holds, width = mine == expected, row_bytes(expected)
-        send_sizes = [count * width + TRAILER_BYTES for count in self.send_counts]
-        recv_sizes = [count * width + TRAILER_BYTES for count in self.recv_counts]
-        with self._send_buffer(sum(send_sizes)) as send:
-            closing, start, first_row = trailer(mine, holds), 0, 0
-            for count, size in zip(self.send_counts, send_sizes):
-                if holds:
-                    torch.index_select(X_local, 0, self.send_rows[first_row:first_row + count],
-                                       out=rows_in(send, start, count, X_local))
-                send[start + count * width:start + size] = closing
-                start, first_row = start + size, first_row + count
+        send_sizes = [piece_bytes(count, width) for count in self.send_counts]
+        recv_sizes = [piece_bytes(count, width) for count in self.recv_counts]
+        if self._kept.numel() < sum(send_sizes):     # kept: a fresh one costs page faults
+            self._kept = torch.empty(sum(send_sizes), dtype=torch.uint8)
+        send, closing, start, first_row = self._kept[:sum(send_sizes)], trailer(mine, holds), 0, 0
+        for count, size in zip(self.send_counts, send_sizes):
             if holds:
-                self.bytes_sent += sum(self.send_counts) * width
-            with self.timed():
-                pending = collective.all_to_all(send, send_sizes, recv_sizes, "halo rows")
-            if holds:
-                yield self.rank, X_local         # computed while the exchange is in flight
-            with self.timed():
-                received = pending.wait()
-        starts = np.concatenate([[0], np.cumsum(recv_sizes)])
-        trailers = [decode(received[starts[q + 1] - TRAILER_BYTES:starts[q + 1]])
-                    for q in range(len(recv_sizes))]
-        again = self.agreement.settle(expected, trailers)
+                torch.index_select(X_local.detach(), 0,
+                                   self.send_rows[first_row:first_row + count],
+                                   out=rows_in(send, start, count, X_local))
+            send[start + size - TRAILER_BYTES:start + size] = closing
+            start, first_row = start + size, first_row + count
+        if holds:
+            self.bytes_sent += sum(self.send_counts) * width
+        with self.timed():
+            self._unsettled = (collective.all_to_all(send, send_sizes, recv_sizes, "halo rows"),
+                               expected, recv_sizes)
+        if holds:
+            yield self.rank, X_local             # computed while the exchange is in flight
+        received, again = self._settle()
         if again is not None:
             yield from self._gather(X_local, again)
             return
+        starts = np.concatenate([[0], np.cumsum(recv_sizes)])
         for q, count in enumerate(self.recv_counts):
             if q != self.rank:
                 yield q, rows_in(received, int(starts[q]), count, X_local)
+
+    def _settle(self) -> tuple:
+        """Wait for the exchange in flight and settle its trailers (``RowAgreement.settle``):
+        ``(the bytes received, the format to exchange again in or None)``."""
+        pending, expected, recv_sizes = self._unsettled
+        with self.timed():
+            received = pending.wait()
+        self._unsettled = None
+        ends = np.cumsum(recv_sizes)
+        trailers = [decode(received[end - TRAILER_BYTES:end]) for end in ends]
+        return received, self.agreement.settle(expected, trailers)
+
+    def _settle_abandoned(self) -> None:
+        """Settle an exchange whose ``gather`` was left before it settled (its caller raised
+        on the local piece), as the other ranks settled it: else the ranks' histories, and so
+        their next buffers, would differ. A disagreement was raised on the ranks that got that
+        far; here it is only recorded as not agreed."""
+        if self._unsettled is not None:
+            try:
+                self._settle()
+            except SparseTIRValueError:
+                pass
 
     def scatter_add(self, product) -> torch.Tensor:
         remote = [product(q) for q in range(len(self.recv_counts)) if q != self.rank]
@@ -208,6 +217,16 @@ class HaloExchange(Counted):
             received = pending.wait()
         local.index_add_(0, self.send_rows, received)
         return local
+
+
+def piece_bytes(count: int, width: int) -> int:
+    """The bytes of one rank's piece of the halo exchange: ``count`` rows of ``width`` bytes,
+    padded to a cache line (the trailer is read as int64 values, and the next piece's rows
+    start on a line), then the trailer."""
+    return -(-count * width // PIECE_ALIGN) * PIECE_ALIGN + TRAILER_BYTES
+
+
+PIECE_ALIGN = 64
 
 
 def rows_in(buffer: torch.Tensor, start: int, count: int, like: torch.Tensor) -> torch.Tensor:

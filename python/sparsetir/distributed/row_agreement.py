@@ -34,11 +34,14 @@ True
 ...     agreement.record(row_format(torch.zeros(3, width)))
 >>> agreement.expected() == row_format(torch.zeros(5, 16))
 True
->>> decode(trailer(row_format(torch.zeros(2, 16)), True))
-((1, 16, 16, 0, 0, 0, 4, 0), True)
+>>> fmt, holds_rows = decode(trailer(row_format(torch.zeros(2, 16)), True))
+>>> describe(fmt), holds_rows
+('rows of shape (n, 16) of torch.float32', True)
 """
 
 from __future__ import annotations
+
+import zlib
 
 import numpy as np
 import torch
@@ -47,7 +50,8 @@ from ..errors import SparseTIRValueError
 
 MAX_DIMS = 4
 """Sizes past the first dimension a format gives one by one (zeros past ``ndim``; with more
-dimensions, their product is compared too)."""
+dimensions, their product and a checksum of all of them are compared too)."""
+FORMAT_VALUES = MAX_DIMS + 5
 DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 TRAILER_VALUES = 16
 TRAILER_BYTES = 8 * TRAILER_VALUES
@@ -58,13 +62,15 @@ HISTORY = 4 * MAX_PERIOD
 
 
 def row_format(rows: torch.Tensor) -> tuple:
-    """``(ndim, elements a row, sizes..., itemsize, dtype code)`` of ``rows`` past its first
-    dimension: what the ranks of an exchange must agree on (dtype code -1: not one of
-    ``DTYPES``)."""
+    """``(ndim, elements a row, sizes..., CRC-32 of all sizes, itemsize, dtype code)`` of
+    ``rows`` past its first dimension: what the ranks of an exchange must agree on (dtype code
+    -1: not one of ``DTYPES``; the checksum tells apart shapes whose first ``MAX_DIMS`` sizes
+    and element counts agree)."""
     shape = tuple(rows.shape[1:])
     sizes = (shape + (0,) * MAX_DIMS)[:MAX_DIMS]
     code = DTYPES.index(rows.dtype) if rows.dtype in DTYPES else -1
-    return (len(shape), int(np.prod(shape)), *sizes, rows.element_size(), code)
+    checksum = zlib.crc32(np.asarray(shape, np.int64).tobytes())
+    return (len(shape), int(np.prod(shape)), *sizes, checksum, rows.element_size(), code)
 
 
 def row_bytes(fmt: tuple) -> int:
@@ -74,9 +80,10 @@ def row_bytes(fmt: tuple) -> int:
 
 def describe(fmt: tuple) -> str:
     """``fmt`` for an error message."""
-    ndim, _, *sizes, _, code = fmt
+    ndim, _, *sizes, _, _, code = fmt
     dtype = DTYPES[code] if 0 <= code < len(DTYPES) else "another dtype"
-    return f"rows of shape (n, {', '.join(map(str, sizes[:ndim]))}) of {dtype}"
+    shown = [str(size) for size in sizes[:ndim]] + ["..."] * (ndim > MAX_DIMS)
+    return f"rows of shape (n, {', '.join(shown)}) of {dtype}"
 
 
 def trailer(fmt: tuple, holds_rows: bool) -> torch.Tensor:
@@ -90,8 +97,8 @@ def trailer(fmt: tuple, holds_rows: bool) -> torch.Tensor:
 
 def decode(piece_end: torch.Tensor) -> tuple:
     """``(format, holds rows)`` from a trailer's bytes."""
-    values = piece_end.contiguous().view(torch.int64).tolist()
-    return tuple(values[1:1 + MAX_DIMS + 4]), bool(values[0])
+    values = piece_end.view(torch.int64).tolist()
+    return tuple(values[1:1 + FORMAT_VALUES]), bool(values[0])
 
 
 class RowAgreement:
