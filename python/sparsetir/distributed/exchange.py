@@ -242,7 +242,7 @@ def check_rows_agree(X_local: torch.Tensor) -> None:
     process, or leaves part of the buffer unwritten). One small collective."""
     collective.check_agree(list(row_format(X_local)),
                            "the rows' shape past the first dimension and dtype (ndim, "
-                           "elements a row, sizes..., itemsize, dtype)")
+                           "elements a row, sizes..., CRC-32 of the sizes, itemsize, dtype)")
 
 
 STRATEGIES = {"broadcast": BroadcastExchange, "halo": HaloExchange}
