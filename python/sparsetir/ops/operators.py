@@ -152,7 +152,7 @@ def spmm(A, X, out=None, weighted: bool = True):
     if type(A) is SparseMatrix:
         if numpy_calls.may_take((X,)) and A.values is A.data:
             result = numpy_calls.run(A.numpy_calls, name, (X,), out)
-    elif type(A) in plain_calls.SCIPY_CSR and type(X) is np.ndarray:
+    elif plain_calls.may_take(A, (X,)) and numpy_calls.may_take((X,)):
         result = plain_calls.run(name, A, (X,), out)
     if result is not None:
         return result
@@ -217,7 +217,7 @@ def sddmm(A, X, Y, out=None):
     if type(A) is SparseMatrix:
         if numpy_calls.may_take((X, Y)) and A.values is A.data:
             result = numpy_calls.run(A.numpy_calls, "sddmm", (X, Y), out)
-    elif type(A) in plain_calls.SCIPY_CSR and type(X) is np.ndarray and type(Y) is np.ndarray:
+    elif plain_calls.may_take(A, (X, Y)) and numpy_calls.may_take((X, Y)):
         result = plain_calls.run("sddmm", A, (X, Y), out)
     if result is not None:
         return result

@@ -1,6 +1,7 @@
 """The short path of a repeated plain call: ``spmm(A, X, out=Y)`` or ``sddmm(A, X, Y, out=V)``
 with ``A`` a scipy CSR matrix (exactly ``csr_matrix`` or ``csr_array``) and float32 numpy
-operands, of sizes an earlier plain call prepared.
+operands, or a torch sparse CSR tensor and float32 CPU torch tensors, of sizes an earlier plain
+call prepared.
 
 The plain call (``ops.plain``) passes the caller's own index arrays to the kernel at every call
 and checks them every time, so an array changed in place is checked like a new one. Through
@@ -20,8 +21,13 @@ prepared sizes does what it must and nothing else:
   do not pass ``data`` to their kernel, so an output that may overlap the matrix's ``data``
   takes the general path, which refuses it as an output over any argument.
 
-Operands that are not C-contiguous float32 arrays, whatever either plan declines, and indices
-the checks refuse take the general path, which sorts, copies or raises as before. Nothing of
+Torch tensors go as the numpy views torch gives (``numpy_calls.TorchCall``: the kernel runs on
+torch's OpenMP team, the output's version counter is bumped), and a call autograd would record
+(a tensor requires grad in grad mode) or made under torch's autocast takes the general path.
+On the R-MAT graph of arxiv size with int64 indices (as torch keeps them) the general path's
+Python cost about 0.9 ms a call, more than the checks. Operands that are not C-contiguous
+float32 arrays, whatever either plan declines, and indices the checks refuse take the general
+path, which sorts, copies or raises as before. Nothing of
 the matrix is kept between calls: the prepared call is keyed by the shapes and dtypes of the
 matrix's arrays, the operands' shapes and the row tiles, not by the matrix, and holds only the
 kernel bound to those sizes. The second plain call of some sizes prepares it; the third and
@@ -44,6 +50,7 @@ True
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 
 import numpy as np
@@ -52,7 +59,8 @@ import scipy.sparse
 from ..runtime.native_call import available as native_calls_available
 from .graph_tensors import tracing
 from .alignment import COPIED
-from .numpy_calls import NumpyCall
+from .numpy_calls import NumpyCall, TorchCall
+from .plain import PlainCSR
 from .tiles import row_tiles_for_threads, tile_targets
 
 SCIPY_CSR = (scipy.sparse.csr_matrix, scipy.sparse.csr_array)
@@ -71,7 +79,8 @@ _seen: set = set()
 
 class PlainCall(NumpyCall):
     """A prepared plain call: the kernel bound to the sizes only (``validate=False``: the
-    checks run at every call, ``check_native``), and the tiles' nonzero targets."""
+    checks run at every call, ``check_native``), and the tiles' nonzero targets. Called with
+    the matrix's arrays as a ``PlainCSR`` or a scipy matrix."""
 
     __slots__ = ("row_count", "targets", "weighted")
 
@@ -105,14 +114,32 @@ class PlainCall(NumpyCall):
         return bool(self.bound.check_native(args)) and self.bound.call_native(args)
 
 
+class PlainTorchCall(PlainCall, TorchCall):
+    """A prepared plain call on a torch sparse CSR tensor and float32 CPU torch tensors."""
+
+    __slots__ = ()
+
+
+def may_take(matrix, operands: tuple) -> bool:
+    """Whether ``run`` may take the call: exactly a scipy CSR matrix with numpy operands, or
+    a torch sparse CSR tensor with torch tensors (``numpy_calls.may_take`` decides the
+    rest)."""
+    if type(matrix) in SCIPY_CSR:
+        return type(operands[0]) is np.ndarray
+    torch = sys.modules.get("torch")
+    return torch is not None and type(matrix) is torch.Tensor \
+        and type(operands[0]) is torch.Tensor and matrix.layout is torch.sparse_csr
+
+
 def _key(kind: str, matrix, operands: tuple, tiles: int) -> tuple:
     """The shapes and dtypes of the matrix's arrays (unweighted SpMM and SDDMM do not pass
     ``data`` to their kernel, yet a float64 or misshapen ``data`` must reach the general path,
     which refuses it), the operands' shapes (``run_kernel`` checks their dtype and layout) and
     the row tiles."""
     indptr, indices, data = matrix.indptr, matrix.indices, matrix.data
-    return (kind, matrix.shape, tiles, indptr.shape, indptr.dtype, indices.shape, indices.dtype,
-            data.shape, data.dtype, *[operand.shape for operand in operands])
+    return (kind, type(operands[0]), matrix.shape, tiles, indptr.shape, indptr.dtype,
+            indices.shape, indices.dtype, data.shape, data.dtype,
+            *[operand.shape for operand in operands])
 
 
 def prepare(kind: str, kernel, tiles: int, plain, matrix, operands: tuple, out,
@@ -120,14 +147,25 @@ def prepare(kind: str, kernel, tiles: int, plain, matrix, operands: tuple, out,
     """Note the plain call of ``kernel`` (the operator ``kind``'s, cut into ``tiles`` row
     tiles) just made through the general path on ``matrix`` (``plain``: its arrays), on
     ``operands`` into ``out``; from the second call of the same sizes, keep it for later ones.
-    Only when ``matrix`` is a scipy CSR matrix, every array is exactly a float32 numpy array,
-    none is empty, and kernels can be called natively here. Calls whose sizes change at every
+    Only when ``matrix`` is a scipy CSR matrix and every array exactly a float32 numpy array,
+    or ``matrix`` a torch sparse CSR tensor and every array exactly a float32 CPU torch tensor;
+    none empty, and kernels can be called natively here. Calls whose sizes change at every
     call (sampled subgraphs) so cost a set lookup, not a prepared call each."""
-    if type(matrix) not in SCIPY_CSR or not plain.nnz or not native_calls_available() \
-            or not all(type(a) is np.ndarray and a.dtype == FLOAT32 and a.size
-                       for a in (*operands, out)):
+    arrays = (*operands, out)
+    torch = sys.modules.get("torch")
+    if type(matrix) in SCIPY_CSR \
+            and all(type(a) is np.ndarray and a.dtype == FLOAT32 for a in arrays):
+        made = PlainCall
+    elif torch is not None and type(matrix) is torch.Tensor \
+            and all(type(a) is torch.Tensor and a.dtype is torch.float32
+                    and a.device.type == "cpu" for a in arrays):
+        made = PlainTorchCall
+    else:
         return
-    key = _key(kind, matrix, operands, tiles)
+    if not plain.nnz or not native_calls_available() \
+            or not all(a.shape and all(a.shape) for a in arrays):
+        return
+    key = _key(kind, plain, operands, tiles)
     if key in _calls:
         return                          # kept already: its C plan declined this call's arrays
     if key not in _seen:
@@ -135,8 +173,8 @@ def prepare(kind: str, kernel, tiles: int, plain, matrix, operands: tuple, out,
             _seen.clear()
         _seen.add(key)
         return
-    call = PlainCall(kernel, tiles, plain, operands, out.shape, gathered, kind == "spmm",
-                     plain.nnz if kind in COPIED else None)
+    call = made(kernel, tiles, plain, operands, tuple(out.shape), gathered, kind == "spmm",
+                plain.nnz if kind in COPIED else None)
     if call.bound.native_call:
         _calls[key] = call
         while len(_calls) > KEPT:
@@ -147,15 +185,19 @@ def prepare(kind: str, kernel, tiles: int, plain, matrix, operands: tuple, out,
 
 
 def run(kind: str, matrix, operands: tuple, out):
-    """The result of plain call ``kind`` on ``matrix`` (exactly a scipy CSR matrix: the
-    caller checks) and ``operands`` (exactly numpy arrays), or None (nothing written) when no
-    call of their sizes was prepared, ``out`` is neither None nor a numpy array of the
-    prepared shape, torch is tracing the caller, or a check or C plan refuses the arrays."""
-    if not _calls or (out is not None and type(out) is not np.ndarray):
+    """The result of plain call ``kind`` on ``matrix`` and ``operands`` (as ``may_take``
+    takes them: the caller checks), or None (nothing written) when no call of their sizes was
+    prepared, ``out`` is neither None nor of the operands' kind and the prepared shape, torch
+    is tracing the caller, or a check or C plan refuses the arrays."""
+    if not _calls or (out is not None and type(out) is not type(operands[0])):
         return None
+    if type(matrix) not in SCIPY_CSR:
+        matrix = PlainCSR.of(matrix)            # numpy views of the tensor's arrays
+        if matrix is None:
+            return None
     key = _key(kind, matrix, operands, row_tiles_for_threads())
     call = _calls.get(key)
-    if call is None or (out is not None and out.shape != call.out_shape) or tracing():
+    if call is None or (out is not None and tuple(out.shape) != call.out_shape) or tracing():
         return None
     try:
         _calls.move_to_end(key)

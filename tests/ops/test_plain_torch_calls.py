@@ -1,0 +1,132 @@
+"""The short path of repeated plain calls on a torch sparse CSR tensor with float32 CPU torch
+tensors (``ops.plain_calls.PlainTorchCall``): taken from the third call of some sizes, equal to
+scipy into outputs that held NaN (rows 4 and 89 empty), its index arrays checked at every call
+(int32 and int64, as torch keeps them), and every call autograd would record or autocast would
+type left to the general path, gradients included."""
+
+import numpy as np
+import pytest
+import torch
+
+import sparsetir.ops as ops
+from sparsetir.errors import SparseTIRError
+from sparsetir.ops import operators, plain_calls
+from operator_calls import FEAT, M_ROWS, N_COLS, call, expected, operands
+from sparse_inputs import skewed_csr
+
+
+def csr_tensor(A, index_dtype=torch.int64):
+    return torch.sparse_csr_tensor(torch.from_numpy(A.indptr).to(index_dtype),
+                                   torch.from_numpy(A.indices).to(index_dtype),
+                                   torch.from_numpy(A.data), A.shape)
+
+
+def scipy_matrix():
+    """Rows 4 and 89 (the last) empty, row 7 full."""
+    return skewed_csr(M_ROWS, N_COLS, seed=3, density=0.1)
+
+
+def tensors(op, seed=0):
+    return tuple(None if a is None else torch.from_numpy(a) for a in operands(op, seed))
+
+
+@pytest.fixture
+def general_path(monkeypatch):
+    """Forget prepared plain calls; count the calls that reach the general plain path."""
+    plain_calls.clear()
+    reached = []
+    for name in ("_spmm_plain", "_sddmm_plain"):
+        original = getattr(operators, name)
+
+        def counted(*args, _original=original):
+            reached.append(1)
+            return _original(*args)
+
+        monkeypatch.setattr(operators, name, counted)
+    yield reached
+    plain_calls.clear()
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("op", ["spmm", "spmm_unweighted", "sddmm"])
+def test_from_the_third_call_on_the_short_path_equals_scipy(op, index_dtype, general_path):
+    A = scipy_matrix()
+    T = csr_tensor(A, index_dtype)
+    for seed in range(5):
+        X, Y = tensors(op, seed)
+        out = torch.full((A.nnz,) if op == "sddmm" else (M_ROWS, FEAT), float("nan")) \
+            if seed % 2 else None
+        result = call(T, op, X, Y, out)
+        assert type(result) is torch.Tensor and (out is None or result is out)
+        want = expected(A, op, X.numpy(), None if Y is None else Y.numpy())
+        np.testing.assert_allclose(result.numpy(), want, rtol=1e-5, atol=1e-5)
+    assert len(general_path) == 2            # the first two calls: seen once, then prepared
+    assert any(isinstance(c, plain_calls.PlainTorchCall)
+               for c in plain_calls._calls.values())     # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("op", ["spmm", "sddmm"])
+def test_index_arrays_changed_in_place_are_checked_at_every_call(op, general_path):
+    A = scipy_matrix()
+    T = csr_tensor(A)
+    X, Y = tensors(op)
+    for _ in range(3):
+        call(T, op, X, Y)                                      # prepared, then taken
+    reached = len(general_path)
+    row = 10
+    last = int(T.crow_indices()[row + 1]) - 1
+    T.col_indices()[last] = N_COLS                              # out of range: refused
+    with pytest.raises(SparseTIRError, match=str(N_COLS)):
+        call(T, op, X, Y)
+    assert len(general_path) > reached                          # the general path named it
+    T.col_indices()[last] = int(A.indices[last])
+    T.crow_indices()[row + 1] = T.crow_indices()[row] - 1      # indptr falls: refused
+    with pytest.raises(SparseTIRError, match="indptr"):
+        call(T, op, X, Y)
+
+
+def test_calls_autograd_records_keep_their_gradient(general_path):
+    A = scipy_matrix()
+    T = csr_tensor(A)
+    X = tensors("spmm")[0]
+    for _ in range(3):
+        ops.spmm(T, X)                                          # prepared, then taken
+    reached = len(general_path)
+    W = X.clone().requires_grad_()
+    Y = ops.spmm(T, W)
+    Y.sum().backward()
+    np.testing.assert_allclose(W.grad.numpy(), A.T @ np.ones((M_ROWS, FEAT), np.float32),
+                               rtol=1e-5, atol=1e-5)
+    with torch.no_grad():                                       # nothing to record: short
+        taken = ops.spmm(T, W)
+    assert taken.grad_fn is None and len(general_path) == reached + 1
+    np.testing.assert_allclose(taken.numpy(), A @ X.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_call_under_autocast_is_typed_by_autocast(general_path):
+    """The short path would have given float32."""
+    A = scipy_matrix()
+    T = csr_tensor(A)
+    X = tensors("spmm")[0]
+    for _ in range(3):
+        ops.spmm(T, X)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        result = ops.spmm(T, X)
+    assert result.dtype == torch.bfloat16
+    np.testing.assert_allclose(result.float().numpy(), A @ X.numpy(), rtol=2e-2, atol=5e-2)
+
+
+def test_an_output_of_another_kind_takes_the_general_path(general_path):
+    A = scipy_matrix()
+    T = csr_tensor(A)
+    X = tensors("spmm")[0]
+    for _ in range(3):
+        ops.spmm(T, X)
+    out = np.full((M_ROWS, FEAT), np.nan, np.float32)
+    reached = len(general_path)
+    try:
+        result = ops.spmm(T, X, out=out)
+    except SparseTIRError:
+        return                                                  # refused by name: fine
+    assert len(general_path) == reached + 1
+    np.testing.assert_allclose(np.asarray(result), A @ X.numpy(), rtol=1e-5, atol=1e-5)
