@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import sparsetir.ops as ops
-from sparsetir.errors import SparseTIRError
+from sparsetir.errors import SparseTIRError, SparseTIRTypeError
 from sparsetir.ops import operators, plain_calls
 from operator_calls import FEAT, M_ROWS, N_COLS, call, expected, operands
 from sparse_inputs import skewed_csr
@@ -130,3 +130,16 @@ def test_an_output_of_another_kind_takes_the_general_path(general_path):
         return                                                  # refused by name: fine
     assert len(general_path) == reached + 1
     np.testing.assert_allclose(np.asarray(result), A @ X.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["spmm", "sddmm"])
+def test_a_call_inside_a_torch_func_transform_is_refused_by_name(op, general_path):
+    """Once a short path was prepared, the tensor's arrays, unreadable inside the transform,
+    raised torch's own "Sparse CSR tensors do not have strides"."""
+    A = scipy_matrix()
+    T = csr_tensor(A)
+    X, Y = tensors(op)
+    for _ in range(3):
+        call(T, op, X, Y)                                      # prepared, then taken
+    with pytest.raises(SparseTIRTypeError, match="torch.func transform"):
+        torch.func.grad(lambda x: call(T, op, x, Y).sum())(X)
