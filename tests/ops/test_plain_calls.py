@@ -23,23 +23,6 @@ def matrix(seed=3, index_dtype=np.int32):
     return A
 
 
-@pytest.fixture
-def general_path(monkeypatch):
-    """Forget prepared plain calls; count the calls that reach the general plain path."""
-    plain_calls.clear()
-    reached = []
-    for name in ("_spmm_plain", "_sddmm_plain"):
-        original = getattr(operators, name)
-
-        def counted(*args, _original=original):
-            reached.append(1)
-            return _original(*args)
-
-        monkeypatch.setattr(operators, name, counted)
-    yield reached
-    plain_calls.clear()
-
-
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("op", ["spmm", "spmm_unweighted", "sddmm"])
 @pytest.mark.parametrize("scipy_type", [scipy.sparse.csr_matrix, scipy.sparse.csr_array])
