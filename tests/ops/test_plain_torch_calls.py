@@ -113,3 +113,13 @@ def test_a_call_inside_a_torch_func_transform_is_refused_by_name(op, general_pat
     _, T, X, Y = prepared(op)
     with pytest.raises(SparseTIRTypeError, match="torch.func transform"):
         torch.func.grad(lambda x: call(T, op, x, Y).sum())(X)
+
+
+def test_a_tensor_read_inside_a_torch_func_transform_is_refused_by_name():
+    """Operands the transform does not wrap, a first call: torch raised "Sparse CSR tensors do
+    not have strides" when the matrix's arrays were read."""
+    A = scipy_matrix()
+    T = csr_tensor(A)
+    X = tensors("spmm")[0]
+    with pytest.raises(SparseTIRTypeError, match="A is read inside a torch.func transform"):
+        torch.func.grad(lambda w: (ops.spmm(T, X) * w).sum())(torch.ones(M_ROWS, FEAT))

@@ -26,6 +26,20 @@ from ..runtime.arguments import in_dual_level, shares_elements
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 
 
+def torch_func_refusal(what: str) -> SparseTIRTypeError:
+    """The error refusing a call inside a ``torch.func`` transform; ``what`` says what showed
+    it (``"X is a tensor of"``)."""
+    return SparseTIRTypeError(f"{what} a torch.func transform (grad, vmap, ...); sparsetir.ops "
+                              "does not support torch.func: call it outside the transform "
+                              "(torch.autograd works)")
+
+
+def in_torch_func_transform() -> bool:
+    """Whether the caller runs inside a ``torch.func`` transform (torch loaded)."""
+    functorch = getattr(sys.modules["torch"]._C, "_functorch", None)
+    return functorch is not None and functorch.maybe_current_level() is not None
+
+
 def check_functorch(name: str, tensor) -> None:
     """Refuse (``TypeError`` naming ``name``) a tensor of a ``torch.func`` transform (``grad``,
     ``vmap``, ...) or one carrying a forward-mode tangent (``torch.autograd.forward_ad``): the
@@ -34,9 +48,7 @@ def check_functorch(name: str, tensor) -> None:
     torch = sys.modules["torch"]
     functorch = getattr(torch._C, "_functorch", None)
     if functorch is not None and functorch.is_functorch_wrapped_tensor(tensor):
-        raise SparseTIRTypeError(f"{name} is a tensor of a torch.func transform (grad, vmap, ...); "
-                        "sparsetir.ops does not support torch.func: call it outside the "
-                        "transform (torch.autograd works)")
+        raise torch_func_refusal(f"{name} is a tensor of")
     if in_dual_level() and sys.modules["torch.autograd.forward_ad"].unpack_dual(
             tensor).tangent is not None:
         raise SparseTIRTypeError(f"{name} carries a forward-mode tangent (torch.autograd."

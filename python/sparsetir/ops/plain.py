@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse
 
 from ..runtime.arguments import sealed
+from .arrays import in_torch_func_transform, torch_func_refusal
 from .tiles import balanced_row_bounds
 
 
@@ -71,7 +72,13 @@ class PlainCSR:
                 or matrix.layout is not torch.sparse_csr or matrix.dtype != torch.float32 \
                 or matrix.device.type != "cpu" or matrix.requires_grad or matrix.dim() != 2:
             return None
-        indptr, indices, values = matrix.crow_indices(), matrix.col_indices(), matrix.values()
+        try:
+            indptr, indices, values = matrix.crow_indices(), matrix.col_indices(), \
+                matrix.values()
+        except RuntimeError as err:          # torch refuses to read them inside torch.func
+            if in_torch_func_transform():
+                raise torch_func_refusal("A is read inside") from err
+            raise
         if values.dim() != 1 or indptr.dtype != indices.dtype \
                 or indices.dtype not in (torch.int32, torch.int64):
             return None

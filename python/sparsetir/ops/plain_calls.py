@@ -192,10 +192,7 @@ def run(kind: str, matrix, operands: tuple, out):
     if not _calls or (out is not None and type(out) is not type(operands[0])):
         return None
     if type(matrix) not in SCIPY_CSR:
-        try:
-            matrix = PlainCSR.of(matrix)        # numpy views of the tensor's arrays
-        except RuntimeError:                    # unreadable here (a torch.func transform):
-            return None                         # the general path names the problem
+        matrix = PlainCSR.of(matrix)            # numpy views of the tensor's arrays
         if matrix is None:
             return None
     key = _key(kind, matrix, operands, row_tiles_for_threads())

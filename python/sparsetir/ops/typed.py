@@ -42,7 +42,7 @@ from ..errors import FormatTypeError, SparseTIRTypeError, SparseTIRValueError
 from ..format.checks import index_array
 from ..lower import lower_sparse_iter
 from ..schedule.typed import schedule_gather_mm_cpu, schedule_relation_outer_cpu
-from .arrays import empty_on_line, is_torch
+from .arrays import empty_on_line, is_torch, torch_func_refusal
 from .dtypes import autocast_result, check_autocast_operand
 from .generic_kernels import accumulator_dtype
 from .graph_tensors import tracing
@@ -213,9 +213,7 @@ def _kind(name: str, value) -> bool:
                                  f"{type(value).__name__}")
     torch = sys.modules["torch"]
     if torch._C._functorch.is_functorch_wrapped_tensor(value):
-        raise SparseTIRTypeError(f"{name} is a tensor of a torch.func transform (grad, vmap, "
-                                 "...); sparsetir.ops does not support torch.func: call it "
-                                 "outside the transform")
+        raise torch_func_refusal(f"{name} is a tensor of")
     if value.is_nested or value.layout is not torch.strided:
         raise SparseTIRTypeError(f"{name} must be a dense (strided) tensor, got layout "
                                  f"{value.layout}")
