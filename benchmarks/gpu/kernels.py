@@ -4,8 +4,10 @@ Three families, each a Stage I function specialised to its sizes and scheduled f
 
 * zoo kernels (``tests/kernel_zoo.py``: ``csrmm``, ``sddmm``, ``fused_sddmm``) with ``build``'s
   default CUDA schedule, at feature sizes 32 and 128;
-* the ``sparsetir.ops`` CUDA kernels (``ops_spmm``, ``ops_spmm_unweighted``, ``ops_sddmm``:
-  ``kernels.CUDA_KERNELS`` with the schedules of ``schedule/operators_cuda.py``), at 32, 64, 128, 256;
+* the ``sparsetir.ops`` CUDA kernels (``ops_spmm``, ``ops_spmm_unweighted``, ``ops_sddmm``, and
+  ``ops_spmm_segments``, ``ops_spmm_unweighted_segments`` over rows cut into segments:
+  ``kernels.CUDA_KERNELS`` with the schedules of ``schedule/operators_cuda.py``), at 32, 64,
+  128, 256;
 * the fp16 tensor-core BSR SpMM (``tc_bsrmm``: ``ops.tensorcore.bsr_spmm_tensorcore``, WMMA) at
   block sizes 16 and 32 and feature sizes 64 and 128.
 
@@ -100,6 +102,8 @@ def _feats(*feats: int) -> tuple:
 
 
 _CSR = {"indptr": "indptr", "indices": "indices", "m": "rows", "n": "cols", "nnz": "nnz"}
+_SEGMENTS = {"seg_ptr": "seg_ptr", "seg_rows": "seg_rows", "indices": "indices",
+             "s": "segments", "m": "rows", "n": "cols", "nnz": "nnz"}
 ZOO_SIZES = _feats(32, 128)
 OPS_SIZES = _feats(32, 64, 128, 256)
 TC_SIZES = tuple({"block_size": block, "feat_size": feat} for block in (16, 32)
@@ -115,6 +119,11 @@ PACKAGED = {
                          _ops("spmm")),
     "ops_spmm_unweighted": Packaged("spmm_unweighted", {"x": "x", "y": "out", **_CSR},
                                     OPS_SIZES, _ops("spmm_unweighted")),
+    "ops_spmm_segments": Packaged("spmm", {"a": "values", "x": "x", "y": "out", **_SEGMENTS},
+                                  OPS_SIZES, _ops("spmm_segments")),
+    "ops_spmm_unweighted_segments": Packaged("spmm_unweighted",
+                                             {"x": "x", "y": "out", **_SEGMENTS}, OPS_SIZES,
+                                             _ops("spmm_unweighted_segments")),
     "ops_sddmm": Packaged("sddmm", {"x": "x", "y": "y", "out": "out", **_CSR}, OPS_SIZES,
                           _ops("sddmm")),
     "tc_bsrmm": Packaged("bsr_spmm", {"a": "blocks", "x": "x", "y": "out", "indptr": "indptr",

@@ -8,10 +8,13 @@ Python version. The folder (under 40 MB) holds:
   no compiler and no Python package: ``tvm_rt.py`` calls them through TVM FFI's C ABI.
 * ``kernels/``: zoo CSR SpMM (``csrmm``) and SDDMM (``sddmm``, ``fused_sddmm``) with the default
   CUDA schedule at feature sizes 32 and 128, the ``sparsetir.ops`` CUDA kernels (``ops_spmm``,
-  ``ops_spmm_unweighted``, ``ops_sddmm``, schedules of ``schedule/operators_cuda.py``) at 32, 64,
-  128 and 256, and the fp16 tensor-core BSR SpMM (``tc_bsrmm``, ``ops/tensorcore.py``) at block
-  sizes 16 and 32 and feature sizes 64 and 128, built by ``sparsetir.build`` for ``--arch`` and
-  exported (fatbin inside), each with its CPU twin and a JSON of its parameters (``kernels.py``).
+  ``ops_spmm_unweighted``, ``ops_sddmm``, and ``ops_spmm_segments``,
+  ``ops_spmm_unweighted_segments`` over rows cut into segments; schedules of
+  ``schedule/operators_cuda.py``) at 32, 64, 128 and 256, and the fp16 tensor-core BSR SpMM
+  (``tc_bsrmm``, ``ops/tensorcore.py``) at block sizes 16 and 32 and feature sizes 64 and 128,
+  built by ``sparsetir.build`` for ``--arch`` and exported (fatbin inside), each with its CPU
+  twin and a JSON of its parameters (``kernels.py``).
+* ``segments.py``: ``sparsetir.format.segments.segment_bounds``, its source copied.
 * ``data/``: the bundled graphs; ``graphs.py`` makes the seeded synthetic ones with numpy.
 * ``run.py`` and its modules (copied from ``runner/``): checks against torch and times next to
   torch.sparse (cuSPARSE for CSR) on the GPU, and the BSR kernel also next to cuBLAS fp16
@@ -30,6 +33,7 @@ Example
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import shutil
 import subprocess
@@ -40,11 +44,19 @@ import tvm
 import tvm_ffi
 
 import sparsetir.data
+from sparsetir.format.segments import segment_bounds
 from sparsetir.backend.target import _build_stub  # the libcuda.so.1 stand-in CUDA builds use here
 
 from kernels import PACKAGED, export_kernel
 
 HERE = Path(__file__).resolve().parent
+SEGMENTS_MODULE = '''"""sparsetir.format.segments.segment_bounds, copied by package.py: the rows of a
+CSR cut into segments for the ``*_segments`` kernels (numpy only)."""
+
+import numpy as np
+
+
+{source}'''
 MAX_BYTES = 40 * 2**20
 
 
@@ -71,6 +83,8 @@ def _assemble(out: Path, arch: str) -> dict:
     """Write every part of the package into the empty folder ``out``; return the manifest."""
     shutil.copytree(HERE / "runner", out, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
+    (out / "segments.py").write_text(SEGMENTS_MODULE.format(
+        source=inspect.getsource(segment_bounds)))
     specs = [export_kernel(kernel, sizes, arch, out / "kernels")
              for kernel, packaged in PACKAGED.items() for sizes in packaged.sizes]
     runtime = _copy_runtime(out / "lib")  # after the CUDA builds: they load libcudart

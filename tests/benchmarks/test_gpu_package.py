@@ -31,7 +31,10 @@ ROLES = {  # what each op reads besides its output
     "spmm": {"values", "x"} | CSR, "spmm_unweighted": {"x"} | CSR, "sddmm": {"x", "y"} | CSR,
     "bsr_spmm": {"blocks", "x", "indptr", "indices", "block_rows", "block_cols", "nnzb"},
 }
+SEGMENTS = {"seg_ptr", "seg_rows", "indices", "segments", "rows", "cols", "nnz"}
+SEGMENT_ROLES = {"spmm": {"values", "x"} | SEGMENTS, "spmm_unweighted": {"x"} | SEGMENTS}
 DATA = {"values", "x", "y", "blocks", "out"}  # the rest are int32 indices and sizes
+LIBRARIES = 30
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(shutil.which("nvcc") is None,
                                                   reason="packaging compiles CUDA with nvcc")]
@@ -72,9 +75,11 @@ def test_json_files_agree(bundle):
         packaged.add((spec["kernel"], spec["op"], spec.get("block_size"), spec["feat_size"]))
         roles = {p["role"]: p for p in spec["params"]}
         assert len(roles) == len(spec["params"])
-        assert set(roles) == ROLES[spec["op"]] | {"out"}
+        segmented = spec["kernel"].endswith("_segments")
+        assert set(roles) == (SEGMENT_ROLES if segmented else ROLES)[spec["op"]] | {"out"}
+        scalars = 3 + segmented                                  # + the segment count
         assert [p["kind"] for p in spec["params"]] == \
-            ["buffer"] * (len(roles) - 3) + ["scalar"] * 3
+            ["buffer"] * (len(roles) - scalars) + ["scalar"] * scalars
         assert all(roles[r]["dtype"] == "int32" for r in set(roles) - DATA)
         assert [p["role"] for p in spec["params"] if p.get("written")] == ["out"]
         outputs = {"sddmm": "nnz",
@@ -85,7 +90,9 @@ def test_json_files_agree(bundle):
     zoo = {(kernel, op, None, feat) for kernel, op in
            [("csrmm", "spmm"), ("sddmm", "sddmm"), ("fused_sddmm", "sddmm")]
            for feat in (32, 128)}
-    ops = {(f"ops_{op}", op, None, feat) for op in ("spmm", "spmm_unweighted", "sddmm")
+    ops = {(f"ops_{op}{form}", op, None, feat)
+           for op, form in [("spmm", ""), ("spmm_unweighted", ""), ("sddmm", ""),
+                            ("spmm", "_segments"), ("spmm_unweighted", "_segments")]
            for feat in (32, 64, 128, 256)}
     tensorcore = {("tc_bsrmm", "bsr_spmm", block, feat) for block in (16, 32) for feat in (64, 128)}
     assert packaged == zoo | ops | tensorcore
@@ -100,7 +107,7 @@ def test_device_run_is_one_call_with_a_log_and_a_limit(bundle, tmp_path):
                             text=True, timeout=260)
     assert result.returncode == 0, result.stderr
     log = (out / "run.log").read_text()
-    assert "selftest-cpu: OK: 22 CUDA libraries" in log and "selftest exit 0" in log
+    assert f"selftest-cpu: OK: {LIBRARIES} CUDA libraries" in log and "selftest exit 0" in log
     assert "no CUDA GPU visible" in log and "run exit 2" in log
     for name in json.loads((bundle / "manifest.json").read_text())["kernels"]:
         source = (bundle / "kernels" / f"{name}.cu").read_text()
@@ -110,11 +117,12 @@ def test_device_run_is_one_call_with_a_log_and_a_limit(bundle, tmp_path):
 def test_cpu_selftest_passes_without_tvm_packages(bundle):
     result = _selftest(bundle)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "selftest-cpu: OK: 22 CUDA libraries" in result.stdout
+    assert f"selftest-cpu: OK: {LIBRARIES} CUDA libraries" in result.stdout
 
 
 @pytest.mark.parametrize("kernel, first, second, problem", [
     ("csrmm_f32", 1, 2, "cora"),                       # b and c
+    ("ops_spmm_segments_f32", 3, 4, "cora/s1"),        # seg_ptr and seg_rows
     ("tc_bsrmm_b16_f64", 5, 6, "bsr-512x384/b16"),     # mb and nb
 ])
 def test_cpu_selftest_catches_a_wrong_parameter_order(bundle, tmp_path, kernel, first, second,

@@ -13,6 +13,10 @@
 * ``gpu``: the real kernels on torch CUDA tensors equal torch.sparse (cuSPARSE; skipped
   without a GPU).
 
+The ``*_segments`` kernels run on the same matrix cut into row segments of at most
+``SEGMENT_NNZ`` nonzeros (its full row of 200 nonzeros into 29 segments); their zeroing nest
+comes first, and only the write-back of a segment's sum is atomic (one add per feature).
+
 Feature sizes: 1, 32, 64, 128 and 20 (not a multiple of 32: SpMM 4 lanes of 5 scalar features,
 SDDMM one lane of 5 float4 loads); the scheduled modules are cached per case.
 """
@@ -35,11 +39,13 @@ from sparsetir.schedule.operators_cuda import (THREADS_PER_BLOCK, schedule_spmm_
 from sparsetir.ops.kernels import CUDA_KERNELS, KERNELS
 from sparsetir.schedule.operators import schedule_for
 from sparsetir.backend.target import cuda_source
+from sparsetir.format import row_segments
 
 NAMES = sorted(CUDA_KERNELS)
 FEATS = (1, 20, 32, 64, 128)
 ARCHS = ("sm_80", "sm_90")
 ROWS, COLS = 300, 200
+SEGMENT_NNZ = 7
 VECTOR_TYPES = {1: "float", 2: "float2", 4: "float4"}
 
 
@@ -75,9 +81,13 @@ def _inputs(name: str, feat: int, rng) -> tuple:
         return args, "out", expected
     args["x"] = rng.standard_normal((COLS, feat), dtype=np.float32)
     args["y"] = np.full((ROWS, feat), np.nan, np.float32)
-    values = A if name == "spmm" else (A != 0).astype(np.float32)
-    if name == "spmm":
+    weighted = not name.startswith("spmm_unweighted")
+    values = A if weighted else (A != 0).astype(np.float32)
+    if weighted:
         args["a"] = A.data
+    if name.endswith("_segments"):
+        args["seg_ptr"], args["seg_rows"] = row_segments(A.indptr, SEGMENT_NNZ)
+        args["s"] = args["seg_rows"].size
     return args, "y", values.astype(np.float64) @ args["x"].astype(np.float64)
 
 
@@ -104,10 +114,16 @@ def test_bindings_follow_the_cost_model(name, feat):
     assert layout.lanes * layout.vec * layout.chunks == feat
     assert layout.lanes * layout.rows == THREADS_PER_BLOCK
     extents = _thread_extents(_scheduled(name, feat))
-    assert extents["threadIdx.x"] == {str(layout.lanes)}
+    groups = {"sddmm": "nnz"}.get(name, "s" if name.endswith("_segments") else "m")
+    blocks = {f"({groups} + {layout.rows - 1}) // {layout.rows}"}
+    lanes = {str(layout.lanes)}
+    if name.endswith("_segments"):       # the zeroing nest: one output element per thread
+        elements = "m" if feat == 1 else f"m * {feat}"
+        blocks.add(f"({elements} + {THREADS_PER_BLOCK - 1}) // {THREADS_PER_BLOCK}")
+        lanes.add(str(THREADS_PER_BLOCK))
+    assert extents["threadIdx.x"] == lanes
     assert extents["threadIdx.y"] == {str(layout.rows)}
-    groups = "nnz" if name == "sddmm" else "m"
-    assert extents["blockIdx.x"] == {f"({groups} + {layout.rows - 1}) // {layout.rows}"}
+    assert extents["blockIdx.x"] == blocks
 
 
 def test_cost_model():
@@ -132,15 +148,18 @@ def test_nvcc_compiles_the_expected_kernel(name, feat, arch, golden):
     with warp shuffles; the source (launch bounds, guards) as in the golden file."""
     kernel = sparsetir.build(_scheduled(name, feat), {"kind": "cuda", "arch": arch},
                              schedule="none")
-    assert device_kernels(kernel.executable) == ["main_kernel"]
+    segments = name.endswith("_segments")
+    assert device_kernels(kernel.executable) == ["main_kernel"] + ["main_kernel_1"] * segments
     src = cuda_source(kernel.executable)
     layout = _layout(name, feat)
     assert "blockIdx.x" in src and "threadIdx.y" in src
-    assert ("threadIdx.x" in src) == (layout.lanes > 1)
+    assert ("threadIdx.x" in src) == (layout.lanes > 1 or segments)  # segments: zeroing
     vector = f"*({VECTOR_TYPES[layout.vec]}*)"
-    vector_accesses = ["X_ptr", "Y_ptr"]  # SpMM: X read, Y written; SDDMM: both read
+    # SpMM: X read, Y written (segments: added to with scalar atomics); SDDMM: both read
+    vector_accesses = ["X_ptr"] + ["Y_ptr"] * (not segments)
     assert all((f"{vector}({a} + " in src) == (layout.vec > 1) for a in vector_accesses)
     assert ("__shfl_down_sync" in src) == (name == "sddmm" and layout.lanes > 1)
+    assert src.count("atomic_add((&(Y_ptr[") == segments    # the write-back alone, once
     golden(src, variant=f"{name}-{feat}")
 
 
@@ -176,8 +195,8 @@ def _torch_result(name: str, args: dict):
         pattern = torch.sparse_csr_tensor(args["indptr"], args["indices"],
                                           torch.ones_like(args["out"]), shape)
         return torch.sparse.sampled_addmm(pattern, args["x"], args["y"].t(), beta=0.0).values()
-    values = args["a"] if name == "spmm" else torch.ones_like(args["indices"],
-                                                              dtype=torch.float32)
+    values = args["a"] if "a" in args else torch.ones_like(args["indices"],
+                                                          dtype=torch.float32)
     return torch.sparse_csr_tensor(args["indptr"], args["indices"], values, shape) @ args["x"]
 
 

@@ -14,7 +14,7 @@ Example
 -------
 >>> inputs = make_inputs("spmm", graph, 32, torch.device("cuda"))   # doctest: +SKIP
 >>> expected = reference("spmm", inputs)                          # (rows, 32), through cuSPARSE
->>> err, ok = check(inputs["out"], expected)                      # after the kernel wrote out
+>>> err, ok = check(inputs["out"], expected, scale=magnitude("spmm", inputs))  # after the kernel
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from segments import segment_bounds  # sparsetir.format.segments' function, written by package.py
+
 OPS = ("spmm", "spmm_unweighted", "sddmm")
-RTOL, ATOL = 1e-4, 1e-3  # float32 sums of up to ~10^5 terms in another order
+RTOL, ATOL = 1e-4, 1e-3  # float32 sums of up to ~10^5 terms in another order (see magnitude)
 
 
 def make_inputs(op: str, graph, feat: int, device) -> dict:
@@ -70,14 +72,37 @@ def reference(op: str, inputs: dict) -> torch.Tensor:
     return result.values() if op == "sddmm" else result
 
 
+def magnitude(op: str, inputs: dict) -> torch.Tensor:
+    """Per output element, the sum of the absolute values of the terms it adds (``|A| @ |x|``
+    for SpMM, ``|x[row]| . |y[col]|`` for SDDMM). Float32 sums of the same terms in another
+    order differ by a small multiple of the rounding unit times this, however much the terms
+    cancel: a row of 23111 nonzeros whose sum is near 0 may differ from torch's by 1e-3."""
+    absolute = {key: value.abs() if key in ("values", "x", "y") else value
+                for key, value in inputs.items()}
+    return reference(op, absolute)
+
+
 def check(out: torch.Tensor, expected: torch.Tensor, rtol: float = RTOL,
-          atol: float = ATOL) -> tuple:
-    """(largest absolute difference, whether ``out`` is finite and within tolerance ``rtol``,
-    ``atol``: by default the float32 CSR ops')."""
+          atol: float = ATOL, scale: torch.Tensor | None = None) -> tuple:
+    """(largest absolute difference, whether ``out`` is finite and every element within
+    ``atol + rtol * scale`` of ``expected``; ``scale`` is ``|expected|`` unless given, e.g.
+    ``magnitude``'s bound for the float32 CSR ops)."""
     out = out.reshape(expected.shape)
     finite = bool(torch.isfinite(out).all())
-    err = float((out - expected).abs().max()) if out.numel() else 0.0
-    return err, finite and bool(torch.allclose(out, expected, rtol=rtol, atol=atol))
+    if not out.numel():
+        return 0.0, finite
+    difference = (out - expected).abs()
+    bound = atol + rtol * (expected.abs() if scale is None else scale.reshape(expected.shape))
+    return float(difference.max()), finite and bool((difference <= bound).all())
+
+
+def with_segments(inputs: dict, graph, max_nnz: int) -> dict:
+    """``inputs`` with the graph's rows cut into segments of at most ``max_nnz`` nonzeros
+    (``seg_ptr``, ``seg_rows``, their count ``segments``) for the ``*_segments`` kernels."""
+    seg_ptr, seg_rows = segment_bounds(graph.indptr.astype(np.int64), max_nnz)
+    device = inputs["indices"].device
+    return dict(inputs, seg_ptr=_tensor(seg_ptr.astype(np.int32), device),
+                seg_rows=_tensor(seg_rows.astype(np.int32), device), segments=seg_rows.size)
 
 
 def _tensor(array: np.ndarray, device) -> torch.Tensor:

@@ -116,10 +116,12 @@ def _measure_all(args, specs: list, functions: dict, name: str, device, record) 
                               op=op, feat=feat, block=None, dense_ms=None,
                               torch_sparse_ms=time_ms(ops.baseline(op, inputs), args.warmup,
                                                       args.repeat))
-                rows += _run_kernels(functions, [s for s in specs if s["op"] == op and
-                                                 s["feat_size"] == feat],
-                                     inputs, ops.reference(op, inputs), (ops.RTOL, ops.ATOL),
-                                     common, args, record)
+                tolerance = (ops.RTOL, ops.ATOL, ops.magnitude(op, inputs))
+                for spec in (s for s in specs if s["op"] == op and s["feat_size"] == feat):
+                    for block, spec_inputs in _segmentings(spec, inputs, graph, args):
+                        rows += _run_kernels(functions, [spec], spec_inputs,
+                                             ops.reference(op, inputs), tolerance,
+                                             dict(common, block=block), args, record)
     bsr_specs = [s for s in specs if s["op"] == blocksparse.OP]
     refusals = set()
     for shape in args.bsr_shapes:
@@ -139,6 +141,17 @@ def _measure_all(args, specs: list, functions: dict, name: str, device, record) 
                                      (blocksparse.RTOL, blocksparse.ATOL), common, args,
                                      record)
     return rows
+
+
+def _segmentings(spec: dict, inputs: dict, graph, args):
+    """``(block, inputs)`` for each run of ``spec``: once as it is (block None), or for a
+    ``*_segments`` kernel once per ``--segment-nnz`` (the rows cut into segments of at most
+    that many nonzeros, the table's ``blk``)."""
+    if not any(param["role"] == "seg_ptr" for param in spec["params"]):
+        yield None, inputs
+        return
+    for max_nnz in args.segment_nnz:
+        yield max_nnz, ops.with_segments(inputs, graph, max_nnz)
 
 
 def _run_kernels(functions: dict, specs: list, inputs: dict, expected, tolerance: tuple,
@@ -233,6 +246,9 @@ def main(argv=None) -> int:
                         help="block-sparse matrices for the BSR kernel (default: "
                              f"{' '.join(f'{r}x{c}' for r, c in blocksparse.SHAPES)}; "
                              "none: skip it); multiples of 32")
+    parser.add_argument("--segment-nnz", nargs="+", type=int, default=[32, 128],
+                        help="the *_segments kernels run once per value: rows cut into "
+                             "segments of at most that many nonzeros (the table's blk)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--csv", default="results.csv", help="where to write the results")

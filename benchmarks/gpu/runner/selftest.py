@@ -34,6 +34,7 @@ from tvm_rt import Runtime, TVMError
 
 FATBIN_MAGIC = bytes.fromhex("50ed55ba")
 GRAPHS = ("cora", "citeseer")  # citeseer has empty rows
+SEGMENT_NNZ = (1, 8)           # rows of up to 168 nonzeros cut into many segments
 BSR_SHAPES = ((512, 384),)     # 10% of 12 blocks per block row of 32: some rows empty
 
 
@@ -84,9 +85,14 @@ def _cases(spec: dict, loaded: dict):
             yield (f"{matrix.name}/b{matrix.block}", inputs, blocksparse.reference(inputs),
                    (blocksparse.RTOL, blocksparse.ATOL))
         return
+    segmented = any(param["role"] == "seg_ptr" for param in spec["params"])
     for name, graph in loaded.items():
         inputs = ops.make_inputs(spec["op"], graph, spec["feat_size"], cpu)
-        yield name, inputs, ops.reference(spec["op"], inputs), (ops.RTOL, ops.ATOL)
+        tolerance = (ops.RTOL, ops.ATOL, ops.magnitude(spec["op"], inputs))
+        expected = ops.reference(spec["op"], inputs)
+        for max_nnz in SEGMENT_NNZ if segmented else (None,):
+            yield ((f"{name}/s{max_nnz}", ops.with_segments(inputs, graph, max_nnz), expected,
+                    tolerance) if max_nnz else (name, inputs, expected, tolerance))
 
 
 def _driver_present() -> bool:

@@ -35,12 +35,13 @@ from .ell3d import csf_to_ell3d
 from .encoding import Encoding, EncodingError, LevelType, Slice
 from .hyb import column_part_hyb, row_tiles
 from .pad import csr_pad
+from .segments import row_segments
 from .storage import SparseTensor
 from .tiled_layout import TiledLayout, TiledLayoutError
 from .tiled_layout_access import apply_tiled_layout
 
 __all__ = ["EllBucket", "FormatTypeError", "check_csr", "column_part_hyb", "condense",
-           "csf_to_ell3d", "csr_pad", "csr_to_bsr", "csr_to_ell", "row_tiles",
+           "csf_to_ell3d", "csr_pad", "csr_to_bsr", "csr_to_ell", "row_segments", "row_tiles",
            "TiledLayout", "TiledLayoutError", "apply_tiled_layout",
            "declare", "encoded_spmm", "encoded_sddmm",
            "Encoding", "EncodingError", "LevelType", "Slice", "SparseTensor"]

@@ -13,7 +13,11 @@ into equal ranges of iterations: rows of a power-law graph would not be equal wo
 The CUDA schedules (``cuda_schedules``) take the forms in ``CUDA_KERNELS`` instead: plain CSR
 ``spmm`` and ``spmm_unweighted`` (rows go to warps), and ``sddmm_fused``, which iterates the
 nonzeros as one fused axis (``T.fuse(I, J)``, each nonzero's row found by a binary search over
-``indptr``), so that they go to groups of threads whatever the rows' lengths.
+``indptr``), so that they go to groups of threads whatever the rows' lengths. On a matrix with
+long rows, ``spmm_segments`` and ``spmm_unweighted_segments`` take the rows cut into segments
+of bounded length (``sparsetir.format.row_segments``: ``seg_ptr`` over the CSR's nonzeros,
+``seg_rows`` the row of each): the output is zeroed by a nest of its own, then every segment
+adds its sum into its row (``"atomic"``: a row's segments run in different warps).
 
 Example
 -------
@@ -21,7 +25,7 @@ Example
 >>> sorted(KERNELS)
 ['sddmm', 'spmm', 'spmm_unweighted']
 >>> [func.params[0].name for func in CUDA_KERNELS.values()]
-['a', 'x', 'x']
+['a', 'x', 'x', 'a', 'x']
 """
 
 from functools import lru_cache
@@ -151,5 +155,52 @@ def sddmm_fused(x: T.handle, y: T.handle, out: T.handle, indptr: T.handle, indic
         OUT[i, j] = OUT[i, j] + X[i, k] * Y[j, k]
 
 
+@T.prim_func
+def spmm_segments(a: T.handle, x: T.handle, y: T.handle, seg_ptr: T.handle, seg_rows: T.handle,
+                  indices: T.handle, s: T.int32, m: T.int32, n: T.int32, feat_size: T.int32,
+                  nnz: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True})
+    O = T.dense_fixed(s)
+    I = T.sparse_fixed(O, (m, 1), seg_rows, "int32")      # one row per segment
+    J = T.sparse_variable(I, (n, nnz), (seg_ptr, indices), "int32")
+    I_detach = T.dense_fixed(m)
+    J_detach = T.dense_fixed(n)
+    K = T.dense_fixed(feat_size)
+    A = T.match_sparse_buffer(a, (O, I, J), "float32")
+    X = T.match_sparse_buffer(x, (J_detach, K), "float32")
+    Y = T.match_sparse_buffer(y, (I_detach, K), "float32")
+    with T.sp_iter([I_detach, K], "SS", "zero") as [i, k]:
+        Y[i, k] = T.float32(0)
+    with T.sp_iter([O, I, J, K], "SSRS", "spmm") as [o, i, j, k]:
+        T.sp_iter_attr({"atomic": True})                    # a row's segments share it
+        with T.init():
+            Y[i, k] = Y[i, k]                               # adds into the zeroed row
+        Y[i, k] = Y[i, k] + A[o, i, j] * X[j, k]
+
+
+@T.prim_func
+def spmm_unweighted_segments(x: T.handle, y: T.handle, seg_ptr: T.handle, seg_rows: T.handle,
+                             indices: T.handle, s: T.int32, m: T.int32, n: T.int32,
+                             feat_size: T.int32, nnz: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True})
+    O = T.dense_fixed(s)
+    I = T.sparse_fixed(O, (m, 1), seg_rows, "int32")
+    J = T.sparse_variable(I, (n, nnz), (seg_ptr, indices), "int32")
+    I_detach = T.dense_fixed(m)
+    J_detach = T.dense_fixed(n)
+    K = T.dense_fixed(feat_size)
+    X = T.match_sparse_buffer(x, (J_detach, K), "float32")
+    Y = T.match_sparse_buffer(y, (I_detach, K), "float32")
+    with T.sp_iter([I_detach, K], "SS", "zero") as [i, k]:
+        Y[i, k] = T.float32(0)
+    with T.sp_iter([O, I, J, K], "SSRS", "spmm") as [o, i, j, k]:
+        T.sp_iter_attr({"atomic": True})
+        with T.init():
+            Y[i, k] = Y[i, k]
+        Y[i, k] = Y[i, k] + X[j, k]
+
+
 KERNELS = tiled_kernels("int32")
-CUDA_KERNELS = {"spmm": spmm, "spmm_unweighted": spmm_unweighted, "sddmm": sddmm_fused}
+CUDA_KERNELS = {"spmm": spmm, "spmm_unweighted": spmm_unweighted, "sddmm": sddmm_fused,
+                "spmm_segments": spmm_segments,
+                "spmm_unweighted_segments": spmm_unweighted_segments}

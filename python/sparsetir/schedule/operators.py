@@ -42,7 +42,8 @@ from pathlib import Path
 import tvm
 
 from ..ir.attrs import PREFETCH_ANNOTATION, REALIGN_ANNOTATION
-from .operators_cuda import schedule_sddmm_cuda, schedule_spmm_cuda
+from .operators_cuda import (schedule_sddmm_cuda, schedule_spmm_cuda,
+                              schedule_spmm_segments_cuda)
 
 LANE_CHOICES = (128, 64, 32, 16, 8)
 
@@ -157,6 +158,8 @@ def schedule_for(name: str, mod: tvm.IRModule, feat_size: int, target_kind: str,
     if target_kind == "cuda":
         if name == "sddmm":
             return schedule_sddmm_cuda(mod, feat_size)
+        if name.endswith("_segments"):
+            return schedule_spmm_segments_cuda(mod, feat_size)
         return schedule_spmm_cuda(mod, feat_size)
     if name.startswith("spmm"):
         return schedule_spmm_cpu(mod, feat_size, prefetch, lanes)

@@ -62,6 +62,7 @@ from typing import NamedTuple
 import tvm
 
 from ..ir.attrs import LOWERED_LOOPS_ATTR
+from .accumulator import add_into_output
 from ..errors import SparseTIRValueError
 
 WARP_SIZE = 32
@@ -117,10 +118,35 @@ def schedule_spmm_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
     _expect(mod, {"spmm0": ["i"], "spmm1": ["j", "k"]}, "spmm")
     layout = spmm_layout(feat_size)
     sch = tvm.s_tir.Schedule(mod)
+    write_back = _rows_to_warps(sch, layout)
+    sch.vectorize(sch.split(sch.get_loops(write_back)[-1], [None, layout.vec])[1])
+    return sch.mod
+
+
+def schedule_spmm_segments_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
+    """Row segments (``spmm_segments``, ``spmm_unweighted_segments``) as CSR rows: each
+    segment to a group of lanes summing in registers, the sum added to its output row with one
+    atomic add per feature (``accumulator.add_into_output``); the zeroing nest before it, one
+    output element per thread."""
+    _expect(mod, {"spmm0": ["o", "i"], "spmm1": ["j", "k"], "zero0": ["i", "k"]},
+            "spmm_segments")
+    sch = tvm.s_tir.Schedule(mod)
+    _rows_to_warps(sch, spmm_layout(feat_size))
+    init = sch.decompose_reduction(sch.get_sblock("spmm1"), sch.get_loops("spmm1")[-3])
+    block_x, thread_x = sch.split(sch.fuse(*sch.get_loops("zero0")), [None, THREADS_PER_BLOCK])
+    sch.bind(block_x, "blockIdx.x")
+    sch.bind(thread_x, "threadIdx.x")
+    return add_into_output(sch.mod, [sch.get(init).name_hint])
+
+
+def _rows_to_warps(sch: tvm.s_tir.Schedule, layout: Layout):
+    """Bind the rows of ``spmm0`` (its first loop) to blocks and ``threadIdx.y``, the features
+    of ``spmm1`` to lanes walking the row with ``vec``-wide loads, summed in a local cache;
+    returns the cache's write-back block (in the lane loop)."""
     update = sch.get_sblock("spmm1")
-    (rows,) = sch.get_loops(sch.get_sblock("spmm0"))
+    rows = sch.get_loops(sch.get_sblock("spmm0"))[0]
     block_x, thread_y = sch.split(rows, [None, layout.rows])
-    nonzeros, features = sch.get_loops(update)
+    nonzeros, features = sch.get_loops(update)[-2:]
     lane, chunks, vector = sch.split(features, [layout.lanes, layout.chunks, layout.vec])
     sch.reorder(lane, nonzeros, chunks, vector)
     sch.bind(block_x, "blockIdx.x")
@@ -129,8 +155,7 @@ def schedule_spmm_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
     sch.vectorize(vector)
     write_back = sch.cache_write(update, 0, "local")
     sch.reverse_compute_at(write_back, lane, preserve_unit_loops=True)
-    sch.vectorize(sch.split(sch.get_loops(write_back)[-1], [None, layout.vec])[1])
-    return sch.mod
+    return write_back
 
 
 def schedule_sddmm_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
