@@ -34,8 +34,9 @@ import sparsetir
 from cuda_device import device_kernels
 from cuda_emulation import emulate
 from sparse_inputs import skewed_csr
-from sparsetir.schedule.operators_cuda import (THREADS_PER_BLOCK, schedule_spmm_cuda, sddmm_layout,
-                                          spmm_layout)
+from sparsetir.schedule.operators_cuda import (THREADS_PER_BLOCK, schedule_spmm_cuda,
+                                               schedule_spmm_segments_cuda, sddmm_layout,
+                                               spmm_layout)
 from sparsetir.ops.kernels import CUDA_KERNELS, KERNELS
 from sparsetir.schedule.operators import schedule_for
 from sparsetir.backend.target import cuda_source
@@ -137,6 +138,12 @@ def test_the_row_tiled_cpu_kernel_is_refused():
     mod = sparsetir.lower_sparse_iter(KERNELS["spmm"].specialize({"feat_size": 32}))
     with pytest.raises(ValueError, match=r"CUDA_KERNELS\['spmm'\]"):
         schedule_spmm_cuda(mod, 32)
+
+
+def test_the_segment_schedule_refuses_plain_csr():
+    mod = sparsetir.lower_sparse_iter(CUDA_KERNELS["spmm"].specialize({"feat_size": 32}))
+    with pytest.raises(ValueError, match=r"CUDA_KERNELS\['spmm_segments'\]"):
+        schedule_spmm_segments_cuda(mod, 32)
 
 
 @pytest.mark.cuda

@@ -12,6 +12,11 @@ when ``chunks`` is 1, and the lane's features accumulate in registers (``cache_w
 ``local``) while the row is walked, written back with ``vec``-wide stores. (A lane's features
 are contiguous because the write-back covers one interval of the row per lane.)
 
+**SpMM over row segments** (``spmm_segments``, ``spmm_unweighted_segments``): the same, a
+segment (at most ``max_nnz`` nonzeros of one row, ``sparsetir.format.row_segments``) in place of
+a row, so that no warp walks a long row alone; the output is zeroed by a launch of its own and
+each segment's register sum is added to its row with one atomic add per feature.
+
 **SDDMM** (``sddmm_fused``; edge-parallel). Each nonzero goes to a group of ``lanes`` threads
 (``threadIdx.x``), ``rows`` nonzeros per block (``threadIdx.y``). The group finds the nonzero's
 row (the binary search ``sddmm_fused`` lowers to, moved into the thread with ``compute_at``),
