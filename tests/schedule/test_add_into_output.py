@@ -20,13 +20,13 @@ from sparsetir.ops.kernels import spmm_segments
 from sparsetir.schedule.accumulator import add_into_output
 
 
-def _decomposed():
+def _decomposed(scope: str = "local"):
     """(the module after cache_write + decompose_reduction, the init block's name)."""
     sch = tvm.s_tir.Schedule(sparsetir.lower_sparse_iter(
         spmm_segments.specialize({"feat_size": 8})))
     update = sch.get_sblock("spmm1")
     nonzeros, features = sch.get_loops(update)
-    sch.reverse_compute_at(sch.cache_write(update, 0, "local"), features)
+    sch.reverse_compute_at(sch.cache_write(update, 0, scope), features)
     init = sch.decompose_reduction(update, nonzeros)
     return sch.mod, sch.get(init).name_hint
 
@@ -62,3 +62,9 @@ def test_other_blocks_are_refused():
         add_into_output(mod, ["zero0"])
     with pytest.raises(ValueError, match="no init block named nothing"):
         add_into_output(mod, ["nothing"])
+
+
+def test_a_cache_other_threads_share_is_refused():
+    mod, init = _decomposed("shared")
+    with pytest.raises(ValueError, match="in 'shared' memory, not a thread's own"):
+        add_into_output(mod, [init])

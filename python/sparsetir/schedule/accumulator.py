@@ -87,8 +87,10 @@ def add_into_output(mod: tvm.IRModule, init_names) -> tvm.IRModule:
     what ``decompose_reduction`` makes of an ``"atomic"`` reduction's init after
     ``cache_write``) starting the cache ``C`` from zero, ``C``'s single write-back block adding
     into the output as the one ``"atomic"`` block, and the annotation removed from the blocks
-    that store into ``C`` or enclose such a store. Refusals (a ValueError) as
-    ``start_from_output``'s.
+    that store into ``C`` or enclose such a store. ``C`` must be ``"local"`` (a thread's
+    own), and its write-back must follow the reduction loop, not sit inside it (not checked:
+    each iteration would add the running sum). Refusals (a ValueError) as
+    ``start_from_output``'s, and a cache in another scope.
 
     Example
     -------
@@ -128,7 +130,13 @@ def _add_into_output(body, names: set):
         if not is_identity_store(block.body):
             raise SparseTIRValueError(f"block {name} is not an init that keeps its cache as it "
                                       "is (C[c] = C[c])")
-        caches.append(block.body.buffer)
+        cache = block.body.buffer
+        if cache.scope() != "local":
+            raise SparseTIRValueError(f"the cache {cache.name} that block {name} initialises is "
+                                      f"in {cache.scope()!r} memory, not a thread's own "
+                                      "('local'): other threads would add into it unguarded")
+        caches.append(cache)
+
     def is_write_back(store) -> bool:
         return any(store.value.source.same_as(cache) for cache in caches)
 
