@@ -73,7 +73,8 @@ def make_target(target, arch=None) -> tvm.target.Target:
         into ``generic``; inside ``host_target`` the target it names), ``"cuda"`` (with an ``llvm`` host), a target dict, or a
         Target (returned as is).
     arch : str, optional
-        CUDA architecture for ``"cuda"``, default ``"sm_80"``.
+        CUDA architecture for ``"cuda"``: by default that of this machine's GPU when there is
+        one (an sm_80 build does not load on an sm_90 GPU), else ``"sm_80"``.
 
     Returns
     -------
@@ -99,7 +100,8 @@ def make_target(target, arch=None) -> tvm.target.Target:
         cores = len(os.sched_getaffinity(0))
         return tvm.target.Target({"kind": "llvm", "mcpu": llvm_get_system_cpu(), "num-cores": cores})
     if target == "cuda":
-        return tvm.target.Target({"kind": "cuda", "arch": arch or DEFAULT_CUDA_ARCH, "host": {"kind": "llvm"}})
+        return tvm.target.Target({"kind": "cuda", "arch": arch or default_cuda_arch(),
+                                  "host": {"kind": "llvm"}})
     raise SparseTIRValueError(f"unknown target {target!r}: expected 'llvm', 'cuda', a dict or a tvm.target.Target")
 
 
@@ -185,6 +187,20 @@ def compile_module(mod: tvm.IRModule, target) -> tvm.runtime.Executable:
     if not ex.mod.imports:
         raise RuntimeError("cuda compilation produced host code only: no loop is bound to blockIdx/threadIdx")
     return ex
+
+
+def default_cuda_arch() -> str:
+    """The architecture ``"cuda"`` builds for: this machine's GPU's (``"sm_90"`` on an H100),
+    or ``DEFAULT_CUDA_ARCH`` without a GPU.
+
+    Examples
+    --------
+    >>> default_cuda_arch().startswith("sm_")
+    True
+    """
+    if cuda_available():
+        return "sm_" + tvm.cuda(0).compute_version.replace(".", "")
+    return DEFAULT_CUDA_ARCH
 
 
 def cuda_available() -> bool:
