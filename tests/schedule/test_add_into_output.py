@@ -20,12 +20,14 @@ from sparsetir.ops.kernels import spmm_segments
 from sparsetir.schedule.accumulator import add_into_output
 
 
-def _decomposed(scope: str = "local"):
+def _decomposed(scope: str = "local", inside_reduction: bool = False):
     """(the module after cache_write + decompose_reduction, the init block's name)."""
     sch = tvm.s_tir.Schedule(sparsetir.lower_sparse_iter(
         spmm_segments.specialize({"feat_size": 8})))
     update = sch.get_sblock("spmm1")
     nonzeros, features = sch.get_loops(update)
+    if not inside_reduction:
+        sch.reorder(features, nonzeros)       # a feature's sum over the segment's nonzeros
     sch.reverse_compute_at(sch.cache_write(update, 0, scope), features)
     init = sch.decompose_reduction(update, nonzeros)
     return sch.mod, sch.get(init).name_hint
@@ -67,4 +69,11 @@ def test_other_blocks_are_refused():
 def test_a_cache_other_threads_share_is_refused():
     mod, init = _decomposed("shared")
     with pytest.raises(ValueError, match="in 'shared' memory, not a thread's own"):
+        add_into_output(mod, [init])
+
+
+def test_a_write_back_inside_the_reduction_loop_is_refused():
+    """It would add the running sum at every nonzero."""
+    mod, init = _decomposed(inside_reduction=True)
+    with pytest.raises(ValueError, match="inside the loop of the reduction into its cache"):
         add_into_output(mod, [init])

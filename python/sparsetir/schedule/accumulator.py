@@ -88,9 +88,9 @@ def add_into_output(mod: tvm.IRModule, init_names) -> tvm.IRModule:
     ``cache_write``) starting the cache ``C`` from zero, ``C``'s single write-back block adding
     into the output as the one ``"atomic"`` block, and the annotation removed from the blocks
     that store into ``C`` or enclose such a store. ``C`` must be ``"local"`` (a thread's
-    own), and its write-back must follow the reduction loop, not sit inside it (not checked:
-    each iteration would add the running sum). Refusals (a ValueError) as
-    ``start_from_output``'s, and a cache in another scope.
+    own), and its write-back must follow the reduction loop, not sit inside it (each
+    iteration would add the running sum). Refusals (a ValueError) as ``start_from_output``'s,
+    and a cache in another scope or written back inside the reduction loop.
 
     Example
     -------
@@ -100,6 +100,7 @@ def add_into_output(mod: tvm.IRModule, init_names) -> tvm.IRModule:
     >>> sch = tvm.s_tir.Schedule(sparsetir.lower_sparse_iter(func))
     >>> update = sch.get_sblock("spmm1")
     >>> nonzeros, features = sch.get_loops(update)
+    >>> sch.reorder(features, nonzeros)               # the write-back then follows the sum
     >>> sch.reverse_compute_at(sch.cache_write(update, 0, "local"), features)
     >>> init = sch.decompose_reduction(update, nonzeros)
     >>> mod = add_into_output(sch.mod, [sch.get(init).name_hint])
@@ -146,6 +147,8 @@ def _add_into_output(body, names: set):
             raise SparseTIRValueError(f"the cache {cache.name} has no single write-back block "
                                       "C[v] -> output")
 
+    _refuse_write_backs_inside_reductions(body, caches)
+
     def stores_into_cache(block) -> bool:
         found = []
 
@@ -175,6 +178,32 @@ def _add_into_output(body, names: set):
         return block
 
     return structural_map(body, (s_tir.SBlock, rewrite))
+
+
+def _refuse_write_backs_inside_reductions(body, caches: list) -> None:
+    """Refuse a write-back of one of ``caches`` inside a loop that a reduction into it
+    iterates: the write-back would add the running sum once per iteration."""
+    reduction_loops = set()
+
+    def on_realize(realize):
+        store = realize.block.body
+        if (isinstance(store, tirx.BufferStore) and not _is_copy(store)
+                and any(store.buffer.same_as(cache) for cache in caches)):
+            for var, value in zip(realize.block.iter_vars, realize.iter_values):
+                if var.iter_type == tirx.IterVar.CommReduce:
+                    tvm_ffi.structural_walk(value, (tirx.Var, reduction_loops.add), order="pre")
+    tvm_ffi.structural_walk(body, (s_tir.SBlockRealize, on_realize), order="pre")
+    inside = []
+
+    def on_loop(loop):
+        if any(loop.loop_var.same_as(var) for var in reduction_loops):
+            inside.extend(block.name_hint for block in _blocks(loop.body)
+                          if _is_copy(block.body) and any(
+                              block.body.value.source.same_as(cache) for cache in caches))
+    tvm_ffi.structural_walk(body, (tirx.For, on_loop), order="pre")
+    if inside:
+        raise SparseTIRValueError(f"the write-back block {inside[0]} is inside the loop of the "
+                                  "reduction into its cache: it must follow that loop")
 
 
 def _blocks(body) -> list:
