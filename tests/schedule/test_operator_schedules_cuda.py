@@ -15,7 +15,8 @@
 
 The ``*_segments`` kernels run on the same matrix cut into row segments of at most
 ``SEGMENT_NNZ`` nonzeros (its full row of 200 nonzeros into 29 segments); their zeroing nest
-comes first, and only the write-back of a segment's sum is atomic (one add per feature).
+comes first, and only the write-back of a segment's sum is atomic (one add per feature), a
+store where the segment is its row's only one; ``seg_rows`` out of order is refused.
 
 Feature sizes: 1, 32, 64, 128 and 20 (not a multiple of 32: SpMM 4 lanes of 5 scalar features,
 SDDMM one lane of 5 float4 loads); the scheduled modules are cached per case.
@@ -24,6 +25,7 @@ SDDMM one lane of 5 float4 loads); the scheduled modules are cached per case.
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -167,6 +169,8 @@ def test_nvcc_compiles_the_expected_kernel(name, feat, arch, golden):
     assert all((f"{vector}({a} + " in src) == (layout.vec > 1) for a in vector_accesses)
     assert ("__shfl_down_sync" in src) == (name == "sddmm" and layout.lanes > 1)
     assert src.count("atomic_add((&(Y_ptr[") == segments    # the write-back alone, once
+    stores_by_segment_row = re.search(r"\n *Y_ptr\[\(*I_indices_ptr.*\] = Y_local_ptr\[", src)
+    assert bool(stores_by_segment_row) == segments         # or a store: the row's one segment
     golden(src, variant=f"{name}-{feat}")
 
 
@@ -192,6 +196,16 @@ def test_emulated_schedule_equals_scipy(name, feat, reverse):
     args, out, expected = _inputs(name, feat, np.random.default_rng(feat))
     _call(emulate(_scheduled(name, feat), reverse), name, args)
     np.testing.assert_allclose(args[out], expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["spmm_segments", "spmm_unweighted_segments"])
+def test_segments_out_of_row_order_are_refused(name):
+    """A segment stores its sum when its neighbours hold other rows: exact only if a row's
+    segments are neighbours, so the call refuses ``seg_rows`` that ever decreases."""
+    args, _, _ = _inputs(name, 4, np.random.default_rng(0))
+    args["seg_rows"] = args["seg_rows"][::-1].copy()
+    with pytest.raises(ValueError, match="seg_rows is not sorted"):
+        _call(emulate(_scheduled(name, 4)), name, args)
 
 
 def _torch_result(name: str, args: dict):

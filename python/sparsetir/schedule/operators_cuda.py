@@ -15,7 +15,8 @@ are contiguous because the write-back covers one interval of the row per lane.)
 **SpMM over row segments** (``spmm_segments``, ``spmm_unweighted_segments``): the same, a
 segment (at most ``max_nnz`` nonzeros of one row, ``sparsetir.format.row_segments``) in place of
 a row, so that no warp walks a long row alone; the output is zeroed by a launch of its own and
-each segment's register sum is added to its row with one atomic add per feature.
+each segment's register sum is added to its row with one atomic add per feature, or stored
+where the segment is its row's only one (``seg_rows`` must never decrease; the call checks it).
 
 **SDDMM** (``sddmm_fused``; edge-parallel). Each nonzero goes to a group of ``lanes`` threads
 (``threadIdx.x``), ``rows`` nonzeros per block (``threadIdx.y``). The group finds the nonzero's
@@ -68,6 +69,7 @@ import tvm
 
 from ..ir.attrs import LOWERED_LOOPS_ATTR
 from .accumulator import add_into_output
+from .segment_stores import store_single_segments
 from ..errors import SparseTIRValueError
 
 WARP_SIZE = 32
@@ -131,8 +133,9 @@ def schedule_spmm_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
 def schedule_spmm_segments_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
     """Row segments (``spmm_segments``, ``spmm_unweighted_segments``) as CSR rows: each
     segment to a group of lanes summing in registers, the sum added to its output row with one
-    atomic add per feature (``accumulator.add_into_output``); the zeroing nest before it, one
-    output element per thread."""
+    atomic add per feature (``accumulator.add_into_output``), or stored where the segment is its
+    row's only one (``segment_stores``: the call then checks that ``seg_rows`` never
+    decreases); the zeroing nest before it, one output element per thread."""
     _expect(mod, {"spmm0": ["o", "i"], "spmm1": ["j", "k"], "zero0": ["i", "k"]},
             "spmm_segments")
     sch = tvm.s_tir.Schedule(mod)
@@ -141,7 +144,7 @@ def schedule_spmm_segments_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModu
     block_x, thread_x = sch.split(sch.fuse(*sch.get_loops("zero0")), [None, THREADS_PER_BLOCK])
     sch.bind(block_x, "blockIdx.x")
     sch.bind(thread_x, "threadIdx.x")
-    return add_into_output(sch.mod, [sch.get(init).name_hint])
+    return store_single_segments(add_into_output(sch.mod, [sch.get(init).name_hint]))
 
 
 def _rows_to_warps(sch: tvm.s_tir.Schedule, layout: Layout):
