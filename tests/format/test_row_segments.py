@@ -51,7 +51,8 @@ def test_int64_on_request():
 
 
 @pytest.mark.parametrize("indptr, max_nnz, error, message", [
-    ([0, 3, 2], 2, SparseTIRValueError, r"indptr is not monotone: indptr\[1\] = 3 > indptr\[2\] = 2"),
+    ([0, 3, 2], 2, SparseTIRValueError,
+     r"indptr is not monotone: indptr\[1\] = 3 > indptr\[2\] = 2"),
     ([1, 3], 2, SparseTIRValueError, "indptr must start at 0"),
     ([], 2, SparseTIRValueError, "indptr is empty"),
     ([0, 3], 0, ValueError, "max_nnz"),

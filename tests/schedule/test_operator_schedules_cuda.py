@@ -36,7 +36,7 @@ import sparsetir
 from cuda_device import device_kernels
 from cuda_emulation import emulate
 from sparse_inputs import skewed_csr
-from sparsetir.schedule.operators_cuda import (THREADS_PER_BLOCK, schedule_spmm_cuda,
+from sparsetir.schedule.operators_cuda import (ROW_UNROLL, THREADS_PER_BLOCK, schedule_spmm_cuda,
                                                schedule_spmm_segments_cuda, sddmm_layout,
                                                spmm_layout)
 from sparsetir.ops.kernels import CUDA_KERNELS, KERNELS
@@ -127,6 +127,19 @@ def test_bindings_follow_the_cost_model(name, feat):
     assert extents["threadIdx.x"] == lanes
     assert extents["threadIdx.y"] == {str(layout.rows)}
     assert extents["blockIdx.x"] == blocks
+
+
+@pytest.mark.parametrize("name", ["spmm", "spmm_unweighted", "spmm_segments"])
+def test_a_row_is_walked_unrolled(name):
+    """Rows to warps: ROW_UNROLL nonzeros per step (several gathered rows in flight);
+    segments, short, one at a time."""
+    unrolled = []
+
+    def on_loop(loop):
+        if loop.kind == tirx.ForKind.UNROLLED:
+            unrolled.append(int(loop.extent))
+    tvm_ffi.structural_walk(_scheduled(name, 32)["main"].body, (tirx.For, on_loop), order="pre")
+    assert unrolled == ([] if name.endswith("_segments") else [ROW_UNROLL])
 
 
 def test_cost_model():

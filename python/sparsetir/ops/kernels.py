@@ -30,7 +30,7 @@ Example
 
 from functools import lru_cache
 
-from ..ir.attrs import INIT_PER_POINT_ANNOTATION
+from ..ir.attrs import ATOMIC_ANNOTATION, INIT_PER_POINT_ANNOTATION
 from ..script import tir as T
 
 
@@ -172,7 +172,7 @@ def spmm_segments(a: T.handle, x: T.handle, y: T.handle, seg_ptr: T.handle, seg_
     with T.sp_iter([I_detach, K], "SS", "zero") as [i, k]:
         Y[i, k] = T.float32(0)
     with T.sp_iter([O, I, J, K], "SSRS", "spmm") as [o, i, j, k]:
-        T.sp_iter_attr({"atomic": True})                    # a row's segments share it
+        T.sp_iter_attr({ATOMIC_ANNOTATION: True})           # a row's segments share it
         with T.init():
             Y[i, k] = Y[i, k]                               # adds into the zeroed row
         Y[i, k] = Y[i, k] + A[o, i, j] * X[j, k]
@@ -194,7 +194,7 @@ def spmm_unweighted_segments(x: T.handle, y: T.handle, seg_ptr: T.handle, seg_ro
     with T.sp_iter([I_detach, K], "SS", "zero") as [i, k]:
         Y[i, k] = T.float32(0)
     with T.sp_iter([O, I, J, K], "SSRS", "spmm") as [o, i, j, k]:
-        T.sp_iter_attr({"atomic": True})
+        T.sp_iter_attr({ATOMIC_ANNOTATION: True})
         with T.init():
             Y[i, k] = Y[i, k]
         Y[i, k] = Y[i, k] + X[j, k]

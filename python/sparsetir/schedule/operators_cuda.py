@@ -5,8 +5,10 @@ it, feature size specialised) and schedule it with TVM's checked primitives.
 
 **SpMM** (``spmm``, ``spmm_unweighted``; CSR row split). Each row goes to a group of ``lanes``
 threads (``threadIdx.x``; a warp when the feature size allows), ``rows`` groups per block
-(``threadIdx.y``), blocks over the rows (``blockIdx.x``). Lane ``t`` owns the contiguous
-features ``(t * chunks + c) * vec + v`` for ``c < chunks``, ``v < vec``: each nonzero costs
+(``threadIdx.y``), blocks over the rows (``blockIdx.x``); the walk of a row is unrolled by
+``ROW_UNROLL`` nonzeros (guarded), so that a warp has several gathered rows in flight. Lane
+``t`` owns the contiguous features ``(t * chunks + c) * vec + v`` for ``c < chunks``,
+``v < vec``: each nonzero costs
 ``chunks`` loads of X, ``vec`` wide (``float4`` when ``vec`` is 4) and coalesced over the lanes
 when ``chunks`` is 1, and the lane's features accumulate in registers (``cache_write`` to
 ``local``) while the row is walked, written back with ``vec``-wide stores. (A lane's features
@@ -73,6 +75,13 @@ from .segment_stores import store_single_segments
 from ..errors import SparseTIRValueError
 
 WARP_SIZE = 32
+ROW_UNROLL = 4
+"""Nonzeros a CSR row's walk takes per unrolled step: a warp then has several gathered rows in
+flight. H200, the same run: faster in all 24 weighted cases (6 graphs x 32-256 features),
+geomean 0.49x -> 0.64x cuSPARSE's speed (``docs/benchmark.md``)."""
+SEGMENT_UNROLL = 1
+"""The same for row segments, which hold few nonzeros: unrolled by 4, faster in 15 of 24 cases
+and slower in 9 (segments of 32), geomean 1.61x -> 1.65x: within the runs' spread, left off."""
 THREADS_PER_BLOCK = 256
 VECTOR_WIDTHS = (4, 2, 1)
 
@@ -120,17 +129,20 @@ def _expect(mod: tvm.IRModule, loops: dict, kernel: str) -> None:
                          f"kernels.CUDA_KERNELS[{kernel!r}] (loops {loops}), not loops {found}")
 
 
-def schedule_spmm_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
-    """CSR row split (see the module docstring) of ``spmm`` or ``spmm_unweighted``."""
+def schedule_spmm_cuda(mod: tvm.IRModule, feat_size: int,
+                       unroll: int = ROW_UNROLL) -> tvm.IRModule:
+    """CSR row split (see the module docstring) of ``spmm`` or ``spmm_unweighted``, the walk
+    of a row unrolled ``unroll`` nonzeros at a time."""
     _expect(mod, {"spmm0": ["i"], "spmm1": ["j", "k"]}, "spmm")
     layout = spmm_layout(feat_size)
     sch = tvm.s_tir.Schedule(mod)
-    write_back = _rows_to_warps(sch, layout)
+    write_back, _ = _rows_to_warps(sch, layout, unroll)
     sch.vectorize(sch.split(sch.get_loops(write_back)[-1], [None, layout.vec])[1])
     return sch.mod
 
 
-def schedule_spmm_segments_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
+def schedule_spmm_segments_cuda(mod: tvm.IRModule, feat_size: int,
+                                unroll: int = SEGMENT_UNROLL) -> tvm.IRModule:
     """Row segments (``spmm_segments``, ``spmm_unweighted_segments``) as CSR rows: each
     segment to a group of lanes summing in registers, the sum added to its output row with one
     atomic add per feature (``accumulator.add_into_output``), or stored where the segment is its
@@ -139,15 +151,15 @@ def schedule_spmm_segments_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModu
     _expect(mod, {"spmm0": ["o", "i"], "spmm1": ["j", "k"], "zero0": ["i", "k"]},
             "spmm_segments")
     sch = tvm.s_tir.Schedule(mod)
-    _rows_to_warps(sch, spmm_layout(feat_size))
-    init = sch.decompose_reduction(sch.get_sblock("spmm1"), sch.get_loops("spmm1")[-3])
+    _, nonzeros = _rows_to_warps(sch, spmm_layout(feat_size), unroll)
+    init = sch.decompose_reduction(sch.get_sblock("spmm1"), nonzeros)
     block_x, thread_x = sch.split(sch.fuse(*sch.get_loops("zero0")), [None, THREADS_PER_BLOCK])
     sch.bind(block_x, "blockIdx.x")
     sch.bind(thread_x, "threadIdx.x")
     return store_single_segments(add_into_output(sch.mod, [sch.get(init).name_hint]))
 
 
-def _rows_to_warps(sch: tvm.s_tir.Schedule, layout: Layout):
+def _rows_to_warps(sch: tvm.s_tir.Schedule, layout: Layout, unroll: int = 1):
     """Bind the rows of ``spmm0`` (its first loop) to blocks and ``threadIdx.y``, the features
     of ``spmm1`` to lanes walking the row with ``vec``-wide loads, summed in a local cache;
     returns the cache's write-back block (in the lane loop)."""
@@ -157,13 +169,16 @@ def _rows_to_warps(sch: tvm.s_tir.Schedule, layout: Layout):
     nonzeros, features = sch.get_loops(update)[-2:]
     lane, chunks, vector = sch.split(features, [layout.lanes, layout.chunks, layout.vec])
     sch.reorder(lane, nonzeros, chunks, vector)
+    if unroll > 1:
+        nonzeros, unrolled = sch.split(nonzeros, [None, unroll])
+        sch.unroll(unrolled)
     sch.bind(block_x, "blockIdx.x")
     sch.bind(thread_y, "threadIdx.y")
     sch.bind(lane, "threadIdx.x")
     sch.vectorize(vector)
     write_back = sch.cache_write(update, 0, "local")
     sch.reverse_compute_at(write_back, lane, preserve_unit_loops=True)
-    return write_back
+    return write_back, nonzeros
 
 
 def schedule_sddmm_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
