@@ -221,6 +221,33 @@ def test_segments_out_of_row_order_are_refused(name):
         _call(emulate(_scheduled(name, 4)), name, args)
 
 
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "backward"])
+@pytest.mark.parametrize("seg_ptr, seg_rows", [
+    ([0, 5], [3]),                                  # one segment
+    ([0, 2, 2, 6, 7, 12], [0, 0, 2, 2, 2]),         # an empty segment, neighbours sharing rows
+    ([0, 4, 9, 12], [1, 4, 4]),                     # not the CSR's rows: the format's own
+])
+def test_segments_as_given_equal_their_sum(seg_ptr, seg_rows, reverse):
+    """The segment format defines the matrix itself: row ``seg_rows[s]`` gets the nonzeros
+    ``seg_ptr[s]:seg_ptr[s + 1]``, whatever rows a CSR would put them in; stored where a
+    segment is alone, added where neighbours share a row, every other row zero."""
+    rng = np.random.default_rng(1)
+    seg_ptr, seg_rows = np.array(seg_ptr, np.int32), np.array(seg_rows, np.int32)
+    nnz, rows, cols = int(seg_ptr[-1]), 6, 5
+    values = rng.standard_normal(nnz, dtype=np.float32)
+    indices = np.concatenate([np.sort(rng.choice(cols, int(n), replace=False))
+                              for n in np.diff(seg_ptr)]).astype(np.int32)
+    x = rng.standard_normal((cols, 4), dtype=np.float32)
+    expected = np.zeros((rows, 4))
+    for segment, row in enumerate(seg_rows):
+        span = slice(seg_ptr[segment], seg_ptr[segment + 1])
+        expected[row] += values[span] @ x[indices[span]]
+    y = np.full((rows, 4), np.nan, np.float32)
+    emulate(_scheduled("spmm_segments", 4), reverse)(values, x, y, seg_ptr, seg_rows, indices,
+                                                     seg_rows.size, rows, cols, nnz)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+
+
 def _torch_result(name: str, args: dict):
     """torch.sparse's answer (cuSPARSE on a GPU) on the kernel's arguments."""
     import torch  # pylint: disable=import-outside-toplevel

@@ -81,7 +81,7 @@ flight. H200, the same run: faster in all 24 weighted cases (6 graphs x 32-256 f
 geomean 0.49x -> 0.64x cuSPARSE's speed (``docs/benchmark.md``)."""
 SEGMENT_UNROLL = 1
 """The same for row segments, which hold few nonzeros: unrolled by 4, faster in 15 of 24 cases
-and slower in 9 (segments of 32), geomean 1.61x -> 1.65x: within the runs' spread, left off."""
+and slower in 9 (segments of 32), geomean 1.61x -> 1.65x: no clear gain, left off."""
 THREADS_PER_BLOCK = 256
 VECTOR_WIDTHS = (4, 2, 1)
 
@@ -161,8 +161,9 @@ def schedule_spmm_segments_cuda(mod: tvm.IRModule, feat_size: int,
 
 def _rows_to_warps(sch: tvm.s_tir.Schedule, layout: Layout, unroll: int = 1):
     """Bind the rows of ``spmm0`` (its first loop) to blocks and ``threadIdx.y``, the features
-    of ``spmm1`` to lanes walking the row with ``vec``-wide loads, summed in a local cache;
-    returns the cache's write-back block (in the lane loop)."""
+    of ``spmm1`` to lanes walking the row with ``vec``-wide loads, ``unroll`` nonzeros per
+    unrolled step, summed in a local cache; returns the cache's write-back block (in the lane
+    loop) and the loop over the row's (steps of) nonzeros."""
     update = sch.get_sblock("spmm1")
     rows = sch.get_loops(sch.get_sblock("spmm0"))[0]
     block_x, thread_y = sch.split(rows, [None, layout.rows])
