@@ -1,8 +1,10 @@
 """What ``sparsetir.ops`` refuses by name instead of answering wrong: a matrix whose values are
 not float32 (a float64 1e39 became inf), torch tensors that require grad while grad mode is on
 (their gradient vanished), tensors of ``torch.func`` transforms and sparse tensors as dense
-operands (torch's raw "Cannot access data pointer"). Every case is tried on the first call
-and on a matrix whose calls are prepared (the fast path), for X, Y and ``out``."""
+operands (torch's raw "Cannot access data pointer"), and an inference tensor as ``out``
+outside inference mode (torch refuses to write one; it used to be written). Every case is
+tried on the first call and on a matrix whose calls are prepared (the fast path), for X, Y and
+``out``."""
 
 import numpy as np
 import pytest
@@ -153,3 +155,27 @@ def test_torch_func_transforms_are_refused_by_name(M, operator):
         torch.vmap(f)(torch.randn(3, rows, 4))
     with pytest.raises(TypeError, match=message):
         torch.func.grad(lambda x: f(x).sum())(torch.randn(rows, 4))
+
+
+@pytest.mark.parametrize("matrix", ["SparseMatrix", "torch CSR"])
+def test_an_inference_out_is_refused_outside_inference_mode(M, A, matrix):
+    T = M if matrix == "SparseMatrix" else torch.sparse_csr_tensor(
+        torch.from_numpy(A.indptr), torch.from_numpy(A.indices), torch.from_numpy(A.data),
+        A.shape)
+    X, Y = torch.rand(20, 4), torch.rand(30, 4)
+    with torch.inference_mode():
+        out, values = torch.full((30, 4), float("nan")), torch.full((A.nnz,), float("nan"))
+    for _ in range(4):                                   # the short path is prepared by now
+        with pytest.raises(ValueError, match="out is an inference tensor"):
+            ops.spmm(T, X, out=out)
+        with pytest.raises(ValueError, match="out is an inference tensor"):
+            ops.sddmm(T, Y, X, out=values)
+    assert torch.isnan(out).all() and torch.isnan(values).all()
+    with torch.inference_mode():                         # where torch writes it, so does ops
+        ops.spmm(T, X, out=out)
+        ops.sddmm(T, Y, X, out=values)
+    np.testing.assert_allclose(out.numpy(), A @ X.numpy(), rtol=1e-5, atol=1e-5)
+    rows = np.repeat(np.arange(30), np.diff(A.indptr))
+    np.testing.assert_allclose(values.numpy(), np.einsum("ef,ef->e", Y.numpy()[rows],
+                                                         X.numpy()[A.indices]), rtol=1e-5,
+                               atol=1e-5)

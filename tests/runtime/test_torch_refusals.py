@@ -1,8 +1,9 @@
 """Torch tensors a kernel cannot take, or could take only by losing a gradient, are refused by
 name on every call path (a full call, a bound call on the native and on the Python fast path):
 functorch-wrapped tensors (``torch.func.grad``, ``vmap``, ``functionalize``), sparse tensors,
-tensors that require grad while autograd records (under ``torch.no_grad`` they run), and
-tensors carrying a forward-mode tangent.
+tensors that require grad while autograd records (under ``torch.no_grad`` they run),
+tensors carrying a forward-mode tangent, and an inference tensor to write outside inference
+mode (read, or inside inference mode, it runs).
 """
 
 import numpy as np
@@ -104,4 +105,21 @@ def test_tensors_carrying_a_forward_mode_tangent_are_refused(call, args, name):
             call(dual["b"], dual["c"])
         assert torch.isnan(c).all()                        # nothing ran
         call(b, c)                                         # plain tensors still run
+    np.testing.assert_allclose(c.numpy(), args["expected"], rtol=1e-5, atol=1e-6)
+
+
+def test_an_inference_output_is_refused_outside_inference_mode(call, args):
+    """torch refuses to write an inference tensor outside inference mode; so does the kernel,
+    on every path (it used to write it)."""
+    with torch.inference_mode():
+        c = _out()
+        b = torch.from_numpy(args["b"].copy()) + 0          # an inference tensor, only read
+    with pytest.raises(ArgumentError, match="argument 'c': is an inference tensor"):
+        call(torch.from_numpy(args["b"].copy()), c)
+    assert torch.isnan(c).all()                            # nothing ran
+    plain = _out()
+    call(b, plain)                                         # read: runs
+    np.testing.assert_allclose(plain.numpy(), args["expected"], rtol=1e-5, atol=1e-6)
+    with torch.inference_mode():
+        call(b, c)                                         # inside inference mode: runs
     np.testing.assert_allclose(c.numpy(), args["expected"], rtol=1e-5, atol=1e-6)

@@ -22,7 +22,8 @@ import sys
 
 import numpy as np
 
-from ..runtime.arguments import in_dual_level, shares_elements
+from ..runtime.arguments import (INFERENCE_REFUSAL, in_dual_level, shares_elements,
+                                 writes_inference_tensor)
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 
 
@@ -195,9 +196,11 @@ def empty_on_line(shape, dtype=np.float32, min_bytes: int = LINED_BYTES) -> np.n
 def check_output(out, shape: tuple, name: str = "out", dtype: str = "float32",
                  tracked_ok: bool = False) -> None:
     """``out`` must be a writable array of ``dtype`` (numpy or torch, ``check_tensor``, with
-    ``tracked_ok``) of ``shape``."""
+    ``tracked_ok``; no inference tensor outside inference mode) of ``shape``."""
     if is_torch(out):
         check_tensor(name, out, tracked_ok)
+        if writes_inference_tensor(out):
+            raise SparseTIRValueError(f"{name} {INFERENCE_REFUSAL}")
     if not hasattr(out, "shape") or not hasattr(out, "dtype"):
         raise SparseTIRTypeError(f"{name} must be a numpy array or torch tensor, got "
                         f"{type(out).__name__}")

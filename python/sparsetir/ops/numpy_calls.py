@@ -57,6 +57,7 @@ import sys
 
 import numpy as np
 
+from ..runtime.arguments import writes_inference_tensor
 from ..runtime.kernel import torch_as_numpy
 from ..runtime.threads import size_launches
 from .alignment import COPIED, copy_may_pay, gather_ready
@@ -145,7 +146,10 @@ class TorchCall(NumpyCall):
     def run_tensors(self, operands: tuple, tensors: tuple, out, matrix=None):
         """``out`` filled by the kernel run on ``tensors`` (the tensors it takes before
         ``out``; ``operands``, the caller's, as ``run`` counts them), or None with nothing
-        written when torch gives no numpy view of one or the C plan declines them."""
+        written when torch gives no numpy view of one or the C plan declines them, or ``out``
+        is an inference tensor outside inference mode (the general path refuses it)."""
+        if writes_inference_tensor(out):
+            return None
         arrays = torch_as_numpy((*tensors, out))
         if arrays is None or not self.run(operands, arrays[:-1], arrays[-1], matrix):
             return None

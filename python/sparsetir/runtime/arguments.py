@@ -320,12 +320,34 @@ def in_dual_level() -> bool:
     return forward_ad is not None and getattr(forward_ad, "_current_level", -1) >= 0
 
 
+INFERENCE_REFUSAL = ("is an inference tensor (made under torch.inference_mode()), which torch "
+                     "lets nothing write outside inference mode; pass a normal tensor, or "
+                     "call inside torch.inference_mode()")
+"""Why a written argument that ``writes_inference_tensor`` finds is refused."""
+
+
+def writes_inference_tensor(tensor) -> bool:
+    """Whether writing the torch ``tensor`` is what torch refuses: an inference tensor (made
+    under ``torch.inference_mode()``) while inference mode is off.
+
+    Example
+    -------
+    >>> import torch
+    >>> with torch.inference_mode():
+    ...     made = torch.zeros(2)
+    ...     inside = writes_inference_tensor(made)
+    >>> inside, writes_inference_tensor(made), writes_inference_tensor(torch.zeros(2))
+    (False, True, False)
+    """
+    return tensor.is_inference() and not sys.modules["torch"].is_inference_mode_enabled()
+
+
 def torch_refusal(tensor, written: bool) -> str | None:
     """Why a kernel must not take the torch ``tensor`` (None when it may): a tensor of a torch
     transform (``torch.func.grad``, ``vmap``, ``functionalize``: no memory of its own), a sparse
     or other non-strided tensor, or one that requires grad while autograd records or carries a
     forward-mode tangent (the kernel is invisible to autograd: a gradient would be lost
-    without a word).
+    without a word), or, ``written``, an inference tensor outside inference mode.
 
     Examples
     --------
@@ -345,6 +367,8 @@ def torch_refusal(tensor, written: bool) -> str | None:
                     "tensor); pass its dense form (.to_dense()), or the matrix as "
                     "sparsetir.ops.SparseMatrix")
         return f"expected a dense tensor, got layout {tensor.layout}; pass a strided tensor"
+    if written and writes_inference_tensor(tensor):
+        return INFERENCE_REFUSAL
     if tensor.requires_grad and torch.is_grad_enabled():
         effect = ("writing it would hide the change from autograd" if written
                   else "the result would carry no gradient for it")

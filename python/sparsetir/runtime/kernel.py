@@ -11,7 +11,7 @@ import tvm
 from .acceptance import BFLOAT16_BITS, acceptance
 from .aliasing import byte_ranges, check_no_aliasing
 from .arguments import (BufferConverter, ScalarConverter, host_array, in_dual_level, is_sealed,
-                        outgrows_storage, private_copy)
+                        outgrows_storage, private_copy, writes_inference_tensor)
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from .fast_path import FastPath
 from .saved import save
@@ -625,6 +625,8 @@ class BoundKernel:
         size_launches(self._fixed_bytes + sum(map(_nbytes, args)), _has_torch(args))
         if self.call_native(args):
             return True
+        if self._writes_inference_tensor(args):
+            return False                                   # refused by name by the general path
         if self._fast.native_torch is not None:
             arrays = torch_as_numpy(args)
             if arrays is not None and self.call_native(arrays, torch_views=True):
@@ -700,6 +702,12 @@ class BoundKernel:
         self._fast = self._fast_path()
         if not native:
             self._fast.native = self._fast.native_torch = None
+
+    def _writes_inference_tensor(self, args: tuple) -> bool:
+        """Whether a written argument is a torch inference tensor outside inference mode."""
+        return any(k < len(args) and type(args[k]) is not np.ndarray
+                   and hasattr(args[k], "is_inference") and writes_inference_tensor(args[k])
+                   for k in self._written_free)           # a miscount: the general path says
 
     def _bump_written(self, args: tuple) -> None:
         """Tell autograd that the torch tensors among the written ``args`` have changed."""
