@@ -207,3 +207,40 @@ def gather_loop_with_a_raise(rank, world_size, A, parts, widths, bad_call):
             continue
         if not np.allclose(Y.numpy(), (A @ X)[part.owned], rtol=RTOL, atol=ATOL):
             raise AssertionError(f"rank {rank}: call {call} (width {width}) differs from scipy")
+
+
+def dtypes_refused_together(rank, world_size, A, parts, dtypes_by_rank, strategy, op, report):
+    """``op`` (``"spmm"``: ``dist_spmm``; ``"sddmm"``: ``dist_sddmm``, its exchanged ``Y``
+    in the call's dtype) calls whose exchanged rows are ``dtypes_by_rank[rank][k]`` at call
+    ``k``: the matrix's dtype on every rank computes (checked against scipy); any other must
+    raise on this rank (ranks that disagree: the exchange's ``SparseTIRValueError``; all in
+    one other dtype: ``SparseTIRTypeError``), and the next call must still compute. Writes
+    each refusal's type to ``report/dtypes-<rank>.txt``."""
+    import os  # pylint: disable=import-outside-toplevel
+    from sparsetir.errors import (  # pylint: disable=import-outside-toplevel
+        SparseTIRTypeError, SparseTIRValueError)
+    del world_size
+    part = parts[rank]
+    DM = DistSparseMatrix(part, strategy=strategy)
+    rows = torch.from_numpy(np.asarray(part.owned))
+    lines = []
+    for call, dtype in enumerate(dtypes_by_rank[rank]):
+        X = torch.from_numpy(np.random.default_rng(call).standard_normal((A.shape[0], 4)))
+        try:
+            if op == "spmm":
+                result = dist_spmm(DM, X[rows].to(getattr(torch, dtype)))
+                want = (A @ X.numpy())[np.asarray(part.owned)]
+            else:
+                local = X[rows].float()
+                result = dist_sddmm(DM, local, X[rows].to(getattr(torch, dtype)))
+                want = None
+        except (SparseTIRTypeError, SparseTIRValueError) as err:
+            lines.append(f"call {call} refused: {type(err).__name__}")
+            continue
+        if dtype != str(A.dtype):
+            raise AssertionError(f"rank {rank}: call {call} computed on {dtype} rows")
+        if want is not None and not np.allclose(result.numpy(), want, rtol=RTOL, atol=ATOL):
+            raise AssertionError(f"rank {rank}: call {call} differs from scipy")
+        lines.append(f"call {call} computed")
+    with open(os.path.join(report, f"dtypes-{rank}.txt"), "w") as out:
+        out.write("\n".join(lines))

@@ -137,3 +137,24 @@ def test_a_rank_leaving_the_agreed_format_is_refused_on_every_rank(tmp_path, cha
         assert "rank 0: rows of shape (n, 8) of torch.float32" in refusal, refusal
         assert "rank 1: rows of shape (n, " in refusal, refusal
         assert lines[-1] == "explicit checks 2", lines
+
+
+@pytest.mark.parametrize("op", ["spmm", "sddmm"])
+@pytest.mark.parametrize("strategy", ["halo", "broadcast"])
+def test_rows_of_another_dtype_are_refused_on_every_rank(tmp_path, strategy, op):
+    """The exchanged rows' dtype is checked after the exchange: float64 rows on rank 1 alone
+    (before, refused on rank 1 alone, while rank 0 waited in the exchange until the timeout)
+    raise on both ranks, as do float64 rows on both; the calls after them compute."""
+    A = small_graph()
+    f32, f64 = "float32", "float64"
+    plan = [[f32, f32, f32, f32, f64, f32, f32], [f32, f32, f32, f32, f64, f64, f32]]
+    plan[0][5] = f32                                  # call 5: rank 1 alone passes float64
+    run(dist_workers.dtypes_refused_together, 2,
+        args=(A, partition(A, 2), plan, strategy, op, str(tmp_path)),
+        timeout=90, collective_timeout=10, threads=1)
+    for rank in (0, 1):
+        lines = (tmp_path / f"dtypes-{rank}.txt").read_text().splitlines()
+        assert lines[:4] == [f"call {k} computed" for k in range(4)], lines
+        assert lines[4] == "call 4 refused: SparseTIRTypeError", lines      # both float64
+        assert lines[5].startswith("call 5 refused: "), lines               # rank 1 alone
+        assert lines[6] == "call 6 computed", lines

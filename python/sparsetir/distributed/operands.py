@@ -34,9 +34,12 @@ def check_matrix(DM) -> None:
                                  f"{type(DM).__name__}")
 
 
-def check_node_rows(name: str, X, DM, two_dims: bool = True) -> None:
+def check_node_rows(name: str, X, DM, two_dims: bool = True, exchanged: bool = False) -> None:
     """Refuse ``X`` unless it is a float CPU tensor with one row per owned node, of the
-    matrix's dtype, and 2-D (``two_dims``) or at least 1-D."""
+    matrix's dtype, and 2-D (``two_dims``) or at least 1-D. The dtype of rows the exchange
+    sends (``exchanged``) is checked after it instead (``check_rows_dtype``): the exchange
+    refuses, on every rank, rows whose dtype differs between ranks, so a refusal here on one
+    rank alone would leave the others waiting in it."""
     if not torch.is_tensor(X):
         raise SparseTIRTypeError(f"{name} must be a torch tensor, got {type(X).__name__}")
     if (X.dim() != 2 if two_dims else X.dim() < 1) or X.shape[0] != DM.part.num_owned:
@@ -44,9 +47,15 @@ def check_node_rows(name: str, X, DM, two_dims: bool = True) -> None:
                                   f"{'2 dimensions' if two_dims else 'a first dimension'} and "
                                   f"one row per node rank {DM.part.rank} owns "
                                   f"({DM.part.num_owned})")
+    if not exchanged:
+        check_rows_dtype(name, X, DM)
+    if X.device.type != "cpu":
+        raise SparseTIRTypeError(f"{name} is on {X.device}; sparsetir.ops runs on the CPU")
+
+
+def check_rows_dtype(name: str, X, DM) -> None:
+    """Refuse ``X`` unless it has the matrix's dtype (nothing is cast)."""
     dtype = str(X.dtype).replace("torch.", "")
     if dtype != str(DM.blocks[0].dtype):
         raise SparseTIRTypeError(f"{name} is {dtype} and the matrix {DM.blocks[0].dtype}: "
                                  "nothing is cast, pass one dtype")
-    if X.device.type != "cpu":
-        raise SparseTIRTypeError(f"{name} is on {X.device}; sparsetir.ops runs on the CPU")

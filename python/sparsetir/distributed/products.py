@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 
 from .. import ops
+from .operands import check_rows_dtype
 
 
 def block_spmm(matrix: ops.SparseMatrix, X: torch.Tensor, weights) -> torch.Tensor:
@@ -52,11 +53,16 @@ def edge_dot(matrix: ops.SparseMatrix, G: torch.Tensor, X: torch.Tensor) -> torc
     return ops.sddmm(matrix, G, X)
 
 
-def per_block(DM, strategy: str, rows_local: torch.Tensor, product, keep: bool) -> tuple:
+def per_block(DM, strategy: str, rows_local: torch.Tensor, product, keep: bool,
+              name: str = "X_local") -> tuple:
     """``({q: product(q, block q, rows_q)}, {q: rows_q} if keep else {})`` over the rows the
-    exchange of ``strategy`` gathers from ``rows_local`` (each rank's rows its blocks use)."""
+    exchange of ``strategy`` gathers from ``rows_local`` (each rank's rows its blocks use,
+    ``name`` the caller's name for them). Their dtype is checked once the exchange has made
+    the ranks agree on it (``operands.check_node_rows``): every rank refuses together."""
     results, gathered = {}, {}
     for q, rows_q in DM.exchange(strategy).gather(rows_local):
+        if not results:
+            check_rows_dtype(name, rows_local, DM)
         results[q] = product(q, DM.block(q, strategy), rows_q)
         if keep:
             gathered[q] = rows_q

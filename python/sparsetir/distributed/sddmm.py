@@ -45,7 +45,7 @@ def dist_sddmm(DM, X_local, Y_local, strategy: str | None = None):
     strategy = DM.strategy if strategy is None else strategy
     check_strategy(strategy)
     check_node_rows("X_local", X_local, DM)
-    check_node_rows("Y_local", Y_local, DM)
+    check_node_rows("Y_local", Y_local, DM, exchanged=True)
     if X_local.shape[1] != Y_local.shape[1]:
         raise SparseTIRValueError(f"X_local has {X_local.shape[1]} features and Y_local "
                          f"{Y_local.shape[1]}")
@@ -61,7 +61,7 @@ class DistSDDMM(torch.autograd.Function):
         pieces, gathered = per_block(
             DM, strategy, Y_local.detach(),
             lambda q, block, Y_q: edge_dot(block, X_local, Y_q),
-            keep=ctx.needs_input_grad[2] and strategy == "halo")
+            keep=ctx.needs_input_grad[2] and strategy == "halo", name="Y_local")
         ctx.DM, ctx.strategy, ctx.gathered = DM, strategy, gathered
         ctx.save_for_backward(X_local, Y_local)
         return torch.cat([pieces[q] for q in range(len(DM.blocks))])

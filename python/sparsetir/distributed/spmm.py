@@ -47,7 +47,7 @@ def dist_spmm(DM, X_local, strategy: str | None = None, weighted: bool = True):
     check_matrix(DM)
     strategy = DM.strategy if strategy is None else strategy
     check_strategy(strategy)
-    check_node_rows("X_local", X_local, DM)
+    check_node_rows("X_local", X_local, DM, exchanged=True)
     values = DM.values if weighted else None
     return DistSpMM.apply(DM, strategy, None if weighted else "ones", X_local, values)
 
