@@ -211,7 +211,8 @@ def gather_loop_with_a_raise(rank, world_size, A, parts, widths, bad_call):
 
 def dtypes_refused_together(rank, world_size, A, parts, dtypes_by_rank, strategy, op, report):
     """``op`` (``"spmm"``: ``dist_spmm``; ``"sddmm"``: ``dist_sddmm``, its exchanged ``Y``
-    in the call's dtype) calls whose exchanged rows are ``dtypes_by_rank[rank][k]`` at call
+    in the call's dtype; ``"gspmm_mul"``, ``"gspmm_max"``: ``ops.gspmm`` on the matrix, the
+    exchanged ``lhs_data``) calls whose exchanged rows are ``dtypes_by_rank[rank][k]`` at call
     ``k``: the matrix's dtype on every rank computes (checked against scipy); any other must
     raise on this rank (ranks that disagree: the exchange's ``SparseTIRValueError``; all in
     one other dtype: ``SparseTIRTypeError``), and the next call must still compute. Writes
@@ -227,13 +228,16 @@ def dtypes_refused_together(rank, world_size, A, parts, dtypes_by_rank, strategy
     for call, dtype in enumerate(dtypes_by_rank[rank]):
         X = torch.from_numpy(np.random.default_rng(call).standard_normal((A.shape[0], 4)))
         try:
+            sent, want = X[rows].to(getattr(torch, dtype)), None
             if op == "spmm":
-                result = dist_spmm(DM, X[rows].to(getattr(torch, dtype)))
+                result = dist_spmm(DM, sent)
                 want = (A @ X.numpy())[np.asarray(part.owned)]
-            else:
-                local = X[rows].float()
-                result = dist_sddmm(DM, local, X[rows].to(getattr(torch, dtype)))
-                want = None
+            elif op == "sddmm":
+                result = dist_sddmm(DM, X[rows].float(), sent)
+            elif op == "gspmm_mul":                    # u_mul_e_sum: the exchanged lhs_data
+                result = ops.gspmm(DM, "mul", "sum", sent, torch.ones(DM.nnz))
+            else:                                      # copy_u_max: the local graph's gather
+                result = ops.gspmm(DM, "copy_lhs", "max", sent, None)
         except (SparseTIRTypeError, SparseTIRValueError) as err:
             lines.append(f"call {call} refused: {type(err).__name__}")
             continue

@@ -139,8 +139,9 @@ def test_a_rank_leaving_the_agreed_format_is_refused_on_every_rank(tmp_path, cha
         assert lines[-1] == "explicit checks 2", lines
 
 
-@pytest.mark.parametrize("op", ["spmm", "sddmm"])
-@pytest.mark.parametrize("strategy", ["halo", "broadcast"])
+@pytest.mark.parametrize("strategy, op", [
+    ("halo", "spmm"), ("broadcast", "spmm"), ("halo", "sddmm"), ("broadcast", "sddmm"),
+    ("halo", "gspmm_mul"), ("halo", "gspmm_max")])
 def test_rows_of_another_dtype_are_refused_on_every_rank(tmp_path, strategy, op):
     """The exchanged rows' dtype is checked after the exchange: float64 rows on rank 1 alone
     (before, refused on rank 1 alone, while rank 0 waited in the exchange until the timeout)

@@ -55,8 +55,9 @@ def dist_gspmm(DM, op: str, reduce_op: str, lhs_data, rhs_data):
         if op == "copy_lhs":
             result = dist_spmm(DM, lhs_data, weighted=False)
         else:
-            check_node_rows("lhs_data", lhs_data, DM)
-            result = DistSpMM.apply(DM, DM.strategy, None, lhs_data, rhs_data.reshape(-1))
+            check_node_rows("lhs_data", lhs_data, DM, exchanged=True)
+            result = DistSpMM.apply(DM, DM.strategy, None, lhs_data, rhs_data.reshape(-1),
+                                    "lhs_data")
         if reduce_op == "mean":
             degrees = torch.from_numpy(DM.in_degrees()).clamp(min=1).to(result)
             result = result / degrees.reshape((-1,) + (1,) * (result.dim() - 1))

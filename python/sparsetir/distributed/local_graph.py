@@ -42,7 +42,7 @@ import torch
 
 from .. import ops
 from ..errors import SparseTIRTypeError, SparseTIRValueError
-from .operands import check_node_rows
+from .operands import check_node_rows, check_rows_dtype
 
 
 class LocalGraph:
@@ -81,8 +81,8 @@ class LocalGraph:
         gathers its first member and keeps the second."""
         if isinstance(X_local, tuple) and len(X_local) == 2:
             return self.gather(X_local[0], f"{name}[0]"), X_local[1]
-        check_node_rows(name, X_local, self.DM, two_dims=False)
-        return GatherRows.apply(self, X_local)
+        check_node_rows(name, X_local, self.DM, two_dims=False, exchanged=True)
+        return GatherRows.apply(self, X_local, name)
 
     def to_matrix_order(self, name: str, data):
         """Per-edge ``data`` (a torch tensor, or a numpy array such as ``RelGraphConv``'s
@@ -106,16 +106,19 @@ class LocalGraph:
 
 class GatherRows(torch.autograd.Function):
     """``LocalGraph.gather``: forward, the exchange's rows in the matrix's column order;
-    backward, each rank's slice of the gradient summed onto that rank (``scatter_add``)."""
+    backward, each rank's slice of the gradient summed onto that rank (``scatter_add``). The
+    rows' dtype (``name``: the caller's name for them) is checked once the exchange has made
+    the ranks agree on it, so every rank refuses together (``operands.check_node_rows``)."""
 
     @staticmethod
-    def forward(ctx, graph, X_local):  # pylint: disable=arguments-differ
+    def forward(ctx, graph, X_local, name):  # pylint: disable=arguments-differ
         ctx.graph = graph
         pieces = dict(graph.exchange.gather(X_local.detach().contiguous()))
+        check_rows_dtype(name, X_local, graph.DM)
         return torch.cat([pieces[q] for q in graph.ranks])
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
         graph, grad = ctx.graph, grad.contiguous()
         # a copy per rank: the broadcast strategy's reduce writes into its buffers
-        return None, graph.exchange.scatter_add(lambda q: grad[graph.columns[q]].clone())
+        return None, graph.exchange.scatter_add(lambda q: grad[graph.columns[q]].clone()), None

@@ -49,7 +49,7 @@ def dist_spmm(DM, X_local, strategy: str | None = None, weighted: bool = True):
     check_strategy(strategy)
     check_node_rows("X_local", X_local, DM, exchanged=True)
     values = DM.values if weighted else None
-    return DistSpMM.apply(DM, strategy, None if weighted else "ones", X_local, values)
+    return DistSpMM.apply(DM, strategy, None if weighted else "ones", X_local, values, "X_local")
 
 
 def block_weights(DM, weights, values, q: int):
@@ -60,15 +60,17 @@ def block_weights(DM, weights, values, q: int):
 
 
 class DistSpMM(torch.autograd.Function):
-    """``dist_spmm`` (see the module docstring)."""
+    """``dist_spmm`` (see the module docstring); ``name``: what the caller calls ``X_local``
+    (a dtype refusal after the exchange names it)."""
 
     @staticmethod
-    def forward(ctx, DM, strategy, weights, X_local, values):  # pylint: disable=arguments-differ
+    def forward(ctx, DM, strategy, weights, X_local, values,  # pylint: disable=arguments-differ
+                name):
         detached = None if values is None else values.detach()
         products, gathered = per_block(
             DM, strategy, X_local.detach(), lambda q, block, X_q: block_spmm(
                 block, X_q, block_weights(DM, weights, detached, q)),
-            keep=ctx.needs_input_grad[4] and strategy == "halo")
+            keep=ctx.needs_input_grad[4] and strategy == "halo", name=name)
         result = sum(products.values())
         ctx.DM, ctx.strategy, ctx.weights, ctx.gathered = DM, strategy, weights, gathered
         ctx.save_for_backward(X_local, detached)
@@ -85,4 +87,4 @@ class DistSpMM(torch.autograd.Function):
             pieces = {q: edge_dot(DM.block(q, strategy), grad, X_q)
                       for q, X_q in gathered_again(ctx, X_local.detach())}
             grad_values = torch.cat([pieces[q] for q in range(len(DM.blocks))])
-        return None, None, None, grad_x, grad_values
+        return None, None, None, grad_x, grad_values, None
