@@ -179,3 +179,15 @@ def test_an_inference_out_is_refused_outside_inference_mode(M, A, matrix):
     np.testing.assert_allclose(values.numpy(), np.einsum("ef,ef->e", Y.numpy()[rows],
                                                          X.numpy()[A.indices]), rtol=1e-5,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_an_inference_out_of_another_dtype_is_refused_as_out(M, dtype):
+    """float64 and half precision go through graph_ops, whose kernel names its own parameter
+    (``y``): the operator refuses first, by the user's name."""
+    X = torch.rand(20, 4, dtype=dtype)
+    with torch.inference_mode():
+        out = torch.full((30, 4), float("nan"), dtype=dtype)
+    with pytest.raises(ValueError, match="^out is an inference tensor"):
+        ops.spmm(M, X, out=out)
+    assert torch.isnan(out).all()

@@ -27,6 +27,7 @@ import scipy.sparse
 
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from ..lower import lower_sparse_iter
+from ..runtime.arguments import INFERENCE_REFUSAL, writes_inference_tensor
 from .dtypes import (HALF_DTYPES, autocast_dtype, autocast_result, check_dtype, dtype_name,
                      result_dtype)
 from .arrays import (DenseOperand, check_output, check_tensor, new_array, recorded,
@@ -480,11 +481,15 @@ def _sddmm_graph(A, X, Y, out):
 
 def _check_operands(**operands) -> None:
     """Refuse, by the names users know, torch operands no operator takes (``torch.func``,
-    sparse or nested tensors) and operands of a dtype none takes (integers, big-endian)."""
+    sparse or nested tensors), an ``out`` torch does not let anything write (an inference
+    tensor outside inference mode) and operands of a dtype none takes (integers,
+    big-endian)."""
     torch = sys.modules.get("torch")
     for name, value in operands.items():
         if torch is not None and isinstance(value, torch.Tensor):
             check_tensor(name, value, tracked_ok=True)
+            if name == "out" and writes_inference_tensor(value):
+                raise SparseTIRValueError(f"out {INFERENCE_REFUSAL}")
         if name != "out" and hasattr(value, "dtype"):
             check_dtype(name, dtype_name(value))
 
