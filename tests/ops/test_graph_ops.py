@@ -368,3 +368,17 @@ def test_torch_sparse_tensors_reach_the_graph_operators():
     torch.testing.assert_close(ops.u_dot_v(A, X, Y), (X[cols] * Y[rows]).sum(1, keepdim=True))
     with pytest.raises(SparseTIRTypeError, match="got Tensor"):
         ops.copy_u_sum(torch.eye(3), X)
+
+
+def test_a_matrix_made_in_inference_mode_gives_gradients_outside_it():
+    """Its torch arrays are normal tensors: a later call that autograd records may save them
+    (they were inference tensors, and torch refused: "Inference tensors cannot be saved")."""
+    A = scipy.sparse.random(30, 20, density=0.2, format="csr", dtype=np.float32,
+                            random_state=0)
+    with torch.inference_mode():
+        M = ops.SparseMatrix(A)
+        ops.spmm(M, torch.rand(20, 4))                   # its arrays made here
+    X = torch.rand(20, 4, requires_grad=True)
+    ops.spmm(M, X).sum().backward()
+    np.testing.assert_allclose(X.grad.numpy(), A.T @ np.ones((30, 4), np.float32),
+                               rtol=1e-5, atol=1e-5)

@@ -90,11 +90,13 @@ def graph_tensors(M) -> GraphTensors:
 
 
 def _made(M, torch) -> GraphTensors:
-    indptr, indices, data = (torch.from_numpy(np.array(M.storage(name)))  # copies of their own
-                             for name in ("indptr", "indices", "data"))
-    # made anew, not copied from M.storage: a matrix far wider than its nonzeros pays for those
-    in_degrees, out_degrees = (torch.from_numpy(M.derived(name)) for name in (
-        "in_degrees", "out_degrees"))
+    # normal tensors even under torch.inference_mode(): autograd may save them later
+    with torch.inference_mode(False):
+        indptr, indices, data = (torch.from_numpy(np.array(M.storage(name)))  # copies
+                                 for name in ("indptr", "indices", "data"))
+        # made anew, not copied from M.storage: a matrix far wider than its nonzeros pays
+        in_degrees, out_degrees = (torch.from_numpy(M.derived(name)) for name in (
+            "in_degrees", "out_degrees"))
     values = M.values if isinstance(M.values, torch.Tensor) else data
     counts = np.bincount(in_degrees.numpy())
     degrees = np.flatnonzero(counts)
