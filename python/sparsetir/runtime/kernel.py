@@ -705,9 +705,13 @@ class BoundKernel:
 
     def _writes_inference_tensor(self, args: tuple) -> bool:
         """Whether a written argument is a torch inference tensor outside inference mode."""
-        return any(k < len(args) and type(args[k]) is not np.ndarray
-                   and hasattr(args[k], "is_inference") and writes_inference_tensor(args[k])
-                   for k in self._written_free)           # a miscount: the general path says
+        for k in self._written_free:
+            if k < len(args) and type(args[k]) is not np.ndarray:    # a miscount: general path
+                is_inference = getattr(args[k], "is_inference", None)
+                if is_inference is not None and is_inference() \
+                        and writes_inference_tensor(args[k]):
+                    return True
+        return False
 
     def _bump_written(self, args: tuple) -> None:
         """Tell autograd that the torch tensors among the written ``args`` have changed."""
