@@ -6,6 +6,7 @@ type left to the general path, gradients included."""
 
 import numpy as np
 import pytest
+import scipy.sparse
 import torch
 
 import sparsetir.ops as ops
@@ -123,3 +124,58 @@ def test_a_tensor_read_inside_a_torch_func_transform_is_refused_by_name():
     X = tensors("spmm")[0]
     with pytest.raises(SparseTIRTypeError, match="A is read inside a torch.func transform"):
         torch.func.grad(lambda w: (ops.spmm(T, X) * w).sum())(torch.ones(M_ROWS, FEAT))
+
+
+WIDE = 64                     # SpMM on int64 indices checks them inside from here on
+
+
+@pytest.mark.parametrize("op", ["spmm", "spmm_unweighted"])
+def test_wide_spmm_checks_its_indices_inside_at_every_call(op, general_path):
+    """At ``WIDE`` features the kernel checks torch's int64 indices where it reads them
+    (``plain.checks_inline``): right into NaN outputs, and every array changed in place is
+    refused by name or, unsorted, computed by the general path."""
+    A = scipy_matrix()
+    T = csr_tensor(A)
+    X = torch.from_numpy(np.random.default_rng(1).standard_normal((N_COLS, WIDE)).astype(
+        np.float32))
+    weighted = op == "spmm"
+
+    def checked_call():
+        out = torch.full((M_ROWS, WIDE), float("nan"))
+        result = ops.spmm(T, X, out=out, weighted=weighted)
+        values = T.values().numpy() if weighted else np.ones(A.nnz, np.float32)
+        current = scipy.sparse.csr_matrix((values, T.col_indices().numpy(),
+                                           T.crow_indices().numpy()), shape=A.shape)
+        np.testing.assert_allclose(result.numpy(), current @ X.numpy(), rtol=1e-5, atol=1e-5)
+
+    for _ in range(3):
+        checked_call()
+    taken = [c for c in plain_calls._calls.values()]      # pylint: disable=protected-access
+    assert len(taken) == 1 and taken[0].inline_checks and len(general_path) == 2
+    checked_call()
+    assert len(general_path) == 2                               # the short path
+    cols, rows = T.col_indices(), T.crow_indices()
+    row = 7                                                     # the full row
+    first = int(rows[row])
+    for position, value, message in [(first, N_COLS, str(N_COLS)), (first, -1, "-1")]:
+        saved = int(cols[position])
+        cols[position] = value
+        with pytest.raises(SparseTIRError, match=message):
+            ops.spmm(T, X, weighted=weighted)
+        cols[position] = saved
+    for position, value in [(row + 1, first - 1), (0, 1), (M_ROWS, A.nnz - 1)]:
+        saved = int(rows[position])
+        rows[position] = value
+        with pytest.raises(SparseTIRError, match="indptr"):
+            ops.spmm(T, X, weighted=weighted)
+        rows[position] = saved
+    reached = len(general_path)
+    second = int(cols[first + 1])
+    for swap in [(int(cols[first + 1]), int(cols[first])),      # a row out of order
+                 (int(cols[first]), int(cols[first]))]:         # a repeated column
+        cols[first], cols[first + 1] = swap
+        checked_call()                          # the general path sorts, sums the repeats
+    assert len(general_path) == reached + 2
+    cols[first + 1] = second
+    checked_call()
+    assert len(general_path) == reached + 2                     # the short path again

@@ -12,7 +12,8 @@ pipeline runs TVM's block lowering (with SparseTIR's ``HorizontalFusion`` of a f
 allocated under the same name, and then runs TVM's default pipeline (whose block passes have
 nothing left to do); ``mark_uniform_conditions`` lets TVM put a ``__syncthreads`` inside an
 ``if`` that all threads of a block take alike (a fused kernel's ``blockIdx`` ranges);
-``report_parallel_checks`` makes a check that fails in a parallel loop stop the call even on
+``check_indices_inline`` makes the index checks of a kernel so marked inside its loops
+(``backend.inline_checks``), ``report_parallel_checks`` makes a check that fails in a parallel loop stop the call even on
 one thread (where TVM drops the error), ``vectorize_reductions`` splits scalar dot products
 into vector lanes (CPU), ``prefetch_gathers`` prefetches gathered rows ahead in loops annotated
 for it, ``realign_gathers`` loads gathered rows that start off a cache line as the whole lines
@@ -50,6 +51,7 @@ from ..ir.utils import retarget_buffers
 from ..transform.function_fusion import HorizontalFusion
 from .exact_floats import protect_floats, restore_floats
 from .index_loads import hoist_index_loads
+from .inline_checks import check_indices_inline
 from .parallel_checks import report_parallel_checks
 from .prefetch import prefetch_gathers
 from .realign_gathers import realign_gathers
@@ -120,7 +122,8 @@ def _sparsetir_pipeline(**kwargs):
                                                                                     **kwargs)
     blocks = tvm.transform.Sequential(
         _block_passes()
-        + [repair_buffer_references, mark_uniform_conditions, report_parallel_checks,
+        + [repair_buffer_references, mark_uniform_conditions, check_indices_inline,
+           report_parallel_checks,
            vectorize_reductions, prefetch_gathers, realign_gathers, hoist_index_loads,
            stack_scratch])
 

@@ -51,6 +51,10 @@ TILED_LAYOUTS_ATTR = "sparsetir.tiled_layouts"
 """Stage II buffer name -> layout text (``TiledLayout.parse`` reads it), for each parameter
 ``format.apply_tiled_layout`` re-declared as a flat physical array."""
 
+INLINE_INDEX_CHECKS_ATTR = "sparsetir.inline_index_checks"
+"""The index checks the kernel makes inside its loops (``backend.inline_checks``): one entry per
+CSR axis, its Stage II buffer names, Stage I names, ``nnz``, ``bound`` and ``sorted``."""
+
 # -- annotations of the root block: the metadata whose sizes are expressions -----------------
 
 INDEX_CHECKS_KEY = "sparsetir.index_checks"

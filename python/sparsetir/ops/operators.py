@@ -33,6 +33,7 @@ from .dtypes import (HALF_DTYPES, autocast_dtype, autocast_result, check_dtype, 
 from .arrays import (DenseOperand, check_output, check_tensor, new_array, recorded,
                      recorded_or_autocast, refuse_shared_output, reordered_view,
                      writable_view)
+from ..backend.inline_checks import mark_inline_index_checks
 from ..driver.build_module import build
 from ..driver.background import remembered
 from .kernels import tiled_kernels
@@ -41,7 +42,7 @@ from .matrix import SparseMatrix, as_sparse_matrix
 from .alignment import gather_ready
 from .huge_pages import note_gathered
 from . import numpy_calls, plain_calls
-from .plain import PlainCSR
+from .plain import PlainCSR, checks_inline
 from . import tuning
 from ..schedule.operators import prefetch_distance, schedule_for
 from .tiles import row_tiles_for_threads
@@ -307,17 +308,19 @@ def _sddmm_plain(A, X, Y, out):
 
 def _run_plain(plain, name: str, feat_size: int, *operands):
     """Run kernel ``name`` on ``operands`` and ``plain``'s arrays with every index check and
-    return ``(kernel, row tiles)``; None, with nothing run, when a check refuses them."""
+    return ``(kernel, row tiles, whether it checks its indices inside)``; None when a check
+    refuses them."""
     m, n = plain.shape
     tiles = row_tiles_for_threads()
+    inline = checks_inline(name, plain.indices.dtype, feat_size)
     kernel = _kernel(name, feat_size, prefetch=prefetch_distance(n, feat_size),
-                     index_dtype=str(plain.indices.dtype))
+                     index_dtype=str(plain.indices.dtype), inline_checks=inline)
     try:
         kernel(*operands, plain.tile_ptr(tiles), plain.rows(), plain.indptr, plain.indices,
                tiles, m, n, plain.nnz)
     except ArgumentError:
         return None
-    return kernel, tiles
+    return kernel, tiles, inline
 
 
 def _tuned(matrix, name: str, feat_size: int):
@@ -330,13 +333,19 @@ def _tuned(matrix, name: str, feat_size: int):
 
 
 def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0,
-            index_dtype: str = "int32", lanes: int | None = None):
+            index_dtype: str = "int32", lanes: int | None = None, inline_checks: bool = False):
+    """The compiled row-tiled kernel ``name``; ``inline_checks``: it checks its index arrays
+    inside its loops too (``backend.inline_checks``), for the plain call, whose arrays are
+    checked at every call."""
     def make():
         func = tiled_kernels(index_dtype)[name].specialize({"feat_size": feat_size})
         scheduled = schedule_for(name, lower_sparse_iter(func), feat_size, target, prefetch,
                                  lanes)
+        if inline_checks:
+            scheduled = mark_inline_index_checks(scheduled)
         return build(scheduled, target, schedule="none", cache=True)
-    return remembered(("ops", name, feat_size, target, prefetch, index_dtype, lanes), make)
+    return remembered(("ops", name, feat_size, target, prefetch, index_dtype, lanes,
+                       inline_checks), make)
 
 
 def _matrix_arrays(A) -> dict:

@@ -43,6 +43,24 @@ from .tiles import balanced_row_bounds
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 """The index dtypes the plain call's kernels are compiled for."""
 
+INLINE_MIN_FEATURES = 64
+"""SpMM on int64 indices from this many features on checks them inside the kernel."""
+
+
+def checks_inline(kind: str, index_dtype, feat_size: int) -> bool:
+    """Whether the plain call's kernel ``kind`` checks the index arrays inside its loops
+    (``backend.inline_checks``) rather than in a pass of their own before it
+    (``runtime.compiled_checks``): SpMM on int64 indices (torch's) at ``INLINE_MIN_FEATURES``
+    or more. The pass before the kernel reads every index again, 8 bytes each, mostly from
+    memory once the kernel has streamed its operands; inside, the checks cost about 15
+    instructions a nonzero, hidden behind a row of 64 or more features but not of 32.
+    Measured (arxiv-size R-MAT graph, 2 threads, Intel VM, whole call over the wrapped call,
+    torch int64 CSR): the pass 1.12-1.16x at 32 features, 1.06-1.11x at 128; inside 1.35x at
+    32, 0.99x at 64, 1.00x at 128, 1.02x at 256. On int32 indices inside cost as much as the
+    pass at 128 features (1.04x) and more on smaller graphs, whose indices stay in cache."""
+    return kind != "sddmm" and np.dtype(index_dtype) == np.int64 \
+        and feat_size >= INLINE_MIN_FEATURES
+
 
 class PlainCSR:
     """The arrays of a CSR matrix as the caller holds them (no copy of scipy's), unchecked:

@@ -15,7 +15,10 @@ prepared sizes does what it must and nothing else:
   ``tiles.balanced_row_bounds``);
 - runs the kernel's compiled index checks on the caller's arrays through their C plan
   (``BoundKernel.check_native``): row pointers from 0 to nnz and non-decreasing, column
-  indices in range and strictly increasing within each row, the tiles' bounds;
+  indices in range and strictly increasing within each row, the tiles' bounds; or, for SpMM
+  on int64 indices at 64 features or more (``plain.checks_inline``), checks the ends of
+  ``indptr`` and leaves the rest to the kernel, which checks each row's pointers and indices
+  where it reads them (``backend.inline_checks``) and refuses the call after its loop;
 - runs the kernel through its C plan (``BoundKernel.call_native``), which checks each array's
   type, dtype, size, alignment and that the output overlaps nothing. Unweighted SpMM and SDDMM
   do not pass ``data`` to their kernel, so an output that may overlap the matrix's ``data``
@@ -56,6 +59,7 @@ from collections import OrderedDict
 import numpy as np
 import scipy.sparse
 
+from ..errors import ArgumentError
 from ..runtime.native_call import available as native_calls_available
 from .graph_tensors import tracing
 from .alignment import COPIED
@@ -82,17 +86,17 @@ class PlainCall(NumpyCall):
     checks run at every call, ``check_native``), and the tiles' nonzero targets. Called with
     the matrix's arrays as a ``PlainCSR`` or a scipy matrix."""
 
-    __slots__ = ("row_count", "targets", "weighted")
+    __slots__ = ("row_count", "targets", "weighted", "inline_checks")
 
-    def __init__(self, kernel, tiles: int, plain, operands: tuple, out_shape: tuple,
-                 gathered: int, weighted: bool, gathers: int | None):
+    def __init__(self, kernel, tiles: int, inline_checks: bool, plain, operands: tuple,
+                 out_shape: tuple, gathered: int, weighted: bool, gathers: int | None):
         m, n = plain.shape
         bound = kernel.bind(validate=False, t=tiles, m=m, n=n, nnz=plain.nnz,
                             rows=plain.rows())
         super().__init__(bound, operands, out_shape, gathered, gathers)
         self.nbytes += plain.indptr.nbytes + plain.indices.nbytes \
             + (plain.data.nbytes if weighted else 0)
-        self.row_count, self.weighted = m, weighted
+        self.row_count, self.weighted, self.inline_checks = m, weighted, inline_checks
         self.targets = tile_targets(plain.nnz, tiles, plain.indptr.dtype)
 
     def run_kernel(self, arrays: tuple, matrix) -> bool:
@@ -100,18 +104,29 @@ class PlainCall(NumpyCall):
         False, with nothing written, when an operand is not a C-contiguous float32 array (the
         kernel's C plan would decline it, after the checks), the output may overlap a
         ``data`` the kernel does not take (its C plan would not see it), or a check or a C plan
-        refuses the arrays."""
+        refuses the arrays. A kernel that checks the indices inside its loops
+        (``inline_checks``) has written part of the output when it refuses them: the general
+        path then writes all of it, or raises."""
         for array in arrays:
             if array.dtype != FLOAT32 or not array.flags.c_contiguous:
                 return False
         if not self.weighted and np.may_share_memory(arrays[-1], matrix.data):
             return False                 # by bounds: the general path's exact test decides
-        indptr = matrix.indptr
+        indptr, indices = matrix.indptr, matrix.indices
         tile_ptr = np.searchsorted(indptr, self.targets).astype(np.int32)
         tile_ptr[-1] = self.row_count        # past trailing empty rows; checked with the rest
         args = (matrix.data, *arrays) if self.weighted else arrays
-        args = (*args, tile_ptr, indptr, matrix.indices)
-        return bool(self.bound.check_native(args)) and self.bound.call_native(args)
+        args = (*args, tile_ptr, indptr, indices)
+        if not self.inline_checks:
+            return bool(self.bound.check_native(args)) and self.bound.call_native(args)
+        # inside, each tile's and row's pointers are checked; here what no loop sees: the
+        # ends of indptr, and that the tiles start at row 0 (they end at the last)
+        if indptr[0] != 0 or indptr[-1] != indices.size or tile_ptr[0] != 0:
+            return False                 # the general path names the problem
+        try:
+            return self.bound.call_native(args)
+        except ArgumentError:            # an index the kernel's checks refused
+            return False
 
 
 class PlainTorchCall(PlainCall, TorchCall):
@@ -142,10 +157,10 @@ def _key(kind: str, matrix, operands: tuple, tiles: int) -> tuple:
             *[operand.shape for operand in operands])
 
 
-def prepare(kind: str, kernel, tiles: int, plain, matrix, operands: tuple, out,
-            gathered: int) -> None:
+def prepare(kind: str, kernel, tiles: int, inline_checks: bool, plain, matrix,
+            operands: tuple, out, gathered: int) -> None:
     """Note the plain call of ``kernel`` (the operator ``kind``'s, cut into ``tiles`` row
-    tiles) just made through the general path on ``matrix`` (``plain``: its arrays), on
+    tiles; ``inline_checks``: it checks the indices inside its loops) just made through the general path on ``matrix`` (``plain``: its arrays), on
     ``operands`` into ``out``; from the second call of the same sizes, keep it for later ones.
     Only when ``matrix`` is a scipy CSR matrix and every array exactly a float32 numpy array,
     or ``matrix`` a torch sparse CSR tensor and every array exactly a float32 CPU torch tensor;
@@ -173,7 +188,7 @@ def prepare(kind: str, kernel, tiles: int, plain, matrix, operands: tuple, out,
             _seen.clear()
         _seen.add(key)
         return
-    call = made(kernel, tiles, plain, operands, tuple(out.shape), gathered, kind == "spmm",
+    call = made(kernel, tiles, inline_checks, plain, operands, tuple(out.shape), gathered, kind == "spmm",
                 plain.nnz if kind in COPIED else None)
     if call.bound.native_call:
         _calls[key] = call

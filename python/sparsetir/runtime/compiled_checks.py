@@ -142,6 +142,9 @@ def checks_module(signature) -> tvm.IRModule:
 PARALLEL_PARTS = 16
 """Parts a long check loop is cut into, run on the kernels' threads (``runtime.threads``)."""
 PARALLEL_MIN = 1 << 16
+COUNT_DTYPE = "int32"
+"""A part's count: 32-bit lanes, twice as many to a vector as 64-bit ones (a part holds fewer
+than 2**31 elements: ``nnz`` is int32)."""
 """Loops this long or longer run in parallel parts (a parallel launch costs microseconds)."""
 
 
@@ -159,11 +162,11 @@ def _count(violations, start, stop, condition, sign: int = 1) -> None:
             parts = Tb.alloc_buffer((PARALLEL_PARTS,), "int64")
             step = tirx.floordiv(stop - start + PARALLEL_PARTS - 1, PARALLEL_PARTS)
             with Tb.parallel(0, PARALLEL_PARTS) as part:
-                local = Tb.alloc_buffer((1,), "int64", scope="local")
-                Tb.buffer_store(local, tirx.const(0, "int64"), [0])
+                local = Tb.alloc_buffer((1,), COUNT_DTYPE, scope="local")
+                Tb.buffer_store(local, tirx.const(0, COUNT_DTYPE), [0])
                 first = start + part * step
                 _count_range(local, 0, first, tirx.min(first + step, stop), condition, sign)
-                Tb.buffer_store(parts, local[0], [part])
+                Tb.buffer_store(parts, tirx.Cast("int64", local[0]), [part])
             with Tb.serial(0, PARALLEL_PARTS) as part:
                 Tb.buffer_store(violations, violations[0] + parts[part], [0])
 
@@ -171,7 +174,7 @@ def _count(violations, start, stop, condition, sign: int = 1) -> None:
 def _count_range(total, slot, start, stop, condition, sign: int) -> None:
     """``total[slot] += sign * (sum of condition(i) for i in [start, stop))``."""
     with Tb.serial(start, tirx.max(start, stop)) as i:
-        hit = tirx.Cast("int64", condition(i))
+        hit = tirx.Cast(str(total.dtype), condition(i))
         Tb.buffer_store(total, total[slot] + hit if sign > 0 else total[slot] - hit, [slot])
 
 
