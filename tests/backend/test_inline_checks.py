@@ -18,14 +18,15 @@ from sparse_inputs import skewed_csr
 FEAT = 32
 
 
-@pytest.fixture(scope="module", params=["int32", "int64"])
+@pytest.fixture(scope="module", params=[("int32", 32), ("int64", 64)])
 def checked(request):
-    """The tiled SpMM of ``FEAT`` features checking its indices inside, and its index dtype."""
-    func = tiled_kernels(request.param)["spmm"].specialize({"feat_size": FEAT})
+    """The tiled SpMM checking its indices inside, its index dtype and its feature count."""
+    dtype, feat = request.param
+    func = tiled_kernels(dtype)["spmm"].specialize({"feat_size": feat})
     scheduled = mark_inline_index_checks(schedule_spmm_cpu(sparsetir.lower_sparse_iter(func),
-                                                           FEAT, prefetch=8))
+                                                           feat, prefetch=8))
     kernel = sparsetir.build(scheduled, "llvm", schedule="none")
-    return kernel, np.dtype(request.param)
+    return kernel, np.dtype(dtype), feat
 
 
 def matrix(dtype):
@@ -35,12 +36,12 @@ def matrix(dtype):
     return A
 
 
-def run(kernel, A, tiles=4):
+def run(kernel, A, feat, tiles=4):
     """``A @ X`` by the kernel, bound without its call's checks (``validate=False``), into a
     NaN output; and X."""
     m, n = A.shape
-    X = np.random.default_rng(0).standard_normal((n, FEAT)).astype(np.float32)
-    Y = np.full((m, FEAT), np.nan, np.float32)
+    X = np.random.default_rng(0).standard_normal((n, feat)).astype(np.float32)
+    Y = np.full((m, feat), np.nan, np.float32)
     tile_ptr = np.linspace(0, m, tiles + 1).astype(np.int32)
     bound = kernel.bind(validate=False, t=tiles, m=m, n=n, nnz=A.indices.size,
                         rows=np.arange(m, dtype=np.int32))
@@ -49,9 +50,9 @@ def run(kernel, A, tiles=4):
 
 
 def test_right_into_nan_outputs(checked):
-    kernel, dtype = checked
+    kernel, dtype, feat = checked
     A = matrix(dtype)
-    Y, X = run(kernel, A)
+    Y, X = run(kernel, A, feat)
     np.testing.assert_allclose(Y, A @ X, rtol=1e-5, atol=1e-5)
 
 
@@ -76,31 +77,31 @@ BAD = {
 
 @pytest.mark.parametrize("problem", sorted(BAD))
 def test_bad_indices_are_refused_by_name(checked, problem):
-    kernel, dtype = checked
+    kernel, dtype, feat = checked
     A = matrix(dtype)
     spoil, message = BAD[problem]
     spoil(A)
     with pytest.raises(ArgumentError, match=message):
-        run(kernel, A)
+        run(kernel, A, feat)
 
 
 def test_tiles_out_of_order_are_refused(checked):
-    kernel, dtype = checked
+    kernel, dtype, feat = checked
     A = matrix(dtype)
     m, n = A.shape
     bound = kernel.bind(validate=False, t=2, m=m, n=n, nnz=A.nnz,
                         rows=np.arange(m, dtype=np.int32))
-    X, Y = np.ones((n, FEAT), np.float32), np.empty((m, FEAT), np.float32)
+    X, Y = np.ones((n, feat), np.float32), np.empty((m, feat), np.float32)
     with pytest.raises(ArgumentError, match="tile_ptr: a row's pointers"):
         bound(A.data, X, Y, np.int32([0, 60, 50]), A.indptr, A.indices)
 
 
 def test_no_columns_with_nonzeros_is_refused(checked):
-    kernel, dtype = checked
+    kernel, dtype, feat = checked
     bound = kernel.bind(validate=False, t=1, m=1, n=0, nnz=1, rows=np.zeros(1, np.int32))
     with pytest.raises(ArgumentError, match="indptr: a row's pointers"):
-        bound(np.ones(1, np.float32), np.ones((0, FEAT), np.float32),
-              np.empty((1, FEAT), np.float32), np.int32([0, 1]), np.array([0, 1], dtype),
+        bound(np.ones(1, np.float32), np.ones((0, feat), np.float32),
+              np.empty((1, feat), np.float32), np.int32([0, 1]), np.array([0, 1], dtype),
               np.zeros(1, dtype))
 
 

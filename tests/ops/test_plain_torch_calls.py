@@ -130,10 +130,11 @@ WIDE = 64                     # SpMM on int64 indices checks them inside from he
 
 
 @pytest.mark.parametrize("op", ["spmm", "spmm_unweighted"])
-def test_wide_spmm_checks_its_indices_inside_at_every_call(op, general_path):
+def test_wide_spmm_checks_its_indices_inside_at_every_call(op, general_path, monkeypatch):
     """At ``WIDE`` features the kernel checks torch's int64 indices where it reads them
     (``plain.checks_inline``): right into NaN outputs, and every array changed in place is
-    refused by name or, unsorted, computed by the general path."""
+    refused by name or, unsorted, computed by the general path. A refusal the kernel made
+    after writing part of ``out`` bumps its version: autograd refuses a graph that saved it."""
     A = scipy_matrix()
     T = csr_tensor(A)
     X = torch.from_numpy(np.random.default_rng(1).standard_normal((N_COLS, WIDE)).astype(
@@ -154,21 +155,30 @@ def test_wide_spmm_checks_its_indices_inside_at_every_call(op, general_path):
     assert len(taken) == 1 and taken[0].inline_checks and len(general_path) == 2
     checked_call()
     assert len(general_path) == 2                               # the short path
+    refused = []
+    run_kernel = type(taken[0]).run_kernel
+    monkeypatch.setattr(type(taken[0]), "run_kernel", lambda call, *args: refused.append(
+        run_kernel(call, *args)) or refused[-1])
     cols, rows = T.col_indices(), T.crow_indices()
     row = 7                                                     # the full row
     first = int(rows[row])
-    for position, value, message in [(first, N_COLS, str(N_COLS)), (first, -1, "-1")]:
-        saved = int(cols[position])
-        cols[position] = value
+    spoiled = [(cols, first, N_COLS, str(N_COLS)), (cols, first, -1, "-1"),
+               (rows, row + 1, first - 1, "indptr"), (rows, 0, 1, "indptr"),
+               (rows, M_ROWS, A.nnz - 1, "indptr")]
+    for array, position, value, message in spoiled:
+        saved = int(array[position])
+        array[position] = value
+        out = torch.ones(M_ROWS, WIDE)
+        weight = torch.ones(M_ROWS, WIDE, requires_grad=True)
+        loss = (out * weight).sum()                             # saves out for backward
+        reached = len(general_path)
         with pytest.raises(SparseTIRError, match=message):
-            ops.spmm(T, X, weighted=weighted)
-        cols[position] = saved
-    for position, value in [(row + 1, first - 1), (0, 1), (M_ROWS, A.nnz - 1)]:
-        saved = int(rows[position])
-        rows[position] = value
-        with pytest.raises(SparseTIRError, match="indptr"):
-            ops.spmm(T, X, weighted=weighted)
-        rows[position] = saved
+            ops.spmm(T, X, out=out, weighted=weighted)
+        assert refused[-1] is False and len(general_path) == reached + 1  # short, then general
+        if array is cols:                       # refused by the kernel: out partly written
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                loss.backward()
+        array[position] = saved
     reached = len(general_path)
     second = int(cols[first + 1])
     for swap in [(int(cols[first + 1]), int(cols[first])),      # a row out of order

@@ -17,7 +17,8 @@ root block declares (``ir.attrs.index_checks``: CSR axes, sorted or not); the pa
 * assert, before the loop, ``0 <= indptr[r] <= indptr[r + 1] <= nnz`` (the row's positions
   are inside ``indices``; and ``bound > 0`` for a row with entries);
 * count, in the loop, the indices outside ``[0, bound)`` (one unsigned comparison) and, for a
-  sorted axis, those not above the one before them in the row, without a test or a branch;
+  sorted axis, those not above the one before them in the row (kept in a register, -1 before
+  the row's first), without a test or a branch;
 * read every index it uses clamped into ``[0, bound)`` (an unsigned minimum), so that a bad
   index never reads outside the gathered operand;
 * assert, after the loop, that it counted none.
@@ -32,10 +33,11 @@ could not vouch for it). What the loops cannot see is left to the caller: that t
 pointer is 0 and the last ``nnz``, and that the row tiles start at row 0 (``ops.plain_calls``
 checks those few values itself).
 
-What it costs (the tiled SpMM, kernel alone, checked over unchecked, 2 threads, Intel VM):
-about 15 instructions a nonzero, which a row of 32 features does not hide (pubmed 1.47x,
-arxiv-size R-MAT graph 1.27x) and a row of 64 or more mostly does (R-MAT 1.04-1.05x at 64
-and 128, pubmed 1.09-1.14x); ``ops.plain.checks_inline`` says where the plain call uses it.
+What it costs (the tiled SpMM, kernel alone, checked over unchecked, 2 threads, Intel VM,
+medians of alternating calls): about 10 instructions a nonzero, which a row of 32 features
+does not hide (pubmed 1.28x, arxiv-size R-MAT graph 1.21-1.24x) and a row of 128 mostly does
+(R-MAT 1.02-1.06x, pubmed 0.97x); ``ops.plain.checks_inline`` says where the plain call uses
+it.
 
 Example
 -------
@@ -160,12 +162,13 @@ class _AxisChecks(ScratchRewriter):
         # 0 <= index < bound as one unsigned comparison (a negative index wraps past bound)
         failed = [tirx.Cast("int32", tirx.Cast(unsigned, bound) <= tirx.Cast(unsigned, index))]
         self.vouched.append(index)
+        keep = []
+        previous = tirx.decl_buffer((1,), dtype, name="previous")
         if bool(check["sorted"]):
-            # at j == 0 the index meets itself (counted, then taken back): no test, no branch
-            before = tirx.BufferLoad(indices, [tirx.max(position - 1, lo)])
-            failed += [tirx.Cast("int32", index <= before),
-                       -tirx.Cast("int32", j == tirx.const(0, j.ty.dtype))]
-            self.vouched.append(before)
+            # the row's last index so far, in a register (-1 before its first)
+            failed.append(tirx.Cast("int32", index <= previous[0]))
+            keep.append(tirx.BufferStore(previous, index, [0]))
+            self.pending.append(previous)
 
         def clamped(load):
             """A read of the row's index clamped into range, by an unsigned minimum
@@ -186,11 +189,12 @@ class _AxisChecks(ScratchRewriter):
             total = total + term
         count = tirx.BufferStore(failures, failures[0] + total, [0])
         in_order = " or not increasing within its row" if bool(check["sorted"]) else ""
+        start = [tirx.BufferStore(previous, tirx.const(-1, dtype), [0])] if keep else []
         return tirx.SeqStmt([
             assertion(row_ok, f"{check['indptr_name']}: a row's pointers out of order or "
                       f"outside [0, {check['nnz']}]"),
-            tirx.BufferStore(failures, tirx.const(0, "int32"), [0]),
-            with_body(node, tirx.SeqStmt([count, body])),
+            tirx.BufferStore(failures, tirx.const(0, "int32"), [0]), *start,
+            with_body(node, tirx.SeqStmt([count, *keep, body])),
             assertion(failures[0] == 0, f"{check['indices_name']}: an index out of range "
                       f"[0, {check['bound']}){in_order}")])
 

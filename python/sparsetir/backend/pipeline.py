@@ -13,9 +13,9 @@ allocated under the same name, and then runs TVM's default pipeline (whose block
 nothing left to do); ``mark_uniform_conditions`` lets TVM put a ``__syncthreads`` inside an
 ``if`` that all threads of a block take alike (a fused kernel's ``blockIdx`` ranges);
 ``check_indices_inline`` makes the index checks of a kernel so marked inside its loops
-(``backend.inline_checks``), ``report_parallel_checks`` makes a check that fails in a parallel loop stop the call even on
-one thread (where TVM drops the error), ``vectorize_reductions`` splits scalar dot products
-into vector lanes (CPU), ``prefetch_gathers`` prefetches gathered rows ahead in loops annotated
+(``backend.inline_checks``), ``report_parallel_checks`` makes a check that fails in a
+parallel loop stop the call even on one thread (where TVM drops the error),
+``vectorize_reductions`` splits scalar dot products into vector lanes (CPU), ``prefetch_gathers`` prefetches gathered rows ahead in loops annotated
 for it, ``realign_gathers`` loads gathered rows that start off a cache line as the whole lines
 they span, shifted in registers (loops annotated for it), ``hoist_index_loads`` moves
 loop-invariant tests out of loops and binds loads of read-only index arrays once per loop

@@ -54,10 +54,12 @@ def checks_inline(kind: str, index_dtype, feat_size: int) -> bool:
     or more. The pass before the kernel reads every index again, 8 bytes each, mostly from
     memory once the kernel has streamed its operands; inside, the checks cost about 15
     instructions a nonzero, hidden behind a row of 64 or more features but not of 32.
-    Measured (arxiv-size R-MAT graph, 2 threads, Intel VM, whole call over the wrapped call,
-    torch int64 CSR): the pass 1.12-1.16x at 32 features, 1.06-1.11x at 128; inside 1.35x at
-    32, 0.99x at 64, 1.00x at 128, 1.02x at 256. On int32 indices inside cost as much as the
-    pass at 128 features (1.04x) and more on smaller graphs, whose indices stay in cache."""
+    Measured (2 threads, Intel VM, whole call over the wrapped call, medians of alternating
+    calls in one process, torch int64 CSR): at 128 features the pass 1.10x on the arxiv-size
+    R-MAT and synthetic graphs, inside 1.04-1.06x; at 32 the kernel alone is 1.21-1.24x
+    slower checking inside, as much as the pass costs the whole call (1.12-1.29x). On int32
+    indices (scipy's) the pass reads half the bytes: 1.02-1.03x at 128 features against
+    1.04-1.05x inside."""
     return kind != "sddmm" and np.dtype(index_dtype) == np.int64 \
         and feat_size >= INLINE_MIN_FEATURES
 

@@ -134,6 +134,15 @@ class PlainTorchCall(PlainCall, TorchCall):
 
     __slots__ = ()
 
+    def run_tensors(self, operands: tuple, tensors: tuple, out, matrix=None):
+        """As ``TorchCall``'s; when a kernel that checks its indices inside refused them, it
+        wrote part of ``out``: its version counter is bumped before the general path writes
+        it again or raises, so that autograd refuses a graph that saved it."""
+        result = super().run_tensors(operands, tensors, out, matrix)
+        if result is None and self.inline_checks:
+            sys.modules["torch"].autograd.graph.increment_version(out)
+        return result
+
 
 def may_take(matrix, operands: tuple) -> bool:
     """Whether ``run`` may take the call: exactly a scipy CSR matrix with numpy operands, or

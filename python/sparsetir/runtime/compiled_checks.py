@@ -142,10 +142,10 @@ def checks_module(signature) -> tvm.IRModule:
 PARALLEL_PARTS = 16
 """Parts a long check loop is cut into, run on the kernels' threads (``runtime.threads``)."""
 PARALLEL_MIN = 1 << 16
+"""Loops this long or longer run in parallel parts (a parallel launch costs microseconds)."""
 COUNT_DTYPE = "int32"
 """A part's count: 32-bit lanes, twice as many to a vector as 64-bit ones (a part holds fewer
 than 2**31 elements: ``nnz`` is int32)."""
-"""Loops this long or longer run in parallel parts (a parallel launch costs microseconds)."""
 
 
 def _count(violations, start, stop, condition, sign: int = 1) -> None:
