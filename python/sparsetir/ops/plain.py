@@ -52,7 +52,7 @@ def checks_inline(kind: str, index_dtype, feat_size: int) -> bool:
     (``backend.inline_checks``) rather than in a pass of their own before it
     (``runtime.compiled_checks``): SpMM on int64 indices (torch's) at ``INLINE_MIN_FEATURES``
     or more. The pass before the kernel reads every index again, 8 bytes each, mostly from
-    memory once the kernel has streamed its operands; inside, the checks cost about 15
+    memory once the kernel has streamed its operands; inside, the checks cost about 10
     instructions a nonzero, hidden behind a row of 64 or more features but not of 32.
     Measured (2 threads, Intel VM, whole call over the wrapped call, medians of alternating
     calls in one process, torch int64 CSR): at 128 features the pass 1.10x on the arxiv-size
