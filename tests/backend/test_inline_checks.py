@@ -10,6 +10,7 @@ import sparsetir
 from sparsetir import ArgumentError
 from sparsetir.backend.inline_checks import mark_inline_index_checks
 from sparsetir.errors import LoweringError
+from sparsetir.ir.attrs import INLINE_INDEX_CHECKS_ATTR
 from sparsetir.ops.kernels import tiled_kernels
 from sparsetir.schedule.operators import schedule_spmm_cpu
 from sparsetir.script import tir as T
@@ -129,8 +130,8 @@ def test_fixed_width_rows_are_refused():
 def test_an_index_read_outside_a_row_loop_is_refused():
     func = tiled_kernels()["spmm"].specialize({"feat_size": FEAT})
     marked = mark_inline_index_checks(sparsetir.lower_sparse_iter(func))
-    stray = marked["main"].with_attr("sparsetir.inline_index_checks", [
+    stray = marked["main"].with_attr(INLINE_INDEX_CHECKS_ATTR, [
         {**dict(entry), "indptr": "I_indptr"}             # J's indices under I's row loops
-        for entry in marked["main"].attrs["sparsetir.inline_index_checks"]][1:])
+        for entry in marked["main"].attrs[INLINE_INDEX_CHECKS_ATTR]][1:])
     with pytest.raises(LoweringError, match="outside a loop over one row"):
         sparsetir.build(type(marked)({"main": stray}), "llvm")

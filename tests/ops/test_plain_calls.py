@@ -221,3 +221,28 @@ def test_the_least_recently_used_prepared_call_is_dropped(general_path, monkeypa
     for feat in (4, 8, 12):
         np.testing.assert_allclose(ops.spmm(A, X[feat]), expected(A, "spmm", X[feat], None),
                                    rtol=1e-5, atol=1e-5)
+
+
+def test_wide_spmm_on_int64_scipy_indices_checks_them_inside(general_path):
+    """scipy int64 indices at 64 features: the kernel checks them inside
+    (``plain.checks_inline``); right into NaN outputs, and an index changed in place is
+    refused by name, through the short path first."""
+    A = matrix(index_dtype=np.int64)
+    X = np.random.default_rng(2).standard_normal((N_COLS, 64)).astype(np.float32)
+    for _ in range(3):
+        out = np.full((M_ROWS, 64), np.nan, np.float32)
+        np.testing.assert_allclose(ops.spmm(A, X, out=out), expected(A, "spmm", X, None),
+                                   rtol=1e-5, atol=1e-5)
+    (taken,) = plain_calls._calls.values()       # pylint: disable=protected-access
+    assert taken.inline_checks and len(general_path) == 2
+    first = int(A.indptr[7])
+    saved = int(A.indices[first])
+    A.indices[first] = N_COLS
+    with pytest.raises(SparseTIRError, match=str(N_COLS)):
+        ops.spmm(A, X, out=np.full((M_ROWS, 64), np.nan, np.float32))
+    assert len(general_path) == 3                # refused on the short path, named by the general
+    A.indices[first] = saved
+    out = np.full((M_ROWS, 64), np.nan, np.float32)
+    np.testing.assert_allclose(ops.spmm(A, X, out=out), expected(A, "spmm", X, None),
+                               rtol=1e-5, atol=1e-5)
+    assert len(general_path) == 3                # the short path again
