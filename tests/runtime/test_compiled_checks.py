@@ -5,9 +5,10 @@ valid and with one entry changed."""
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 from tvm import tirx
 
-from sparsetir.runtime.compiled_checks import PARALLEL_MIN, compile_checks
+from sparsetir.runtime.compiled_checks import PARALLEL_MIN, checks_module, compile_checks
 from sparsetir.runtime import (ArgumentError, BufferParam, IndicesCheck, IndptrCheck,
                                ScalarParam, Signature, ValueDomainCheck)
 from sparsetir.runtime.validate import run_checks
@@ -117,3 +118,26 @@ def test_compiled_checks_agree_with_numpy_in_parallel_parts(checks):
     last[-1] = case["n"]
     assert not _compiled_accepts(checks, case | {"indices": last})
     assert verdicts.count(False) > 12
+
+
+def test_every_check_runs_in_one_parallel_loop():
+    """All checks of a signature share one parallel loop (one launch, one barrier), its parts
+    each counting a slice of every check; short arrays take the serial copy of that loop."""
+    loops = []
+    tvm_ffi.structural_walk(checks_module(SIGNATURE)["main"].body,
+                            (tirx.For, lambda loop: loops.append(loop.kind)), order="pre")
+    assert loops.count(tirx.ForKind.PARALLEL) == 1
+    # each copy: the loop over parts, a loop per sum (indptr 1, indices 2, ell 2, etype 1)
+    # and the loop adding the parts' counts
+    assert len(loops) == 2 * (1 + 6 + 1)
+
+
+def test_a_falling_row_pointer_cannot_cancel_the_indices_count(checks):
+    """Row pointers that fall (one failure) make a row start count twice in the indices'
+    check (one more subtracted than there are descents): summed together the two would be
+    0. Each check fails on its own count, so the arrays are refused."""
+    case = {"indptr": np.array([0, 2, 1, 2, 4], np.int32),
+            "indices": np.array([0, 3, 1, 2], np.int32),
+            "ell": np.zeros(0, np.int32), "etype": np.zeros(4, np.int32),
+            "m": 4, "n": 4, "nnz": 4, "w": 0, "r": 3}
+    assert not _numpy_accepts(case) and not _compiled_accepts(checks, case)

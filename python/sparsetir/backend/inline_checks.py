@@ -1,4 +1,4 @@
-"""A kernel's index checks made inside its loops, where the kernel reads the indices anyway.
+r"""A kernel's index checks made inside its loops, where the kernel reads the indices anyway.
 
 The call of a compiled kernel validates its index arrays before the kernel runs
 (``runtime.compiled_checks``): a pass over ``indptr`` and ``indices`` of its own. Where the

@@ -3,12 +3,13 @@
 The call wrapper validates every index array before a kernel runs (``runtime.validate``).
 Done with numpy, that costs several times a small kernel; compiled, each check is a flat loop
 over the array that LLVM vectorises. ``compile_checks`` builds that function from a
-``Signature``'s checks: row pointers first (start at 0, non-decreasing, end at ``nnz``), then
-indices (in range, strictly increasing within a row when the axis is sorted) and declared value
-domains. The function counts violations into a one-element ``int64`` array it is given, the
-last argument, and skips the remaining checks once one has failed (a later check may index
-with an array an earlier one refused); it allocates nothing and never raises, so a refused call
-costs no more than an accepted one and leaves nothing behind. On a failure the call wrapper
+``Signature``'s checks: row pointers (start at 0, non-decreasing, end at ``nnz``), indices (in
+range, strictly increasing within a row when the axis is sorted) and declared value domains,
+all counted in one loop over the arrays (one parallel launch when they are long). The function
+writes the number of failed checks into a one-element ``int64`` array it is given, the last
+argument; it reads nothing outside the arrays whatever they hold, allocates nothing on the heap
+and never raises, so a refused call costs no more than an accepted one and leaves nothing
+behind. On a failure the call wrapper
 runs the numpy checks, whose message names the row and position.
 
 Example
@@ -117,6 +118,7 @@ def checks_module(signature) -> tvm.IRModule:
     """The check function of ``signature`` (which must have checks) as TIR."""
     buffer_positions, scalar_positions = _positions(signature)
     params = list(signature.params)
+    checks = signature.checks
     with IRBuilder() as builder:
         with Tb.prim_func():
             Tb.func_name("check_indices")
@@ -131,77 +133,112 @@ def checks_module(signature) -> tvm.IRModule:
             for i in scalar_positions:
                 Tb.arg(params[i].name, params[i].var)
             violations = Tb.match_buffer(Tb.arg("violations", Tb.handle()), [1], "int64")
-            Tb.buffer_store(violations, tirx.const(0, "int64"), [0])
-            for check in sorted(signature.checks, key=lambda c: not isinstance(c, IndptrCheck)):
-                with Tb.If(violations[0] == 0):      # an earlier check failed: stop
-                    with Tb.Then():
-                        _emit(check, buffers, violations)
+            counts = Tb.alloc_buffer((len(checks),), "int64")
+            sums = []
+            for k, check in enumerate(checks):
+                Tb.buffer_store(counts, tirx.const(0, "int64"), [k])
+                sums += _terms(check, buffers, _Flag(counts, k))
+            _count_sums(sums, counts)
+            failed = [tirx.Cast("int64", counts[k] != 0) for k in range(len(checks))]
+            Tb.buffer_store(violations, sum(failed[1:], failed[0]), [0])
     return tvm.IRModule({"main": builder.get()})
 
 
 PARALLEL_PARTS = 16
-"""Parts a long check loop is cut into, run on the kernels' threads (``runtime.threads``)."""
+"""Parts the check loop is cut into when long, run on the kernels' threads (``runtime.threads``)."""
 PARALLEL_MIN = 1 << 16
-"""Loops this long or longer run in parallel parts (a parallel launch costs microseconds)."""
+"""Checks over this many elements or more, in all, run in parallel parts (a parallel launch
+costs microseconds)."""
 COUNT_DTYPE = "int32"
-"""A part's count: 32-bit lanes, twice as many to a vector as 64-bit ones (a part holds fewer
+"""A part's counts: 32-bit lanes, twice as many to a vector as 64-bit ones (a part holds fewer
 than 2**31 elements: ``nnz`` is int32)."""
 
 
-def _count(violations, start, stop, condition, sign: int = 1) -> None:
-    """Add (``sign`` 1) or subtract (-1) the sum over ``i`` in ``[start, stop)`` of
-    ``condition(i)`` (a bool, or a count of failures) to ``violations[0]``: flat loops that
-    LLVM vectorises (a loop per row costs more than the check on short rows); from
-    ``PARALLEL_MIN`` elements on, in ``PARALLEL_PARTS`` parts on the kernels' threads, each
-    summing into its own slot."""
-    stop = tirx.max(start, stop)
-    with Tb.If(stop - start < PARALLEL_MIN):
+@dataclasses.dataclass(frozen=True)
+class _Sum:
+    """``sign`` times the sum over ``i`` in ``[start, stop)`` of ``condition(i)`` (a bool, or a
+    count of failures), added to the count of check number ``check``."""
+    check: int
+    start: object
+    stop: object
+    condition: object
+    sign: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class _Flag:
+    """Adds one failure of check number ``check`` to ``counts`` where a scalar condition holds."""
+    counts: object
+    check: int
+
+    def __call__(self, failed) -> None:
+        count = self.counts[self.check] + tirx.Cast("int64", failed)
+        Tb.buffer_store(self.counts, count, [self.check])
+
+    def sum(self, start, stop, condition, sign: int = 1) -> _Sum:
+        return _Sum(self.check, start, tirx.max(start, stop), condition, sign)
+
+
+def _count_sums(sums: list, counts) -> None:
+    """Add every sum to its check's count in one loop: flat loops that LLVM vectorises (a loop
+    per row costs more than the check on short rows). From ``PARALLEL_MIN`` elements in all,
+    the loop runs in ``PARALLEL_PARTS`` parts on the kernels' threads, each part taking its
+    slice of every sum, so the checks cost one parallel launch (on a busy machine, one barrier
+    that may wait for a parked thread), not one per check."""
+    elements = sum((tirx.Cast("int64", s.stop - s.start) for s in sums[1:]),
+                   tirx.Cast("int64", sums[0].stop - sums[0].start))
+    with Tb.If(elements < PARALLEL_MIN):
         with Tb.Then():
-            _count_range(violations, 0, start, stop, condition, sign)
+            _count_parts(sums, counts, 1, Tb.serial)
         with Tb.Else():
-            parts = Tb.alloc_buffer((PARALLEL_PARTS,), "int64")
-            step = tirx.floordiv(stop - start + PARALLEL_PARTS - 1, PARALLEL_PARTS)
-            with Tb.parallel(0, PARALLEL_PARTS) as part:
-                local = Tb.alloc_buffer((1,), COUNT_DTYPE, scope="local")
-                Tb.buffer_store(local, tirx.const(0, COUNT_DTYPE), [0])
-                first = start + part * step
-                _count_range(local, 0, first, tirx.min(first + step, stop), condition, sign)
-                Tb.buffer_store(parts, tirx.Cast("int64", local[0]), [part])
-            with Tb.serial(0, PARALLEL_PARTS) as part:
-                Tb.buffer_store(violations, violations[0] + parts[part], [0])
+            _count_parts(sums, counts, PARALLEL_PARTS, Tb.parallel)
 
 
-def _count_range(total, slot, start, stop, condition, sign: int) -> None:
-    """``total[slot] += sign * (sum of condition(i) for i in [start, stop))``."""
-    with Tb.serial(start, tirx.max(start, stop)) as i:
-        hit = tirx.Cast(str(total.dtype), condition(i))
-        Tb.buffer_store(total, total[slot] + hit if sign > 0 else total[slot] - hit, [slot])
+def _count_parts(sums: list, counts, parts: int, loop) -> None:
+    checks = int(counts.shape[0])
+    partial = Tb.alloc_buffer((parts * checks,), "int64")
+    with loop(0, parts) as part:
+        local = Tb.alloc_buffer((checks,), COUNT_DTYPE, scope="local")
+        for k in range(checks):
+            Tb.buffer_store(local, tirx.const(0, COUNT_DTYPE), [k])
+        for s in sums:
+            step = tirx.floordiv(s.stop - s.start + parts - 1, parts)
+            first = s.start + part * step
+            with Tb.serial(first, tirx.max(first, tirx.min(first + step, s.stop))) as i:
+                hit = tirx.Cast(COUNT_DTYPE, s.condition(i))
+                Tb.buffer_store(local, local[s.check] + hit if s.sign > 0
+                                else local[s.check] - hit, [s.check])
+        for k in range(checks):
+            Tb.buffer_store(partial, tirx.Cast("int64", local[k]), [part * checks + k])
+    with Tb.serial(0, parts) as part:
+        for k in range(checks):
+            Tb.buffer_store(counts, counts[k] + partial[part * checks + k], [k])
 
 
-def _flag(violations, failed) -> None:
-    """Count one violation where the scalar condition ``failed`` holds."""
-    Tb.buffer_store(violations, violations[0] + tirx.Cast("int64", failed), [0])
+def _terms(check, buffers: dict, flag: _Flag) -> list:
+    """Emit ``check``'s scalar conditions through ``flag`` and return its sums (``_Sum``).
 
-
-def _emit(check, buffers: dict, violations) -> None:
+    Every read stays inside its array whatever the other arrays hold (a row pointer that
+    locates an index is clamped first), so all checks run together; a check counts apart from
+    the others, and fails when its count is not 0 (an invalid ``indptr`` can make the count
+    of the indices' check negative)."""
     if isinstance(check, IndptrCheck):
         indptr = buffers[check.param]
         rows = indptr.shape[0] - 1
         with Tb.If(rows >= 0):       # loads are unconditional in TIR: read nothing outside
             with Tb.Then():
-                _flag(violations, tirx.Or(indptr[0] != 0, indptr[rows] != check.nnz))
-                _count(violations, 0, rows, lambda r: indptr[r] > indptr[r + 1])
+                flag(tirx.Or(indptr[0] != 0, indptr[rows] != check.nnz))
             with Tb.Else():
-                _flag(violations, tirx.const(True, "bool"))
-    elif isinstance(check, ValueDomainCheck):
+                flag(tirx.const(True, "bool"))
+        return [flag.sum(0, rows, lambda r: indptr[r] > indptr[r + 1])]
+    if isinstance(check, ValueDomainCheck):
         values = buffers[check.param]
-        _count(violations, 0, values.shape[0], lambda p: tirx.Or(
-            values[p] < check.min, values[p] >= check.max))
-    else:
-        _emit_indices(check, buffers, violations)
+        return [flag.sum(0, values.shape[0], lambda p: tirx.Or(
+            values[p] < check.min, values[p] >= check.max))]
+    return _indices_terms(check, buffers, flag)
 
 
-def _emit_indices(check: IndicesCheck, buffers: dict, violations) -> None:
+def _indices_terms(check: IndicesCheck, buffers: dict, flag: _Flag) -> list:
     """In range everywhere; sorted: every descent ``indices[p-1] >= indices[p]`` sits at the
     start of a row (descents minus distinct row starts holding one must be 0). One pass over
     the array counts both (the loop is bound by memory bandwidth)."""
@@ -212,33 +249,35 @@ def _emit_indices(check: IndicesCheck, buffers: dict, violations) -> None:
         return tirx.Or(indices[p] < 0, indices[p] >= check.bound)
 
     if not check.sorted:
-        _count(violations, 0, total, out_of_range)
-        return
+        return [flag.sum(0, total, out_of_range)]
     with Tb.If(total > 0):
         with Tb.Then():
-            _flag(violations, out_of_range(0))
-            _count(violations, 1, total, lambda p: tirx.Cast("int32", out_of_range(p))
-                   + tirx.Cast("int32", _descends(check, indices[p - 1], indices[p])))
-            _subtract_row_starts(check, buffers, indices, total, violations)
+            flag(out_of_range(0))
+    return [flag.sum(1, total, lambda p: tirx.Cast(COUNT_DTYPE, out_of_range(p))
+                     + tirx.Cast(COUNT_DTYPE, _descends(check, indices[p - 1], indices[p])))] \
+        + _row_starts(check, buffers, indices, total, flag)
 
 
-def _subtract_row_starts(check: IndicesCheck, buffers: dict, indices, total, violations) -> None:
-    """Subtract the descents that start a row, each counted once."""
+def _row_starts(check: IndicesCheck, buffers: dict, indices, total, flag: _Flag) -> list:
+    """The descents that start a row, each counted once, to subtract."""
     if check.indptr is not None:
         indptr = buffers[check.indptr]
         rows = indptr.shape[0] - 1
+        rows = tirx.Select(total > 0, rows, tirx.const(1, str(rows.ty.dtype)))   # else none
 
         def at_row_start(r):
-            start = indptr[r]        # in [0, total] once the row pointer passed its check
+            start = indptr[r]
             before = tirx.max(tirx.min(start, total), 1) - 1
             return tirx.all(indptr[r - 1] < start, start < total,
                             indices[before] >= indices[tirx.min(tirx.max(start, 0), total - 1)])
 
-        _count(violations, 1, rows, at_row_start, sign=-1)
-    elif check.width is not None:
+        return [flag.sum(1, rows, at_row_start, sign=-1)]
+    if check.width is not None:
         width = tirx.max(check.width, 1)
-        _count(violations, 1, tirx.floordiv(total, width),
-               lambda r: _descends(check, indices[r * width - 1], indices[r * width]), sign=-1)
+        return [flag.sum(1, tirx.floordiv(total, width),
+                         lambda r: _descends(check, indices[r * width - 1], indices[r * width]),
+                         sign=-1)]
+    return []
 
 
 def _descends(check: IndicesCheck, before, after):
