@@ -169,8 +169,9 @@ def _key(kind: str, matrix, operands: tuple, tiles: int) -> tuple:
 def prepare(kind: str, kernel, tiles: int, inline_checks: bool, plain, matrix,
             operands: tuple, out, gathered: int) -> None:
     """Note the plain call of ``kernel`` (the operator ``kind``'s, cut into ``tiles`` row
-    tiles; ``inline_checks``: it checks the indices inside its loops) just made through the general path on ``matrix`` (``plain``: its arrays), on
-    ``operands`` into ``out``; from the second call of the same sizes, keep it for later ones.
+    tiles; ``inline_checks``: it checks the indices inside its loops) just made through the
+    general path on ``matrix`` (``plain``: its arrays), on ``operands`` into ``out``; from the
+    second call of the same sizes, keep it for later ones.
     Only when ``matrix`` is a scipy CSR matrix and every array exactly a float32 numpy array,
     or ``matrix`` a torch sparse CSR tensor and every array exactly a float32 CPU torch tensor;
     none empty, and kernels can be called natively here. Calls whose sizes change at every
@@ -197,8 +198,8 @@ def prepare(kind: str, kernel, tiles: int, inline_checks: bool, plain, matrix,
             _seen.clear()
         _seen.add(key)
         return
-    call = made(kernel, tiles, inline_checks, plain, operands, tuple(out.shape), gathered, kind == "spmm",
-                plain.nnz if kind in COPIED else None)
+    call = made(kernel, tiles, inline_checks, plain, operands, tuple(out.shape), gathered,
+                kind == "spmm", plain.nnz if kind in COPIED else None)
     if call.bound.native_call:
         _calls[key] = call
         while len(_calls) > KEPT:
