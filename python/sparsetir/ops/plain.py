@@ -57,7 +57,8 @@ def checks_inline(kind: str, index_dtype, feat_size: int) -> bool:
     Measured (2 threads, Intel VM, whole call over the wrapped call, medians of alternating
     calls in one process, torch int64 CSR): at 128 features the pass 1.10x on the arxiv-size
     R-MAT and synthetic graphs, inside 1.04-1.06x; at 32 the kernel alone is 1.21-1.24x
-    slower checking inside, as much as the pass costs the whole call (1.12-1.29x). On int32
+    slower checking inside, as much as the pass costs the whole call (1.14-1.22x since the
+    pass is one parallel loop, 1.12-1.29x before). On int32
     indices (scipy's) the pass reads half the bytes: 1.02-1.03x at 128 features against
     1.04-1.05x inside. SDDMM keeps the pass: inside, its kernel alone ran 1.50x slower at 32
     features and 1.08x at 128 (int64, R-MAT)."""
