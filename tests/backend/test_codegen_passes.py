@@ -4,7 +4,6 @@ tests unswitched, dot products split into vector lanes; results unchanged."""
 import numpy as np
 import pytest
 import tvm
-import tvm_ffi
 from tvm import tirx
 
 import sparsetir
@@ -15,6 +14,7 @@ from sparsetir.schedule.operators import schedule_for
 from sparsetir.backend.pipeline import lower_blocks
 from sparsetir.backend.index_loads import hoist_index_loads
 from sparsetir.backend.vector_reductions import LANES, vectorize_reductions
+from ir_nodes import nodes
 
 
 def lowered(name, feat, passes):
@@ -23,12 +23,6 @@ def lowered(name, feat, passes):
     flat = lower_to_stage3(mod, "llvm", "none")
     with tvm.target.Target("llvm"):
         return tvm.transform.Sequential(passes)(lower_blocks(flat))
-
-
-def nodes(mod, kind):
-    found = []
-    tvm_ffi.structural_walk(mod["main"].body, (kind, found.append), order="pre")
-    return found
 
 
 def test_index_loads_are_bound_once_per_iteration():

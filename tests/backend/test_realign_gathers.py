@@ -26,6 +26,7 @@ from sparsetir.driver.build_module import lower_to_stage3
 from sparsetir.ir.attrs import REALIGN_ANNOTATION
 from sparsetir.ops.kernels import KERNELS
 from sparsetir.schedule.operators import schedule_for
+from ir_nodes import nodes
 from sparse_inputs import skewed_csr
 
 LINE = 64
@@ -50,12 +51,6 @@ def placed(array, offset):
     copy = memory[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
     copy[...] = array
     return copy
-
-
-def nodes(mod, kind):
-    found = []
-    tvm_ffi.structural_walk(mod["main"].body, (kind, found.append), order="pre")
-    return found
 
 
 @pytest.mark.parametrize("feat, lanes", [(32, 32), (256, 128), (64, 16)])

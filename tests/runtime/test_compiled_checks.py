@@ -5,13 +5,13 @@ valid and with one entry changed."""
 import numpy as np
 import pytest
 import tvm
-import tvm_ffi
 from tvm import tirx
 
 from sparsetir.runtime.compiled_checks import PARALLEL_MIN, checks_module, compile_checks
 from sparsetir.runtime import (ArgumentError, BufferParam, IndicesCheck, IndptrCheck,
                                ScalarParam, Signature, ValueDomainCheck)
 from sparsetir.runtime.validate import run_checks
+from ir_nodes import nodes
 
 M, N, W, R = (tirx.Var(name, "int32") for name in ("m", "n", "w", "r"))
 NNZ = tirx.Var("nnz", "int32")
@@ -123,9 +123,7 @@ def test_compiled_checks_agree_with_numpy_in_parallel_parts(checks):
 def test_every_check_runs_in_one_parallel_loop():
     """All checks of a signature share one parallel loop (one launch, one barrier), its parts
     each counting a slice of every check; short arrays take the serial copy of that loop."""
-    loops = []
-    tvm_ffi.structural_walk(checks_module(SIGNATURE)["main"].body,
-                            (tirx.For, lambda loop: loops.append(loop.kind)), order="pre")
+    loops = [loop.kind for loop in nodes(checks_module(SIGNATURE), tirx.For)]
     assert loops.count(tirx.ForKind.PARALLEL) == 1
     # each copy: the loop over parts, a loop per sum (indptr 1, indices 2, ell 2, etype 1)
     # and the loop adding the parts' counts
