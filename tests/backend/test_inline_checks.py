@@ -5,27 +5,35 @@ is refused when built."""
 
 import numpy as np
 import pytest
+import tvm
+from tvm import tirx
 
 import sparsetir
 from sparsetir import ArgumentError
-from sparsetir.backend.inline_checks import mark_inline_index_checks
+from sparsetir.backend.inline_checks import (ROWS, TILES, check_indices_inline,
+                                             mark_inline_index_checks)
+from sparsetir.backend.pipeline import lower_blocks
 from sparsetir.errors import LoweringError
 from sparsetir.ir.attrs import INLINE_INDEX_CHECKS_ATTR
-from sparsetir.ops.kernels import tiled_kernels
-from sparsetir.schedule.operators import schedule_spmm_cpu
+from sparsetir.ops.kernels import spmm, tiled_kernels
+from sparsetir.schedule.operators import schedule_for, schedule_spmm_cpu
 from sparsetir.script import tir as T
+from sparsetir.transform.pipeline import stage3_passes
+from ir_nodes import nodes
 from sparse_inputs import skewed_csr
 
 FEAT = 32
 
 
-@pytest.fixture(scope="module", params=[("int32", 32), ("int64", 64)])
+@pytest.fixture(scope="module", params=[("int32", 32, ROWS), ("int64", 64, ROWS),
+                                        ("int32", 32, TILES), ("int64", 64, TILES)])
 def checked(request):
-    """The tiled SpMM checking its indices inside, its index dtype and its feature count."""
-    dtype, feat = request.param
+    """The tiled SpMM checking its indices inside (per row or per tile), its index dtype and
+    its feature count."""
+    dtype, feat, per = request.param
     func = tiled_kernels(dtype)["spmm"].specialize({"feat_size": feat})
     scheduled = mark_inline_index_checks(schedule_spmm_cpu(sparsetir.lower_sparse_iter(func),
-                                                           feat, prefetch=8))
+                                                           feat, prefetch=8), per)
     kernel = sparsetir.build(scheduled, "llvm", schedule="none")
     return kernel, np.dtype(dtype), feat
 
@@ -135,3 +143,64 @@ def test_an_index_read_outside_a_row_loop_is_refused():
         for entry in marked["main"].attrs[INLINE_INDEX_CHECKS_ATTR]][1:])
     with pytest.raises(LoweringError, match="outside a loop over one row"):
         sparsetir.build(type(marked)({"main": stray}), "llvm")
+
+
+def _row_loops(mod):
+    """The loops over one row's positions (``indptr[r + 1] - indptr[r]``) of ``indptr``."""
+    return [loop for loop in nodes(mod, tirx.For) if isinstance(loop.extent, tirx.Sub)
+            and "indptr" in str(loop.extent.a)]
+
+
+def _lowered(func, feat, schedule, per=ROWS):
+    scheduled = mark_inline_index_checks(schedule(sparsetir.lower_sparse_iter(func), feat), per)
+    return check_indices_inline(lower_blocks(stage3_passes("llvm")(scheduled)))
+
+
+def _clamps(loop) -> list:
+    """The clamps of column indices in ``loop``."""
+    return [clamp for clamp in nodes(tvm.IRModule({"main": tirx.PrimFunc([], loop)}), tirx.Min)
+            if "J_indices" in str(clamp)]
+
+
+@pytest.mark.parametrize("kernel", ["spmm", "sddmm"])
+def test_each_tile_is_checked_before_its_rows_and_its_loops_are_left_alone(kernel):
+    """Marked per tile, the row-tiled kernels check a tile's indices in flat loops before its
+    rows (the tile's own counts), and the loops over a row's nonzeros read them as they
+    were, without a clamp; marked per row, those loops clamp what they read."""
+    func = tiled_kernels()[kernel].specialize({"feat_size": FEAT})
+    schedule = lambda mod, feat: schedule_for(kernel, mod, feat, "llvm")   # noqa: E731
+    for per, tiled in ((TILES, True), (ROWS, False)):
+        mod = _lowered(func, FEAT, schedule, per)
+        names = {str(alloc.buffer.name) for alloc in nodes(mod, tirx.AllocBuffer)}
+        assert ("tile_failures" in names) == tiled
+        (nonzeros,) = [loop for loop in _row_loops(mod) if "J_indptr" in str(loop.extent.a)]
+        assert bool(_clamps(nonzeros)) != tiled
+
+
+def test_per_is_rows_or_tiles():
+    func = tiled_kernels()["spmm"].specialize({"feat_size": FEAT})
+    with pytest.raises(ValueError, match="per must be"):
+        mark_inline_index_checks(sparsetir.lower_sparse_iter(func), "row")
+
+
+def test_an_untiled_kernel_checks_each_row_inside_its_loop():
+    """Marked per tile, a kernel without a loop over a tile's rows (rows in parallel) is
+    checked per row: each row's loop counts and clamps its indices itself; the kernel
+    matches scipy and refuses a bad index by name."""
+    func = spmm.specialize({"feat_size": 16})
+    mod = _lowered(func, 16, lambda mod, feat: mod, TILES)
+    (nonzeros,) = _row_loops(mod)
+    assert _clamps(nonzeros)
+    kernel = sparsetir.build(mark_inline_index_checks(sparsetir.lower_sparse_iter(func), TILES),
+                             "llvm")
+    A = matrix(np.int32)
+    m, n = A.shape
+    X = np.random.default_rng(1).standard_normal((n, 16)).astype(np.float32)
+    Y = np.full((m, 16), np.nan, np.float32)
+    bound = kernel.bind(validate=False, m=m, n=n, nnz=A.nnz)
+    bound(A.data, X, Y, A.indptr, A.indices)
+    np.testing.assert_allclose(Y, A @ X, rtol=1e-5, atol=1e-5)
+    bad = A.indices.copy()
+    bad[A.indptr[7] + 2] = n
+    with pytest.raises(ArgumentError, match="indices: an index out of range"):
+        bound(A.data, X, Y, A.indptr, bad)

@@ -10,8 +10,10 @@ import scipy.sparse
 import torch
 
 import sparsetir.ops as ops
+from sparsetir.backend.inline_checks import ROWS, TILES
 from sparsetir.errors import SparseTIRError, SparseTIRTypeError
 from sparsetir.ops import plain_calls
+from sparsetir.ops.plain import INLINE_MIN_FEATURES
 from operator_calls import FEAT, M_ROWS, N_COLS, call, expected, operands
 from sparse_inputs import skewed_csr
 
@@ -126,23 +128,23 @@ def test_a_tensor_read_inside_a_torch_func_transform_is_refused_by_name():
         torch.func.grad(lambda w: (ops.spmm(T, X) * w).sum())(torch.ones(M_ROWS, FEAT))
 
 
-WIDE = 64                     # SpMM on int64 indices checks them inside from here on
-
-
+@pytest.mark.parametrize("feat, per", [(INLINE_MIN_FEATURES, ROWS), (32, TILES)])
 @pytest.mark.parametrize("op", ["spmm", "spmm_unweighted"])
-def test_wide_spmm_checks_its_indices_inside_at_every_call(op, general_path, monkeypatch):
-    """At ``WIDE`` features the kernel checks torch's int64 indices where it reads them
-    (``plain.checks_inline``): right into NaN outputs, and every array changed in place is
-    refused by name or, unsorted, computed by the general path. A refusal the kernel made
-    after writing part of ``out`` bumps its version: autograd refuses a graph that saved it."""
+def test_spmm_checks_its_int64_indices_inside_at_every_call(op, feat, per, general_path,
+                                                           monkeypatch):
+    """The kernel checks torch's int64 indices inside (``plain.checks_inline``: each row's
+    loop from ``INLINE_MIN_FEATURES`` features on, each tile before its rows below): right
+    into NaN outputs, and every array changed in place is refused by name or, unsorted,
+    computed by the general path. A refusal the kernel made after writing part of ``out``
+    bumps its version: autograd refuses a graph that saved it."""
     A = scipy_matrix()
     T = csr_tensor(A)
-    X = torch.from_numpy(np.random.default_rng(1).standard_normal((N_COLS, WIDE)).astype(
+    X = torch.from_numpy(np.random.default_rng(1).standard_normal((N_COLS, feat)).astype(
         np.float32))
     weighted = op == "spmm"
 
     def checked_call():
-        out = torch.full((M_ROWS, WIDE), float("nan"))
+        out = torch.full((M_ROWS, feat), float("nan"))
         result = ops.spmm(T, X, out=out, weighted=weighted)
         values = T.values().numpy() if weighted else np.ones(A.nnz, np.float32)
         current = scipy.sparse.csr_matrix((values, T.col_indices().numpy(),
@@ -152,7 +154,7 @@ def test_wide_spmm_checks_its_indices_inside_at_every_call(op, general_path, mon
     for _ in range(3):
         checked_call()
     taken = [c for c in plain_calls._calls.values()]      # pylint: disable=protected-access
-    assert len(taken) == 1 and taken[0].inline_checks and len(general_path) == 2
+    assert len(taken) == 1 and taken[0].inline_checks == per and len(general_path) == 2
     checked_call()
     assert len(general_path) == 2                               # the short path
     refused = []
@@ -168,8 +170,8 @@ def test_wide_spmm_checks_its_indices_inside_at_every_call(op, general_path, mon
     for array, position, value, message in spoiled:
         saved = int(array[position])
         array[position] = value
-        out = torch.ones(M_ROWS, WIDE)
-        weight = torch.ones(M_ROWS, WIDE, requires_grad=True)
+        out = torch.ones(M_ROWS, feat)
+        weight = torch.ones(M_ROWS, feat, requires_grad=True)
         loss = (out * weight).sum()                             # saves out for backward
         reached = len(general_path)
         with pytest.raises(SparseTIRError, match=message):

@@ -33,11 +33,21 @@ could not vouch for it). What the loops cannot see is left to the caller: that t
 pointer is 0 and the last ``nnz``, and that the row tiles start at row 0 (``ops.plain_calls``
 checks those few values itself).
 
-What it costs (the tiled SpMM, kernel alone, checked over unchecked, 2 threads, Intel VM,
-medians of alternating calls): about 10 instructions a nonzero, which a row of 32 features
-does not hide (pubmed 1.28x, arxiv-size R-MAT graph 1.21-1.24x) and a row of 128 mostly does
-(R-MAT 1.02-1.06x, pubmed 0.97x); ``ops.plain.checks_inline`` says where the plain call uses
-it.
+Marked ``per=TILES``, a loop over a tile's rows inside the parallel loop (``for i``, whose
+row loops all read row ``e(i)``, stepping by 1) is instead preceded by the checks of the
+whole tile: its row pointers in order inside ``[0, nnz]``, and one flat loop over its
+positions ``[indptr[e(first)], indptr[e(last) + 1])`` counting the indices out of range and
+the descents that do not start a row (``runtime.compiled_checks`` counts the same way). That
+loop vectorises and leaves the tile's indices in the cache; the rows' loops are left as they
+were, without a count or a clamp. A loop with no such tile around it is checked per row.
+
+What it costs (the tiled kernels, kernel alone, checked over unchecked, 2 threads, Intel VM,
+medians of alternating calls, int64 indices): per row, about 10 instructions a nonzero,
+which a row of 32 features does not hide (SpMM: pubmed 1.28x, arxiv-size R-MAT graph
+1.21-1.24x; SDDMM 1.50x) and a row of 128 mostly does (SpMM on R-MAT 1.02-1.06x); per tile, a
+read of the tile's indices before its rows, at memory speed (SpMM on R-MAT 1.14x at 32
+features, 1.07x at 128; pubmed 1.16x and 1.08x; SDDMM on R-MAT 1.04x at both).
+``ops.plain.checks_inline`` says where the plain call uses which.
 
 Example
 -------
@@ -68,13 +78,23 @@ from tvm import tirx
 from ..errors import LoweringError
 from ..ir.attrs import INLINE_INDEX_CHECKS_ATTR, index_checks, param_names
 from ..lower.coordinate_checks import assertion
+from ..ir.utils import substitute, uses_var
 from .parallel_scratch import ScratchRewriter, with_body
 
 
-def mark_inline_index_checks(mod: tvm.IRModule) -> tvm.IRModule:
+ROWS = "rows"
+"""Each loop over a row's nonzeros checks the indices it reads (``mark_inline_index_checks``)."""
+TILES = "tiles"
+"""Each tile's indices are checked in flat loops before its rows, which read them unchecked."""
+
+
+def mark_inline_index_checks(mod: tvm.IRModule, per: str = ROWS) -> tvm.IRModule:
     """``mod`` with its ``main``'s index checks recorded for ``check_indices_inline`` (the
-    buffers by their Stage II names). Refuses an ELL axis (fixed-width rows), whose rows the
-    pass does not find."""
+    buffers by their Stage II names), to be made ``per`` row (``ROWS``) or, inside a
+    parallel loop over tiles of rows, per tile (``TILES``; rows where a loop has no tile).
+    Refuses an ELL axis (fixed-width rows), whose rows the pass does not find."""
+    if per not in (ROWS, TILES):
+        raise ValueError(f"per must be {ROWS!r} or {TILES!r}, not {per!r}")
     func = mod["main"]
     stage2_names = {stage1: stage2 for stage2, stage1 in param_names(func).items()}
     recorded = []
@@ -85,7 +105,8 @@ def mark_inline_index_checks(mod: tvm.IRModule) -> tvm.IRModule:
         recorded.append({"indptr": stage2_names[check.indptr],
                          "indices": stage2_names[check.indices],
                          "indptr_name": check.indptr, "indices_name": check.indices,
-                         "nnz": check.nnz, "bound": check.bound, "sorted": check.sorted})
+                         "nnz": check.nnz, "bound": check.bound, "sorted": check.sorted,
+                         "per": per})
     return tvm.IRModule({"main": func.with_attr(INLINE_INDEX_CHECKS_ATTR, recorded)})
 
 
@@ -121,15 +142,25 @@ def _check_axis(body, indptr, indices, check):
 
 
 class _AxisChecks(ScratchRewriter):
-    """Rewrites each loop over one row of an axis; the failure counts live at the top of the
-    enclosing parallel loop's body (a buffer allocated inside a loop would be allocated at
-    every iteration, and stay in memory)."""
+    """Rewrites each loop over one row of an axis, or each loop over a tile's rows inside a
+    parallel loop; the failure counts live at the top of the enclosing parallel loop's body
+    (a buffer allocated inside a loop would be allocated at every iteration, and stay in
+    memory)."""
 
     def __init__(self, indptr, indices, check):
         super().__init__()
         self.indptr, self.indices, self.check = indptr, indices, check
         self.analyzer = tvm.sym.Analyzer()
         self.vouched = []           # the loads of indices the checks cover
+        self.parallel = 0           # parallel loops around the statement being rewritten
+
+    def stmt(self, node):
+        inside = isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL
+        self.parallel += inside
+        try:
+            return super().stmt(node)
+        finally:
+            self.parallel -= inside
 
     def _row(self, loop):
         """``r`` when ``loop`` runs over ``indptr[r + 1] - indptr[r]``, else None."""
@@ -144,6 +175,10 @@ class _AxisChecks(ScratchRewriter):
         return start.indices[0]
 
     def loop(self, node):
+        if self.parallel and str(self.check.get("per", ROWS)) == TILES:
+            tile = self._tile(node)
+            if tile is not None:
+                return tile
         row = self._row(node)
         if row is None:
             return None
@@ -197,6 +232,117 @@ class _AxisChecks(ScratchRewriter):
             with_body(node, tirx.SeqStmt([count, *keep, body])),
             assertion(failures[0] == 0, f"{check['indices_name']}: an index out of range "
                       f"[0, {check['bound']}){in_order}")])
+
+
+    def _tile(self, node):
+        """``node`` preceded by the checks of all its rows at once, when it is a loop over a
+        tile's rows: every loop over one row's positions inside it reads the same row ``e``,
+        which steps by 1 with ``node``'s variable and uses nothing bound inside ``node``;
+        else None. The rows of the tile are then ``[e(first), e(last) + 1)``, their positions
+        ``[indptr[e(first)], indptr[e(last) + 1])``: one flat loop over those (vectorised,
+        and it leaves them in the cache for the kernel) checks every index, and the loops
+        inside run as they were, unclamped."""
+        inner, bound_inside = [], []
+        tvm_ffi.structural_walk(node.body, (tirx.For, inner.append), order="pre")
+        tvm_ffi.structural_walk(node.body, (tirx.LetStmt, lambda let: bound_inside.append(
+            let.var)), order="pre")
+        row_loops = [(loop, self._row(loop)) for loop in inner]
+        row_loops = [(loop, row) for loop, row in row_loops if row is not None]
+        if not row_loops:
+            return None
+        i, row = node.loop_var, row_loops[0][1]
+        bound_inside += [loop.loop_var for loop in inner]
+        if any(not tvm.ir.structural_equal(other, row) for _, other in row_loops[1:]) \
+                or any(uses_var(row, var) for var in bound_inside) \
+                or not self.analyzer.can_prove_equal(substitute(row, {i: i + 1}) - row, 1):
+            return None
+        for loop, _ in row_loops:
+            position = tirx.BufferLoad(self.indptr, [row]) + _as(loop.loop_var,
+                                                                  str(self.indptr.dtype))
+            tvm_ffi.structural_walk(loop.body, (tvm.ir.TensorLoad, lambda load, at=position:
+                                                self.vouched.append(load) if _position_is(
+                                                    load, self.indices, at, self.analyzer)
+                                                else None), order="pre")
+        first = substitute(row, {i: node.min})
+        return tirx.SeqStmt([*self._tile_checks(first, first + node.extent), node])
+
+    def _tile_checks(self, first, stop):
+        """The checks of rows ``[first, stop)`` (clamped into ``indptr``): their pointers in
+        order inside ``[0, nnz]``, and every index of their positions ``[a, b)`` in range
+        and, sorted, above the one before it unless it starts a row (descents minus the
+        distinct row starts that hold one must be 0, as ``runtime.compiled_checks`` counts)."""
+        check, indptr, indices = self.check, self.indptr, self.indices
+        pointer = str(indptr.dtype)
+        simplify = self.analyzer.simplify
+        last = _as(indptr.shape[0] - 1, pointer)
+        bindings = []
+
+        def bind(name, value):
+            var = tirx.Var(name, pointer)
+            bindings.append(tirx.LetStmt(var, simplify(value)))
+            return var
+
+        first = bind("tile_first", tirx.min(tirx.max(_as(first, pointer),
+                                                     tirx.const(0, pointer)), last))
+        stop = bind("tile_stop", tirx.min(tirx.max(_as(stop, pointer), first), last))
+        a = bind("tile_start", tirx.BufferLoad(indptr, [first]))
+        b = bind("tile_end", tirx.BufferLoad(indptr, [stop]))
+        one = tirx.const(1, pointer)
+        counts = tirx.decl_buffer((2,), "int32", name="tile_failures")
+        self.pending.append(counts)
+
+        def add(slot, term, sign=1):
+            term = tirx.Cast("int32", term)
+            return tirx.BufferStore(counts, counts[slot] + term if sign > 0
+                                    else counts[slot] - term, [slot])
+
+        def loop(name, start, extent, body_of):
+            var = tirx.Var(name, pointer)
+            return tirx.For(var, start, tirx.max(extent, tirx.const(0, pointer)),
+                            tirx.ForKind.SERIAL, body_of(var))
+
+        dtype = str(indices.dtype)
+        unsigned, bound = "u" + dtype, _as(check["bound"], dtype)
+
+        def out_of_range(q):
+            return tirx.Cast(unsigned, bound) <= tirx.Cast(unsigned, tirx.BufferLoad(indices, [q]))
+
+        def descends(q):
+            return tirx.BufferLoad(indices, [q - one]) >= tirx.BufferLoad(indices, [q])
+
+        in_order = bool(check["sorted"])
+        pointers = f"{check['indptr_name']}: a row's pointers out of order or outside " \
+            f"[0, {check['nnz']}]"
+        stmts = [
+            *bindings,
+            assertion(tirx.all(tirx.const(0, pointer) <= a, a <= b,
+                               b <= _as(check["nnz"], pointer),
+                               tirx.Or(a == b, tirx.const(0, dtype) < bound)), pointers),
+            tirx.BufferStore(counts, tirx.const(0, "int32"), [0]),
+            loop("r", first, stop - first,
+                 lambda r: add(0, tirx.BufferLoad(indptr, [r]) > tirx.BufferLoad(indptr, [r + one]))),
+            assertion(counts[0] == 0, pointers),
+            tirx.BufferStore(counts, tirx.const(0, "int32"), [1]),
+            tirx.IfThenElse(a < b, add(1, out_of_range(a)), None),
+            loop("q", a + one, b - a - one, lambda q: add(1, tirx.Cast("int32", out_of_range(q))
+                                                           + tirx.Cast("int32", descends(q)))
+                 if in_order else add(1, out_of_range(q)))]
+        if in_order:
+            def at_row_start(r):
+                start = tirx.BufferLoad(indptr, [r])
+                before = tirx.max(tirx.min(start, b), a + one) - one
+                at = tirx.min(tirx.max(start, a), b - one)
+                return tirx.all(tirx.BufferLoad(indptr, [r - one]) < start, start < b,
+                                tirx.BufferLoad(indices, [before])
+                                >= tirx.BufferLoad(indices, [at]))
+            stmts.append(tirx.IfThenElse(a < b, loop(
+                "r", first + one, stop - first - one, lambda r: add(1, at_row_start(r), -1)), None))
+        order = " or not increasing within its row" if in_order else ""
+        stmts.append(assertion(counts[1] == 0, f"{check['indices_name']}: an index out of "
+                               f"range [0, {check['bound']}){order}"))
+        tvm_ffi.structural_walk(tirx.SeqStmt(stmts), (tvm.ir.TensorLoad, lambda load: (
+            self.vouched.append(load) if load.source.same_as(indices) else None)), order="pre")
+        return stmts
 
 
 def _loads(expr, buffer) -> bool:

@@ -308,8 +308,8 @@ def _sddmm_plain(A, X, Y, out):
 
 def _run_plain(plain, name: str, feat_size: int, *operands):
     """Run kernel ``name`` on ``operands`` and ``plain``'s arrays with every index check and
-    return ``(kernel, row tiles, whether it checks its indices inside)``; None when a check
-    refuses them."""
+    return ``(kernel, row tiles, where it checks its indices inside: plain.checks_inline)``;
+    None when a check refuses them."""
     m, n = plain.shape
     tiles = row_tiles_for_threads()
     inline = checks_inline(name, plain.indices.dtype, feat_size)
@@ -333,16 +333,17 @@ def _tuned(matrix, name: str, feat_size: int):
 
 
 def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0,
-            index_dtype: str = "int32", lanes: int | None = None, inline_checks: bool = False):
-    """The compiled row-tiled kernel ``name``; ``inline_checks``: it checks its index arrays
-    inside its loops too (``backend.inline_checks``), for the plain call, whose arrays are
-    checked at every call."""
+            index_dtype: str = "int32", lanes: int | None = None,
+            inline_checks: str | None = None):
+    """The compiled row-tiled kernel ``name``; ``inline_checks`` (``inline_checks.ROWS`` or
+    ``TILES``): it checks its index arrays inside its loops too (``backend.inline_checks``),
+    for the plain call, whose arrays are checked at every call."""
     def make():
         func = tiled_kernels(index_dtype)[name].specialize({"feat_size": feat_size})
         scheduled = schedule_for(name, lower_sparse_iter(func), feat_size, target, prefetch,
                                  lanes)
         if inline_checks:
-            scheduled = mark_inline_index_checks(scheduled)
+            scheduled = mark_inline_index_checks(scheduled, per=inline_checks)
         return build(scheduled, target, schedule="none", cache=True)
     return remembered(("ops", name, feat_size, target, prefetch, index_dtype, lanes,
                        inline_checks), make)

@@ -35,6 +35,7 @@ from functools import lru_cache
 import numpy as np
 import scipy.sparse
 
+from ..backend.inline_checks import ROWS, TILES
 from ..runtime.arguments import sealed
 from .arrays import in_torch_func_transform, torch_func_refusal
 from .tiles import balanced_row_bounds
@@ -44,26 +45,28 @@ INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 """The index dtypes the plain call's kernels are compiled for."""
 
 INLINE_MIN_FEATURES = 64
-"""SpMM on int64 indices from this many features on checks them inside the kernel."""
+"""SpMM on int64 indices from this many features on checks them in each row's loop."""
 
 
-def checks_inline(kind: str, index_dtype, feat_size: int) -> bool:
-    """Whether the plain call's kernel ``kind`` checks the index arrays inside its loops
-    (``backend.inline_checks``) rather than in a pass of their own before it
-    (``runtime.compiled_checks``): SpMM on int64 indices (torch's) at ``INLINE_MIN_FEATURES``
-    or more. The pass before the kernel reads every index again, 8 bytes each, mostly from
-    memory once the kernel has streamed its operands; inside, the checks cost about 10
-    instructions a nonzero, hidden behind a row of 64 or more features but not of 32.
-    Measured (2 threads, Intel VM, whole call over the wrapped call, medians of alternating
-    calls in one process, torch int64 CSR): at 128 features the pass 1.10x on the arxiv-size
-    R-MAT and synthetic graphs, inside 1.04-1.06x; at 32 the kernel alone is 1.21-1.24x
-    slower checking inside, as much as the pass costs the whole call (1.14-1.22x since the
-    pass is one parallel loop, 1.12-1.29x before). On int32
-    indices (scipy's) the pass reads half the bytes: 1.02-1.03x at 128 features against
-    1.04-1.05x inside. SDDMM keeps the pass: inside, its kernel alone ran 1.50x slower at 32
-    features and 1.08x at 128 (int64, R-MAT)."""
-    return kind != "sddmm" and np.dtype(index_dtype) == np.int64 \
-        and feat_size >= INLINE_MIN_FEATURES
+def checks_inline(kind: str, index_dtype, feat_size: int) -> str | None:
+    """Where the plain call's kernel ``kind`` checks the index arrays: None for a pass of
+    their own before it (``runtime.compiled_checks``), else inside its loops
+    (``backend.inline_checks``), per row (``ROWS``) or per tile (``TILES``). Inside for
+    int64 indices (torch's), which the pass would read again, 8 bytes each, mostly from
+    memory once the kernel has streamed its operands: SDDMM per tile, SpMM per tile below
+    ``INLINE_MIN_FEATURES`` and per row from there.
+
+    Measured (2 threads, Intel VM, R-MAT graph of arxiv size, whole call over the wrapped
+    call, medians of alternating calls in one process, torch int64 CSR, idle): SpMM at 32
+    features, the pass 1.21-1.22x, per tile 1.15-1.17x (beside 2 busy processes 1.47x
+    against 1.16x), per row 1.42x; at 64, per row 1.08x, per tile 1.11x; at 128, per row
+    1.03-1.04x, per tile 1.08-1.09x, the pass 1.06-1.10x. SDDMM, kernel alone: per tile
+    1.04x at 32 and 128 features, per row 1.50x and 1.08x; the whole call with the pass
+    1.21x at 32. On int32 indices (scipy's) the pass reads half the bytes and stays
+    (SpMM at 128 features: 1.02-1.03x with the pass, 1.04-1.05x per row)."""
+    if np.dtype(index_dtype) != np.int64:
+        return None
+    return TILES if kind == "sddmm" or feat_size < INLINE_MIN_FEATURES else ROWS
 
 
 class PlainCSR:

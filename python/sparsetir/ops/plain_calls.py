@@ -15,10 +15,10 @@ prepared sizes does what it must and nothing else:
   ``tiles.balanced_row_bounds``);
 - runs the kernel's compiled index checks on the caller's arrays through their C plan
   (``BoundKernel.check_native``): row pointers from 0 to nnz and non-decreasing, column
-  indices in range and strictly increasing within each row, the tiles' bounds; or, for SpMM
-  on int64 indices at 64 features or more (``plain.checks_inline``), checks the ends of
-  ``indptr`` and leaves the rest to the kernel, which checks each row's pointers and indices
-  where it reads them (``backend.inline_checks``) and refuses the call after its loop;
+  indices in range and strictly increasing within each row, the tiles' bounds; or, for int64
+  indices (``plain.checks_inline``), checks the ends of ``indptr`` and leaves the rest to the
+  kernel, which checks each tile's or each row's pointers and indices before or where it
+  reads them (``backend.inline_checks``) and refuses the call after its parallel loop;
 - runs the kernel through its C plan (``BoundKernel.call_native``), which checks each array's
   type, dtype, size, alignment and that the output overlaps nothing. Unweighted SpMM and SDDMM
   do not pass ``data`` to their kernel, so an output that may overlap the matrix's ``data``
@@ -88,7 +88,7 @@ class PlainCall(NumpyCall):
 
     __slots__ = ("row_count", "targets", "weighted", "inline_checks")
 
-    def __init__(self, kernel, tiles: int, inline_checks: bool, plain, operands: tuple,
+    def __init__(self, kernel, tiles: int, inline_checks: str | None, plain, operands: tuple,
                  out_shape: tuple, gathered: int, weighted: bool, gathers: int | None):
         m, n = plain.shape
         bound = kernel.bind(validate=False, t=tiles, m=m, n=n, nnz=plain.nnz,
@@ -166,12 +166,12 @@ def _key(kind: str, matrix, operands: tuple, tiles: int) -> tuple:
             *[operand.shape for operand in operands])
 
 
-def prepare(kind: str, kernel, tiles: int, inline_checks: bool, plain, matrix,
+def prepare(kind: str, kernel, tiles: int, inline_checks: str | None, plain, matrix,
             operands: tuple, out, gathered: int) -> None:
     """Note the plain call of ``kernel`` (the operator ``kind``'s, cut into ``tiles`` row
-    tiles; ``inline_checks``: it checks the indices inside its loops) just made through the
-    general path on ``matrix`` (``plain``: its arrays), on ``operands`` into ``out``; from the
-    second call of the same sizes, keep it for later ones.
+    tiles; ``inline_checks``: where it checks the indices inside its loops, or None) just
+    made through the general path on ``matrix`` (``plain``: its arrays), on ``operands`` into
+    ``out``; from the second call of the same sizes, keep it for later ones.
     Only when ``matrix`` is a scipy CSR matrix and every array exactly a float32 numpy array,
     or ``matrix`` a torch sparse CSR tensor and every array exactly a float32 CPU torch tensor;
     none empty, and kernels can be called natively here. Calls whose sizes change at every
