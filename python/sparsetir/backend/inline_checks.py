@@ -237,25 +237,30 @@ class _AxisChecks(ScratchRewriter):
     def _tile(self, node):
         """``node`` preceded by the checks of all its rows at once, when it is a loop over a
         tile's rows: every loop over one row's positions inside it reads the same row ``e``,
-        which steps by 1 with ``node``'s variable and uses nothing bound inside ``node``;
-        else None. The rows of the tile are then ``[e(first), e(last) + 1)``, their positions
+        which steps by 1 with ``node``'s variable and uses no variable or buffer made inside
+        ``node`` (so it is known before it); else None. The rows of the tile are then ``[e(first), e(last) + 1)``, their positions
         ``[indptr[e(first)], indptr[e(last) + 1])``: one flat loop over those (vectorised,
         and it leaves them in the cache for the kernel) checks every index, and the loops
         inside run as they were, unclamped."""
-        inner, bound_inside = [], []
+        inner, bound_inside, made_inside, read = [], [], [], []
         tvm_ffi.structural_walk(node.body, (tirx.For, inner.append), order="pre")
         tvm_ffi.structural_walk(node.body, (tirx.LetStmt, lambda let: bound_inside.append(
             let.var)), order="pre")
+        for kind in (tirx.AllocBuffer, tirx.DeclBuffer):
+            tvm_ffi.structural_walk(node.body, (kind, lambda made: made_inside.append(
+                made.buffer)), order="pre")
         row_loops = [(loop, self._row(loop)) for loop in inner]
         row_loops = [(loop, row) for loop, row in row_loops if row is not None]
         if not row_loops:
             return None
         i, row = node.loop_var, row_loops[0][1]
         bound_inside += [loop.loop_var for loop in inner]
+        tvm_ffi.structural_walk(row, (tvm.ir.TensorLoad, read.append), order="pre")
         if any(not tvm.ir.structural_equal(other, row) for _, other in row_loops[1:]) \
                 or any(uses_var(row, var) for var in bound_inside) \
+                or any(load.source.same_as(made) for load in read for made in made_inside) \
                 or not self.analyzer.can_prove_equal(substitute(row, {i: i + 1}) - row, 1):
-            return None
+            return None            # the row is not known before the loop: checked per row
         for loop, _ in row_loops:
             position = tirx.BufferLoad(self.indptr, [row]) + _as(loop.loop_var,
                                                                   str(self.indptr.dtype))
