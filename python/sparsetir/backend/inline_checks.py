@@ -233,15 +233,14 @@ class _AxisChecks(ScratchRewriter):
             assertion(failures[0] == 0, f"{check['indices_name']}: an index out of range "
                       f"[0, {check['bound']}){in_order}")])
 
-
     def _tile(self, node):
         """``node`` preceded by the checks of all its rows at once, when it is a loop over a
         tile's rows: every loop over one row's positions inside it reads the same row ``e``,
         which steps by 1 with ``node``'s variable and uses no variable or buffer made inside
-        ``node`` (so it is known before it); else None. The rows of the tile are then ``[e(first), e(last) + 1)``, their positions
-        ``[indptr[e(first)], indptr[e(last) + 1])``: one flat loop over those (vectorised,
-        and it leaves them in the cache for the kernel) checks every index, and the loops
-        inside run as they were, unclamped."""
+        ``node`` (so it is known before it); else None. The rows of the tile are then
+        ``[e(first), e(last) + 1)``, their positions ``[indptr[e(first)], indptr[e(last) +
+        1])``: one flat loop over those (vectorised, and it leaves them in the cache for the
+        kernel) checks every index, and the loops inside run as they were, unclamped."""
         inner, bound_inside, made_inside, read = [], [], [], []
         tvm_ffi.structural_walk(node.body, (tirx.For, inner.append), order="pre")
         tvm_ffi.structural_walk(node.body, (tirx.LetStmt, lambda let: bound_inside.append(
@@ -333,21 +332,40 @@ class _AxisChecks(ScratchRewriter):
                                                            + tirx.Cast("int32", descends(q)))
                  if in_order else add(1, out_of_range(q)))]
         if in_order:
-            def at_row_start(r):
-                start = tirx.BufferLoad(indptr, [r])
-                before = tirx.max(tirx.min(start, b), a + one) - one
-                at = tirx.min(tirx.max(start, a), b - one)
-                return tirx.all(tirx.BufferLoad(indptr, [r - one]) < start, start < b,
-                                tirx.BufferLoad(indices, [before])
-                                >= tirx.BufferLoad(indices, [at]))
             stmts.append(tirx.IfThenElse(a < b, loop(
-                "r", first + one, stop - first - one, lambda r: add(1, at_row_start(r), -1)), None))
+                "r", first + one, stop - first - one,
+                lambda r: add(1, row_starts_at_descent(indptr, indices, r, a, b), -1)), None))
         order = " or not increasing within its row" if in_order else ""
         stmts.append(assertion(counts[1] == 0, f"{check['indices_name']}: an index out of "
                                f"range [0, {check['bound']}){order}"))
         tvm_ffi.structural_walk(tirx.SeqStmt(stmts), (tvm.ir.TensorLoad, lambda load: (
             self.vouched.append(load) if load.source.same_as(indices) else None)), order="pre")
         return stmts
+
+
+def row_starts_at_descent(indptr, indices, r, start, end):
+    """Whether row ``r`` (``r >= 1``) is the first of the rows starting at its position
+    ``indptr[r]``, that position lies in ``(start, end)`` and ``indices`` descends there
+    (``indices[p - 1] >= indices[p]``: allowed where a row starts). The two reads of
+    ``indices`` are clamped into ``[start, end)``, so the expression reads nothing outside
+    it whatever ``indptr`` holds (``end > start`` where it is evaluated). Counted over the
+    rows and subtracted from the descents over ``(start, end)``, it leaves those inside a row.
+
+    Example
+    -------
+    >>> from tvm import tirx
+    >>> indptr = tirx.decl_buffer((5,), "int32", name="indptr")
+    >>> indices = tirx.decl_buffer((9,), "int32", name="indices")
+    >>> r = tirx.Var("r", "int32")
+    >>> str(row_starts_at_descent(indptr, indices, r, 0, 9)).count("indices")
+    2
+    """
+    position = tirx.BufferLoad(indptr, [r])
+    one = tirx.const(1, str(position.ty.dtype))
+    before = tirx.max(tirx.min(position, end), start + one) - one
+    at = tirx.min(tirx.max(position, start), end - one)
+    return tirx.all(tirx.BufferLoad(indptr, [r - one]) < position, position < end,
+                    tirx.BufferLoad(indices, [before]) >= tirx.BufferLoad(indices, [at]))
 
 
 def _loads(expr, buffer) -> bool:

@@ -6,8 +6,9 @@ several times the kernel (SpMM on email-Enron at 32 features: 2.9 ms against 0.6
 call instead gives the caller's own arrays to the kernel, whose compiled index checks
 (``runtime.compiled_checks``: vectorised, in parallel; for int64 indices inside the kernel,
 ``checks_inline``) validate them on every call: row pointers from 0 to nnz and
-non-decreasing, column indices in range and strictly increasing within each row. So an array changed in place between two calls is checked like any new
-input, and nothing is kept between calls but the kernel. Row tiles balanced by nonzeros are
+non-decreasing, column indices in range and strictly increasing within each row. So an
+array changed in place between two calls is checked like any new input, and nothing is kept
+between calls but the kernel. Row tiles balanced by nonzeros are
 cut from the caller's ``indptr`` (one binary search per tile).
 
 It applies to float32 values with int32 or int64 index arrays (both of one dtype: the kernel

@@ -48,6 +48,7 @@ from .signature import (
     ScalarParam,
     ValueDomainCheck,
 )
+from ..backend.inline_checks import row_starts_at_descent
 from ..backend.target import compile_module
 
 
@@ -264,14 +265,8 @@ def _row_starts(check: IndicesCheck, buffers: dict, indices, total, flag: _Flag)
         indptr = buffers[check.indptr]
         rows = indptr.shape[0] - 1
         rows = tirx.Select(total > 0, rows, tirx.const(1, str(rows.ty.dtype)))   # else none
-
-        def at_row_start(r):
-            start = indptr[r]
-            before = tirx.max(tirx.min(start, total), 1) - 1
-            return tirx.all(indptr[r - 1] < start, start < total,
-                            indices[before] >= indices[tirx.min(tirx.max(start, 0), total - 1)])
-
-        return [flag.sum(1, rows, at_row_start, sign=-1)]
+        return [flag.sum(1, rows, lambda r: row_starts_at_descent(indptr, indices, r, 0, total),
+                         sign=-1)]
     if check.width is not None:
         width = tirx.max(check.width, 1)
         return [flag.sum(1, tirx.floordiv(total, width),
