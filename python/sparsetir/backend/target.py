@@ -17,8 +17,6 @@ PosixPath('kernels.so')
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import ctypes
 import os
 import shutil
@@ -28,7 +26,6 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 from tvm.base import _LOADED_LIBS
-from tvm.target.codegen import llvm_get_system_cpu
 from tvm_ffi.libinfo import load_lib_ctypes
 
 from .cpu_atomics import load_cpu_atomics, uses_cpu_atomics
@@ -36,31 +33,12 @@ from .native import build_shared
 from .parallel_scratch import binds_threads as _binds_threads_in
 from .pipeline import PIPELINE_NAME
 from ..errors import SparseTIRValueError
+from ..schedule.cpu_target import host_target, llvm_host
 
 __all__ = ["make_target", "compile_module", "cuda_available", "cuda_source", "export",
            "host_target"]
 
 DEFAULT_CUDA_ARCH = "sm_80"
-_HOST = contextvars.ContextVar("sparsetir_host_target", default=None)
-
-
-@contextlib.contextmanager
-def host_target(target):
-    """Make ``"llvm"`` mean ``target`` (a dict or Target of kind llvm) in this block, for this
-    thread: how ``sparsetir.prebuild`` compiles ``ops``' kernels for a portable CPU baseline
-    instead of this machine's CPU.
-
-    Example
-    -------
-    >>> with host_target({"kind": "llvm", "mcpu": "x86-64-v3"}):
-    ...     str(make_target("llvm"))
-    '{"kind":"llvm","tag":"","keys":["cpu"],"mcpu":"x86-64-v3"}'
-    """
-    token = _HOST.set(make_target(target))
-    try:
-        yield
-    finally:
-        _HOST.reset(token)
 
 
 def make_target(target, arch=None) -> tvm.target.Target:
@@ -94,11 +72,8 @@ def make_target(target, arch=None) -> tvm.target.Target:
         return target
     if isinstance(target, dict):
         return tvm.target.Target(target)
-    if target == "llvm" and _HOST.get() is not None:
-        return _HOST.get()
     if target == "llvm":
-        cores = len(os.sched_getaffinity(0))
-        return tvm.target.Target({"kind": "llvm", "mcpu": llvm_get_system_cpu(), "num-cores": cores})
+        return llvm_host()
     if target == "cuda":
         return tvm.target.Target({"kind": "cuda", "arch": arch or default_cuda_arch(),
                                   "host": {"kind": "llvm"}})

@@ -6,9 +6,11 @@ CPU SpMM: the feature loop is split into register tiles of ``lanes``
 features and the tile loop is moved outside the row's nonzeros, so one tile of the output row
 stays in vector registers while the row is walked (``cache_write`` into a row-local buffer,
 written to Y once per tile), and each nonzero costs one vector load of X and one fused
-multiply-add per vector. The cost model picks the widest tile (128, 64, 32 or 16 lanes)
-that divides the feature size, keeping at most 8 of AVX-512's 32 vector registers as
-accumulators; a feature size no tile divides keeps one scalar loop. Each tile walks the row's
+multiply-add per vector. The cost model picks the widest tile (128, 64, 32, 16 or 8 lanes)
+that divides the feature size and keeps at most ``ACCUMULATORS`` vector registers of the
+target as accumulators (``cpu_target.float32_lanes``): 128 lanes with AVX-512's 32 registers
+of 16, 64 with AVX2's 16 of 8, whose 128-lane tile spilled its accumulators to the stack at
+every nonzero; a feature size no tile divides keeps one scalar loop. Each tile walks the row's
 nonzeros again, so a wider tile reads the indices and values fewer times and has more of a
 gathered row's cache lines in flight at once: on the arxiv-size synthetic graph at 256
 features (one thread, caller CPU time, median of 21 calls, 2026-11-28, Intel VM), 128 lanes
@@ -28,8 +30,8 @@ warp-shuffle reduction for SDDMM), on the forms in ``kernels.CUDA_KERNELS``.
 Example
 -------
 >>> from sparsetir.schedule.operators import prefetch_distance, spmm_lanes
->>> spmm_lanes(256), spmm_lanes(32), spmm_lanes(24)
-(128, 32, 8)
+>>> spmm_lanes(256, vector_lanes=16), spmm_lanes(256, vector_lanes=8), spmm_lanes(24)
+(128, 64, 8)
 >>> prefetch_distance(2708, 32), prefetch_distance(169343, 128)   # on 1 MiB L2 per core
 (0, 8)
 """
@@ -42,21 +44,29 @@ from pathlib import Path
 import tvm
 
 from ..ir.attrs import PREFETCH_ANNOTATION, REALIGN_ANNOTATION
+from .cpu_target import float32_lanes
 from .operators_cuda import (schedule_sddmm_cuda, schedule_spmm_cuda,
                               schedule_spmm_segments_cuda)
 
 LANE_CHOICES = (128, 64, 32, 16, 8)
+
+ACCUMULATORS = 8
+"""Vector registers a register tile of SpMM keeps as accumulators: a quarter of AVX-512's 32,
+half of AVX2's 16 (the others hold the gathered row's vectors as they are loaded and
+realigned)."""
 
 REALIGN_LANES = 16
 """Register tiles of a multiple of this many lanes (one 64-byte vector) load gathered rows that
 start off a cache line as whole lines (``backend.realign_gathers``)."""
 
 
-def spmm_lanes(feat_size: int) -> int:
-    """The register tile of the CPU SpMM feature loop (see the module docstring); 1 when no
-    tile divides ``feat_size``."""
-    return next((lanes for lanes in LANE_CHOICES if feat_size > 0 and feat_size % lanes == 0),
-                1)
+def spmm_lanes(feat_size: int, vector_lanes: int | None = None) -> int:
+    """The register tile of the CPU SpMM feature loop (see the module docstring) for vector
+    registers of ``vector_lanes`` float32 (by default those of the CPU ``"llvm"`` compiles
+    for, ``cpu_target.float32_lanes``); 1 when no tile divides ``feat_size``."""
+    widest = ACCUMULATORS * (float32_lanes() if vector_lanes is None else vector_lanes)
+    return next((lanes for lanes in LANE_CHOICES
+                 if lanes <= widest and feat_size > 0 and feat_size % lanes == 0), 1)
 
 
 PREFETCH_DISTANCE = 8

@@ -1,0 +1,71 @@
+"""The CPU that ``"llvm"`` compiles for, and how wide its vector registers are.
+
+``"llvm"`` means this machine's CPU (LLVM's name for it, ``llvm_get_system_cpu``), or, inside
+a ``host_target(target)`` block, the target it names: how ``sparsetir.prebuild`` compiles
+``ops``' kernels for a portable baseline. The CPU schedules size their register tiles for it
+(``float32_lanes``): a tile sized for AVX-512's 32 registers of 16 lanes spills on AVX2's 16
+registers of 8, where the accumulators then go through the stack at every nonzero.
+
+Example
+-------
+>>> float32_lanes({"kind": "llvm", "mcpu": "skylake-avx512"})
+16
+>>> with host_target({"kind": "llvm", "mcpu": "x86-64-v3"}):      # AVX2
+...     str(llvm_host()), float32_lanes()
+('{"kind":"llvm","tag":"","keys":["cpu"],"mcpu":"x86-64-v3"}', 8)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+from functools import lru_cache
+
+import tvm
+from tvm.target.codegen import llvm_get_system_cpu, target_has_features
+
+_HOST = contextvars.ContextVar("sparsetir_host_target", default=None)
+
+VECTOR_FEATURES = (("avx512f", 16), ("avx", 8))
+"""LLVM CPU features and the float32 lanes of one vector register they give, widest first;
+a CPU with neither has 128-bit vectors (SSE, NEON): 4 lanes."""
+
+
+@contextlib.contextmanager
+def host_target(target):
+    """Make ``"llvm"`` mean ``target`` (a dict, target string or Target of kind llvm) in this
+    block, for this thread."""
+    token = _HOST.set(target if isinstance(target, tvm.target.Target)
+                      else tvm.target.Target(target))
+    try:
+        yield
+    finally:
+        _HOST.reset(token)
+
+
+def llvm_host() -> tvm.target.Target:
+    """The target ``"llvm"`` means here: ``host_target``'s inside its block, else this
+    machine's CPU with the cores this process may use."""
+    host = _HOST.get()
+    if host is not None:
+        return host
+    return tvm.target.Target({"kind": "llvm", "mcpu": llvm_get_system_cpu(),
+                              "num-cores": len(os.sched_getaffinity(0))})
+
+
+def float32_lanes(target=None) -> int:
+    """The float32 lanes of one vector register of the LLVM ``target`` (a dict, target
+    string or Target; by default ``llvm_host()``): 16 with AVX-512, 8 with AVX or AVX2, else
+    4."""
+    if target is None:
+        target = llvm_host()
+    return _lanes(str(target if isinstance(target, tvm.target.Target)
+                      else tvm.target.Target(target)))
+
+
+@lru_cache(maxsize=None)
+def _lanes(target: str) -> int:
+    parsed = tvm.target.Target(target)
+    return next((lanes for feature, lanes in VECTOR_FEATURES
+                 if target_has_features(feature, parsed)), 4)

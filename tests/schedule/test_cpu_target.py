@@ -1,0 +1,52 @@
+"""The CPU "llvm" compiles for sizes the register tiles: SpMM keeps 8 vector registers of
+accumulators, 128 float32 lanes with AVX-512 and 64 with AVX2 (whose 128-lane tile spilled to
+the stack at every nonzero)."""
+
+import pytest
+import tvm_ffi
+from tvm import tirx
+
+import sparsetir
+from sparsetir.ops.kernels import KERNELS
+from sparsetir.schedule.cpu_target import float32_lanes, host_target
+from sparsetir.schedule.operators import schedule_for, spmm_lanes
+
+AVX2 = {"kind": "llvm", "mcpu": "x86-64-v3"}
+AVX512 = {"kind": "llvm", "mcpu": "skylake-avx512"}
+SSE = {"kind": "llvm", "mcpu": "x86-64"}
+
+
+@pytest.mark.parametrize("target, lanes", [(AVX512, 16), (AVX2, 8), (SSE, 4),
+                                           ({**AVX512, "mattr": ["-avx512f"]}, 8)])
+def test_float32_lanes_follow_the_targets_vector_registers(target, lanes):
+    assert float32_lanes(target) == lanes
+
+
+@pytest.mark.parametrize("feat, avx512, avx2, sse", [(256, 128, 64, 32), (128, 128, 64, 32),
+                                                     (96, 32, 32, 32), (24, 8, 8, 8), (7, 1, 1, 1)])
+def test_spmm_lanes_keep_eight_registers_of_accumulators(feat, avx512, avx2, sse):
+    assert [spmm_lanes(feat, width) for width in (16, 8, 4)] == [avx512, avx2, sse]
+
+
+def feature_tile(target) -> int:
+    """The extent of the vectorised feature loop inside SpMM's loop over a row's nonzeros, as
+    scheduled at 256 features with "llvm" meaning ``target``."""
+    with host_target(target):
+        mod = schedule_for("spmm", sparsetir.lower_sparse_iter(
+            KERNELS["spmm"].specialize({"feat_size": 256})), 256, "llvm")
+    tiles = []
+
+    def on_for(loop):
+        if loop.loop_var.name == "j":
+            tvm_ffi.structural_walk(loop.body, (tirx.For, lambda inner: tiles.append(
+                (int(inner.extent), inner.kind))), order="pre")
+
+    tvm_ffi.structural_walk(mod["main"].body, (tirx.For, on_for), order="pre")
+    (extent, kind), = tiles
+    assert kind == tirx.ForKind.VECTORIZED
+    return extent
+
+
+def test_spmm_schedule_tiles_for_the_cpu_it_compiles_for():
+    assert feature_tile(AVX512) == 128
+    assert feature_tile(AVX2) == 64
