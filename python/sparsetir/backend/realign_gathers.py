@@ -31,22 +31,30 @@ before -> after): facebook 0.144-0.147 -> 0.107-0.136 ms at 32 features, 0.24-0.
 at 64, 0.49-0.53 -> 0.38-0.39 at 128, 1.07-1.16 -> 0.91-0.97 at 256 (before: the copy); pubmed
 at 32 features 0.23-0.25 -> 0.18-0.19; pubmed's other cases and email-Enron within the runs'
 spread (their rows come from L3, where the lines a row spans, not the split loads, bind).
+On AMD Zen 3 (AVX2: 32-byte vectors, of which only every other one straddles two lines) the
+realigned loop was slower, 1.10-1.12x on pubmed and email-Enron at 64 and 128 features (calls
+alternating in one process, 2026-11-30): the schedules annotate no loop there.
 A lane loop whose gathered load sits under a condition (hyb's padding mask) is left as it is:
 the line loads would run ahead of the test.
 
 Example
 -------
 ``schedule.operators`` annotates the CPU SpMM's loop over nonzeros (``sch.annotate(nonzeros,
-REALIGN_ANNOTATION, 1)``); the pass runs after block lowering, before code generation. A row
-that starts 4, 8 or 12 floats past a line is loaded as whole lines, shifted in registers:
+REALIGN_ANNOTATION, 1)``) where a vector register is a whole line (AVX-512:
+``schedule.operators.realigns_gathers``); the pass runs after block lowering, before code
+generation. A row that starts 4, 8 or 12 floats past a line is loaded as whole lines, shifted
+in registers:
 
 >>> import sparsetir
 >>> from sparsetir.ops.kernels import tiled_kernels
+>>> from sparsetir.schedule.cpu_target import host_target
 >>> from sparsetir.schedule.operators import schedule_spmm_cpu
 >>> from sparsetir.transform.pipeline import stage3_passes
 >>> from sparsetir.backend.pipeline import lower_blocks
 >>> stage2 = sparsetir.lower_sparse_iter(tiled_kernels()["spmm"].specialize({"feat_size": 32}))
->>> mod = lower_blocks(stage3_passes("llvm")(schedule_spmm_cpu(stage2, 32, prefetch=8)))
+>>> with host_target({"kind": "llvm", "mcpu": "skylake-avx512"}):      # scheduled for AVX-512
+...     scheduled = schedule_spmm_cpu(stage2, 32, prefetch=8)
+>>> mod = lower_blocks(stage3_passes("llvm")(scheduled))
 >>> def lines(m, *keys):
 ...     return [line.strip() for line in m.script().splitlines()
 ...             if any(key in line for key in keys)]
