@@ -28,7 +28,7 @@ def test_spmm_lanes_keep_eight_registers_of_accumulators(feat, avx512, avx2, sse
     assert [spmm_lanes(feat, width) for width in (16, 8, 4)] == [avx512, avx2, sse]
 
 
-def feature_tile(target) -> int:
+def spmm_feature_tile(target) -> int:
     """The extent of the vectorised feature loop inside SpMM's loop over a row's nonzeros, as
     scheduled at 256 features with "llvm" meaning ``target``."""
     with host_target(target):
@@ -48,5 +48,6 @@ def feature_tile(target) -> int:
 
 
 def test_spmm_schedule_tiles_for_the_cpu_it_compiles_for():
-    assert feature_tile(AVX512) == 128
-    assert feature_tile(AVX2) == 64
+    assert spmm_feature_tile(AVX512) == 128
+    assert spmm_feature_tile(AVX2) == 64
+
