@@ -17,11 +17,15 @@ import sparsetir
 from sparsetir.driver.build_module import lower_to_stage3
 from sparsetir.ops import SparseMatrix
 from sparsetir.ops.kernels import KERNELS
-from sparsetir.schedule.operators import schedule_for, spmm_lanes
+from sparsetir.schedule.cpu_target import host_target
+from sparsetir.schedule.operators import schedule_for
 from sparsetir.backend.pipeline import lower_blocks
 from sparsetir.backend.prefetch import PREFETCH, prefetch_gathers
 from sparsetir.backend.vector_reductions import vectorize_reductions
 from sparse_inputs import skewed_csr
+
+AVX512 = {"kind": "llvm", "mcpu": "skylake-avx512"}
+AVX2 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 
 def annotated(name, feat, distance):
     """The ops kernel ``name`` scheduled with its loop over a row's nonzeros annotated."""
@@ -52,14 +56,17 @@ def prefetches(mod):
     return groups
 
 
-@pytest.mark.parametrize("name, feat, lines", [("spmm", 128, None), ("spmm", 32, None),
-                                               ("sddmm", 64, 4), ("sddmm", 128, 8)])
-def test_one_prefetch_per_cache_line_of_the_gathered_row(name, feat, lines):
-    """spmm: the lines of one register tile per pass (``spmm_lanes``: as wide as the CPU's
-    vector registers hold, 16 floats a line); sddmm: the whole row."""
-    (group,) = prefetches(lowered(annotated(name, feat, 8)))
+@pytest.mark.parametrize("name, feat, cpu, lines", [
+    ("spmm", 128, AVX512, 8), ("spmm", 128, AVX2, 4), ("spmm", 32, AVX512, 2),
+    ("sddmm", 64, AVX2, 4), ("sddmm", 128, AVX512, 8)])
+def test_one_prefetch_per_cache_line_of_the_gathered_row(name, feat, cpu, lines):
+    """spmm: the lines of one register tile per pass (128 lanes with AVX-512's registers, 64
+    with AVX2's); sddmm: the whole row."""
+    with host_target(cpu):
+        mod = annotated(name, feat, 8)
+    (group,) = prefetches(lowered(mod))
     condition, count = group
-    assert count == (lines or spmm_lanes(feat) // 16)
+    assert count == lines
     assert "+ 8 <" in str(condition) and "nnz" in str(condition)
 
 

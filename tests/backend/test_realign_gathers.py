@@ -148,19 +148,22 @@ def test_spmm_is_right_wherever_x_starts(offset, feat, weighted):
 
 @pytest.mark.parametrize("offset", [0, 16, 32, 48])
 @pytest.mark.parametrize("feat, prefetch", [(32, 0), (64, 4), (256, 0)])
-def test_realigned_spmm_is_right_wherever_x_starts(offset, feat, prefetch):
-    """The realigned SpMM kernel, prefetching or not, gives scipy's numbers at every start of
+@pytest.mark.parametrize("weighted", [True, False])
+def test_realigned_spmm_is_right_wherever_x_starts(offset, feat, prefetch, weighted):
+    """The realigned SpMM kernels, prefetching or not, give scipy's numbers at every start of
     X, on rows with no nonzero and into an output full of NaN."""
     A = skewed_csr(120, 90, seed=offset + feat)
     X = placed(np.random.default_rng(1).standard_normal((90, feat)).astype(np.float32), offset)
-    mod = scheduled("spmm", feat, prefetch=prefetch)
+    mod = scheduled("spmm" if weighted else "spmm_unweighted", feat, prefetch=prefetch)
     assert nodes(lowered(mod), tirx.Shuffle)
     kernel = sparsetir.build(mod, "llvm", schedule="none")
     M = ops.SparseMatrix(A)
     tile_ptr, rows = M.row_tiles(4)
     Y = np.full((120, feat), np.nan, np.float32)
-    kernel(M.data, X, Y, tile_ptr, rows, M.indptr, M.indices, 4, 120, 90, M.nnz)
-    np.testing.assert_allclose(Y, A @ X.astype(np.float64), rtol=1e-5, atol=1e-4)
+    values = (M.data,) if weighted else ()
+    kernel(*values, X, Y, tile_ptr, rows, M.indptr, M.indices, 4, 120, 90, M.nnz)
+    reference = (A if weighted else (A != 0).astype(np.float64)) @ X.astype(np.float64)
+    np.testing.assert_allclose(Y, reference, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("offset", [16, 48])

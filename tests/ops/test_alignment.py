@@ -73,7 +73,7 @@ def test_spmm_and_sddmm_off_the_boundary_equal_scipy(feat, offset, copies):
         assert ops.spmm(M, X, out=out) is out
         np.testing.assert_allclose(out, A @ X, rtol=1e-5, atol=1e-4)
         np.testing.assert_allclose(ops.spmm(A, X), A @ X, rtol=1e-5, atol=1e-4)  # plain call
-    assert copies == []                  # SpMM's kernels realign X's rows themselves
+    assert copies == []                  # SpMM never copies X (its kernels may realign it)
     U = off_boundary((A.shape[0], feat), offset, seed=2)
     values = np.full(A.nnz, np.nan, np.float32)
     copies.clear()

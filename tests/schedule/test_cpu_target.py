@@ -7,6 +7,7 @@ import tvm_ffi
 from tvm import tirx
 
 import sparsetir
+from sparsetir.errors import SparseTIRValueError
 from sparsetir.ops.kernels import KERNELS
 from sparsetir.schedule.cpu_target import float32_lanes, host_target
 from sparsetir.schedule.operators import schedule_for, spmm_lanes
@@ -20,6 +21,15 @@ SSE = {"kind": "llvm", "mcpu": "x86-64"}
                                            ({**AVX512, "mattr": ["-avx512f"]}, 8)])
 def test_float32_lanes_follow_the_targets_vector_registers(target, lanes):
     assert float32_lanes(target) == lanes
+
+
+def test_llvm_means_the_host_target_and_other_kinds_are_refused():
+    with host_target(AVX2):
+        assert float32_lanes("llvm") == float32_lanes() == 8
+        with host_target("llvm"):             # "llvm" inside a block: that block's target
+            assert float32_lanes() == 8
+    with pytest.raises(SparseTIRValueError, match="not a CPU"):
+        float32_lanes({"kind": "cuda", "arch": "sm_80"})
 
 
 @pytest.mark.parametrize("feat, avx512, avx2, sse", [(256, 128, 64, 32), (128, 128, 64, 32),

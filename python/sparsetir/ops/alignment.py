@@ -1,9 +1,11 @@
 """Gathered rows on cache-line boundaries: SDDMM's ``Y``, whose rows its kernel gathers, is
 copied to a 64-byte boundary first when it is not on one, it fits the caches and its rows are
-gathered often enough to pay for the copy. SpMM's ``X`` is not copied (since 2026-11-29): its
-kernels load a row that starts off a line as the whole lines it spans, shifted into place in
-registers (``backend.realign_gathers``), which beat the copy on every case measured there
-(facebook at 32-256 features: 1.1-1.4x; the figures below are the copy's, from before).
+gathered often enough to pay for the copy. SpMM's ``X`` is not copied (since 2026-11-29): with
+AVX-512 its kernels load a row that starts off a line as the whole lines it spans, shifted
+into place in registers (``backend.realign_gathers``), which beat the copy on every case
+measured there (facebook at 32-256 features: 1.1-1.4x; the figures below are the copy's, from
+before); with AVX2 they load it where it is (``schedule.operators.realigns_gathers``), and
+whether a copy pays there has not been measured.
 
 The kernels load a gathered row as whole 64-byte vectors. numpy places a large array 16 bytes
 past a page boundary (glibc's ``mmap``-backed ``malloc``), so every such load then spans two
@@ -87,7 +89,7 @@ without, 0.20 with), which is why 256-byte rows were the floor then."""
 
 COPIED = frozenset({"sddmm"})
 """The operators whose gathered operand ``gather_ready`` may copy: SDDMM (``Y``). SpMM's
-kernels realign ``X``'s rows themselves (see the module docstring)."""
+``X`` is never copied (see the module docstring)."""
 
 _scratch = threading.local()     # .buffer: a float32 buffer of this thread
 

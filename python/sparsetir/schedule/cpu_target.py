@@ -25,6 +25,8 @@ from functools import lru_cache
 import tvm
 from tvm.target.codegen import llvm_get_system_cpu, target_has_features
 
+from ..errors import SparseTIRValueError
+
 _HOST = contextvars.ContextVar("sparsetir_host_target", default=None)
 
 VECTOR_FEATURES = (("avx512f", 16), ("avx", 8))
@@ -36,8 +38,7 @@ a CPU with neither has 128-bit vectors (SSE, NEON): 4 lanes."""
 def host_target(target):
     """Make ``"llvm"`` mean ``target`` (a dict, target string or Target of kind llvm) in this
     block, for this thread."""
-    token = _HOST.set(target if isinstance(target, tvm.target.Target)
-                      else tvm.target.Target(target))
+    token = _HOST.set(_llvm_target(target))
     try:
         yield
     finally:
@@ -56,12 +57,20 @@ def llvm_host() -> tvm.target.Target:
 
 def float32_lanes(target=None) -> int:
     """The float32 lanes of one vector register of the LLVM ``target`` (a dict, target
-    string or Target; by default ``llvm_host()``): 16 with AVX-512, 8 with AVX or AVX2, else
-    4."""
-    if target is None:
-        target = llvm_host()
-    return _lanes(str(target if isinstance(target, tvm.target.Target)
-                      else tvm.target.Target(target)))
+    string or Target; by default, or ``"llvm"``, ``llvm_host()``): 16 with AVX-512, 8 with
+    AVX or AVX2, else 4."""
+    return _lanes(str(_llvm_target(target)))
+
+
+def _llvm_target(target) -> tvm.target.Target:
+    """``target`` as a Target of kind llvm (None or ``"llvm"``: ``llvm_host()``); ValueError
+    for another kind (``SparseTIRValueError``)."""
+    if target is None or target == "llvm":
+        return llvm_host()
+    parsed = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    if parsed.kind.name != "llvm":
+        raise SparseTIRValueError(f"not a CPU (llvm) target: {parsed}")
+    return parsed
 
 
 @lru_cache(maxsize=None)
