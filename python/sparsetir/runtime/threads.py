@@ -32,8 +32,11 @@ module loaded from then on):
   team between the kernel calls; that team's threads spin after every operator, and a kernel
   on a pool of its own then shares the cores with them (GAT's edge softmax on Pubmed: 1.4-1.7
   ms against 0.87 ms on torch's team; GAT training 1.2x slower an epoch). So such a call runs
-  its parallel loops on torch's team, in equal static shares, as the kernels did before the
-  pool existed; a call on numpy arrays runs on the pool (:func:`size_launches`).
+  its parallel loops on torch's team, whose threads claim the shares from one counter as the
+  pool's do (one OpenMP region a launch); a call on numpy arrays runs on the pool
+  (:func:`size_launches`). Beside busy processes such a call can wait milliseconds for a team
+  thread the OS parked; run off the team, the wait moves to torch's next operator
+  (``docs/tuning.md``).
 * A call whose arrays hold fewer than ``SERIAL_BYTES`` (64 KiB) in all (:func:`size_launches`,
   which the call wrappers of ``runtime.kernel`` use) runs on the calling thread, as torch runs
   a range under its grain size: below that, waking a worker costs more than it saves. Above it
