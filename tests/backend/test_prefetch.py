@@ -23,9 +23,8 @@ from sparsetir.backend.pipeline import lower_blocks
 from sparsetir.backend.prefetch import PREFETCH, prefetch_gathers
 from sparsetir.backend.vector_reductions import vectorize_reductions
 from sparse_inputs import skewed_csr
+from cpu_targets import AVX2, AVX512
 
-AVX512 = {"kind": "llvm", "mcpu": "skylake-avx512"}
-AVX2 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 
 def annotated(name, feat, distance):
     """The ops kernel ``name`` scheduled with its loop over a row's nonzeros annotated."""

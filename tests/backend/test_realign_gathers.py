@@ -28,15 +28,18 @@ from sparsetir.backend.realign_gathers import SHIFTS, VECTOR, realign_gathers
 from sparsetir.backend.vector_reductions import vectorize_reductions
 from sparsetir.driver.build_module import lower_to_stage3
 from sparsetir.ir.attrs import REALIGN_ANNOTATION
+from sparsetir.ops.bsr import bsr_spmm_function, schedule_bsr_cpu
+from sparsetir.ops.generic_kernels import gspmm_kernel
+from sparsetir.ops.hyb import HybLayout, hyb_function, schedule_hyb_cpu
 from sparsetir.ops.kernels import KERNELS
 from sparsetir.schedule.cpu_target import host_target
+from sparsetir.schedule.generic import schedule_gspmm_cpu
 from sparsetir.schedule.operators import schedule_for
 from ir_nodes import nodes
 from sparse_inputs import skewed_csr
+from cpu_targets import AVX2, AVX512
 
 LINE = 64
-AVX512 = {"kind": "llvm", "mcpu": "skylake-avx512"}
-AVX2 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 
 
 def scheduled(name, feat, prefetch=0, lanes=None, cpu=AVX512):
@@ -175,6 +178,74 @@ def test_gspmm_is_right_off_a_line(offset):
                                (A != 0).astype(np.float64) @ X, rtol=1e-5, atol=1e-4)
 
 
+def realign_annotated(mod) -> bool:
+    return any(REALIGN_ANNOTATION in loop.annotations for loop in nodes(mod, tirx.For))
+
+
+def gspmm_scheduled(reduce_op):
+    """``copy_lhs`` aggregated with ``reduce_op`` at 64 features, scheduled as for AVX-512."""
+    func = gspmm_kernel("copy_lhs", reduce_op, "float32", (64,), (True,), (True,))
+    with host_target(AVX512):
+        return schedule_gspmm_cpu(sparsetir.lower_sparse_iter(func))
+
+
+@pytest.mark.parametrize("offset", [16, 48])
+@pytest.mark.parametrize("reduce_op", ["sum", "max"])
+def test_avx512_gspmm_is_right_off_a_line(offset, reduce_op):
+    """The generic aggregation scheduled as for AVX-512 (annotated for realignment, which the
+    pass applies to the sum and leaves a max as it is) and run on this CPU gives scipy's
+    numbers off a line, on rows with no in-edge, into an output full of NaN."""
+    mod = gspmm_scheduled(reduce_op)
+    assert realign_annotated(mod)
+    assert bool(nodes(lowered(mod), tirx.Shuffle)) == (reduce_op == "sum")
+    kernel = sparsetir.build(mod, "llvm", schedule="none")
+    A = skewed_csr(120, 90, seed=offset)
+    X = placed(np.random.default_rng(2).standard_normal((90, 64)).astype(np.float32), offset)
+    M = ops.SparseMatrix(A)
+    tile_ptr, rows = M.row_tiles(4)
+    Y = np.full((120, 64), np.nan, np.float32)
+    kernel(X, Y, tile_ptr, rows, M.indptr, M.indices, 4, 120, 90, M.nnz)
+    lengths = np.diff(A.indptr)
+    if reduce_op == "sum":
+        reference = (A != 0).astype(np.float64) @ X
+    else:
+        reference = np.full((120, 64), -np.inf)     # the kernel's start (ops writes 0 there)
+        for row in np.flatnonzero(lengths):
+            reference[row] = X[A.indices[A.indptr[row]:A.indptr[row + 1]]].max(axis=0)
+    assert (lengths == 0).any()
+    np.testing.assert_allclose(Y, reference, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("offset", [16, 48])
+def test_avx512_hyb_and_bsr_are_right_off_a_line(offset):
+    """Hyb (column partitions x ELL buckets) and BSR SpMM scheduled as for AVX-512 (annotated
+    for realignment; the pass leaves hyb's masked loads and BSR's loop as they are) and run on
+    this CPU give scipy's numbers off a line, on rows with no nonzero, into NaN."""
+    A = skewed_csr(120, 90, seed=offset)
+    X = placed(np.random.default_rng(3).standard_normal((90, 64)).astype(np.float32), offset)
+    M = ops.SparseMatrix(A)
+    reference = A @ X.astype(np.float64)
+    layout = HybLayout.of(M, parts=2, widths=(1, 2, 4), tiles=4)
+    hyb = hyb_function(layout.config, 64)
+    bsr = bsr_spmm_function(2, feat_size=64)
+    with host_target(AVX512):
+        hyb_mod = schedule_hyb_cpu(sparsetir.lower_sparse_iter(hyb), layout.config)
+        bsr_mod = schedule_bsr_cpu(sparsetir.lower_sparse_iter(bsr))
+    assert realign_annotated(hyb_mod) and realign_annotated(bsr_mod)
+    Y = np.full((120, 64), np.nan, np.float32)
+    sparsetir.build(hyb_mod, "llvm", schedule="none", horizontal_fuse=True)(
+        *layout.arguments(hyb.params, M, X, Y))
+    np.testing.assert_allclose(Y, reference, rtol=1e-5, atol=1e-4)
+    indptr_b, indices_b, data_b = sparsetir.format.csr_to_bsr(A.indptr, A.indices, A.data,
+                                                              A.shape, 2)
+    Y = np.full((120, 64), np.nan, np.float32)
+    values = dict(a=A.data, x=X, y=Y, indptr=A.indptr, indices=A.indices, m=120, n=90,
+                  nnz=A.nnz, a_bsr=data_b, indptr_bsr=indptr_b, indices_bsr=indices_b,
+                  mb_bsr=60, nb_bsr=45, nnzb_bsr=indices_b.size)
+    sparsetir.build(bsr_mod, "llvm", schedule="none")(*[values[p.name] for p in bsr.params])
+    np.testing.assert_allclose(Y, reference, rtol=1e-5, atol=1e-4)
+
+
 def test_reads_stay_on_the_operands_lines():
     """X's first line starts a page and its last line ends the next one, each beside a page
     that cannot be read: the line loads before X's first row and after its last stay on
@@ -188,9 +259,10 @@ def test_reads_stay_on_the_operands_lines():
         from sparsetir.schedule.cpu_target import host_target
         from sparsetir.schedule.operators import schedule_for
         from sparse_inputs import skewed_csr
+        from cpu_targets import AVX512
         kernels = {}
         for feat in (32, 64):           # realigned as for AVX-512, compiled for this CPU
-            with host_target({"kind": "llvm", "mcpu": "skylake-avx512"}):
+            with host_target(AVX512):
                 mod = schedule_for("spmm", sparsetir.lower_sparse_iter(
                     KERNELS["spmm"].specialize({"feat_size": feat})), feat, "llvm")
             kernels[feat] = sparsetir.build(mod, "llvm", schedule="none")

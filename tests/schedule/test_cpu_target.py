@@ -11,10 +11,7 @@ from sparsetir.errors import SparseTIRValueError
 from sparsetir.ops.kernels import KERNELS
 from sparsetir.schedule.cpu_target import float32_lanes, host_target
 from sparsetir.schedule.operators import schedule_for, spmm_lanes
-
-AVX2 = {"kind": "llvm", "mcpu": "x86-64-v3"}
-AVX512 = {"kind": "llvm", "mcpu": "skylake-avx512"}
-SSE = {"kind": "llvm", "mcpu": "x86-64"}
+from cpu_targets import AVX2, AVX512, SSE
 
 
 @pytest.mark.parametrize("target, lanes", [(AVX512, 16), (AVX2, 8), (SSE, 4),
