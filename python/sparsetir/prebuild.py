@@ -32,8 +32,7 @@ from typing import NamedTuple
 
 from .backend import cache_folder
 from .backend.target import host_target
-from .driver import cache
-from .driver import prebuilt
+from .driver import background, cache, prebuilt
 from .driver.prebuilt import CPU_FLAGS, FORMAT, MANIFEST, PORTABLE, host_runs
 
 
@@ -91,9 +90,13 @@ def _cannot_build(manifest: dict) -> str:
 
 def _compile(models, root: Path, out: Path) -> dict:
     """Run ``models`` once with ``root`` as the disk cache and ``"llvm"`` the portable target,
-    and copy the kernels into ``out``; return the manifest's records of them."""
-    saved = {name: os.environ.get(name) for name in ("SPARSETIR_CACHE", "SPARSETIR_PREBUILT")}
-    os.environ.update(SPARSETIR_CACHE=str(root), SPARSETIR_PREBUILT="0")
+    and copy the kernels into ``out``; return the manifest's records of them. Background
+    compiles are off meanwhile: a worker process does not see ``host_target``, so it would
+    record kernels for this CPU in ``root``, which would ship as portable ones."""
+    settings = {"SPARSETIR_CACHE": str(root), "SPARSETIR_PREBUILT": "0",
+                background.ENV: "0"}
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
     try:
         cache.clear_cache()                      # nothing compiled for this CPU is reused
         with host_target(PORTABLE):

@@ -12,6 +12,8 @@ import sparsetir.ops as ops
 from sparsetir.backend.cache_folder import CacheWarning
 from sparsetir.driver import cache
 from sparsetir.ops import generic
+from sparsetir.schedule.cpu_target import host_target, llvm_host
+from cpu_targets import AVX2
 
 A = scipy.sparse.random(9, 7, density=0.3, format="csr", dtype=np.float32, random_state=5)
 A = (scipy.sparse.diags((np.arange(9) != 3).astype(np.float32)) @ A).tocsr()    # row 3 empty
@@ -78,3 +80,20 @@ def test_a_kernels_folder_others_can_write_is_not_loaded_from_by_name(fresh, mon
     with pytest.warns(CacheWarning, match="can be written by group or others"):
         _max_right()
     assert not loaded
+
+
+def test_a_kernel_remembered_for_another_cpu_is_kept_apart(fresh):
+    """Inside ``host_target`` (how ``prebuild`` compiles for a portable CPU), ``"llvm"`` names
+    another CPU: a kernel remembered outside the block is not the one inside, nor back."""
+    made = []
+
+    def make():
+        made.append(str(llvm_host()))
+        return len(made)
+    key = ("tests", "kernel for the CPU llvm names")
+    assert cache.remembered(key, make) == 1
+    with host_target(AVX2):
+        assert cache.remembered(key, make) == 2
+        assert cache.remembered(key, make) == 2
+    assert cache.remembered(key, make) == 1
+    assert '"mcpu":"x86-64-v3"' in made[1] and made[0] != made[1]

@@ -50,6 +50,7 @@ from ..backend import cache_folder
 from ..backend.cpu_atomics import load_cpu_atomics, uses_cpu_atomics
 from ..backend.target import compile_module
 from ..errors import SparseTIRValueError
+from ..schedule.cpu_target import host_override
 from . import compile_log
 
 _MEMORY: dict = {}
@@ -103,11 +104,15 @@ def _exported(executable, folder: Path, name: str) -> None:
 
 def remembered(key: tuple, make):
     """``make()``, computed once and kept in memory under ``key`` until :func:`clear_cache`
-    (``ops`` keeps its kernels per operator and feature size this way)."""
-    if key not in _MEMORY:
+    (``ops`` keeps its kernels per operator and feature size this way); inside a
+    ``host_target`` block, under ``key`` and that block's target, since ``"llvm"`` then names
+    another CPU."""
+    host = host_override()
+    memo = key if host is None else (key, str(host))
+    if memo not in _MEMORY:
         with compile_log.compiling(" ".join(map(str, key))):      # what a compile record names
-            _MEMORY[key] = make()
-    return _MEMORY[key]
+            _MEMORY[memo] = make()
+    return _MEMORY[memo]
 
 
 class Compiled(NamedTuple):

@@ -45,10 +45,15 @@ def host_target(target):
         _HOST.reset(token)
 
 
+def host_override() -> tvm.target.Target | None:
+    """The target of the ``host_target`` block in force here; None outside every block."""
+    return _HOST.get()
+
+
 def llvm_host() -> tvm.target.Target:
     """The target ``"llvm"`` means here: ``host_target``'s inside its block, else this
     machine's CPU with the cores this process may use."""
-    host = _HOST.get()
+    host = host_override()
     if host is not None:
         return host
     return tvm.target.Target({"kind": "llvm", "mcpu": llvm_get_system_cpu(),
