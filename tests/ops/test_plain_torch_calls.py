@@ -13,7 +13,9 @@ import sparsetir.ops as ops
 from sparsetir.backend.inline_checks import ROWS, TILES
 from sparsetir.errors import SparseTIRError, SparseTIRTypeError
 from sparsetir.ops import plain_calls
-from sparsetir.ops.plain import INLINE_MIN_FEATURES
+from sparsetir.ops.plain import INLINE_MIN_FEATURES, checks_inline
+from sparsetir.schedule.cpu_target import host_target
+from cpu_targets import AVX2, AVX512
 from operator_calls import FEAT, M_ROWS, N_COLS, call, expected, operands
 from sparse_inputs import skewed_csr
 
@@ -128,7 +130,19 @@ def test_a_tensor_read_inside_a_torch_func_transform_is_refused_by_name():
         torch.func.grad(lambda w: (ops.spmm(T, X) * w).sum())(torch.ones(M_ROWS, FEAT))
 
 
-@pytest.mark.parametrize("feat, per", [(INLINE_MIN_FEATURES, ROWS), (32, TILES)])
+@pytest.mark.parametrize("cpu, feat, per", [(AVX512, 128, ROWS), (AVX2, 128, TILES),
+                                            (AVX512, 256, TILES), (AVX2, 64, ROWS),
+                                            (AVX512, 32, TILES)])
+def test_int64_indices_are_checked_per_row_where_one_register_tile_covers_it(cpu, feat, per):
+    """Each row's loop checks its indices where one register tile holds the whole row: with
+    several tiles it would check them once per tile, so the tile is checked before its rows."""
+    with host_target(cpu):
+        assert checks_inline("spmm", "int64", feat) == per
+    assert checks_inline("sddmm", "int64", 128) == TILES
+    assert checks_inline("spmm", "int32", 128) is None
+
+
+@pytest.mark.parametrize("feat, per", [(INLINE_MIN_FEATURES, ROWS), (32, TILES), (256, TILES)])
 @pytest.mark.parametrize("op", ["spmm", "spmm_unweighted"])
 def test_spmm_checks_its_int64_indices_inside_at_every_call(op, feat, per, general_path,
                                                            monkeypatch):

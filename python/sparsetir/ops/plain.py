@@ -38,6 +38,7 @@ import scipy.sparse
 
 from ..backend.inline_checks import ROWS, TILES
 from ..runtime.arguments import sealed
+from ..schedule.operators import spmm_lanes
 from .arrays import in_torch_func_transform, torch_func_refusal
 from .tiles import balanced_row_bounds
 
@@ -46,7 +47,8 @@ INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 """The index dtypes the plain call's kernels are compiled for."""
 
 INLINE_MIN_FEATURES = 64
-"""SpMM on int64 indices from this many features on checks them in each row's loop."""
+"""SpMM on int64 indices from this many features on checks them in each row's loop, where one
+register tile covers the row (``schedule.operators.spmm_lanes``)."""
 
 
 def checks_inline(kind: str, index_dtype, feat_size: int) -> str | None:
@@ -54,8 +56,10 @@ def checks_inline(kind: str, index_dtype, feat_size: int) -> str | None:
     their own before it (``runtime.compiled_checks``), else inside its loops
     (``backend.inline_checks``), per row (``ROWS``) or per tile (``TILES``). Inside for
     int64 indices (torch's), which the pass would read again, 8 bytes each, mostly from
-    memory once the kernel has streamed its operands: SDDMM per tile, SpMM per tile below
-    ``INLINE_MIN_FEATURES`` and per row from there.
+    memory once the kernel has streamed its operands: SDDMM per tile, SpMM per row from
+    ``INLINE_MIN_FEATURES`` features on where one register tile holds the whole row
+    (``spmm_lanes``), else per tile: a kernel with several tiles walks each row's nonzeros,
+    and checks them, once per tile.
 
     Measured (2 threads, Intel VM, R-MAT graph of arxiv size, whole call over the wrapped
     call, medians of alternating calls in one process, torch int64 CSR, idle): SpMM at 32
@@ -64,10 +68,22 @@ def checks_inline(kind: str, index_dtype, feat_size: int) -> str | None:
     1.03-1.04x, per tile 1.08-1.09x, the pass 1.06-1.10x. SDDMM, kernel alone: per tile
     1.04x at 32 and 128 features, per row 1.50x and 1.08x; the whole call with the pass
     1.21x at 32. On int32 indices (scipy's) the pass reads half the bytes and stays
-    (SpMM at 128 features: 1.02-1.03x with the pass, 1.04-1.05x per row)."""
+    (SpMM at 128 features: 1.02-1.03x with the pass, 1.04-1.05x per row). On AMD Zen 3
+    (AVX2: 64-lane tiles, so two or four tiles a row at 128 or 256 features; the same
+    measurement, one process per case, 2026-11-30): per row against per tile, the synthetic
+    arxiv-size graph 1.09x against 1.02x at 128 features and 1.07x against 1.02x at 256, the
+    R-MAT graph 1.05x against 1.01x and 1.05x against 1.03x; at 64 features (one tile) 1.11x
+    and 1.09x per row, 1.11x and 1.11x per tile.
+
+    Example
+    -------
+    >>> checks_inline("spmm", "int64", 64), checks_inline("spmm", "int32", 64)
+    ('rows', None)
+    """
     if np.dtype(index_dtype) != np.int64:
         return None
-    return TILES if kind == "sddmm" or feat_size < INLINE_MIN_FEATURES else ROWS
+    one_tile = feat_size >= INLINE_MIN_FEATURES and spmm_lanes(feat_size) == feat_size
+    return ROWS if kind != "sddmm" and one_tile else TILES
 
 
 class PlainCSR:
