@@ -65,6 +65,10 @@ def placed(array, offset):
     return copy
 
 
+def realign_annotated(mod) -> bool:
+    return any(REALIGN_ANNOTATION in loop.annotations for loop in nodes(mod, tirx.For))
+
+
 @pytest.mark.parametrize("feat, lanes", [(32, 32), (256, 128), (64, 16)])
 def test_each_shift_gets_a_loop_whose_rows_come_from_whole_lines(feat, lanes):
     """One realigned copy of the nonzero loop per shift, each lane loop's row filled by one
@@ -85,7 +89,7 @@ def test_each_shift_gets_a_loop_whose_rows_come_from_whole_lines(feat, lanes):
     conditions = [str(node.condition) for node in nodes(mod, tirx.IfThenElse)
                   if "ptrmask" in str(node.condition)]
     assert len(conditions) == len(SHIFTS)
-    assert not any(REALIGN_ANNOTATION in loop.annotations for loop in nodes(mod, tirx.For))
+    assert not realign_annotated(mod)
 
 
 def test_a_tile_narrower_than_a_vector_sddmm_and_avx2_are_left_alone():
@@ -121,7 +125,7 @@ def test_a_gather_under_a_test_is_not_moved_ahead_of_it():
     for func, realigned in ((masked_gather, False), (unmasked, True)):
         out = realign_gathers(tvm.IRModule({"main": func}))
         assert bool(nodes(out, tirx.Shuffle)) == realigned
-        assert not any(REALIGN_ANNOTATION in loop.annotations for loop in nodes(out, tirx.For))
+        assert not realign_annotated(out)
 
 
 @pytest.mark.parametrize("offset", [0, 4, 8, 16, 32, 48])
@@ -178,10 +182,6 @@ def test_gspmm_is_right_off_a_line(offset):
                                (A != 0).astype(np.float64) @ X, rtol=1e-5, atol=1e-4)
 
 
-def realign_annotated(mod) -> bool:
-    return any(REALIGN_ANNOTATION in loop.annotations for loop in nodes(mod, tirx.For))
-
-
 def gspmm_scheduled(reduce_op):
     """``copy_lhs`` aggregated with ``reduce_op`` at 64 features, scheduled as for AVX-512."""
     func = gspmm_kernel("copy_lhs", reduce_op, "float32", (64,), (True,), (True,))
@@ -219,8 +219,8 @@ def test_avx512_gspmm_is_right_off_a_line(offset, reduce_op):
 @pytest.mark.parametrize("offset", [16, 48])
 def test_avx512_hyb_and_bsr_are_right_off_a_line(offset):
     """Hyb (column partitions x ELL buckets) and BSR SpMM scheduled as for AVX-512 (annotated
-    for realignment; the pass leaves hyb's masked loads and BSR's loop as they are) and run on
-    this CPU give scipy's numbers off a line, on rows with no nonzero, into NaN."""
+    for realignment, which the pass does not apply to BSR's loop) and run on this CPU give
+    scipy's numbers off a line, on rows with no nonzero, into NaN."""
     A = skewed_csr(120, 90, seed=offset)
     X = placed(np.random.default_rng(3).standard_normal((90, 64)).astype(np.float32), offset)
     M = ops.SparseMatrix(A)
@@ -232,6 +232,7 @@ def test_avx512_hyb_and_bsr_are_right_off_a_line(offset):
         hyb_mod = schedule_hyb_cpu(sparsetir.lower_sparse_iter(hyb), layout.config)
         bsr_mod = schedule_bsr_cpu(sparsetir.lower_sparse_iter(bsr))
     assert realign_annotated(hyb_mod) and realign_annotated(bsr_mod)
+    assert not nodes(lowered(bsr_mod), tirx.Shuffle)
     Y = np.full((120, 64), np.nan, np.float32)
     sparsetir.build(hyb_mod, "llvm", schedule="none", horizontal_fuse=True)(
         *layout.arguments(hyb.params, M, X, Y))

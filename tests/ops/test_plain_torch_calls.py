@@ -132,10 +132,11 @@ def test_a_tensor_read_inside_a_torch_func_transform_is_refused_by_name():
 
 @pytest.mark.parametrize("cpu, feat, per", [(AVX512, 128, ROWS), (AVX2, 128, TILES),
                                             (AVX512, 256, TILES), (AVX2, 64, ROWS),
-                                            (AVX512, 32, TILES)])
+                                            (AVX512, 32, TILES), (AVX2, 100, ROWS)])
 def test_int64_indices_are_checked_per_row_where_one_register_tile_covers_it(cpu, feat, per):
-    """Each row's loop checks its indices where one register tile holds the whole row: with
-    several tiles it would check them once per tile, so the tile is checked before its rows."""
+    """Each row's loop checks its indices where one register tile (or one scalar loop, 100
+    features) holds the whole row: with several tiles it would check them once per tile, so
+    the tile is checked before its rows."""
     with host_target(cpu):
         assert checks_inline("spmm", "int64", feat) == per
     assert checks_inline("sddmm", "int64", 128) == TILES
@@ -147,7 +148,8 @@ def test_int64_indices_are_checked_per_row_where_one_register_tile_covers_it(cpu
 def test_spmm_checks_its_int64_indices_inside_at_every_call(op, feat, per, general_path,
                                                            monkeypatch):
     """The kernel checks torch's int64 indices inside (``plain.checks_inline``: each row's
-    loop from ``INLINE_MIN_FEATURES`` features on, each tile before its rows below): right
+    loop from ``INLINE_MIN_FEATURES`` features on where one register tile covers the row,
+    else each tile before its rows): right
     into NaN outputs, and every array changed in place is refused by name or, unsorted,
     computed by the general path. A refusal the kernel made after writing part of ``out``
     bumps its version: autograd refuses a graph that saved it."""

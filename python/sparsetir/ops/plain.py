@@ -57,9 +57,9 @@ def checks_inline(kind: str, index_dtype, feat_size: int) -> str | None:
     (``backend.inline_checks``), per row (``ROWS``) or per tile (``TILES``). Inside for
     int64 indices (torch's), which the pass would read again, 8 bytes each, mostly from
     memory once the kernel has streamed its operands: SDDMM per tile, SpMM per row from
-    ``INLINE_MIN_FEATURES`` features on where one register tile holds the whole row
-    (``spmm_lanes``), else per tile: a kernel with several tiles walks each row's nonzeros,
-    and checks them, once per tile.
+    ``INLINE_MIN_FEATURES`` features on where one register tile holds the whole row, or no
+    tile divides it (``spmm_lanes``: one scalar loop), else per tile: a kernel with several
+    tiles walks each row's nonzeros, and checks them, once per tile.
 
     Measured (2 threads, Intel VM, R-MAT graph of arxiv size, whole call over the wrapped
     call, medians of alternating calls in one process, torch int64 CSR, idle): SpMM at 32
@@ -77,12 +77,12 @@ def checks_inline(kind: str, index_dtype, feat_size: int) -> str | None:
 
     Example
     -------
-    >>> checks_inline("spmm", "int64", 64), checks_inline("spmm", "int32", 64)
-    ('rows', None)
+    >>> checks_inline("spmm", "int64", 32), checks_inline("spmm", "int32", 32)
+    ('tiles', None)
     """
     if np.dtype(index_dtype) != np.int64:
         return None
-    one_tile = feat_size >= INLINE_MIN_FEATURES and spmm_lanes(feat_size) == feat_size
+    one_tile = feat_size >= INLINE_MIN_FEATURES and spmm_lanes(feat_size) in (1, feat_size)
     return ROWS if kind != "sddmm" and one_tile else TILES
 
 

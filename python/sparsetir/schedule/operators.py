@@ -53,9 +53,9 @@ LANE_CHOICES = (128, 64, 32, 16, 8)
 ACCUMULATORS = 8
 """Vector registers a register tile of SpMM keeps as accumulators: a quarter of AVX-512's 32,
 half of AVX2's 16 (the others hold the gathered row's vectors as they are loaded and
-realigned, and the prefetch addresses). On AMD Zen 3 the AVX2 tile of all 16 registers was
-1-5% faster on graphs whose gathered rows stay in cache and 2-7% slower on the arxiv-size ones
-(``docs/tuning.md``)."""
+realigned, and the prefetch addresses). On AMD Zen 3 an AVX2 tile of all 16 registers was
+no consistent gain: up to 5% faster on pubmed and email-Enron, 2-7% slower on the synthetic
+arxiv-size graph (``docs/tuning.md``)."""
 
 REALIGN_LANES = 16
 """float32 lanes of a vector register that is a whole 64-byte cache line (AVX-512)."""
