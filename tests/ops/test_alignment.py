@@ -49,6 +49,13 @@ def dense_rows_matrix(m=300, n=100, per_row=48, seed=1):
 
 
 @pytest.fixture
+def avx512(monkeypatch):
+    """The copy rule decides as on an AVX-512 CPU, whose vector registers are whole lines (the
+    kernels still compile for this one)."""
+    monkeypatch.setattr(alignment, "float32_lanes", lambda: LINE_FLOATS)
+
+
+@pytest.fixture
 def copies(monkeypatch):
     """The sizes of the copies ``gather_ready`` makes while the test runs."""
     made = []
@@ -63,7 +70,7 @@ def copies(monkeypatch):
 
 @pytest.mark.parametrize("feat", [16, 24, 32, 64, 128])
 @pytest.mark.parametrize("offset", [0, 16, 32, 48])
-def test_spmm_and_sddmm_off_the_boundary_equal_scipy(feat, offset, copies):
+def test_spmm_and_sddmm_off_the_boundary_equal_scipy(feat, offset, copies, avx512):
     A = dense_rows_matrix()
     M = ops.SparseMatrix(A)
     X = off_boundary((A.shape[1], feat), offset)
@@ -142,7 +149,7 @@ def test_the_copy_runs_on_the_kernels_threads():
     assert found == {"launches": 1, "team": 2, "equal": True}
 
 
-def test_copies_only_where_rows_are_gathered_often():
+def test_copies_only_where_rows_are_gathered_often(avx512):
     X = off_boundary((100, 64))
     enough = int(np.ceil(reuse_to_copy(X.nbytes) * 100))
     copied = gather_ready(X, gathers=enough)
@@ -165,6 +172,23 @@ def test_copies_only_where_rows_are_gathered_often():
     assert gather_ready(large, 10**9) is large
 
 
+@pytest.mark.parametrize("lanes", [8, 4])
+def test_nothing_is_copied_where_a_vector_is_not_a_whole_line(lanes, monkeypatch, copies):
+    """AVX2 (or SSE): a row off a line straddles with every other vector at most, and the copy
+    costs more than it saves; SDDMM still gives numpy's numbers from the row where it is."""
+    monkeypatch.setattr(alignment, "float32_lanes", lambda: lanes)
+    X = off_boundary((100, 64))
+    assert gather_ready(X, gathers=10**6) is X
+    A = dense_rows_matrix(m=100, n=100, per_row=60)
+    U = off_boundary((100, 64), seed=4)
+    values = np.full(A.nnz, np.nan, np.float32)
+    ops.sddmm(ops.SparseMatrix(A), U, X, out=values)
+    assert copies == []
+    coo = A.tocoo()
+    np.testing.assert_allclose(values, np.einsum("ij,ij->i", U[coo.row], X[coo.col]),
+                               rtol=1e-5, atol=1e-4)
+
+
 def test_the_reuse_that_pays_grows_with_the_operand():
     l2 = l2_cache_bytes()
     assert reuse_to_copy(1024) == MIN_REUSE
@@ -172,7 +196,7 @@ def test_the_reuse_that_pays_grows_with_the_operand():
     assert reuse_to_copy(2 * l2) == 2 * REUSE_PER_L2
 
 
-def test_results_never_share_the_buffer_and_calls_reuse_it():
+def test_results_never_share_the_buffer_and_calls_reuse_it(avx512):
     A = dense_rows_matrix(m=100, n=100, per_row=60)
     M = ops.SparseMatrix(A)
     X, Z = off_boundary((100, 64)), off_boundary((100, 32), seed=3)
@@ -184,7 +208,7 @@ def test_results_never_share_the_buffer_and_calls_reuse_it():
     np.testing.assert_allclose(second, A @ Z, rtol=1e-5, atol=1e-4)
 
 
-def test_results_start_on_a_line_so_a_chained_call_copies_nothing(copies):
+def test_results_start_on_a_line_so_a_chained_call_copies_nothing(copies, avx512):
     """An operator's numpy result of 64 KiB or more starts on a cache line (as a torch
     tensor does), so feeding it to the next call, whose rows it gathers, needs no copy; the
     chained result is the chained scipy product, empty rows included."""

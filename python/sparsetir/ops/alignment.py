@@ -4,8 +4,14 @@ gathered often enough to pay for the copy. SpMM's ``X`` is not copied (since 202
 AVX-512 its kernels load a row that starts off a line as the whole lines it spans, shifted
 into place in registers (``backend.realign_gathers``), which beat the copy on every case
 measured there (facebook at 32-256 features: 1.1-1.4x; the figures below are the copy's, from
-before); with AVX2 they load it where it is (``schedule.operators.realigns_gathers``), and
-whether a copy pays there has not been measured.
+before); with AVX2 they load it where it is (``schedule.operators.realigns_gathers``).
+
+With AVX2 SDDMM's ``Y`` is not copied either: only every other 32-byte vector of a row off a
+line straddles two lines, and the copy cost more than it saved. On AMD Zen 3 (2 threads,
+facebook, ``Y`` 48 bytes past a line, calls with and without the copy alternating in one
+process, medians of 6-8 s, 2026-11-30), ms copied / not: at 16 features 0.418 / 0.325, at 32
+0.556 / 0.464, 0.437 / 0.426 and 0.481 / 0.423, at 64 0.800 / 0.741, 0.769 / 0.622 and 0.760
+/ 0.762; beside 2 busy processes 0.851 / 0.830 at 32 and 1.430 / 1.504 at 64.
 
 The kernels load a gathered row as whole 64-byte vectors. numpy places a large array 16 bytes
 past a page boundary (glibc's ``mmap``-backed ``malloc``), so every such load then spans two
@@ -46,10 +52,11 @@ its first; nothing returned to the user ever refers to it.
 Example
 -------
 >>> X = np.ones((100, 64), np.float32)
->>> gather_ready(X, gathers=10**5).ctypes.data % CACHE_LINE
-0
->>> np.array_equal(gather_ready(X, gathers=10**5), X)
-True
+>>> ready = gather_ready(X, gathers=10**5)     # a copy on a line with AVX-512, else X itself
+>>> np.array_equal(ready, X), ready is X or ready.ctypes.data % CACHE_LINE == 0
+(True, True)
+>>> copy_may_pay((100, 24), gathers=10**5)     # 96-byte rows: never whole lines
+False
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ import threading
 
 import numpy as np
 
+from ..schedule.cpu_target import float32_lanes
 from ..schedule.operators import l2_cache_bytes
 from .arrays import LINE_BYTES, empty_on_line
 from .line_copy import copy_lines
@@ -102,14 +110,16 @@ def reuse_to_copy(nbytes: int) -> float:
 
 def copy_may_pay(shape: tuple, gathers: int | None) -> bool:
     """Whether copying a C-contiguous 2-D float32 operand of ``shape`` off the ``CACHE_LINE``
-    boundary pays: it is not empty, its rows are a whole number of ``MIN_ROW_BYTES``, it fits
-    two cores' L2 caches, and the call gathers its rows ``gathers`` times (the matrix's
+    boundary pays: the kernels' vector registers are whole lines (``cpu_target.float32_lanes``:
+    AVX-512), the operand is not empty, its rows are a whole number of ``MIN_ROW_BYTES``, it
+    fits two cores' L2 caches, and the call gathers its rows ``gathers`` times (the matrix's
     nonzeros; None: unknown), at least ``reuse_to_copy`` times a row on average (see the
     module docstring)."""
     rows, feats = shape
     nbytes = 4 * rows * feats
     return nbytes > 0 and (4 * feats) % MIN_ROW_BYTES == 0 and nbytes <= 2 * l2_cache_bytes() \
-        and gathers is not None and gathers >= reuse_to_copy(nbytes) * rows
+        and gathers is not None and gathers >= reuse_to_copy(nbytes) * rows \
+        and 4 * float32_lanes() == CACHE_LINE
 
 
 def gather_ready(array, gathers: int | None):

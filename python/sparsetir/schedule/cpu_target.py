@@ -54,10 +54,12 @@ def llvm_host() -> tvm.target.Target:
     """The target ``"llvm"`` means here: ``host_target``'s inside its block, else this
     machine's CPU with the cores this process may use."""
     host = host_override()
-    if host is not None:
-        return host
-    return tvm.target.Target({"kind": "llvm", "mcpu": llvm_get_system_cpu(),
-                              "num-cores": len(os.sched_getaffinity(0))})
+    return host if host is not None else _native_host(len(os.sched_getaffinity(0)))
+
+
+@lru_cache(maxsize=None)
+def _native_host(cores: int) -> tvm.target.Target:
+    return tvm.target.Target({"kind": "llvm", "mcpu": llvm_get_system_cpu(), "num-cores": cores})
 
 
 def float32_lanes(target=None) -> int:
