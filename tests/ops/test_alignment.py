@@ -18,21 +18,21 @@ from sparsetir.driver.build_module import scheduled_stage2
 from sparsetir.errors import SparseTIRTypeError, SparseTIRValueError
 from sparsetir.ops import alignment
 from sparsetir.ops.arrays import LINED_BYTES, empty_on_line
-from sparsetir.ops.alignment import (CACHE_LINE, MIN_REUSE, REUSE_PER_L2, gather_ready,
-                                     reuse_to_copy)
-from sparsetir.ops.line_copy import LINE_FLOATS, copy_lines, line_copy
+from sparsetir.ops.alignment import MIN_REUSE, REUSE_PER_L2, gather_ready, reuse_to_copy
+from sparsetir.ops.line_copy import copy_lines, line_copy
 from sparsetir.runtime.threads import SERIAL_BYTES
+from sparsetir.schedule.cpu_target import CACHE_LINE_BYTES, LINE_FLOATS, vectors_are_lines
 from sparsetir.schedule.operators import l2_cache_bytes
 
 
 def off_boundary(shape, offset_bytes=16, seed=0):
     """A float32 array of ``shape`` starting ``offset_bytes`` past a 64-byte boundary."""
     size = int(np.prod(shape))
-    buffer = np.empty(size + CACHE_LINE, np.float32)
-    start = (-buffer.ctypes.data % CACHE_LINE + offset_bytes) // 4
+    buffer = np.empty(size + CACHE_LINE_BYTES, np.float32)
+    start = (-buffer.ctypes.data % CACHE_LINE_BYTES + offset_bytes) // 4
     array = buffer[start:start + size].reshape(shape)
     array[:] = np.random.default_rng(seed).standard_normal(shape)
-    assert array.ctypes.data % CACHE_LINE == offset_bytes
+    assert array.ctypes.data % CACHE_LINE_BYTES == offset_bytes
     return array
 
 
@@ -52,7 +52,7 @@ def dense_rows_matrix(m=300, n=100, per_row=48, seed=1):
 def avx512(monkeypatch):
     """The copy rule decides as on an AVX-512 CPU, whose vector registers are whole lines (the
     kernels still compile for this one)."""
-    monkeypatch.setattr(alignment, "float32_lanes", lambda: LINE_FLOATS)
+    monkeypatch.setattr(alignment, "vectors_are_lines", lambda: True)
 
 
 @pytest.fixture
@@ -153,7 +153,7 @@ def test_copies_only_where_rows_are_gathered_often(avx512):
     X = off_boundary((100, 64))
     enough = int(np.ceil(reuse_to_copy(X.nbytes) * 100))
     copied = gather_ready(X, gathers=enough)
-    assert copied is not X and copied.ctypes.data % CACHE_LINE == 0
+    assert copied is not X and copied.ctypes.data % CACHE_LINE_BYTES == 0
     np.testing.assert_array_equal(copied, X)
     assert gather_ready(X, gathers=enough - 1) is X                 # too few gathers
     assert gather_ready(X, gathers=None) is X                       # unknown matrix
@@ -165,8 +165,9 @@ def test_copies_only_where_rows_are_gathered_often(avx512):
     assert gather_ready(aligned, 10**6) is aligned
     assert gather_ready(X.astype(np.float64), 10**6).dtype == np.float64
     base = np.empty(2 * LINE_FLOATS, np.float32)
-    empty = np.ndarray((0, 64), np.float32, buffer=base, offset=-base.ctypes.data % CACHE_LINE + 16)
-    assert empty.ctypes.data % CACHE_LINE == 16                     # no rows, off the boundary
+    offset = -base.ctypes.data % CACHE_LINE_BYTES + 16
+    empty = np.ndarray((0, 64), np.float32, buffer=base, offset=offset)
+    assert empty.ctypes.data % CACHE_LINE_BYTES == 16              # no rows, off the boundary
     assert gather_ready(empty, 10**6) is empty
     large = off_boundary((2 * l2_cache_bytes() // 256 + 1, 64))    # beyond two L2 caches
     assert gather_ready(large, 10**9) is large
@@ -176,7 +177,7 @@ def test_copies_only_where_rows_are_gathered_often(avx512):
 def test_nothing_is_copied_where_a_vector_is_not_a_whole_line(lanes, monkeypatch, copies):
     """AVX2 (or SSE): a row off a line straddles with every other vector at most, and the copy
     costs more than it saves; SDDMM still gives numpy's numbers from the row where it is."""
-    monkeypatch.setattr(alignment, "float32_lanes", lambda: lanes)
+    monkeypatch.setattr(alignment, "vectors_are_lines", lambda: vectors_are_lines(lanes))
     X = off_boundary((100, 64))
     assert gather_ready(X, gathers=10**6) is X
     A = dense_rows_matrix(m=100, n=100, per_row=60)
@@ -218,7 +219,7 @@ def test_results_start_on_a_line_so_a_chained_call_copies_nothing(copies, avx512
     first = ops.spmm(M, X)
     results = [first, ops.spmm(A, X), ops.sddmm(M, X, X), ops.spmm(M, X, weighted=False),
                ops.gspmm(M, "copy_lhs", "sum", X, None), ops.copy_u_sum(M, X.astype(np.float64))]
-    assert [r.ctypes.data % CACHE_LINE for r in results] == [0] * len(results)
+    assert [r.ctypes.data % CACHE_LINE_BYTES for r in results] == [0] * len(results)
     copies.clear()
     ops.sddmm(M, X, first)                     # SDDMM copies a gathered Y off the line, but
     assert copies == []                        # `first` is on one
@@ -232,11 +233,11 @@ def test_results_start_on_a_line_so_a_chained_call_copies_nothing(copies, avx512
                                           (LINED_BYTES, np.bool_)])
 def test_a_result_from_64_kib_starts_on_a_line(shape, dtype):
     array = empty_on_line(shape, dtype)
-    assert array.nbytes >= LINED_BYTES and array.ctypes.data % CACHE_LINE == 0
+    assert array.nbytes >= LINED_BYTES and array.ctypes.data % CACHE_LINE_BYTES == 0
     assert array.dtype == dtype and array.flags.c_contiguous and array.flags.writeable
     assert array.shape == ((shape,) if isinstance(shape, int) else shape)
     array[...] = 1                              # the whole view is writable memory of its own
-    assert array.base.nbytes == array.nbytes + CACHE_LINE
+    assert array.base.nbytes == array.nbytes + CACHE_LINE_BYTES
 
 
 @pytest.mark.parametrize("shape", [(LINED_BYTES // 4 - 1,), (0, 5000), ()])
@@ -251,4 +252,4 @@ def test_a_zero_width_product_is_zeros_on_a_line():
     like every large result."""
     out = ops.gather_mm(np.ones((20000, 0), np.float32), np.ones((3, 0, 32), np.float32),
                         idx_b=np.zeros(20000, np.int64))
-    assert out.shape == (20000, 32) and out.ctypes.data % CACHE_LINE == 0 and not out.any()
+    assert out.shape == (20000, 32) and out.ctypes.data % CACHE_LINE_BYTES == 0 and not out.any()

@@ -13,7 +13,7 @@ import sparsetir.ops as ops
 from sparsetir import ArgumentError
 from sparsetir.errors import SparseTIRError
 from sparsetir.ops import alignment, operators
-from sparsetir.ops.line_copy import LINE_FLOATS, copy_lines
+from sparsetir.ops.line_copy import copy_lines
 from sparsetir.schedule.operators import prefetch_distance
 from operator_calls import FEAT, M_ROWS, N_COLS, call, expected, nan_out, operands
 from sparse_inputs import skewed_csr
@@ -93,7 +93,7 @@ def test_an_output_over_an_operand_is_refused_on_the_short_path_too():
 def test_an_off_boundary_gathered_operand_is_copied_at_every_call(monkeypatch):
     """Where vector registers are whole lines (AVX-512; the rule decides as there, the kernels
     compile for this CPU), SDDMM's gathered Y off a line is copied onto one at every call."""
-    monkeypatch.setattr(alignment, "float32_lanes", lambda: LINE_FLOATS)
+    monkeypatch.setattr(alignment, "vectors_are_lines", lambda: True)
     made = []
     monkeypatch.setattr(alignment, "copy_lines",
                         lambda source, target: made.append(source.size) or copy_lines(source,

@@ -9,8 +9,8 @@ from tvm import tirx
 import sparsetir
 from sparsetir.errors import SparseTIRValueError
 from sparsetir.ops.kernels import KERNELS
-from sparsetir.schedule.cpu_target import float32_lanes, host_target
-from sparsetir.schedule.operators import schedule_for, spmm_lanes
+from sparsetir.schedule.cpu_target import float32_lanes, host_target, vectors_are_lines
+from sparsetir.schedule.operators import realigns_gathers, schedule_for, spmm_lanes
 from cpu_targets import AVX2, AVX512, SSE
 
 
@@ -18,6 +18,14 @@ from cpu_targets import AVX2, AVX512, SSE
                                            ({**AVX512, "mattr": ["-avx512f"]}, 8)])
 def test_float32_lanes_follow_the_targets_vector_registers(target, lanes):
     assert float32_lanes(target) == lanes
+
+
+@pytest.mark.parametrize("target, whole_lines", [(AVX512, True), (AVX2, False), (SSE, False)])
+def test_only_avx512_vectors_are_whole_cache_lines(target, whole_lines):
+    """The one rule behind SDDMM's operand copy and SpMM's realigned gathers."""
+    with host_target(target):
+        assert vectors_are_lines() is whole_lines
+        assert realigns_gathers(64) is whole_lines and not realigns_gathers(8)
 
 
 def test_llvm_means_the_host_target_and_other_kinds_are_refused():

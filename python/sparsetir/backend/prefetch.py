@@ -53,9 +53,9 @@ from tvm.script import tirx as T
 
 from ..ir.attrs import PREFETCH_ANNOTATION as PREFETCH
 from ..ir.utils import substitute, uses_var
+from ..schedule.cpu_target import CACHE_LINE_BYTES
 from .index_loads import read_only_params
 
-CACHE_LINE = 64
 MAX_LINES = 16     # per gathered row: the first 1 KiB (more costs compile time, not speed)
 
 
@@ -129,7 +129,7 @@ def _prefetch(load, gather, distance: int, inner_loops: dict):
     span = analyzer.simplify(last - first + 1)
     if not isinstance(span, tirx.IntImm) or int(span) <= 0:
         return None
-    per_line = max(1, CACHE_LINE // load.source.dtype.itemsize)
+    per_line = max(1, CACHE_LINE_BYTES // load.source.dtype.itemsize)
     # read (0), keep in all cache levels (3), data cache (1)
     lines = [tirx.Evaluate(T.call_intrin("void", "tirx.prefetch", T.address_of(
         tirx.BufferLoad(load.source, [first + offset])), 0, 3, 1))

@@ -71,9 +71,9 @@ from tvm.script import tirx as T
 
 from ..ir.attrs import REALIGN_ANNOTATION
 from ..ir.utils import substitute, uses_var
+from ..schedule.cpu_target import CACHE_LINE_BYTES
 from .index_loads import read_only_params
 from .parallel_scratch import ScratchRewriter, binds_threads, with_body
-from .prefetch import CACHE_LINE
 from .vector_reductions import LANES as VECTOR
 
 SHIFTS = (4, 8, 12)
@@ -187,7 +187,7 @@ def _has_condition(body) -> bool:
 
 
 def _starts_at(source, offset: int):
-    """Whether ``source``'s first element is ``offset`` bytes past a ``CACHE_LINE`` boundary:
+    """Whether ``source``'s first element is ``offset`` bytes past a cache line's boundary:
     its address's low bits, read by masking the pointer (LLVM's ``ptrmask``) and asking
     whether what is left is null, bit by bit (TIR has no pointer-to-integer cast)."""
     start = T.address_of(tirx.BufferLoad(source, [0]))
@@ -195,7 +195,7 @@ def _starts_at(source, offset: int):
     def masked_null(mask: int):
         return T.isnullptr(T.call_llvm_pure_intrin(start.ty, "llvm.ptrmask", start,
                                                    tirx.const(mask, "int64")))
-    condition = masked_null((CACHE_LINE - 1) & ~offset)
+    condition = masked_null((CACHE_LINE_BYTES - 1) & ~offset)
     for bit in (b for b in (1, 2, 4, 8, 16, 32) if offset & b):
         condition = tirx.And(condition, tirx.Not(masked_null(bit)))
     return condition

@@ -53,7 +53,7 @@ Example
 -------
 >>> X = np.ones((100, 64), np.float32)
 >>> ready = gather_ready(X, gathers=10**5)     # a copy on a line with AVX-512, else X itself
->>> np.array_equal(ready, X), ready is X or ready.ctypes.data % CACHE_LINE == 0
+>>> np.array_equal(ready, X), ready is X or ready.ctypes.data % 64 == 0
 (True, True)
 >>> copy_may_pay((100, 24), gathers=10**5)     # 96-byte rows: never whole lines
 False
@@ -65,14 +65,10 @@ import threading
 
 import numpy as np
 
-from ..schedule.cpu_target import float32_lanes
+from ..schedule.cpu_target import CACHE_LINE_BYTES, vectors_are_lines
 from ..schedule.operators import l2_cache_bytes
-from .arrays import LINE_BYTES, empty_on_line
+from .arrays import empty_on_line
 from .line_copy import copy_lines
-
-CACHE_LINE = LINE_BYTES
-"""The boundary gathered rows are loaded from (bytes): one cache line, one AVX-512 vector of
-``line_copy.LINE_FLOATS`` float32."""
 
 MIN_REUSE = 8
 """Gathers a row from which a copy of an operand of at most half an L2 pays. SpMM on random
@@ -88,7 +84,7 @@ features), 12-16 with 2 MiB (128: 4-6% faster at 16), about 32 with 4 MiB (256: 
 at 24 and 32; SDDMM 5-9% faster there). facebook, whose rows are gathered near each other,
 gains at every size (0.25-4 MiB, 43.7 a row): SpMM 7-37%, SDDMM 0-26%."""
 
-MIN_ROW_BYTES = CACHE_LINE
+MIN_ROW_BYTES = CACHE_LINE_BYTES
 """Rows must be a whole number of cache lines, so every row of the copy starts on one. Rows of
 64 and 128 bytes (16 and 32 features) gain too now that the copy is shared by the threads
 (random graph, 8 a row: 45 -> 36 us at 16 features, 75 -> 61 at 32, one thread); when the
@@ -109,25 +105,25 @@ def reuse_to_copy(nbytes: int) -> float:
 
 
 def copy_may_pay(shape: tuple, gathers: int | None) -> bool:
-    """Whether copying a C-contiguous 2-D float32 operand of ``shape`` off the ``CACHE_LINE``
-    boundary pays: the kernels' vector registers are whole lines (``cpu_target.float32_lanes``:
-    AVX-512), the operand is not empty, its rows are a whole number of ``MIN_ROW_BYTES``, it
-    fits two cores' L2 caches, and the call gathers its rows ``gathers`` times (the matrix's
-    nonzeros; None: unknown), at least ``reuse_to_copy`` times a row on average (see the
-    module docstring)."""
+    """Whether copying a C-contiguous 2-D float32 operand of ``shape`` off a cache line's
+    boundary pays: the kernels' vector registers are whole lines
+    (``cpu_target.vectors_are_lines``: AVX-512), the operand is not empty, its rows are a
+    whole number of ``MIN_ROW_BYTES``, it fits two cores' L2 caches, and the call gathers its
+    rows ``gathers`` times (the matrix's nonzeros; None: unknown), at least ``reuse_to_copy``
+    times a row on average (see the module docstring)."""
     rows, feats = shape
     nbytes = 4 * rows * feats
     return nbytes > 0 and (4 * feats) % MIN_ROW_BYTES == 0 and nbytes <= 2 * l2_cache_bytes() \
         and gathers is not None and gathers >= reuse_to_copy(nbytes) * rows \
-        and 4 * float32_lanes() == CACHE_LINE
+        and vectors_are_lines()
 
 
 def gather_ready(array, gathers: int | None):
-    """``array``, or a copy of it on a ``CACHE_LINE`` boundary (in this thread's buffer, made
+    """``array``, or a copy of it on a cache line's boundary (in this thread's buffer, made
     by ``line_copy`` on the kernels' threads) when it is a C-contiguous 2-D float32 numpy
     array off that boundary and a copy pays (``copy_may_pay``)."""
     if type(array) is not np.ndarray or array.dtype != np.float32 or array.ndim != 2 \
-            or array.ctypes.data % CACHE_LINE == 0 or not array.flags.c_contiguous \
+            or array.ctypes.data % CACHE_LINE_BYTES == 0 or not array.flags.c_contiguous \
             or not copy_may_pay(array.shape, gathers):
         return array
     size = array.size

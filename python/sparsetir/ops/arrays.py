@@ -25,6 +25,7 @@ import numpy as np
 from ..runtime.arguments import (INFERENCE_REFUSAL, in_dual_level, shares_elements,
                                  writes_inference_tensor)
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
+from ..schedule.cpu_target import CACHE_LINE_BYTES
 
 
 def torch_func_refusal(what: str) -> SparseTIRTypeError:
@@ -154,21 +155,18 @@ def new_array(torch_tensor: bool, shape: tuple):
     return empty_on_line(shape)
 
 
-LINE_BYTES = 64
-"""The cache line a result of at least ``LINED_BYTES`` starts on, as torch's allocator places
-every tensor."""
-
 LINED_BYTES = 1 << 16
-"""Results from this size start on a cache line (``empty_on_line``). Below it numpy's allocator
+"""Results from this size start on a cache line (``empty_on_line``), as torch's allocator
+places every tensor. Below it numpy's allocator
 serves them from its heap (16-byte boundaries) and placing them would cost more than it saves:
 a placed array costs about 1.3 us more to make than ``np.empty``'s 0.2 us."""
 
 
 def empty_on_line(shape, dtype=np.float32, min_bytes: int = LINED_BYTES) -> np.ndarray:
-    """An uninitialised C-contiguous numpy array of ``shape`` that starts on a ``LINE_BYTES``
-    boundary when it holds ``min_bytes`` or more. Such an array is a view of a buffer 64 bytes
-    longer (its ``base``): like any view it cannot be resized in place (``ndarray.resize``;
-    ``np.resize`` makes a new array).
+    """An uninitialised C-contiguous numpy array of ``shape`` that starts on a cache line
+    (``CACHE_LINE_BYTES``) when it holds ``min_bytes`` or more. Such an array is a view of a
+    buffer 64 bytes longer (its ``base``): like any view it cannot be resized in place
+    (``ndarray.resize``; ``np.resize`` makes a new array).
 
     An operator's result is often the next call's gathered operand (``spmm(M, spmm(M, X))``),
     whose rows the kernels load as whole cache lines: ``np.empty`` puts a large array 16 bytes
@@ -181,15 +179,15 @@ def empty_on_line(shape, dtype=np.float32, min_bytes: int = LINED_BYTES) -> np.n
 
     Example
     -------
-    >>> empty_on_line((1000, 32)).ctypes.data % LINE_BYTES
+    >>> empty_on_line((1000, 32)).ctypes.data % CACHE_LINE_BYTES
     0
     """
     dtype = np.dtype(dtype)
     nbytes = math.prod((shape,) if isinstance(shape, int) else shape) * dtype.itemsize
     if nbytes < min_bytes:
         return np.empty(shape, dtype)
-    memory = np.empty(nbytes + LINE_BYTES, np.uint8)
-    start = -memory.__array_interface__["data"][0] % LINE_BYTES
+    memory = np.empty(nbytes + CACHE_LINE_BYTES, np.uint8)
+    start = -memory.__array_interface__["data"][0] % CACHE_LINE_BYTES
     return np.ndarray(shape, dtype, memory, start)
 
 

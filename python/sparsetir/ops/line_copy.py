@@ -33,10 +33,9 @@ import numpy as np
 from ..driver.background import remembered
 from ..driver.build_module import build
 from ..errors import SparseTIRTypeError, SparseTIRValueError
+from ..schedule.cpu_target import LINE_FLOATS
 from ..script import tir as T
 
-LINE_FLOATS = 16
-"""float32 values in a 64-byte cache line: the unit ``line_copy`` copies (one AVX-512 vector)."""
 
 
 @T.prim_func

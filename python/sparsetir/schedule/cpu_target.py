@@ -29,6 +29,12 @@ from ..errors import SparseTIRValueError
 
 _HOST = contextvars.ContextVar("sparsetir_host_target", default=None)
 
+CACHE_LINE_BYTES = 64
+"""The cache line of the CPUs ``"llvm"`` compiles for (x86-64, AArch64), in bytes."""
+
+LINE_FLOATS = CACHE_LINE_BYTES // 4
+"""float32 values in one cache line: one AVX-512 vector register."""
+
 VECTOR_FEATURES = (("avx512f", 16), ("avx", 8))
 """LLVM CPU features and the float32 lanes of one vector register they give, widest first;
 a CPU with neither has 128-bit vectors (SSE, NEON): 4 lanes."""
@@ -67,6 +73,19 @@ def float32_lanes(target=None) -> int:
     string or Target; by default, or ``"llvm"``, ``llvm_host()``): 16 with AVX-512, 8 with
     AVX or AVX2, else 4."""
     return _lanes(str(_llvm_target(target)))
+
+
+def vectors_are_lines(vector_lanes: int | None = None) -> bool:
+    """Whether one vector register of ``vector_lanes`` float32 (by default ``float32_lanes()``)
+    is a whole cache line, as with AVX-512: then every vector load of a row that starts off a
+    line straddles two lines, where with AVX2's half-line vectors every other one does.
+
+    Example
+    -------
+    >>> vectors_are_lines(16), vectors_are_lines(8)
+    (True, False)
+    """
+    return (float32_lanes() if vector_lanes is None else vector_lanes) == LINE_FLOATS
 
 
 def _llvm_target(target) -> tvm.target.Target:

@@ -44,7 +44,7 @@ from pathlib import Path
 import tvm
 
 from ..ir.attrs import PREFETCH_ANNOTATION, REALIGN_ANNOTATION
-from .cpu_target import float32_lanes
+from .cpu_target import LINE_FLOATS, float32_lanes, vectors_are_lines
 from .operators_cuda import (schedule_sddmm_cuda, schedule_spmm_cuda,
                               schedule_spmm_segments_cuda)
 
@@ -57,27 +57,22 @@ realigned, and the prefetch addresses). On AMD Zen 3 an AVX2 tile of all 16 regi
 no consistent gain: up to 5% faster on pubmed and email-Enron, 2-7% slower on the synthetic
 arxiv-size graph (``docs/tuning.md``)."""
 
-REALIGN_LANES = 16
-"""float32 lanes of a vector register that is a whole 64-byte cache line (AVX-512)."""
-
-
 def realigns_gathers(lanes: int, vector_lanes: int | None = None) -> bool:
     """Whether a register tile of ``lanes`` loads the rows it gathers that start off a cache
     line as the whole lines they span (``backend.realign_gathers``): where a vector register
-    of ``vector_lanes`` float32 (by default the target's, ``cpu_target.float32_lanes``) is a
-    whole line, as with AVX-512, and the tile a whole number of them. With AVX2's 32-byte
-    vectors only every other vector of such a row straddles two lines, and the shuffles cost
-    more than the split loads save: on AMD Zen 3 (2 threads, medians alternating in one
-    process, X 16 bytes past a line) SpMM ran 1.10-1.12x slower realigned on pubmed and
-    email-Enron at 64 and 128 features, and the same on the R-MAT graph of arxiv size.
+    of ``vector_lanes`` float32 (by default the target's) is a whole line
+    (``cpu_target.vectors_are_lines``: AVX-512), and the tile a whole number of them. With
+    AVX2's 32-byte vectors only every other vector of such a row straddles two lines, and the
+    shuffles cost more than the split loads save: on AMD Zen 3 (2 threads, medians alternating
+    in one process, X 16 bytes past a line) SpMM ran 1.10-1.12x slower realigned on pubmed
+    and email-Enron at 64 and 128 features, and the same on the R-MAT graph of arxiv size.
 
     Example
     -------
     >>> realigns_gathers(64, vector_lanes=16), realigns_gathers(64, vector_lanes=8)
     (True, False)
     """
-    width = float32_lanes() if vector_lanes is None else vector_lanes
-    return width == REALIGN_LANES and lanes % REALIGN_LANES == 0
+    return vectors_are_lines(vector_lanes) and lanes % LINE_FLOATS == 0
 
 
 def spmm_lanes(feat_size: int, vector_lanes: int | None = None) -> int:
