@@ -137,23 +137,6 @@ def test_an_output_over_data_the_kernel_does_not_read_is_refused_on_the_short_pa
     np.testing.assert_allclose(result, expected(kept, op, X, Y), rtol=1e-5, atol=1e-5)
 
 
-def test_check_native_runs_the_compiled_checks_in_c():
-    A = matrix()
-    plain = operators.PlainCSR.of(A)
-    kernel = operators._kernel("spmm", FEAT)              # pylint: disable=protected-access
-    bound = kernel.bind(validate=False, t=2, m=M_ROWS, n=N_COLS, nnz=A.nnz, rows=plain.rows())
-    X = operands("spmm")[0]
-    out = nan_out(A, "spmm")
-    args = (A.data, X, out, plain.tile_ptr(2), A.indptr, A.indices)
-    assert bound.check_native(args) is True
-    bad = A.indices.copy()
-    bad[3] = -1
-    assert bound.check_native((*args[:-1], bad)) is False
-    assert bound.check_native((*args[:-1], bad.astype(np.int64))) is None   # declined
-    assert bound.check_native(args[:-1]) is None                            # one too few
-    assert np.isnan(out).all()                                 # checks never run the kernel
-
-
 @pytest.mark.parametrize("op", ["spmm_unweighted", "sddmm"])
 def test_values_these_kernels_do_not_read_are_still_refused_as_before(op, general_path):
     """Unweighted SpMM and SDDMM do not pass ``data`` to their kernel: a matrix of the
@@ -178,11 +161,12 @@ def test_values_these_kernels_do_not_read_are_still_refused_as_before(op, genera
 
 
 def test_operands_the_c_plan_declines_are_not_prepared_again(general_path, monkeypatch):
-    """Nor checked twice: the short path declines them before its index checks."""
-    made, checked = [], []
-    real_check = BoundKernel.check_native
-    monkeypatch.setattr(BoundKernel, "check_native",
-                        lambda self, args: checked.append(1) or real_check(self, args))
+    """Nor run through it: the short path declines them before its kernel (and the index
+    checks inside it) runs."""
+    made, ran = [], []
+    real_call = BoundKernel.call_native
+    monkeypatch.setattr(BoundKernel, "call_native",
+                        lambda self, args: ran.append(1) or real_call(self, args))
 
     class Counted(plain_calls.PlainCall):
         __slots__ = ()
@@ -200,7 +184,7 @@ def test_operands_the_c_plan_declines_are_not_prepared_again(general_path, monke
         np.testing.assert_allclose(wide[:, :FEAT], expected(A, "spmm", X, None), rtol=1e-5,
                                    atol=1e-5)
         assert np.isnan(wide[:, FEAT:]).all()
-    assert made == [1] and not checked
+    assert made == [1] and not ran
 
 
 def test_the_least_recently_used_prepared_call_is_dropped(general_path, monkeypatch):

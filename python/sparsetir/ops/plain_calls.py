@@ -13,12 +13,11 @@ prepared sizes does what it must and nothing else:
 
 - cuts the row tiles from the caller's ``indptr`` (one binary search per tile, as
   ``tiles.balanced_row_bounds``);
-- runs the kernel's compiled index checks on the caller's arrays through their C plan
-  (``BoundKernel.check_native``): row pointers from 0 to nnz and non-decreasing, column
-  indices in range and strictly increasing within each row, the tiles' bounds; or, for int64
-  indices (``plain.checks_inline``), checks the ends of ``indptr`` and leaves the rest to the
-  kernel, which checks each tile's or each row's pointers and indices before or where it
-  reads them (``backend.inline_checks``) and refuses the call after its parallel loop;
+- checks the ends of ``indptr`` and that the tiles start at row 0, and leaves the rest to
+  the kernel, which checks each tile's or each row's pointers and indices before or where it
+  reads them (``plain.checks_inline``, ``backend.inline_checks``: row pointers
+  non-decreasing, column indices in range and strictly increasing within each row) and
+  refuses the call after its parallel loop;
 - runs the kernel through its C plan (``BoundKernel.call_native``), which checks each array's
   type, dtype, size, alignment and that the output overlaps nothing. Unweighted SpMM and SDDMM
   do not pass ``data`` to their kernel, so an output that may overlap the matrix's ``data``
@@ -82,13 +81,13 @@ _seen: set = set()
 
 
 class PlainCall(NumpyCall):
-    """A prepared plain call: the kernel bound to the sizes only (``validate=False``: the
-    checks run at every call, ``check_native``), and the tiles' nonzero targets. Called with
-    the matrix's arrays as a ``PlainCSR`` or a scipy matrix."""
+    """A prepared plain call: the kernel bound to the sizes only (``validate=False``: it
+    checks the indices inside at every call, ``inline_checks``), and the tiles' nonzero
+    targets. Called with the matrix's arrays as a ``PlainCSR`` or a scipy matrix."""
 
     __slots__ = ("row_count", "targets", "weighted", "inline_checks")
 
-    def __init__(self, kernel, tiles: int, inline_checks: str | None, plain, operands: tuple,
+    def __init__(self, kernel, tiles: int, inline_checks: str, plain, operands: tuple,
                  out_shape: tuple, gathered: int, weighted: bool, gathers: int | None):
         m, n = plain.shape
         bound = kernel.bind(validate=False, t=tiles, m=m, n=n, nnz=plain.nnz,
@@ -100,13 +99,12 @@ class PlainCall(NumpyCall):
         self.targets = tile_targets(plain.nnz, tiles, plain.indptr.dtype)
 
     def run_kernel(self, arrays: tuple, matrix) -> bool:
-        """Cut the tiles from ``matrix.indptr``, check the matrix's arrays, run the kernel;
-        False, with nothing written, when an operand is not a C-contiguous float32 array (the
-        kernel's C plan would decline it, after the checks), the output may overlap a
-        ``data`` the kernel does not take (its C plan would not see it), or a check or a C plan
-        refuses the arrays. A kernel that checks the indices inside its loops
-        (``inline_checks``) has written part of the output when it refuses them: the general
-        path then writes all of it, or raises."""
+        """Cut the tiles from ``matrix.indptr``, check the ends of ``indptr``, run the kernel,
+        which checks the rest; False when an operand is not a C-contiguous float32 array, the
+        output may overlap a ``data`` the kernel does not take (its C plan would not see it),
+        or a check or the C plan refuses the arrays. Nothing is written then, except when the
+        kernel's own checks refuse the indices: it has written part of the output, and the
+        general path then writes all of it, or raises."""
         for array in arrays:
             if array.dtype != FLOAT32 or not array.flags.c_contiguous:
                 return False
@@ -117,8 +115,6 @@ class PlainCall(NumpyCall):
         tile_ptr[-1] = self.row_count        # past trailing empty rows; checked with the rest
         args = (matrix.data, *arrays) if self.weighted else arrays
         args = (*args, tile_ptr, indptr, indices)
-        if not self.inline_checks:
-            return bool(self.bound.check_native(args)) and self.bound.call_native(args)
         # inside, each tile's and row's pointers are checked; here what no loop sees: the
         # ends of indptr, and that the tiles start at row 0 (they end at the last)
         if indptr[0] != 0 or indptr[-1] != indices.size or tile_ptr[0] != 0:
@@ -139,7 +135,7 @@ class PlainTorchCall(PlainCall, TorchCall):
         wrote part of ``out``: its version counter is bumped before the general path writes
         it again or raises, so that autograd refuses a graph that saved it."""
         result = super().run_tensors(operands, tensors, out, matrix)
-        if result is None and self.inline_checks:
+        if result is None:
             sys.modules["torch"].autograd.graph.increment_version(out)
         return result
 
@@ -166,11 +162,11 @@ def _key(kind: str, matrix, operands: tuple, tiles: int) -> tuple:
             *[operand.shape for operand in operands])
 
 
-def prepare(kind: str, kernel, tiles: int, inline_checks: str | None, plain, matrix,
+def prepare(kind: str, kernel, tiles: int, inline_checks: str, plain, matrix,
             operands: tuple, out, gathered: int) -> None:
     """Note the plain call of ``kernel`` (the operator ``kind``'s, cut into ``tiles`` row
-    tiles; ``inline_checks``: where it checks the indices inside its loops, or None) just
-    made through the general path on ``matrix`` (``plain``: its arrays), on ``operands`` into
+    tiles; ``inline_checks``: where it checks the indices inside its loops) just made
+    through the general path on ``matrix`` (``plain``: its arrays), on ``operands`` into
     ``out``; from the second call of the same sizes, keep it for later ones.
     Only when ``matrix`` is a scipy CSR matrix and every array exactly a float32 numpy array,
     or ``matrix`` a torch sparse CSR tensor and every array exactly a float32 CPU torch tensor;

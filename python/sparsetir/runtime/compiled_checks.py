@@ -39,8 +39,6 @@ from tvm import tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as Tb
 
-from .acceptance import Acceptance
-from .native_call import native_plan
 from .signature import (
     BufferParam,
     IndicesCheck,
@@ -66,29 +64,6 @@ class CompiledChecks:
         self.function(*[values[i] for i in self.buffer_positions],
                       *[values[i] for i in self.scalar_positions], violations)
         return not violations[0]
-
-    def native(self, values: list, free: dict):
-        """The checks as a C plan (``native_call.native_plan``) for a bound kernel's calls, and
-        which of a call's free arguments it takes: ``(plan, picks)``.
-
-        ``values``: the kernel's converted values, None where a call passes the argument;
-        ``free``: kernel position -> (index among a call's free arguments, its
-        ``Acceptance``). The plan takes ``[args[k] for k in picks]`` and a one-element int64
-        violations array last, and returns False (nothing run) when it declines them. ``plan``
-        is None where the native call is not available or a checked array is bound as a
-        torch tensor.
-        """
-        positions = self.buffer_positions + self.scalar_positions
-        passed = [values[i] for i in positions] + [None]
-        picks, accepts = [], []
-        for slot, i in enumerate(self.buffer_positions):
-            if i in free:
-                index, accept = free[i]
-                picks.append(index)
-                accepts.append(dataclasses.replace(accept, position=slot))
-        accepts.append(Acceptance(BufferParam("violations", "int64", 1, True), len(positions),
-                                  1, (), 8, accepts[0].device if accepts else tvm.cpu()))
-        return native_plan(self.function, passed, accepts, []), picks
 
 
 def compile_checks(signature, executable=None) -> CompiledChecks | None:

@@ -555,7 +555,6 @@ class BoundKernel:
         self._fast = self._fast_path()
         self._written_free = [k for k, c in enumerate(self._free) if c.accept.written]
         self._fixed_bytes = sum(_nbytes(fixed[name]) for name in fixed)
-        self._checks_plan = None        # (the compiled checks, their C plan, picks): check_native
 
     def __reduce__(self):
         raise SparseTIRTypeError(
@@ -649,46 +648,6 @@ class BoundKernel:
             self._follow_code()
         native = self._fast.native_torch if torch_views else self._fast.native
         return native is not None and native(*args)
-
-    def check_native(self, args: tuple):
-        """Run the kernel's compiled index checks on ``args`` (the free arguments, as
-        ``call_native`` takes them) through a C plan of their own: True when every check
-        passes, False when one fails, None (nothing checked) when the plan declines the
-        arrays or there is none. For a kernel bound with ``validate=False`` whose caller
-        passes index arrays at every call and must check them before ``call_native``; the
-        argument checks (``Kernel.with_argument_check``) are not run: a kernel that has any
-        gets None.
-
-        Example
-        -------
-        >>> import numpy as np, scipy.sparse, sparsetir
-        >>> from sparsetir.ops.kernels import spmm    # Y = A @ X: a, x, y, indptr, indices, m, n, nnz
-        >>> kernel = sparsetir.build(spmm.specialize({"feat_size": 16}), "llvm")
-        >>> A = scipy.sparse.random(6, 5, density=0.4, format="csr", dtype=np.float32)
-        >>> X, Y = np.ones((5, 16), np.float32), np.zeros((6, 16), np.float32)
-        >>> bound = kernel.bind(validate=False, m=6, n=5, nnz=A.nnz)
-        >>> free = (A.data, X, Y, A.indptr, A.indices)       # bound.parameters, in order
-        >>> if bound.check_native(free):       # None: no C plan here; False: a check failed
-        ...     ran = bound.call_native(free)
-        ... else:
-        ...     bound(*free)                   # the general path checks and says which
-        >>> np.allclose(Y, A @ X)
-        True
-        """
-        checks = self.kernel._compiled_checks
-        if self._checks_plan is None or self._checks_plan[0] is not checks:
-            plan = picks = None
-            if checks is not None and not self.kernel._argument_checks:
-                free = {c.accept.position: (k, c.accept) for k, c in enumerate(self._free)}
-                plan, picks = checks.native(self._values, free)
-            self._checks_plan = (checks, plan, picks)
-        _, plan, picks = self._checks_plan
-        if plan is None or len(args) != len(self._free):
-            return None
-        violations = np.zeros(1, np.int64)     # one per call: threads may share the kernel
-        if not plan(*[args[k] for k in picks], violations):
-            return None
-        return not violations[0]
 
     @property
     def fixed_bytes(self) -> int:
