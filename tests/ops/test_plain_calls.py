@@ -9,8 +9,9 @@ import scipy.sparse
 
 import sparsetir.ops as ops
 from sparsetir import ArgumentError
+from sparsetir.backend.inline_checks import TILES
 from sparsetir.errors import SparseTIRError
-from sparsetir.ops import operators, plain_calls
+from sparsetir.ops import plain_calls
 from sparsetir.runtime.kernel import BoundKernel
 from operator_calls import FEAT, M_ROWS, N_COLS, call, expected, nan_out, operands
 from sparse_inputs import skewed_csr
@@ -49,10 +50,14 @@ def test_sizes_seen_once_prepare_nothing(general_path):
 
 @pytest.mark.parametrize("op", ["spmm", "sddmm"])
 def test_arrays_changed_in_place_are_checked_at_every_call(op, general_path):
+    """scipy's int32 indices: the prepared kernel checks them inside, per row tile
+    (``plain.checks_inline``), with no pass before it."""
     A = matrix()
     X, Y = operands(op)
     call(A, op, X, Y)
     call(A, op, X, Y)                                           # prepared now
+    (taken,) = plain_calls._calls.values()       # pylint: disable=protected-access
+    assert taken.inline_checks == TILES
     # valid changes: the empty row 4 takes row 5's first entry, a row's last column moves
     assert A.indptr[4] == A.indptr[5] < A.indptr[6]
     A.indptr[5] += 1
