@@ -222,3 +222,75 @@ def test_results_stay_right_across_the_move(operator, monkeypatch):
         np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
     moved = back_with_huge_pages(gathered.data_ptr(), gathered.nbytes)   # already there
     assert moved_bytes(gathered) == moved
+
+
+def huge_result_bytes(tensor) -> int:
+    """The bytes on huge pages in the mapping of ``tensor``'s first whole huge page (skips the
+    test where /proc/self/smaps cannot tell, or where torch's own memory already comes on huge
+    pages: THP ``always``)."""
+    first_whole_page = -(-tensor.data_ptr() // HUGE_PAGE) * HUGE_PAGE
+    found = huge_bytes_at(first_whole_page)
+    if found is None:
+        pytest.skip("no /proc/self/smaps")
+    return found
+
+
+def test_a_large_fresh_result_is_faulted_on_huge_pages():
+    torch = pytest.importorskip("torch")
+    if not huge_pages.huge_pages_available():
+        pytest.skip("transparent huge pages are off here")
+    size = (40 << 20) // 4             # over glibc's largest mmap threshold: fresh pages
+    control = torch.empty(size)
+    control.fill_(1)
+    if huge_result_bytes(control) > 0:
+        pytest.skip("torch's memory is on huge pages without asking (THP always)")
+    result = torch.empty(size)
+    huge_pages.advise_fresh_result(result)
+    result.fill_(2)
+    assert huge_result_bytes(result) >= HUGE_PAGE
+    assert bool((result == 2).all())
+
+
+def test_small_results_get_no_request(monkeypatch):
+    torch = pytest.importorskip("torch")
+    asked = []
+    monkeypatch.setattr(huge_pages, "_advise", lambda *memory: asked.append(memory))
+    monkeypatch.setattr(huge_pages, "huge_pages_available", lambda: True)
+    huge_pages.advise_fresh_result(torch.empty(MIN_BYTES // 4 - 1))
+    assert asked == []
+    large = torch.empty(MIN_BYTES // 4)
+    huge_pages.advise_fresh_result(large)
+    assert asked == [(large.data_ptr(), large.nbytes)]
+
+
+@pytest.mark.parametrize("tracked", [False, True], ids=["plain", "autograd"])
+def test_operator_results_ask_for_huge_pages_and_stay_right(tracked, monkeypatch):
+    """A large torch result of ``ops.spmm`` asks for huge pages on the short path and on the
+    general (autograd) path; its values match scipy's, its rows of empty matrix rows are 0,
+    and the gradient still flows."""
+    torch = pytest.importorskip("torch")
+    asked = []
+    advise = huge_pages.advise_fresh_result
+    monkeypatch.setattr(huge_pages, "advise_fresh_result", lambda result: asked.append(
+        result.nbytes) or advise(result))
+    from sparsetir.ops import arrays
+    monkeypatch.setattr(arrays, "advise_fresh_result", huge_pages.advise_fresh_result)
+    rows, feat = MIN_BYTES // 4 // 64 + 100, 64
+    A = scipy.sparse.random(rows, 300, density=0.01, format="csr", dtype=np.float32,
+                            random_state=5)
+    keep = np.ones(rows, np.float32)
+    keep[7:40] = 0                                   # empty rows 7..39
+    A = (scipy.sparse.diags(keep) @ A).tocsr()
+    A.eliminate_zeros()
+    M = ops.SparseMatrix(A)
+    X = torch.from_numpy(np.random.default_rng(6).standard_normal((300, feat)).astype(
+        np.float32)).requires_grad_(tracked)
+    Y = ops.spmm(M, X)
+    assert asked and asked[-1] == Y.nbytes
+    np.testing.assert_allclose(Y.detach().numpy(), A @ X.detach().numpy(), rtol=1e-5,
+                               atol=1e-5)
+    assert not Y[7:40].detach().any()
+    if tracked:
+        Y.sum().backward()
+        np.testing.assert_allclose(X.grad.numpy(), np.broadcast_to(
+            np.asarray(A.sum(axis=0)).T, (300, feat)), rtol=1e-5, atol=1e-5)

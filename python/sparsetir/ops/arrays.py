@@ -26,6 +26,7 @@ from ..runtime.arguments import (INFERENCE_REFUSAL, in_dual_level, shares_elemen
                                  writes_inference_tensor)
 from ..errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from ..schedule.cpu_target import CACHE_LINE_BYTES
+from .huge_pages import advise_fresh_result
 
 
 def torch_func_refusal(what: str) -> SparseTIRTypeError:
@@ -147,12 +148,17 @@ class DenseOperand:
         return new_array(self.is_torch, shape)
 
 
-def new_array(torch_tensor: bool, shape: tuple):
-    """An uninitialised float32 torch tensor (``torch_tensor``) or numpy array of ``shape``
-    (``empty_on_line``'s: on a cache line from ``LINED_BYTES``)."""
+def new_array(torch_tensor: bool, shape: tuple, dtype: str = "float32"):
+    """An uninitialised torch tensor (``torch_tensor``) or numpy array of ``shape`` and
+    ``dtype``: a large tensor asks for huge pages before it is written
+    (``huge_pages.advise_fresh_result``, as numpy does for its arrays), a numpy array is
+    ``empty_on_line``'s (on a cache line from ``LINED_BYTES``)."""
     if torch_tensor:
-        return sys.modules["torch"].empty(shape, dtype=sys.modules["torch"].float32)
-    return empty_on_line(shape)
+        torch = sys.modules["torch"]
+        tensor = torch.empty(shape, dtype=getattr(torch, dtype))
+        advise_fresh_result(tensor)
+        return tensor
+    return empty_on_line(shape, dtype)
 
 
 LINED_BYTES = 1 << 16

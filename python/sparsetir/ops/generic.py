@@ -28,7 +28,7 @@ from ..driver.background import remembered
 from ..lower import lower_sparse_iter
 from ..schedule.generic import schedule_gsddmm_cpu, schedule_gspmm_cpu
 from ..schedule.operators import prefetch_distance
-from .arrays import empty_on_line, is_torch
+from .arrays import is_torch, new_array
 from .broadcast import feature_blocks
 from .dtypes import dtype_name, result_dtype
 from .generic_kernels import gsddmm_kernel, gspmm_kernel
@@ -53,10 +53,7 @@ def new_like(like, shape: tuple, dtype: str | None = None, out=None, operands: t
     dtype = dtype or dtype_name(like)
     if out is not None and writes_into(out, like, shape, dtype, operands):
         return out
-    if is_torch(like):
-        import torch  # pylint: disable=import-outside-toplevel
-        return torch.empty(shape, dtype=getattr(torch, dtype))
-    return empty_on_line(shape, dtype)
+    return new_array(is_torch(like), shape, dtype)
 
 
 def writes_into(out, like, shape: tuple, dtype: str, operands: tuple) -> bool:

@@ -31,6 +31,13 @@ aggregates before its linear map, a benchmark) gains from there on. Operands und
 it off. Nothing changes for the user but the pages: the values, the address and the object
 stay.
 
+Results too: a torch tensor of ``MIN_BYTES`` or more that an operator makes for its result asks
+for huge pages before the kernel writes it (:func:`advise_fresh_result`), so that glibc's fresh
+pages for it are faulted 2 MiB at a time, not 4 KiB (numpy arrays ask for themselves).
+``ops.spmm(M, X)`` with a torch ``X`` and no ``out=``, the R-MAT graph of arxiv size at 128
+features (a 87 MB result; AMD EPYC Zen 3 VM, 2 threads, medians): 68.5 ms before, 31.2 after,
+23.2 into a given ``out=``.
+
 Example
 -------
 >>> import numpy as np
@@ -119,21 +126,49 @@ def moved_bytes(operand) -> int:
     return uses.moved or 0 if uses is not None and uses.reference() is operand else 0
 
 
+def advise_fresh_result(result) -> None:
+    """Ask Linux to fault a new result of at least ``MIN_BYTES`` (a contiguous CPU torch
+    tensor just allocated, not yet written) in 2 MiB at a time (``MADV_HUGEPAGE`` on the
+    whole huge pages inside it), as numpy asks for its own arrays. glibc gives an allocation
+    over its mmap threshold (at most 32 MiB) fresh pages and returns them when it is freed,
+    so a call that returns such a tensor pays a page fault for every 4 KiB of it on first
+    write: ``torch.empty((169343, 128))`` then ``fill_`` took 40.2 ms, 6.6 with the request
+    (AMD EPYC Zen 3 VM, THP ``madvise``; the fill alone 4.1 ms, ``np.empty`` then ``fill``
+    12.3). Never raises, never changes a value.
+
+    >>> import torch
+    >>> advise_fresh_result(torch.empty(16))       # under MIN_BYTES: nothing asked
+    """
+    if result.nbytes < MIN_BYTES or not huge_pages_available():
+        return
+    memory = _memory(result)
+    if memory is not None:
+        _advise(*memory)
+
+
+def _advise(address: int, nbytes: int):
+    """``(start, length)`` of the whole huge pages inside ``[address, address + nbytes)``
+    after asking ``MADV_HUGEPAGE`` for them, or None when there is none or Linux refused."""
+    start = -(-address // HUGE_PAGE) * HUGE_PAGE
+    end = (address + nbytes) // HUGE_PAGE * HUGE_PAGE
+    if end <= start or _libc().madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start),
+                                       MADV_HUGEPAGE) != 0:
+        return None
+    return start, end - start
+
+
 def back_with_huge_pages(address: int, nbytes: int) -> int:
     """Ask Linux to back the whole 2 MiB pages inside ``[address, address + nbytes)`` with
     huge pages (``MADV_HUGEPAGE``) and to move them there now (``MADV_COLLAPSE``; on a kernel
     before 6.1, ``khugepaged`` moves them later). Returns the bytes moved now (0 when the range
     holds no whole huge page, or the kernel did not move it); never raises, never changes a
     value."""
-    start = -(-address // HUGE_PAGE) * HUGE_PAGE
-    end = (address + nbytes) // HUGE_PAGE * HUGE_PAGE
-    if end <= start or not huge_pages_available():
+    pages = _advise(address, nbytes) if huge_pages_available() else None
+    if pages is None:
         return 0
-    madvise = _libc().madvise
-    if madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_HUGEPAGE) != 0:
-        return 0
-    moved = madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_COLLAPSE) == 0
-    return end - start if moved else 0
+    start, length = pages
+    moved = _libc().madvise(ctypes.c_void_p(start), ctypes.c_size_t(length), MADV_COLLAPSE) == 0
+    return length if moved else 0
 
 
 @lru_cache(maxsize=None)

@@ -61,7 +61,7 @@ from ..runtime.arguments import writes_inference_tensor
 from ..runtime.kernel import torch_as_numpy
 from ..runtime.threads import size_launches
 from .alignment import COPIED, copy_may_pay, gather_ready
-from .arrays import empty_on_line, in_dual_level, recorded, recorded_or_autocast
+from .arrays import empty_on_line, in_dual_level, new_array, recorded, recorded_or_autocast
 from .dtypes import autocast_dtype
 from .graph_tensors import tracing
 from .huge_pages import MIN_BYTES, note_gathered
@@ -139,8 +139,7 @@ class TorchCall(NumpyCall):
         if recorded_or_autocast((*operands, out)):
             return None                  # the general path's graph_ops make it
         if out is None:
-            torch = sys.modules["torch"]
-            out = torch.empty(self.out_shape, dtype=torch.float32)
+            out = new_array(True, self.out_shape)
         return self.run_tensors(operands, operands, out, matrix)
 
     def run_tensors(self, operands: tuple, tensors: tuple, out, matrix=None):

@@ -42,7 +42,7 @@ from ..errors import FormatTypeError, SparseTIRTypeError, SparseTIRValueError
 from ..format.checks import index_array
 from ..lower import lower_sparse_iter
 from ..schedule.typed import schedule_gather_mm_cpu, schedule_relation_outer_cpu
-from .arrays import empty_on_line, is_torch, torch_func_refusal
+from .arrays import is_torch, new_array, torch_func_refusal
 from .dtypes import autocast_result, check_autocast_operand
 from .generic_kernels import accumulator_dtype
 from .graph_tensors import tracing
@@ -234,12 +234,9 @@ def _dtype_name(name: str, value) -> str:
 
 def _empty(like, shape: tuple, dtype: str, zeros: bool = False):
     """A new array of ``like``'s kind, of ``dtype`` (zeros, or uninitialised)."""
-    if is_torch(like):
-        torch = sys.modules["torch"]
-        return (torch.zeros if zeros else torch.empty)(shape, dtype=getattr(torch, dtype))
-    array = empty_on_line(shape, dtype)
+    array = new_array(is_torch(like), shape, dtype)
     if zeros:
-        array.fill(0)
+        array[...] = 0
     return array
 
 
