@@ -1,4 +1,6 @@
-"""Intel MKL sparse BLAS through ``sparse_dot_mkl.dot_product_mkl(A, X)`` (scipy CSR times numpy).
+"""Intel MKL sparse BLAS through ``sparse_dot_mkl.dot_product_mkl(A, X, out=Y, out_scalar=0)``
+(scipy CSR times numpy, into a preallocated output: ``Y = A @ X + 0 * Y``, which MKL writes
+without reading ``Y``, as BLAS does for a zero beta; ``Y`` starts as NaN).
 
 ``sparse_dot_mkl`` finds ``libmkl_rt`` through ``MKL_RT`` or ``LD_LIBRARY_PATH``; when neither is
 set, this module points ``MKL_RT`` at the one the ``mkl`` pip package put in ``<venv>/lib``.
@@ -16,6 +18,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+
+import numpy as np
 
 
 def find_mkl_rt() -> str | None:
@@ -35,7 +39,8 @@ from contenders import Contender, ones_like  # noqa: E402
 class Mkl(Contender):
     def spmm(self, X, weighted):
         A = self.A if weighted else ones_like(self.A)
-        return lambda: dot_product_mkl(A, X)
+        out = np.full((A.shape[0], X.shape[1]), np.nan, np.float32)
+        return lambda: dot_product_mkl(A, X, out=out, out_scalar=0.0)
 
 
 CONTENDER = Mkl

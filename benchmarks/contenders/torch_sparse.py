@@ -1,8 +1,9 @@
 """torch.sparse: a CSR tensor times a dense tensor, and ``torch.sparse.sampled_addmm``.
 
-The CSR tensors (int64 indices, torch's default) and the dense inputs are made once, outside
-the timed region. SDDMM is ``sampled_addmm(A, X, Y.T, beta=0)``: ``X @ Y.T`` at ``A``'s
-nonzeros, a CSR tensor whose ``values()`` follow ``A.indices``. In bfloat16 the CSR values
+The CSR tensors (int64 indices, torch's default), the dense inputs and the outputs (NaN) are
+made once, outside the timed region. SpMM is ``torch.mm(A, X, out=Y)``; SDDMM is
+``sampled_addmm(A, X, Y.T, beta=0, out=C)``: ``X @ Y.T`` at ``A``'s nonzeros, into a CSR tensor
+``C`` of ``A``'s pattern whose ``values()`` follow ``A.indices``. In bfloat16 the CSR values
 and dense inputs are bfloat16 tensors (torch 2.13 refuses both calls so on the CPU: the
 worker reports the refusal). Threads: ``torch.set_num_threads``.
 
@@ -41,13 +42,16 @@ class TorchSparse(Contender):
         dtype = getattr(torch, dtype)
         A = (self.weighted if weighted else self.unweighted).to(dtype)
         X = torch.from_numpy(X).to(dtype)
-        return lambda: A @ X
+        out = torch.full((A.shape[0], X.shape[1]), float("nan"), dtype=dtype)
+        return lambda: torch.mm(A, X, out=out)
 
     def sddmm(self, X, Y, dtype="float32"):
         dtype = getattr(torch, dtype)
         A, X = self.weighted.to(dtype), torch.from_numpy(X).to(dtype)
         Yt = torch.from_numpy(Y).to(dtype).T
-        return lambda: torch.sparse.sampled_addmm(A, X, Yt, beta=0.0)
+        out = A.clone()
+        out.values().fill_(float("nan"))
+        return lambda: torch.sparse.sampled_addmm(A, X, Yt, beta=0.0, out=out)
 
     def to_numpy(self, op, result):
         return super().to_numpy(op, result.values() if op == "sddmm" else result)
