@@ -147,3 +147,22 @@ def test_from_csr_parallel_edges_stay_edges_of_their_own_whatever_the_values():
                                       getattr(reordered["torch"], name))
     ops.spmm(reordered["torch"], torch.from_numpy(X[perm])).sum().backward()
     torch.testing.assert_close(w.grad, torch.from_numpy(X[indices].sum(1)))  # d/dw: x_u
+
+
+def test_the_backward_passes_transpose_is_made_once_and_matches_scipys():
+    """``transposed_pattern_matrix`` (what the backward passes read) is the matrix of
+    ``transposed_pattern``, the same object every call, equal to scipy's transpose; the public
+    permutation stays a fresh read-only copy per call."""
+    A = scipy.sparse.random(40, 30, density=0.1, format="csr", dtype=np.float32,
+                            random_state=7)
+    keep = np.ones(40, np.float32)
+    keep[5] = 0                                          # an empty row: an empty column of T
+    A = (scipy.sparse.diags(keep) @ A).tocsr()
+    A.eliminate_zeros()
+    M = ops.SparseMatrix(A)
+    T = M.transposed_pattern_matrix()
+    assert T is M.transposed_pattern_matrix() is M.transposed_pattern()[0]
+    np.testing.assert_array_equal(T.to_scipy().toarray(), A.T.toarray())
+    first, second = M.transposed_pattern()[1], M.transposed_pattern()[1]
+    assert first is not second and not first.flags.writeable
+    np.testing.assert_array_equal(first, second)

@@ -92,7 +92,7 @@ def _to_nodes(matrix, edge_grad, target: str):
         return edge_grad
     if target == "v":
         return gspmm_values(matrix, "copy_rhs", "sum", None, edge_grad.contiguous())[0]
-    transpose = matrix.transposed_pattern()[0]
+    transpose = matrix.transposed_pattern_matrix()
     return gspmm_values(transpose, "copy_rhs", "sum", None,
                         _permuted(matrix, edge_grad).contiguous())[0]
 
@@ -154,7 +154,7 @@ class GSpMM(torch.autograd.Function):
         lhs, rhs = ctx.saved_tensors
         grad = grad.contiguous()
         if reduce_op == "mean" and op == "copy_lhs":
-            d_lhs = gspmm_values(matrix.transposed_pattern()[0], "mul", "sum", grad,
+            d_lhs = gspmm_values(matrix.transposed_pattern_matrix(), "mul", "sum", grad,
                                  _mean_weights(matrix, grad))[0]
             return None, None, None, unbroadcast(d_lhs, ctx.lhs_shape), None, None
         if reduce_op == "mean":
@@ -190,7 +190,7 @@ def _backward_sum(matrix, op, lhs, rhs, rhs_shape, grad, needs):
     operand's shape)."""
     d_lhs = d_rhs = None
     if needs[0] and op != "copy_rhs":
-        transpose = matrix.transposed_pattern()[0]
+        transpose = matrix.transposed_pattern_matrix()
         if op in ("mul", "div"):
             d_lhs = gspmm_values(transpose, op, "sum", grad,
                                  _permuted(matrix, rhs).contiguous())[0]
@@ -261,7 +261,7 @@ def _node_product(matrix, grad, other, target: str):
     stored."""
     if target == "v":
         return gspmm_values(matrix, "mul", "sum", other, grad)[0]
-    return gspmm_values(matrix.transposed_pattern()[0], "mul", "sum", other,
+    return gspmm_values(matrix.transposed_pattern_matrix(), "mul", "sum", other,
                         _permuted(matrix, grad).contiguous())[0]
 
 
