@@ -382,3 +382,29 @@ def test_a_matrix_made_in_inference_mode_gives_gradients_outside_it():
     ops.spmm(M, X).sum().backward()
     np.testing.assert_allclose(X.grad.numpy(), A.T @ np.ones((30, 4), np.float32),
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("edge_shape", [(), (3, 1), (3, 4)], ids=["scalar", "per-head", "full"])
+def test_a_transpose_reads_its_matrixs_edge_data_through_the_permutation(graph, edge_shape):
+    """The backward passes' ``gspmm`` over M's transpose with edge data in M's order
+    (``rhs_order``): each source sums ``x[v] * e[edge]`` over its out-edges, no permuted copy
+    of ``e``; the output holds garbage before the call, the source without out-edge gets 0."""
+    from sparsetir.ops.generic import gspmm_values
+    from sparsetir.ops.generic_kernels import gspmm_source
+    matrix = graph[0]
+    rows, cols = graph[1].numpy(), graph[2].numpy()
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((M_ROWS, 3, 4)).astype(np.float32)
+    e = rng.standard_normal((matrix.nnz,) + edge_shape).astype(np.float32)
+    transpose, order = matrix._transposed()     # pylint: disable=protected-access
+    out = np.full((N_COLS, 3, 4), np.nan, np.float32)
+    edge = e.reshape((matrix.nnz,) + (1,) * (3 - e.ndim) + edge_shape) if e.ndim < 3 else e
+    expected = np.zeros((N_COLS, 3, 4), np.float32)
+    np.add.at(expected, cols, x[rows] * edge)
+    result = gspmm_values(transpose, "mul", "sum", x, e, out=out, rhs_order=order)[0]
+    assert result is out
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    assert not out[4].any()                                      # no out-edge
+    text = gspmm_source("mul", "sum", "float32", (3, 4), (True, True), (True, False),
+                        permuted_rhs=True)
+    assert "E[P[o, i, j], k0]" in text and "T.assume_buffer_domain(P, (0, nnz))" in text

@@ -5,7 +5,8 @@ Every backward is made of the same compiled kernels as the forward passes
 (``SparseMatrix.transposed``, made once per matrix), never a dense n x n:
 
 - ``gspmm``, sum (mean: the gradient divided by the in-degree first): the source gradient is a
-  ``gspmm`` over the transpose (``dX = M^T dY`` for ``u_mul_e_sum``), the edge gradient a
+  ``gspmm`` over the transpose (``dX = M^T dY`` for ``u_mul_e_sum``; edge data is read in M's
+  order through the transpose's permutation, ``gspmm_values(rhs_order=)``), the edge gradient a
   ``gsddmm`` on M's pattern (``dE[e] = X[u] * dY[v]``); ``copy_u_mean``'s source gradient
   takes the division as edge weights of the transpose (``1 / in-degree(v)`` on each edge,
   made once per matrix) instead of a divided copy of the gradient: on Pubmed at 128 features
@@ -78,11 +79,13 @@ def first_order(backward):
     return checked
 
 
-def _permuted(matrix, edge_data):
-    """``edge_data`` (M's edge order) in the order of M's transpose's entries."""
-    perm = matrix._derive("transposed_perm", lambda: torch.from_numpy(  # pylint: disable=protected-access
-        np.array(matrix.transposed_pattern()[1])))
-    return edge_data.index_select(0, perm)
+def _over_transpose(matrix, op: str, lhs, edge_data):
+    """``gspmm`` sum of ``op(lhs[v], edge_data[e])`` over M's transpose (each source's
+    out-edges), ``edge_data`` in M's edge order: the kernel reads it through the transpose's
+    permutation, no permuted copy is made (on the arxiv-size graph with 4 heads that copy took
+    as long as the kernel)."""
+    transpose, order = matrix._transposed()      # pylint: disable=protected-access
+    return gspmm_values(transpose, op, "sum", lhs, edge_data.contiguous(), rhs_order=order)[0]
 
 
 def _to_nodes(matrix, edge_grad, target: str):
@@ -92,9 +95,7 @@ def _to_nodes(matrix, edge_grad, target: str):
         return edge_grad
     if target == "v":
         return gspmm_values(matrix, "copy_rhs", "sum", None, edge_grad.contiguous())[0]
-    transpose = matrix.transposed_pattern_matrix()
-    return gspmm_values(transpose, "copy_rhs", "sum", None,
-                        _permuted(matrix, edge_grad).contiguous())[0]
+    return _over_transpose(matrix, "copy_rhs", None, edge_grad)
 
 
 def unbroadcast(grad, shape: tuple):
@@ -190,12 +191,11 @@ def _backward_sum(matrix, op, lhs, rhs, rhs_shape, grad, needs):
     operand's shape)."""
     d_lhs = d_rhs = None
     if needs[0] and op != "copy_rhs":
-        transpose = matrix.transposed_pattern_matrix()
         if op in ("mul", "div"):
-            d_lhs = gspmm_values(transpose, op, "sum", grad,
-                                 _permuted(matrix, rhs).contiguous())[0]
+            d_lhs = _over_transpose(matrix, op, grad, rhs)
         else:
-            d_lhs = gspmm_values(transpose, "copy_lhs", "sum", grad, None)[0]
+            d_lhs = gspmm_values(matrix.transposed_pattern_matrix(), "copy_lhs", "sum", grad,
+                                 None)[0]
     if needs[1] and op != "copy_lhs":
         suffix = _summed_suffix(lhs.shape, rhs_shape, grad) if op == "mul" else None
         if suffix is not None:
@@ -261,8 +261,7 @@ def _node_product(matrix, grad, other, target: str):
     stored."""
     if target == "v":
         return gspmm_values(matrix, "mul", "sum", other, grad)[0]
-    return gspmm_values(matrix.transposed_pattern_matrix(), "mul", "sum", other,
-                        _permuted(matrix, grad).contiguous())[0]
+    return _over_transpose(matrix, "mul", other, grad)
 
 
 class GSDDMM(torch.autograd.Function):

@@ -109,7 +109,8 @@ def _feature_shape(array):
 
 
 def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = False,
-                 dtype: str | None = None, out=None, prepare: tuple | None = None):
+                 dtype: str | None = None, out=None, prepare: tuple | None = None,
+                 rhs_order=None):
     """``(out, arg)``: ``out[v] = reduce_op over in-edges e = (u, v) of op(lhs[u], rhs[e])``
     (0 where ``v`` has no in-edge), and for ``max``/``min`` with ``record_arg`` the edge
     that gave each value (int32; ``nnz`` for no edge), else None.
@@ -120,7 +121,12 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
     it is (``writes_into``), else into a new array. With ``prepare`` (a key), a sum written
     into ``out`` from 2-D ``lhs`` and 1-D or no ``rhs`` leaves ``matrix.calls[prepare] = (bound
     kernel, out's shape, (rhs,) or ())``, the entries ``operators._call_prepared`` reads: a
-    later call of the same kind may run that kernel on ``(lhs, rhs, out)``."""
+    later call of the same kind may run that kernel on ``(lhs, rhs, out)``.
+
+    ``rhs_order`` (a sealed int32 permutation of the edges, bound once with ``matrix``, which
+    must always come with the same one): ``rhs`` is in another edge order, and ``matrix``'s
+    edge ``p`` reads its row ``rhs_order[p]`` (a transpose reading its matrix's edge data,
+    ``SparseMatrix.transposed_pattern``), instead of a permuted copy of ``rhs``."""
     sample = lhs if lhs is not None else rhs
     kernel_dtype, dtype = kernel_dtypes(lhs, rhs, dtype)
     plan = feature_blocks(_feature_shape(lhs), _feature_shape(rhs))
@@ -139,8 +145,11 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
     result = out.reshape((m,) + plan.sizes)
     key = (op, reduction, kernel_dtype) + blocks
     prefetch = 0 if lhs is None else prefetch_distance(n, lhs[:1].nbytes // 4)
-    bound = _bound(matrix, ("gspmm",) + key + (prefetch,), lambda: gspmm_kernel(*key),
-                   lambda mod: schedule_gspmm_cpu(mod, prefetch=prefetch))
+    permuted = rhs_order is not None and rhs is not None
+    bound = _bound(matrix, ("gspmm",) + key + (prefetch, permuted),
+                   lambda: gspmm_kernel(*key, permuted_rhs=permuted),
+                   lambda mod: schedule_gspmm_cpu(mod, prefetch=prefetch),
+                   {"perm": rhs_order} if permuted else None)
     bound(*operands, result)
     if prepare is not None and out is given and reduce_op == "sum" and lhs is not None \
             and lhs.ndim == 2 and (rhs is None or rhs.ndim == 1):

@@ -56,9 +56,14 @@ _COMBINE = {"sum": "{acc} + {msg}",
             "max": "T.Select(T.isnan({acc}) or {acc} >= {msg}, {acc}, {msg})",
             "min": "T.Select(T.isnan({acc}) or {acc} <= {msg}, {acc}, {msg})"}
 
-# where each target's data lives: its axes and its iterators
+# where each target's data lives: its axes and its iterators; "e_perm" is edge data in another
+# edge order, entry (o, i, j) reading row P[o, i, j] of it (``_PERMUTED_EDGES`` declares P)
 _TARGET_AXES = {"u": (["J_detach"], ["j"]), "v": (["I_detach"], ["i"]),
-                "e": (["O", "I", "J"], ["o", "i", "j"])}
+                "e": (["O", "I", "J"], ["o", "i", "j"]), "e_perm": (["E_order"], ["P[o, i, j]"])}
+
+_PERMUTED_EDGES = ('    E_order = T.dense_fixed(nnz)\n'
+                   '    P = T.match_sparse_buffer(perm, (O, I, J), "int32")\n'
+                   '    T.assume_buffer_domain(P, (0, nnz))\n')
 
 
 def accumulator_dtype(*dtypes) -> str:
@@ -120,13 +125,18 @@ def _message(op: str, lhs: str, rhs: str) -> str:
 
 
 def gspmm_source(op: str, reduce_op: str, dtype, sizes: tuple, lhs_full: tuple,
-                 rhs_full: tuple, record_arg: bool = False) -> str:
+                 rhs_full: tuple, record_arg: bool = False, permuted_rhs: bool = False) -> str:
     """TVMScript text of ``gspmm`` (or, with ``record_arg``, of ``gspmm_arg``: the first
     in-edge whose message, rounded to the output's dtype, equals the reduced value ``y``, or is
-    NaN where ``y`` is, into the int32 ``arg``, ``nnz`` where there is none). ``dtype``: see the module docstring."""
+    NaN where ``y`` is, into the int32 ``arg``, ``nnz`` where there is none). ``dtype``: see the
+    module docstring. With ``permuted_rhs`` the edge operand is in another edge order (a
+    transpose's backward pass reads its matrix's edge data): edge ``p`` reads row ``perm[p]``
+    of it, ``perm`` an int32 parameter whose values the call checks lie in ``[0, nnz)``."""
     uses_lhs, uses_rhs = op != "copy_rhs", op != "copy_lhs"
+    permuted_rhs = permuted_rhs and uses_rhs
     params = ([("x", "X")] if uses_lhs else []) + ([("e", "E")] if uses_rhs else []) \
-        + [("y", "Y")] + ([("eid", "EID"), ("arg", "ARG")] if record_arg else [])
+        + [("y", "Y")] + ([("eid", "EID"), ("arg", "ARG")] if record_arg else []) \
+        + ([("perm", "P")] if permuted_rhs else [])
     text = _HEADER.format(params=", ".join(f"{handle}: T.handle" for handle, _ in params))
     text += _feature_axes(sizes)
     every = (True,) * len(sizes)
@@ -134,9 +144,10 @@ def gspmm_source(op: str, reduce_op: str, dtype, sizes: tuple, lhs_full: tuple,
     acc = accumulator_dtype(*(d for d, used in ((lhs_dtype, uses_lhs), (rhs_dtype, uses_rhs),
                                                 (out_dtype, True)) if used))
     lhs_decl, lhs = _buffer("X", "x", "u", lhs_full, lhs_dtype)
-    rhs_decl, rhs = _buffer("E", "e", "e", rhs_full, rhs_dtype)
+    rhs_decl, rhs = _buffer("E", "e", "e_perm" if permuted_rhs else "e", rhs_full, rhs_dtype)
     out_decl, out = _buffer("Y", "y", "v", every, out_dtype)
-    text += (lhs_decl if uses_lhs else "") + (rhs_decl if uses_rhs else "") + out_decl
+    text += (_PERMUTED_EDGES if permuted_rhs else "") + (lhs_decl if uses_lhs else "") \
+        + (rhs_decl if uses_rhs else "") + out_decl
     features = [f"K{b}" for b in range(len(sizes))]
     iters = ["o", "i", "j"] + [f"k{b}" for b in range(len(sizes))]
     message = _message(op, _widen(lhs, lhs_dtype, acc), _widen(rhs, rhs_dtype, acc))
@@ -194,9 +205,9 @@ def gsddmm_source(op: str, dtype, sizes: tuple, lhs_full: tuple, rhs_full: tuple
 
 
 @lru_cache(maxsize=None)
-def gspmm_kernel(*key):
-    """The Stage I function of ``gspmm_source(*key)``."""
-    return from_source(gspmm_source(*key))
+def gspmm_kernel(*key, permuted_rhs: bool = False):
+    """The Stage I function of ``gspmm_source(*key, permuted_rhs=permuted_rhs)``."""
+    return from_source(gspmm_source(*key, permuted_rhs=permuted_rhs))
 
 
 @lru_cache(maxsize=None)

@@ -374,7 +374,7 @@ class SparseMatrix:
         once per matrix, for the backward passes, which walk edges by source and bring
         their own values."""
         transpose, perm = self._transposed()
-        return transpose, frozen(perm)
+        return transpose, frozen(perm, np.int64)
 
     def transposed_pattern_matrix(self) -> "SparseMatrix":
         """``transposed_pattern()``'s matrix alone: that method copies its permutation at every
@@ -383,7 +383,8 @@ class SparseMatrix:
         return self._transposed()[0]
 
     def _transposed(self) -> tuple:
-        """``(transpose, perm)`` of ``transposed_pattern``, ``perm`` sealed, made once."""
+        """``(transpose, perm)`` of ``transposed_pattern``, made once; ``perm`` sealed int32,
+        the ``rhs_order`` the backward passes bind with the transpose (``generic``)."""
         def make():
             kept = self._sealed
             perm = np.argsort(kept["indices"], kind="stable")   # by column, then row
@@ -392,7 +393,7 @@ class SparseMatrix:
             transpose = SparseMatrix.__new__(SparseMatrix)
             transpose._fill(self.shape[::-1], np.concatenate([[0], np.cumsum(counts)]),
                             rows[perm], kept["data"][perm], None, None)
-            return transpose, sealed(perm, np.int64)
+            return transpose, sealed(perm, np.int32)      # nnz < 2**31: int32 positions
         return self._derive("transposed", make)
 
     def edge_matrix(self) -> "SparseMatrix":
