@@ -7,10 +7,10 @@ Every backward is made of the same compiled kernels as the forward passes
 - ``gspmm``, sum (mean: the gradient divided by the in-degree first): the source gradient is a
   ``gspmm`` over the transpose (``dX = M^T dY`` for ``u_mul_e_sum``; edge data is read in M's
   order through the transpose's permutation, ``gspmm_values(rhs_order=)``), the edge gradient a
-  ``gsddmm`` on M's pattern (``dE[e] = X[u] * dY[v]``); ``copy_u_mean``'s source gradient
-  takes the division as edge weights of the transpose (``1 / in-degree(v)`` on each edge,
-  made once per matrix) instead of a divided copy of the gradient: on Pubmed at 128 features
-  that copy cost 1 ms of a 1.4 ms backward;
+  ``gsddmm`` on M's pattern (``dE[e] = X[u] * dY[v]``); ``copy_u_mean``'s source gradient,
+  as its forward pass, takes the division as edge weights (``generic.mean_weights``:
+  ``1 / in-degree(v)`` on each edge, made once per matrix) instead of a divided copy of the
+  gradient: on Pubmed at 128 features that copy cost 1 ms of a 1.4 ms backward;
 - ``gspmm``, max/min: the gradient goes to the edge each value came from (the arg positions
   the forward pass recorded), and from there as for sum;
 - ``gsddmm``: the gradient of each edge, sent to its target (``v``: a ``gspmm`` over M, ``u``:
@@ -45,7 +45,8 @@ import numpy as np
 import torch
 
 from ..errors import SparseTIRError
-from .generic import edge_softmax_values, gsddmm_values, gspmm_values
+from .dtypes import dtype_name
+from .generic import edge_softmax_values, gsddmm_values, gspmm_values, mean_weights
 
 
 def first_order(backward):
@@ -79,13 +80,14 @@ def first_order(backward):
     return checked
 
 
-def _over_transpose(matrix, op: str, lhs, edge_data):
+def _over_transpose(matrix, op: str, lhs, edge_data, dtype: str | None = None):
     """``gspmm`` sum of ``op(lhs[v], edge_data[e])`` over M's transpose (each source's
     out-edges), ``edge_data`` in M's edge order: the kernel reads it through the transpose's
     permutation, no permuted copy is made (on the arxiv-size graph with 4 heads that copy took
-    as long as the kernel)."""
+    as long as the kernel). ``dtype``: the result's (None: the operands')."""
     transpose, order = matrix._transposed()      # pylint: disable=protected-access
-    return gspmm_values(transpose, op, "sum", lhs, edge_data.contiguous(), rhs_order=order)[0]
+    return gspmm_values(transpose, op, "sum", lhs, edge_data.contiguous(), dtype=dtype,
+                        rhs_order=order)[0]
 
 
 def _to_nodes(matrix, edge_grad, target: str):
@@ -155,8 +157,8 @@ class GSpMM(torch.autograd.Function):
         lhs, rhs = ctx.saved_tensors
         grad = grad.contiguous()
         if reduce_op == "mean" and op == "copy_lhs":
-            d_lhs = gspmm_values(matrix.transposed_pattern_matrix(), "mul", "sum", grad,
-                                 _mean_weights(matrix, grad))[0]
+            d_lhs = _over_transpose(matrix, "mul", grad, mean_weights(matrix, grad),
+                                    dtype=dtype_name(grad))
             return None, None, None, unbroadcast(d_lhs, ctx.lhs_shape), None, None
         if reduce_op == "mean":
             degrees = torch.from_numpy(np.maximum(matrix.in_degrees(), 1)).to(grad.dtype)
@@ -171,18 +173,6 @@ class GSpMM(torch.autograd.Function):
         return (None, None, None,
                 None if d_lhs is None else unbroadcast(d_lhs, ctx.lhs_shape),
                 None if d_rhs is None else unbroadcast(d_rhs, ctx.rhs_shape), None)
-
-
-def _mean_weights(matrix, grad):
-    """``1 / in-degree(v)`` for each edge ``e = (u, v)``, in the order of M's transpose, with
-    ``grad``'s dtype and a size-1 dimension per feature dimension of ``grad``."""
-    def make():
-        perm = np.asarray(matrix.transposed_pattern()[1])
-        destinations = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.storage("indptr")))
-        inverse = 1.0 / np.maximum(matrix.in_degrees(), 1)
-        return torch.from_numpy(inverse[destinations[perm]]).to(grad.dtype)
-    weights = matrix._derive(f"mean_weights_{grad.dtype}", make)  # pylint: disable=protected-access
-    return weights.reshape((-1,) + (1,) * (grad.dim() - 1))
 
 
 def _backward_sum(matrix, op, lhs, rhs, rhs_shape, grad, needs):

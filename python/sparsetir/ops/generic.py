@@ -127,6 +127,11 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
     must always come with the same one): ``rhs`` is in another edge order, and ``matrix``'s
     edge ``p`` reads its row ``rhs_order[p]`` (a transpose reading its matrix's edge data,
     ``SparseMatrix.transposed_pattern``), instead of a permuted copy of ``rhs``."""
+    if reduce_op == "mean" and op == "copy_lhs" and rhs_order is None:
+        # a mean of the sources' rows is their sum weighted by 1 / in-degree: the weights are
+        # read per edge in the kernel, not divided into the result in a pass of its own
+        return gspmm_values(matrix, "mul", "sum", lhs, mean_weights(matrix, lhs),
+                            dtype=dtype or dtype_name(lhs), out=out)[0], None
     sample = lhs if lhs is not None else rhs
     kernel_dtype, dtype = kernel_dtypes(lhs, rhs, dtype)
     plan = feature_blocks(_feature_shape(lhs), _feature_shape(rhs))
@@ -209,6 +214,28 @@ def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: 
     if prepare is not None and out is given and dot and lhs.ndim == rhs.ndim == 2:
         matrix.calls[prepare] = (bound, (matrix.nnz,), ())
     return out
+
+
+def mean_weights(matrix, like):
+    """Each stored edge's ``1 / in-degree`` of its destination (degrees below 1 count as 1), in
+    M's edge order, float64 for a float64 ``like`` else float32, numpy or torch as ``like``: a
+    mean over in-edges is the sum of the messages so weighted. Made once per matrix and kind;
+    never handed to users (kernels only read it).
+
+    >>> import scipy.sparse
+    >>> from sparsetir.ops import SparseMatrix
+    >>> M = SparseMatrix(scipy.sparse.csr_matrix(np.float32([[1, 1], [0, 0], [0, 1]])))
+    >>> mean_weights(M, np.ones(1, np.float32)).tolist()
+    [0.5, 0.5, 1.0]
+    """
+    dtype = "float64" if dtype_name(like) == "float64" else "float32"
+    kind = "torch" if is_torch(like) else "numpy"
+
+    def make():
+        degrees = np.maximum(matrix.storage("in_degrees"), 1)
+        weights = np.repeat(1.0 / degrees, np.diff(matrix.storage("indptr"))).astype(dtype)
+        return _index(like, weights) if kind == "torch" else weights
+    return matrix._derive(f"mean_weights_{dtype}_{kind}", make)  # pylint: disable=protected-access
 
 
 def _index(like, array: np.ndarray):
