@@ -408,3 +408,13 @@ def test_a_transpose_reads_its_matrixs_edge_data_through_the_permutation(graph, 
     text = gspmm_source("mul", "sum", "float32", (3, 4), (True, True), (True, False),
                         permuted_rhs=True)
     assert "E[P[o, i, j], k0]" in text and "T.assume_buffer_domain(P, (0, nnz))" in text
+
+
+def test_rhs_order_is_refused_where_the_arg_kernel_would_read_it_unpermuted(graph):
+    from sparsetir.ops.generic import gspmm_values
+    matrix = graph[0]
+    transpose, order = matrix._transposed()     # pylint: disable=protected-access
+    x = np.ones((M_ROWS, 2), np.float32)
+    e = np.ones(matrix.nnz, np.float32)
+    with pytest.raises(SparseTIRValueError, match="rhs_order"):
+        gspmm_values(transpose, "mul", "max", x, e, record_arg=True, rhs_order=order)

@@ -23,8 +23,9 @@ import math
 
 import numpy as np
 
-from ..driver.build_module import build
 from ..driver.background import remembered
+from ..driver.build_module import build
+from ..errors import SparseTIRValueError
 from ..lower import lower_sparse_iter
 from ..schedule.generic import schedule_gsddmm_cpu, schedule_gspmm_cpu
 from ..schedule.operators import prefetch_distance
@@ -151,7 +152,10 @@ def gspmm_values(matrix, op: str, reduce_op: str, lhs, rhs, record_arg: bool = F
     key = (op, reduction, kernel_dtype) + blocks
     prefetch = 0 if lhs is None else prefetch_distance(n, lhs[:1].nbytes // 4)
     permuted = rhs_order is not None and rhs is not None
-    bound = _bound(matrix, ("gspmm",) + key + (prefetch, permuted),
+    if permuted and record_arg:
+        raise SparseTIRValueError("gspmm_values: rhs_order reads the edge operand through a "
+                                  "permutation, which the arg kernel (record_arg) does not")
+    bound = _bound(matrix, ("gspmm",) + key + (prefetch,) + (("rhs_order",) if permuted else ()),
                    lambda: gspmm_kernel(*key, permuted_rhs=permuted),
                    lambda mod: schedule_gspmm_cpu(mod, prefetch=prefetch),
                    {"perm": rhs_order} if permuted else None)

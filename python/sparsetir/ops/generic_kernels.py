@@ -131,7 +131,9 @@ def gspmm_source(op: str, reduce_op: str, dtype, sizes: tuple, lhs_full: tuple,
     NaN where ``y`` is, into the int32 ``arg``, ``nnz`` where there is none). ``dtype``: see the
     module docstring. With ``permuted_rhs`` the edge operand is in another edge order (a
     transpose's backward pass reads its matrix's edge data): edge ``p`` reads row ``perm[p]``
-    of it, ``perm`` an int32 parameter whose values the call checks lie in ``[0, nnz)``."""
+    of it, ``perm`` an int32 permutation of ``[0, nnz)`` (declared so with
+    ``T.assume_buffer_domain``; sparsetir makes it, ``SparseMatrix.transposed_pattern``, and
+    binds it unchecked)."""
     uses_lhs, uses_rhs = op != "copy_rhs", op != "copy_lhs"
     permuted_rhs = permuted_rhs and uses_rhs
     params = ([("x", "X")] if uses_lhs else []) + ([("e", "E")] if uses_rhs else []) \
