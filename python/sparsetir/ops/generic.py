@@ -223,8 +223,10 @@ def gsddmm_values(matrix, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: 
 def mean_weights(matrix, like):
     """Each stored edge's ``1 / in-degree`` of its destination (degrees below 1 count as 1), in
     M's edge order, float64 for a float64 ``like`` else float32, numpy or torch as ``like``: a
-    mean over in-edges is the sum of the messages so weighted. Made once per matrix and kind;
-    never handed to users (kernels only read it).
+    mean over in-edges is the sum of the messages so weighted (rounded as a product per edge:
+    the mean of equal values may differ from them in the last bit, where DGL's division of
+    the sum gives them exactly). Made once per matrix and kind; never handed to users
+    (kernels only read it).
 
     >>> import scipy.sparse
     >>> from sparsetir.ops import SparseMatrix
