@@ -5,7 +5,8 @@ Three families, each a Stage I function specialised to its sizes and scheduled f
 * zoo kernels (``tests/kernel_zoo.py``: ``csrmm``, ``sddmm``, ``fused_sddmm``) with ``build``'s
   default CUDA schedule, at feature sizes 32 and 128;
 * the ``sparsetir.ops`` CUDA kernels (``ops_spmm``, ``ops_spmm_unweighted``, ``ops_sddmm``, and
-  ``ops_spmm_segments``, ``ops_spmm_unweighted_segments`` over rows cut into segments:
+  ``ops_spmm_segments``, ``ops_spmm_unweighted_segments``, ``ops_sddmm_segments`` over rows
+  cut into segments:
   ``kernels.CUDA_KERNELS`` with the schedules of ``schedule/operators_cuda.py``), at 32, 64,
   128, 256;
 * the fp16 tensor-core BSR SpMM (``tc_bsrmm``: ``ops.tensorcore.bsr_spmm_tensorcore``, WMMA) at
@@ -126,6 +127,8 @@ PACKAGED = {
                                              _ops("spmm_unweighted_segments")),
     "ops_sddmm": Packaged("sddmm", {"x": "x", "y": "y", "out": "out", **_CSR}, OPS_SIZES,
                           _ops("sddmm")),
+    "ops_sddmm_segments": Packaged("sddmm", {"x": "x", "y": "y", "out": "out", **_SEGMENTS},
+                                   OPS_SIZES, _ops("sddmm_segments")),
     "tc_bsrmm": Packaged("bsr_spmm", {"a": "blocks", "x": "x", "y": "out", "indptr": "indptr",
                                       "indices": "indices", "mb": "block_rows",
                                       "nb": "block_cols", "nnzb": "nnzb"},

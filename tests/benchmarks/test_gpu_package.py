@@ -32,9 +32,10 @@ ROLES = {  # what each op reads besides its output
     "bsr_spmm": {"blocks", "x", "indptr", "indices", "block_rows", "block_cols", "nnzb"},
 }
 SEGMENTS = {"seg_ptr", "seg_rows", "indices", "segments", "rows", "cols", "nnz"}
-SEGMENT_ROLES = {"spmm": {"values", "x"} | SEGMENTS, "spmm_unweighted": {"x"} | SEGMENTS}
+SEGMENT_ROLES = {"spmm": {"values", "x"} | SEGMENTS, "spmm_unweighted": {"x"} | SEGMENTS,
+                 "sddmm": {"x", "y"} | SEGMENTS}
 DATA = {"values", "x", "y", "blocks", "out"}  # the rest are int32 indices and sizes
-LIBRARIES = 30
+LIBRARIES = 34
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(shutil.which("nvcc") is None,
                                                   reason="packaging compiles CUDA with nvcc")]
@@ -92,7 +93,8 @@ def test_json_files_agree(bundle):
            for feat in (32, 128)}
     ops = {(f"ops_{op}{form}", op, None, feat)
            for op, form in [("spmm", ""), ("spmm_unweighted", ""), ("sddmm", ""),
-                            ("spmm", "_segments"), ("spmm_unweighted", "_segments")]
+                            ("spmm", "_segments"), ("spmm_unweighted", "_segments"),
+                            ("sddmm", "_segments")]
            for feat in (32, 64, 128, 256)}
     tensorcore = {("tc_bsrmm", "bsr_spmm", block, feat) for block in (16, 32) for feat in (64, 128)}
     assert packaged == zoo | ops | tensorcore

@@ -14,9 +14,10 @@
   without a GPU).
 
 The ``*_segments`` kernels run on the same matrix cut into row segments of at most
-``SEGMENT_NNZ`` nonzeros (its full row of 200 nonzeros into 29 segments); their zeroing nest
+``SEGMENT_NNZ`` nonzeros (its full row of 200 nonzeros into 29 segments). SpMM's zeroing nest
 comes first, and only the write-back of a segment's sum is atomic (one add per feature), a
-store where the segment is its row's only one; ``seg_rows`` out of order is refused.
+store where the segment is its row's only one; ``seg_rows`` out of order is refused. SDDMM's
+segments write every nonzero's result once, in any order of rows.
 
 Feature sizes: 1, 32, 64, 128 and 20 (not a multiple of 32: SpMM 4 lanes of 5 scalar features,
 SDDMM one lane of 5 float4 loads); the scheduled modules are cached per case.
@@ -53,7 +54,13 @@ VECTOR_TYPES = {1: "float", 2: "float2", 4: "float4"}
 
 
 def _layout(name: str, feat: int):
-    return sddmm_layout(feat) if name == "sddmm" else spmm_layout(feat)
+    return sddmm_layout(feat) if name.startswith("sddmm") else spmm_layout(feat)
+
+
+def _zeroes_and_adds(name: str) -> bool:
+    """The SpMM segment kernels zero the output first and add into it; SDDMM's segments
+    write each nonzero's result once."""
+    return name.startswith("spmm") and name.endswith("_segments")
 
 
 @functools.lru_cache(maxsize=None)
@@ -74,7 +81,10 @@ def _inputs(name: str, feat: int, rng) -> tuple:
     A = _matrix()
     args = dict(indptr=A.indptr.astype(np.int32), indices=A.indices.astype(np.int32),
                 m=ROWS, n=COLS, nnz=A.nnz)
-    if name == "sddmm":
+    if name.endswith("_segments"):
+        args["seg_ptr"], args["seg_rows"] = row_segments(A.indptr, SEGMENT_NNZ)
+        args["s"] = args["seg_rows"].size
+    if name.startswith("sddmm"):
         args["x"] = rng.standard_normal((ROWS, feat), dtype=np.float32)
         args["y"] = rng.standard_normal((COLS, feat), dtype=np.float32)
         args["out"] = np.full(A.nnz, np.nan, np.float32)
@@ -88,9 +98,6 @@ def _inputs(name: str, feat: int, rng) -> tuple:
     values = A if weighted else (A != 0).astype(np.float32)
     if weighted:
         args["a"] = A.data
-    if name.endswith("_segments"):
-        args["seg_ptr"], args["seg_rows"] = row_segments(A.indptr, SEGMENT_NNZ)
-        args["s"] = args["seg_rows"].size
     return args, "y", values.astype(np.float64) @ args["x"].astype(np.float64)
 
 
@@ -120,7 +127,7 @@ def test_bindings_follow_the_cost_model(name, feat):
     groups = {"sddmm": "nnz"}.get(name, "s" if name.endswith("_segments") else "m")
     blocks = {f"({groups} + {layout.rows - 1}) // {layout.rows}"}
     lanes = {str(layout.lanes)}
-    if name.endswith("_segments"):       # the zeroing nest: one output element per thread
+    if _zeroes_and_adds(name):           # the zeroing nest: one output element per thread
         elements = "m" if feat == 1 else f"m * {feat}"
         blocks.add(f"({elements} + {THREADS_PER_BLOCK - 1}) // {THREADS_PER_BLOCK}")
         lanes.add(str(THREADS_PER_BLOCK))
@@ -167,10 +174,11 @@ def test_the_segment_schedule_refuses_plain_csr():
 @pytest.mark.parametrize("name", NAMES)
 def test_nvcc_compiles_the_expected_kernel(name, feat, arch, golden):
     """One kernel with the layout's bindings and vector accesses; SDDMM adds across lanes
-    with warp shuffles; the source (launch bounds, guards) as in the golden file."""
+    with warp shuffles, its partial sums in registers (indexed by constants and the vector
+    lane only); the source (launch bounds, guards) as in the golden file."""
     kernel = sparsetir.build(_scheduled(name, feat), {"kind": "cuda", "arch": arch},
                              schedule="none")
-    segments = name.endswith("_segments")
+    segments = _zeroes_and_adds(name)
     assert device_kernels(kernel.executable) == ["main_kernel"] + ["main_kernel_1"] * segments
     src = cuda_source(kernel.executable)
     layout = _layout(name, feat)
@@ -180,7 +188,10 @@ def test_nvcc_compiles_the_expected_kernel(name, feat, arch, golden):
     # SpMM: X read, Y written (segments: added to with scalar atomics); SDDMM: both read
     vector_accesses = ["X_ptr"] + ["Y_ptr"] * (not segments)
     assert all((f"{vector}({a} + " in src) == (layout.vec > 1) for a in vector_accesses)
-    assert ("__shfl_down_sync" in src) == (name == "sddmm" and layout.lanes > 1)
+    assert ("__shfl_down_sync" in src) == (name.startswith("sddmm") and layout.lanes > 1)
+    partial_sum_indices = re.findall(r"_rf\w*_ptr(?: \+ |\[)([^)\]]+)", src)
+    assert all(re.fullmatch(r"\d+|k_\w+", index) for index in partial_sum_indices), \
+        partial_sum_indices
     assert src.count("atomic_add((&(Y_ptr[") == segments    # the write-back alone, once
     stores_by_segment_row = re.search(r"\n *Y_ptr\[\(*I_indices_ptr.*\] = Y_local_ptr\[", src)
     assert bool(stores_by_segment_row) == segments         # or a store: the row's one segment
@@ -248,11 +259,36 @@ def test_segments_as_given_equal_their_sum(seg_ptr, seg_rows, reverse):
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "backward"])
+@pytest.mark.parametrize("seg_ptr, seg_rows", [
+    ([0, 5], [3]),
+    ([0, 2, 2, 6, 7, 12], [0, 0, 2, 2, 2]),
+    ([0, 4, 9, 12], [4, 1, 4]),                     # out of row order: each result written once
+])
+def test_sddmm_segments_as_given(seg_ptr, seg_rows, reverse):
+    """SDDMM over segments: nonzero ``p`` of segment ``s`` gets ``x[seg_rows[s]] .
+    y[indices[p]]``, whatever the order of the segments' rows."""
+    rng = np.random.default_rng(2)
+    seg_ptr, seg_rows = np.array(seg_ptr, np.int32), np.array(seg_rows, np.int32)
+    nnz, rows, cols, feat = int(seg_ptr[-1]), 6, 5, 20
+    indices = np.concatenate([np.sort(rng.choice(cols, int(n), replace=False))
+                              for n in np.diff(seg_ptr)]).astype(np.int32)
+    x = rng.standard_normal((rows, feat), dtype=np.float32)
+    y = rng.standard_normal((cols, feat), dtype=np.float32)
+    rows_of_nonzeros = np.repeat(seg_rows, np.diff(seg_ptr))
+    expected = np.einsum("ef,ef->e", x[rows_of_nonzeros].astype(np.float64),
+                         y[indices].astype(np.float64))
+    out = np.full(nnz, np.nan, np.float32)
+    emulate(_scheduled("sddmm_segments", feat), reverse)(x, y, out, seg_ptr, seg_rows, indices,
+                                                         seg_rows.size, rows, cols, nnz)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
 def _torch_result(name: str, args: dict):
     """torch.sparse's answer (cuSPARSE on a GPU) on the kernel's arguments."""
     import torch  # pylint: disable=import-outside-toplevel
     shape = (args["m"], args["n"])
-    if name == "sddmm":
+    if name.startswith("sddmm"):
         pattern = torch.sparse_csr_tensor(args["indptr"], args["indices"],
                                           torch.ones_like(args["out"]), shape)
         return torch.sparse.sampled_addmm(pattern, args["x"], args["y"].t(), beta=0.0).values()

@@ -18,6 +18,9 @@ long rows, ``spmm_segments`` and ``spmm_unweighted_segments`` take the rows cut 
 of bounded length (``sparsetir.format.row_segments``: ``seg_ptr`` over the CSR's nonzeros,
 ``seg_rows`` the row of each): the output is zeroed by a nest of its own, then every segment
 adds its sum into its row (``"atomic"``: a row's segments run in different warps).
+``sddmm_segments`` walks the same segments for SDDMM: a segment's row is read from
+``seg_rows`` instead of searched for every nonzero, and every nonzero's result is written once
+(no zeroing, no atomics).
 
 Example
 -------
@@ -25,7 +28,7 @@ Example
 >>> sorted(KERNELS)
 ['sddmm', 'spmm', 'spmm_unweighted']
 >>> [func.params[0].name for func in CUDA_KERNELS.values()]
-['a', 'x', 'x', 'a', 'x']
+['a', 'x', 'x', 'a', 'x', 'x']
 """
 
 from functools import lru_cache
@@ -200,7 +203,28 @@ def spmm_unweighted_segments(x: T.handle, y: T.handle, seg_ptr: T.handle, seg_ro
         Y[i, k] = Y[i, k] + X[j, k]
 
 
+@T.prim_func
+def sddmm_segments(x: T.handle, y: T.handle, out: T.handle, seg_ptr: T.handle,
+                   seg_rows: T.handle, indices: T.handle, s: T.int32, m: T.int32, n: T.int32,
+                   feat_size: T.int32, nnz: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True})
+    O = T.dense_fixed(s)
+    I = T.sparse_fixed(O, (m, 1), seg_rows, "int32")      # one row per segment
+    J = T.sparse_variable(I, (n, nnz), (seg_ptr, indices), "int32")
+    I_detach = T.dense_fixed(m)
+    J_detach = T.dense_fixed(n)
+    K = T.dense_fixed(feat_size)
+    X = T.match_sparse_buffer(x, (I_detach, K), "float32")
+    Y = T.match_sparse_buffer(y, (J_detach, K), "float32")
+    OUT = T.match_sparse_buffer(out, (O, I, J), "float32")  # position seg_ptr[o] + j: CSR's
+    with T.sp_iter([O, I, J, K], "SSSR", "sddmm") as [o, i, j, k]:
+        with T.init():
+            OUT[o, i, j] = 0.0
+        OUT[o, i, j] = OUT[o, i, j] + X[i, k] * Y[j, k]
+
+
 KERNELS = tiled_kernels("int32")
 CUDA_KERNELS = {"spmm": spmm, "spmm_unweighted": spmm_unweighted, "sddmm": sddmm_fused,
                 "spmm_segments": spmm_segments,
-                "spmm_unweighted_segments": spmm_unweighted_segments}
+                "spmm_unweighted_segments": spmm_unweighted_segments,
+                "sddmm_segments": sddmm_segments}

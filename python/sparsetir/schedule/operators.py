@@ -45,8 +45,8 @@ import tvm
 
 from ..ir.attrs import PREFETCH_ANNOTATION, REALIGN_ANNOTATION
 from .cpu_target import LINE_FLOATS, float32_lanes, vectors_are_lines
-from .operators_cuda import (schedule_sddmm_cuda, schedule_spmm_cuda,
-                              schedule_spmm_segments_cuda)
+from .operators_cuda import (schedule_sddmm_cuda, schedule_sddmm_segments_cuda,
+                              schedule_spmm_cuda, schedule_spmm_segments_cuda)
 
 LANE_CHOICES = (128, 64, 32, 16, 8)
 
@@ -183,6 +183,8 @@ def schedule_for(name: str, mod: tvm.IRModule, feat_size: int, target_kind: str,
     if target_kind == "cuda":
         if name == "sddmm":
             return schedule_sddmm_cuda(mod, feat_size)
+        if name == "sddmm_segments":
+            return schedule_sddmm_segments_cuda(mod, feat_size)
         if name.endswith("_segments"):
             return schedule_spmm_segments_cuda(mod, feat_size)
         return schedule_spmm_cuda(mod, feat_size)

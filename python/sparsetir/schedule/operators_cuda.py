@@ -190,24 +190,63 @@ def schedule_sddmm_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
     sch = tvm.s_tir.Schedule(mod)
     dot = sch.get_sblock("sddmm0")
     search = sch.get_sblock("sddmm0_search0")
-    nonzeros, features = sch.get_loops(dot)
-    _, lane_vector = sch.split(features, [layout.chunks, layout.lanes * layout.vec])
-    partial = sch.rfactor(lane_vector, factor_axis=0)
-    sch.set_scope(partial, 0, "local")
-    nonzeros, lane_vector = sch.get_loops(dot)
+    partial, nonzeros = _dot_over_lanes(sch, dot, layout)
     block_x, thread_y = sch.split(nonzeros, [None, layout.rows])
     sch.bind(block_x, "blockIdx.x")
     sch.bind(thread_y, "threadIdx.y")
-    sch.bind(sch.split(lane_vector, [layout.lanes, layout.vec])[0], "threadIdx.x")
     result = sch.cache_write(dot, 0, "local")
     sch.reverse_compute_at(result, thread_y)
     sch.compute_at(partial, thread_y, preserve_unit_loops=True)
     sch.compute_at(search, thread_y)
     sch.set_scope(search, 0, "local")
-    # the partial sums' loops under thread_y: lane-and-vector, the unit nonzero loop, chunks
-    lane_vector, unit, chunks = sch.get_loops(partial)[2:]
+    _vectorize_partial_sums(sch, partial, layout)
+    return sch.mod
+
+
+def schedule_sddmm_segments_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRModule:
+    """SDDMM over row segments (``sddmm_segments``): each segment to a group of lanes, as
+    ``schedule_sddmm_cuda`` gives a nonzero, which walks the segment's nonzeros one after
+    another, each dot product summed over the lanes by warp shuffles; the row comes from
+    ``seg_rows``, not from a search. The sum is staged in a buffer indexed by the nonzero's
+    place in its segment (``reindex``), not by its position in ``out``: TVM cannot bound
+    ``seg_ptr[o] + j`` from below, and would index the per-thread partial sums by it, which
+    puts them in local memory instead of registers."""
+    _expect(mod, {"sddmm0": ["o", "i"], "sddmm1": ["j", "k"]}, "sddmm_segments")
+    layout = sddmm_layout(feat_size)
+    sch = tvm.s_tir.Schedule(mod)
+    dot = sch.get_sblock("sddmm1")
+    segments = sch.get_loops(sch.get_sblock("sddmm0"))[0]
+    result = sch.reindex(dot, ("write", 0))
+    sch.set_scope(dot, 0, "local")
+    partial, nonzeros = _dot_over_lanes(sch, dot, layout)
+    block_x, thread_y = sch.split(segments, [None, layout.rows])
+    sch.bind(block_x, "blockIdx.x")
+    sch.bind(thread_y, "threadIdx.y")
+    sch.reverse_compute_at(result, nonzeros)
+    sch.compute_at(partial, nonzeros, preserve_unit_loops=True)
+    _vectorize_partial_sums(sch, partial, layout)
+    return sch.mod
+
+
+def _dot_over_lanes(sch: tvm.s_tir.Schedule, dot, layout: Layout) -> tuple:
+    """Split the feature loop of ``dot`` (its last) into ``chunks`` x ``lanes * vec``, factor
+    the sum over lanes and vectors into ``local`` partial sums (``rfactor``) and bind the
+    lanes of the final sum to ``threadIdx.x`` (TVM lowers it to warp shuffles); returns the
+    partial-sum block and ``dot``'s loop over nonzeros."""
+    features = sch.get_loops(dot)[-1]
+    _, lane_vector = sch.split(features, [layout.chunks, layout.lanes * layout.vec])
+    partial = sch.rfactor(lane_vector, factor_axis=0)
+    sch.set_scope(partial, 0, "local")
+    nonzeros, lane_vector = sch.get_loops(dot)[-2:]
+    sch.bind(sch.split(lane_vector, [layout.lanes, layout.vec])[0], "threadIdx.x")
+    return partial, nonzeros
+
+
+def _vectorize_partial_sums(sch: tvm.s_tir.Schedule, partial, layout: Layout) -> None:
+    """The partial sums, moved under their nonzero, over lanes (``threadIdx.x``), each lane
+    ``chunks`` steps of ``vec``-wide loads."""
+    lane_vector, unit, chunks = sch.get_loops(partial)[-3:]
     lane, vector = sch.split(lane_vector, [layout.lanes, layout.vec])
     sch.reorder(lane, unit, chunks, vector)
     sch.bind(lane, "threadIdx.x")
     sch.vectorize(vector)
-    return sch.mod
