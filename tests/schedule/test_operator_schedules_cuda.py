@@ -19,8 +19,8 @@ comes first, and only the write-back of a segment's sum is atomic (one add per f
 store where the segment is its row's only one; ``seg_rows`` out of order is refused. SDDMM's
 segments write every nonzero's result once, in any order of rows.
 
-Feature sizes: 1, 32, 64, 128 and 20 (not a multiple of 32: SpMM 4 lanes of 5 scalar features,
-SDDMM one lane of 5 float4 loads); the scheduled modules are cached per case.
+Feature sizes: 1, 32, 64, 128, 256 (SpMM: two warps a row, ``threadIdx.z``) and 20 (not a
+multiple of 32: SpMM 4 lanes of 5 scalar features, SDDMM one lane of 5 float4 loads); the scheduled modules are cached per case.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from sparsetir.backend.target import cuda_source
 from sparsetir.format import row_segments
 
 NAMES = sorted(CUDA_KERNELS)
-FEATS = (1, 20, 32, 64, 128)
+FEATS = (1, 20, 32, 64, 128, 256)
 ARCHS = ("sm_80", "sm_90")
 ROWS, COLS = 300, 200
 SEGMENT_NNZ = 7
@@ -121,14 +121,16 @@ def _thread_extents(mod) -> dict:
 @pytest.mark.parametrize("name", NAMES)
 def test_bindings_follow_the_cost_model(name, feat):
     layout = _layout(name, feat)
-    assert layout.lanes * layout.vec * layout.chunks == feat
-    assert layout.lanes * layout.rows == THREADS_PER_BLOCK
+    assert layout.groups * layout.lanes * layout.vec * layout.chunks == feat
+    assert layout.groups * layout.lanes * layout.rows == THREADS_PER_BLOCK
     extents = _thread_extents(_scheduled(name, feat))
+    assert extents.get("threadIdx.z") == ({str(layout.groups)} if layout.groups > 1 else None)
     groups = {"sddmm": "nnz"}.get(name, "s" if name.endswith("_segments") else "m")
     blocks = {f"({groups} + {layout.rows - 1}) // {layout.rows}"}
     lanes = {str(layout.lanes)}
-    if _zeroes_and_adds(name):           # the zeroing nest: one output element per thread
-        elements = "m" if feat == 1 else f"m * {feat}"
+    if _zeroes_and_adds(name):           # the zeroing nest: one vector of the output per thread
+        vectors = feat // layout.vec
+        elements = "m" if vectors == 1 else f"m * {vectors}"
         blocks.add(f"({elements} + {THREADS_PER_BLOCK - 1}) // {THREADS_PER_BLOCK}")
         lanes.add(str(THREADS_PER_BLOCK))
     assert extents["threadIdx.x"] == lanes
@@ -150,8 +152,12 @@ def test_a_row_is_walked_unrolled(name):
 
 
 def test_cost_model():
-    assert [tuple(spmm_layout(f)[:3]) for f in (1, 20, 32, 64, 128, 256)] == [
-        (1, 1, 1), (4, 1, 5), (32, 1, 1), (32, 2, 1), (32, 4, 1), (32, 4, 2)]
+    """SpMM past a warp of float4 (128 features): groups of warps, not chunks per lane."""
+    assert [tuple(spmm_layout(f)[:3]) + (spmm_layout(f).groups,)
+            for f in (1, 20, 32, 64, 128, 256, 512)] == [
+        (1, 1, 1, 1), (4, 1, 5, 1), (32, 1, 1, 1), (32, 2, 1, 1), (32, 4, 1, 1), (32, 4, 1, 2),
+        (32, 4, 1, 4)]
+    assert {sddmm_layout(f).groups for f in (1, 20, 32, 64, 128, 256, 512)} == {1}
     assert [tuple(sddmm_layout(f)[:3]) for f in (1, 20, 32, 64, 128, 256)] == [
         (1, 1, 1), (1, 4, 5), (8, 4, 1), (16, 4, 1), (32, 4, 1), (32, 4, 2)]
 
@@ -184,9 +190,11 @@ def test_nvcc_compiles_the_expected_kernel(name, feat, arch, golden):
     layout = _layout(name, feat)
     assert "blockIdx.x" in src and "threadIdx.y" in src
     assert ("threadIdx.x" in src) == (layout.lanes > 1 or segments)  # segments: zeroing
+    assert ("threadIdx.z" in src) == (layout.groups > 1)
     vector = f"*({VECTOR_TYPES[layout.vec]}*)"
-    # SpMM: X read, Y written (segments: added to with scalar atomics); SDDMM: both read
-    vector_accesses = ["X_ptr"] + ["Y_ptr"] * (not segments)
+    # SpMM: X read, Y written (segments: zeroed with vector stores, then added to with scalar
+    # atomics); SDDMM: both read
+    vector_accesses = ["X_ptr", "Y_ptr"]
     assert all((f"{vector}({a} + " in src) == (layout.vec > 1) for a in vector_accesses)
     assert ("__shfl_down_sync" in src) == (name.startswith("sddmm") and layout.lanes > 1)
     partial_sum_indices = re.findall(r"_rf\w*_ptr(?: \+ |\[)([^)\]]+)", src)
