@@ -292,6 +292,24 @@ def test_sddmm_segments_as_given(seg_ptr, seg_rows, reverse):
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("changed, message", [
+    (dict(seg_rows=[0, 6]), r"seg_rows\[1\] = 6 is out of range \[0, 6\)"),
+    (dict(seg_rows=[0, -1]), r"seg_rows\[1\] = -1 is out of range"),
+    (dict(seg_ptr=[0, 3, 2], indices=[0, 1]), r"seg_ptr is not monotone"),
+    (dict(indices=[0, 1, 2, 7]), r"indices\[3\] = 7 is out of range \[0, 5\)"),
+])
+def test_sddmm_segments_refuse_malformed_segments_by_name(changed, message):
+    args = dict(dict(seg_ptr=[0, 2, 4], seg_rows=[0, 1], indices=[0, 1, 2, 3]), **changed)
+    seg_ptr, seg_rows, indices = (np.array(args[key], np.int32)
+                                  for key in ("seg_ptr", "seg_rows", "indices"))
+    rng = np.random.default_rng(4)
+    x, y = (rng.standard_normal((rows, 4), dtype=np.float32) for rows in (6, 5))
+    out = np.full(int(seg_ptr[-1]), np.nan, np.float32)
+    with pytest.raises(ValueError, match=message):
+        emulate(_scheduled("sddmm_segments", 4))(x, y, out, seg_ptr, seg_rows, indices,
+                                                 seg_rows.size, 6, 5, int(seg_ptr[-1]))
+
+
 def _torch_result(name: str, args: dict):
     """torch.sparse's answer (cuSPARSE on a GPU) on the kernel's arguments."""
     import torch  # pylint: disable=import-outside-toplevel
