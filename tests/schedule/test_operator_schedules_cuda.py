@@ -20,7 +20,9 @@ store where the segment is its row's only one; ``seg_rows`` out of order is refu
 segments write every nonzero's result once, in any order of rows.
 
 Feature sizes: 1, 32, 64, 128, 256 (SpMM: two warps a row, ``threadIdx.z``) and 20 (not a
-multiple of 32: SpMM 4 lanes of 5 scalar features, SDDMM one lane of 5 float4 loads); the scheduled modules are cached per case.
+multiple of 32: SpMM 4 lanes of 5 scalar features, SDDMM one lane of 5 float4 loads); the
+bindings also at 384 and 2048 (groups of warps with chunks); the scheduled modules are cached
+per case.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def _thread_extents(mod) -> dict:
     return extents
 
 
-@pytest.mark.parametrize("feat", FEATS)
+@pytest.mark.parametrize("feat", FEATS + (384, 2048))
 @pytest.mark.parametrize("name", NAMES)
 def test_bindings_follow_the_cost_model(name, feat):
     layout = _layout(name, feat)
@@ -131,7 +133,8 @@ def test_bindings_follow_the_cost_model(name, feat):
     if _zeroes_and_adds(name):           # the zeroing nest: one vector of the output per thread
         vectors = feat // layout.vec
         elements = "m" if vectors == 1 else f"m * {vectors}"
-        blocks.add(f"({elements} + {THREADS_PER_BLOCK - 1}) // {THREADS_PER_BLOCK}")
+        blocks.add(f"m * {vectors // THREADS_PER_BLOCK}" if vectors % THREADS_PER_BLOCK == 0
+                   else f"({elements} + {THREADS_PER_BLOCK - 1}) // {THREADS_PER_BLOCK}")
         lanes.add(str(THREADS_PER_BLOCK))
     assert extents["threadIdx.x"] == lanes
     assert extents["threadIdx.y"] == {str(layout.rows)}
@@ -154,9 +157,10 @@ def test_a_row_is_walked_unrolled(name):
 def test_cost_model():
     """SpMM past a warp of float4 (128 features): groups of warps, not chunks per lane."""
     assert [tuple(spmm_layout(f)[:3]) + (spmm_layout(f).groups,)
-            for f in (1, 20, 32, 64, 128, 256, 512)] == [
+            for f in (1, 20, 32, 64, 128, 256, 384, 512, 2048)] == [
         (1, 1, 1, 1), (4, 1, 5, 1), (32, 1, 1, 1), (32, 2, 1, 1), (32, 4, 1, 1), (32, 4, 1, 2),
-        (32, 4, 1, 4)]
+        (32, 4, 3, 1), (32, 4, 1, 4), (32, 4, 4, 4)]
+    assert all(spmm_layout(f).rows >= 2 for f in (256, 384, 512, 2048))
     assert {sddmm_layout(f).groups for f in (1, 20, 32, 64, 128, 256, 512)} == {1}
     assert [tuple(sddmm_layout(f)[:3]) for f in (1, 20, 32, 64, 128, 256)] == [
         (1, 1, 1), (1, 4, 5), (8, 4, 1), (16, 4, 1), (32, 4, 1), (32, 4, 2)]

@@ -10,8 +10,9 @@ into equal ranges of iterations: rows of a power-law graph would not be equal wo
 ``sddmm_tiled`` (``out[p] = X[i] . Y[j]`` for nonzero ``p = (i, j)``, ``u_dot_v``), made by
 ``tiled_kernels(index_dtype)`` for CSR index arrays of int32 (``KERNELS``) or int64.
 
-The CUDA schedules (``cuda_schedules``) take the forms in ``CUDA_KERNELS`` instead: plain CSR
-``spmm`` and ``spmm_unweighted`` (rows go to warps), and ``sddmm_fused``, which iterates the
+The CUDA schedules (``schedule/operators_cuda.py``) take the forms in ``CUDA_KERNELS``
+instead: plain CSR ``spmm`` and ``spmm_unweighted`` (rows go to warps), and ``sddmm_fused``,
+which iterates the
 nonzeros as one fused axis (``T.fuse(I, J)``, each nonzero's row found by a binary search over
 ``indptr``), so that they go to groups of threads whatever the rows' lengths. On a matrix with
 long rows, ``spmm_segments`` and ``spmm_unweighted_segments`` take the rows cut into segments

@@ -24,8 +24,9 @@ caches, the loop over a row's nonzeros prefetches the rows it will gather 8 nonz
 graph and email-Enron the kernels get 1.2-2x faster; on graphs whose operand stays in L2
 (cora at feature size 32, facebook) the prefetches cost more than they save.
 
-CUDA: ``cuda_schedules`` (warps over CSR rows for SpMM, thread groups over nonzeros with a
-warp-shuffle reduction for SDDMM), on the forms in ``kernels.CUDA_KERNELS``.
+CUDA: ``operators_cuda`` (warps over CSR rows or row segments for SpMM, thread groups over
+nonzeros or row segments with a warp-shuffle reduction for SDDMM), on the forms in
+``kernels.CUDA_KERNELS``.
 
 Example
 -------

@@ -1,21 +1,24 @@
 """CUDA schedules for the ``sparsetir.ops`` kernels, and the cost model that sizes them.
 
-Both take the Stage II module of a kernel in ``kernels.CUDA_KERNELS`` (``lower_sparse_iter`` of
-it, feature size specialised) and schedule it with TVM's checked primitives.
+Each schedule takes the Stage II module of a kernel in ``kernels.CUDA_KERNELS``
+(``lower_sparse_iter`` of it, feature size specialised) and schedules it with TVM's checked
+primitives.
 
 **SpMM** (``spmm``, ``spmm_unweighted``; CSR row split). Each row goes to a group of ``lanes``
 threads (``threadIdx.x``; a warp when the feature size allows), ``rows`` groups per block
 (``threadIdx.y``), blocks over the rows (``blockIdx.x``); the walk of a row is unrolled by
 ``ROW_UNROLL`` nonzeros (guarded), so that a warp has several gathered rows in flight. Lane
-``t`` owns the contiguous features ``(t * chunks + c) * vec + v`` for ``c < chunks``,
-``v < vec``: each nonzero costs
+``t`` of group ``g`` owns the contiguous features
+``g * lanes * chunks * vec + (t * chunks + c) * vec + v`` for ``c < chunks``, ``v < vec``:
+each nonzero costs
 ``chunks`` loads of X, ``vec`` wide (``float4`` when ``vec`` is 4) and coalesced over the lanes
 when ``chunks`` is 1, and the lane's features accumulate in registers (``cache_write`` to
 ``local``) while the row is walked, written back with ``vec``-wide stores. (A lane's features
 are contiguous because the write-back covers one interval of the row per lane.) Past 128
 features a row goes to ``groups`` warps (``threadIdx.z``), each walking it for 128 features of
 its own, so that every load is one coalesced ``float4`` per lane (H200, 256 features: faster in
-every case of the run, e.g. facebook 1.14x -> 1.49x, email-Enron 0.69x -> 0.94x cuSPARSE).
+every case of the run; the whole call with segments, e.g. email-Enron 0.68x -> 1.08x,
+facebook 1.12x -> 1.30x cuSPARSE).
 
 **SpMM over row segments** (``spmm_segments``, ``spmm_unweighted_segments``): the same, a
 segment (at most ``max_nnz`` nonzeros of one row, ``sparsetir.format.row_segments``) in place of
@@ -98,6 +101,9 @@ SEGMENT_UNROLL = 1
 """The same for row segments, which hold few nonzeros: unrolled by 4, faster in 15 of 24 cases
 and slower in 9 (segments of 32), geomean 1.61x -> 1.65x: no clear gain, left off."""
 THREADS_PER_BLOCK = 256
+MAX_GROUPS = 4
+"""At most this many warps share a row's features (``Layout.groups``): a block then still
+holds two rows. Measured on an H200 with 2 (256 features) only."""
 VECTOR_WIDTHS = (4, 2, 1)
 
 
@@ -130,11 +136,13 @@ def _layout(feat_size: int, lanes: int, vec: int, groups: int = 1) -> Layout:
 
 def spmm_layout(feat_size: int) -> Layout:
     """The SpMM layout: as many lanes as divide ``feat_size`` (up to 32), then vectors; past
-    one warp of ``float4`` (128 features), groups of such warps rather than chunks."""
+    one warp of ``float4`` (128 features), groups of such warps (a power of two, at most
+    ``MAX_GROUPS``) rather than chunks, the rest in chunks."""
     lanes = _lanes(feat_size)
     vec = _widest_vector(feat_size // lanes)
+    warps = feat_size // (lanes * vec)
     full_warp = lanes * vec == WARP_SIZE * VECTOR_WIDTHS[0]
-    return _layout(feat_size, lanes, vec, feat_size // (lanes * vec) if full_warp else 1)
+    return _layout(feat_size, lanes, vec, min(warps & -warps, MAX_GROUPS) if full_warp else 1)
 
 
 def sddmm_layout(feat_size: int) -> Layout:
@@ -169,7 +177,8 @@ def schedule_spmm_segments_cuda(mod: tvm.IRModule, feat_size: int,
     segment to a group of lanes summing in registers, the sum added to its output row with one
     atomic add per feature (``accumulator.add_into_output``), or stored where the segment is its
     row's only one (``segment_stores``: the call then checks that ``seg_rows`` never
-    decreases); the zeroing nest before it, one output element per thread."""
+    decreases); the zeroing nest before it, one ``vec``-wide store of the output per
+    thread."""
     _expect(mod, {"spmm0": ["o", "i"], "spmm1": ["j", "k"], "zero0": ["i", "k"]},
             "spmm_segments")
     sch = tvm.s_tir.Schedule(mod)
@@ -236,10 +245,11 @@ def schedule_sddmm_segments_cuda(mod: tvm.IRModule, feat_size: int) -> tvm.IRMod
     """SDDMM over row segments (``sddmm_segments``): each segment to a group of lanes, as
     ``schedule_sddmm_cuda`` gives a nonzero, which walks the segment's nonzeros one after
     another, each dot product summed over the lanes by warp shuffles; the row comes from
-    ``seg_rows``, not from a search. The sum is staged in a buffer indexed by the nonzero's
-    place in its segment (``reindex``), not by its position in ``out``: TVM cannot bound
-    ``seg_ptr[o] + j`` from below, and would index the per-thread partial sums by it, which
-    puts them in local memory instead of registers."""
+    ``seg_rows``, not from a search. The sum is staged (``reindex``) before ``rfactor`` in a
+    buffer indexed by the nonzero's place in its segment: factored on a block that writes
+    ``out[seg_ptr[o] + j]`` itself, the per-thread partial sums would be indexed by that
+    position, which TVM cannot bound from below, and would sit in local memory instead of
+    registers."""
     _expect(mod, {"sddmm0": ["o", "i"], "sddmm1": ["j", "k"]}, "sddmm_segments")
     layout = sddmm_layout(feat_size)
     sch = tvm.s_tir.Schedule(mod)
