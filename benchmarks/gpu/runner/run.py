@@ -41,6 +41,7 @@ import graphs
 import ops
 import selftest
 from bundle import arguments, load_specs
+from summary import summary_lines
 from tvm_rt import Runtime
 
 ROOT = Path(__file__).resolve().parent
@@ -99,6 +100,9 @@ def benchmark(args) -> int:
             _print_row(row)
         rows = _measure_all(args, specs, functions, name, device, record)
     failed = [_label(r) for r in rows if not r["ok"]]
+    print("summary (speedup = the contender's time over ours):")
+    for line in summary_lines(rows):
+        print("  " + line)
     print(f"wrote {args.csv}; {len(rows) - len(failed)} of {len(rows)} results match torch"
           + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
