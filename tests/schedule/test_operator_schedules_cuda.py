@@ -39,7 +39,8 @@ import sparsetir
 from cuda_device import device_kernels
 from cuda_emulation import emulate
 from sparse_inputs import skewed_csr
-from sparsetir.schedule.operators_cuda import (ROW_UNROLL, THREADS_PER_BLOCK, schedule_spmm_cuda,
+from sparsetir.schedule.operators_cuda import (CUDA_SCHEDULES, ROW_UNROLL, THREADS_PER_BLOCK,
+                                               schedule_spmm_cuda,
                                                schedule_spmm_segments_cuda, sddmm_layout,
                                                spmm_layout)
 from sparsetir.ops.kernels import CUDA_KERNELS, KERNELS
@@ -164,6 +165,13 @@ def test_cost_model():
     assert {sddmm_layout(f).groups for f in (1, 20, 32, 64, 128, 256, 512)} == {1}
     assert [tuple(sddmm_layout(f)[:3]) for f in (1, 20, 32, 64, 128, 256)] == [
         (1, 1, 1), (1, 4, 5), (8, 4, 1), (16, 4, 1), (32, 4, 1), (32, 4, 2)]
+
+
+def test_every_cuda_kernel_has_its_schedule_and_no_other_name_does():
+    assert set(CUDA_SCHEDULES) == set(CUDA_KERNELS)
+    mod = sparsetir.lower_sparse_iter(CUDA_KERNELS["spmm"].specialize({"feat_size": 32}))
+    with pytest.raises(ValueError, match=r"no CUDA schedule for kernel 'spmm_tiled'"):
+        schedule_for("spmm_tiled", mod, 32, "cuda")
 
 
 def test_the_row_tiled_cpu_kernel_is_refused():

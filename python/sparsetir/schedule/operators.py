@@ -46,8 +46,8 @@ import tvm
 
 from ..ir.attrs import PREFETCH_ANNOTATION, REALIGN_ANNOTATION
 from .cpu_target import LINE_FLOATS, float32_lanes, vectors_are_lines
-from .operators_cuda import (schedule_sddmm_cuda, schedule_sddmm_segments_cuda,
-                              schedule_spmm_cuda, schedule_spmm_segments_cuda)
+from .operators_cuda import CUDA_SCHEDULES
+from ..errors import SparseTIRValueError
 
 LANE_CHOICES = (128, 64, 32, 16, 8)
 
@@ -182,13 +182,10 @@ def schedule_for(name: str, mod: tvm.IRModule, feat_size: int, target_kind: str,
     """The scheduled module of kernel ``name`` (see ``kernels.KERNELS``; for ``"cuda"``,
     ``kernels.CUDA_KERNELS``); ``lanes``: the CPU SpMM's register tile (``schedule_spmm_cpu``)."""
     if target_kind == "cuda":
-        if name == "sddmm":
-            return schedule_sddmm_cuda(mod, feat_size)
-        if name == "sddmm_segments":
-            return schedule_sddmm_segments_cuda(mod, feat_size)
-        if name.endswith("_segments"):
-            return schedule_spmm_segments_cuda(mod, feat_size)
-        return schedule_spmm_cuda(mod, feat_size)
+        if name not in CUDA_SCHEDULES:
+            raise SparseTIRValueError(f"no CUDA schedule for kernel {name!r}; there are "
+                                      f"{sorted(CUDA_SCHEDULES)}")
+        return CUDA_SCHEDULES[name](mod, feat_size)
     if name.startswith("spmm"):
         return schedule_spmm_cpu(mod, feat_size, prefetch, lanes)
     return schedule_sddmm_cpu(mod, feat_size, prefetch)

@@ -289,3 +289,11 @@ def _vectorize_partial_sums(sch: tvm.s_tir.Schedule, partial, layout: Layout) ->
     sch.reorder(lane, unit, chunks, vector)
     sch.bind(lane, "threadIdx.x")
     sch.vectorize(vector)
+
+
+CUDA_SCHEDULES = {"spmm": schedule_spmm_cuda, "spmm_unweighted": schedule_spmm_cuda,
+                  "sddmm": schedule_sddmm_cuda,
+                  "spmm_segments": schedule_spmm_segments_cuda,
+                  "spmm_unweighted_segments": schedule_spmm_segments_cuda,
+                  "sddmm_segments": schedule_sddmm_segments_cuda}
+"""The CUDA schedule of each kernel of ``kernels.CUDA_KERNELS``, by its name there."""
