@@ -9,9 +9,12 @@ same matrix after ``sparsetir.ops.tune``, whose search time is reported apart as
 ``prepare_ms``) and ``ours_plain`` (the scipy matrix passed on every call).
 
 Method: every (contender, graph) pair runs in a process of its own (``worker.py``), all with the
-same thread count, in ``--rounds`` sweeps (2 by default) with the contenders in a rotated order
-each time, so that a slow minute of a shared machine does not land on one contender; a time is
-the median of its rounds' medians. Unless ``--load 0`` (or ``--quick``), the whole sweep runs
+same thread count. Per graph, the harness asks every contender for a case (feature size,
+operator, dtype) before it moves to the next case, in an order rotated at each case, and each
+contender is timed once the other workers' threads are quiet (``worker_process.py``): a shared
+VM's speed drifts by 1.5x over seconds to minutes, for every process alike, and timed one whole
+graph after another, contenders met different phases. The cases run ``--rounds`` times (2 by
+default); a time is the median of its rounds' medians. Unless ``--load 0`` (or ``--quick``), the whole sweep runs
 again beside one busy process per usable core (``background_load.py``): the ``loaded``
 condition. Every library runs at its own defaults (``OMP_WAIT_POLICY`` as the environment has
 it, unless ``--omp-wait-policy``). Each measurement checks the first call's result against scipy, warms up,
@@ -46,10 +49,8 @@ import contextlib
 import itertools
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -59,14 +60,13 @@ from background_load import busy_processes
 import machine
 import report
 import workload
-from worker import PREFIX
+from worker_process import WorkerGone, WorkerProcess, wait_until_quiet
 
 HERE = Path(__file__).resolve().parent
 QUICK = {"graphs": ["cora", "citeseer"], "feats": [32], "budget": 0.02, "min_repeat": 3,
          "max_repeat": 50, "rounds": 1, "load": 0}
 FULL = {"feats": [32, 64, 128, 256], "budget": 0.15, "min_repeat": 3, "max_repeat": 400,
         "rounds": 2, "load": len(os.sched_getaffinity(0))}
-WORKER_TIMEOUT_S = 1800
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -140,50 +140,68 @@ def dtypes_of(name: str, settings: dict) -> list:
     return [d for d in settings["dtypes"] if d == "float32" or name in contenders.BFLOAT16]
 
 
-def run_worker(name: str, graph: str, settings: dict, cache: Path, progress,
-               condition: str = "idle") -> list:
-    """Every measurement of contender ``name`` on ``graph``, from one worker process, tagged
-    with ``condition``; those the worker did not report (it crashed or ran past
-    ``WORKER_TIMEOUT_S``) as errors. No worker when the contender has none of the dtypes."""
-    dtypes = dtypes_of(name, settings)
-    if not dtypes:
-        return []
+def start_worker(name: str, graph: str, settings: dict, cache: Path, condition: str):
+    """A ``worker.py`` process for contender ``name`` on ``graph``, set up and ready."""
     cmd = [sys.executable, str(HERE / "worker.py"), "--contender", name, "--graph", graph,
-           "--feats", ",".join(map(str, settings["feats"])), "--ops", ",".join(settings["ops"]),
-           "--dtypes", ",".join(dtypes),
            "--threads", str(settings["threads"]), "--budget", str(settings["budget"]),
            "--min-repeat", str(settings["min_repeat"]),
            "--max-repeat", str(settings["max_repeat"]), "--cache", str(cache)]
-    records = []
-    with open(cache / f"{name}-{graph}.stderr", "w+") as stderr:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                env=worker_env(settings["threads"], cache,
-                                               settings["omp_wait_policy"]), cwd=HERE)
-        timer = threading.Timer(WORKER_TIMEOUT_S, proc.kill)
-        timer.start()
-        for line in proc.stdout:
-            if line.startswith(PREFIX):
-                records.append({**json.loads(line[len(PREFIX):]), "condition": condition})
+    stderr = open(cache / f"{name}-{graph}-{condition}.stderr", "w+")  # closed with the worker
+    return WorkerProcess(cmd, worker_env(settings["threads"], cache, settings["omp_wait_policy"]),
+                         HERE, stderr)
+
+
+def run_graph(graph: str, settings: dict, cache: Path, progress,
+              condition: str = "idle") -> list:
+    """Every measurement on ``graph``, tagged with ``condition``: one worker per contender,
+    set up one after the other (a contender's setup runs alone), then every case (feature
+    size, operator, dtype) asked of every contender in turn, ``settings["rounds"]`` times, the
+    contenders in an order rotated at each case and round, each timed once the others'
+    threads are quiet. A contender whose worker exited or stopped answering has its remaining
+    cases reported as errors with the reason."""
+    names = [n for n in settings["contenders"] if dtypes_of(n, settings)]
+    workers, gone, records = {}, {}, []
+    if not names:
+        return records
+    try:
+        for name in names:
+            try:
+                workers[name] = start_worker(name, graph, settings, cache, condition)
+            except WorkerGone as exc:
+                gone[name] = str(exc)
+        cases = list(itertools.product(settings["feats"], settings["ops"], settings["dtypes"]))
+        for round_, (index, (feat, op, dtype)) in itertools.product(
+                range(settings["rounds"]), enumerate(cases)):
+            shift = (round_ + index) % len(names)
+            for name in names[shift:] + names[:shift]:
+                if dtype not in dtypes_of(name, settings):
+                    continue
+                record = {"contender": name, "graph": graph, "feat": feat, "op": op,
+                          "dtype": dtype}
+                if name not in gone:
+                    waited = wait_until_quiet([w.pid for n, w in workers.items() if n != name])
+                    try:
+                        record = {**json.loads(workers[name].ask(f"{feat} {op} {dtype}")),
+                                  "quiet_wait_ms": 1e3 * waited}
+                    except WorkerGone as exc:
+                        gone[name] = str(exc)
+                        workers.pop(name).close()
+                if name in gone:
+                    record.update(status="error", note=gone[name])
+                records.append({**record, "condition": condition})
                 progress(records[-1])
-        rc = proc.wait()
-        timer.cancel()
-        stderr.seek(0)
-        last = (stderr.read().strip().splitlines() or [""])[-1]
-    done = {(r["feat"], r["op"], r["dtype"]) for r in records}
-    for feat, op, dtype in itertools.product(settings["feats"], settings["ops"], dtypes):
-        if (feat, op, dtype) not in done:
-            records.append({"contender": name, "graph": graph, "feat": feat, "op": op,
-                            "dtype": dtype, "condition": condition, "status": "error",
-                            "note": f"worker exited ({rc}): {last}"})
-            progress(records[-1])
+    finally:
+        for worker in workers.values():
+            worker.close()
     return records
 
 
 def median_of_rounds(records: list) -> list:
     """One record per (contender, graph, feature size, operator, dtype): of its rounds, the one with
     the median time (the lower middle of an even count), with ``rounds``, every round's median
-    in ``round_ms`` and the first round's first call (ours compiles then; later rounds load
-    from the disk cache); a case that failed in any round keeps its failure."""
+    in ``round_ms`` and the first round's first call and preparation (ours compiles then, and
+    ``ours_tuned`` searches; later rounds reuse both); a case that failed in any round keeps
+    its failure."""
     cases = {}
     for record in records:
         key = (record["contender"], record["graph"], record["feat"], record["op"],
@@ -197,7 +215,8 @@ def median_of_rounds(records: list) -> list:
             continue
         ordered = sorted(rounds, key=lambda r: r["median_ms"])
         chosen = dict(ordered[(len(ordered) - 1) // 2])
-        chosen["first_call_ms"] = rounds[0].get("first_call_ms", "")   # compiled, not loaded
+        for first in ("first_call_ms", "prepare_ms"):   # compiled and searched, not reused
+            chosen[first] = rounds[0].get(first, "")
         chosen["rounds"] = len(rounds)
         chosen["round_ms"] = [round(r["median_ms"], 5) for r in rounds]
         merged.append(chosen)
@@ -246,19 +265,17 @@ def main(argv=None) -> None:
         for condition in conditions:
             with (busy_processes(settings["load"]) if condition == "loaded"
                   else contextlib.nullcontext()):
-                for round_ in range(settings["rounds"]):
-                    for label in settings["graphs"]:
-                        names = settings["contenders"]
-                        shift = round_ % len(names)
-                        for name in names[shift:] + names[:shift]:
-                            records += run_worker(name, label, settings, cache, progress,
-                                                  condition)
+                for label in settings["graphs"]:
+                    records += run_graph(label, settings, cache, progress, condition)
     rows = report.finish(median_of_rounds(records), sizes, info)
     print()
     print(report.table(rows, info, settings))
     paths = report.write(rows, info, settings, args.out)
     print("\nwrote " + ", ".join(str(p) for p in paths.values())
           + ("" if "png" in paths else " (no chart: matplotlib is not installed)"))
+    waits = [r["quiet_wait_ms"] for r in records if "quiet_wait_ms" in r]
+    print(f"waited for the other workers' threads to go quiet: {sum(waits) / 1e3:.1f} s in all, "
+          f"{max(waits, default=0):.0f} ms at most, before {len(waits)} measurements")
     print(f"total {time.perf_counter() - start:.0f} s")
 
 

@@ -1,6 +1,14 @@
-"""One contender on one graph, in a process of its own (``bench.py`` starts one per pair).
+"""One contender on one graph, in a process of its own (``bench.py`` starts one per pair and
+keeps it for the graph's cases).
 
-For every feature size and operator: make the inputs and the scipy reference, get the
+The worker loads the graph, sets the contender up and prints ``READY``; then it reads one case
+a line from stdin (``FEAT OP DTYPE``, e.g. ``32 spmm float32``) and answers each with one
+``RESULT {json}`` line, until stdin ends. The harness asks every contender for a case before
+it moves to the next case, so that the contenders of one case are timed within seconds of one
+another on a machine whose speed drifts (a shared VM's speed moves by 1.5x over seconds to
+minutes, for every process alike).
+
+For each case: make the inputs and the scipy reference, get the
 contender's ``run`` (outside the timed region), call it once (the first call, timed apart: it
 compiles for ours) and check the result, warm up (as long as the timed calls will take, at
 least one call: one-off costs after the first call, such as a pool's threads starting or ours
@@ -8,25 +16,26 @@ moving a reused operand onto huge pages, ``ops.huge_pages``, fall there, and the
 see the steady state a loop of calls reaches), choose the repeat count from the warm-up time
 (``budget`` seconds of timed calls, clamped to ``[min_repeat, max_repeat]``), time each call,
 and check the last result again. A result whose check fails is reported as an error, with no
-time. In bfloat16 (``--dtypes``, for the contenders of ``contenders.BFLOAT16``) the same, with
+time. In bfloat16 (for the contenders of ``contenders.BFLOAT16``) the same, with
 the bfloat16 tolerance (``workload``); a library that raises while preparing or making its
 first bfloat16 call is reported as refusing (status ``refused``, its exception as the note),
-never as a time; ours raising is an error. Each measurement is printed as one line,
-``RESULT {json}``; anything else on stdout is the libraries' own chatter.
+never as a time; ours raising is an error. Anything on stdout besides ``READY`` and the
+``RESULT`` lines is the libraries' own chatter.
 
 Thread counts come from the environment the harness sets (``OMP_NUM_THREADS``,
 ``MKL_NUM_THREADS``, ``TVM_NUM_THREADS``) and ``--threads`` (torch, GraphBLAS).
 
 Example
 -------
-``python benchmarks/worker.py --contender dgl --graph cora --feats 32,64 --threads 2 --cache DIR``
-(``DIR`` holding ``cora.npz`` from ``graphs.prepare``)
+``printf '32 spmm float32\\n64 sddmm float32\\n' | python benchmarks/worker.py --contender dgl
+--graph cora --threads 2 --cache DIR`` (``DIR`` holding ``cora.npz`` from ``graphs.prepare``)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -37,6 +46,7 @@ import contenders
 import workload
 
 PREFIX = "RESULT "
+READY = "READY"
 
 
 def _timed(run) -> tuple:
@@ -111,13 +121,22 @@ def measure(contender, A, op: str, feat: int, args, dtype: str = "float32") -> d
             "first_call_ms": 1e3 * first_s, "prepare_ms": prepare_ms, "max_error": error}
 
 
+def cases(lines):
+    """``(feat, op, dtype)`` of each non-empty line ``FEAT OP DTYPE`` of ``lines``.
+
+    >>> list(cases(["32 spmm float32\\n", "\\n"]))
+    [(32, 'spmm', 'float32')]
+    """
+    for line in lines:
+        if line.strip():
+            feat, op, dtype = line.split()
+            yield int(feat), op, dtype
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--contender", required=True, choices=contenders.NAMES)
     parser.add_argument("--graph", required=True)
-    parser.add_argument("--feats", default="32", help="comma-separated feature sizes")
-    parser.add_argument("--ops", default=",".join(workload.OPS))
-    parser.add_argument("--dtypes", default="float32", help="comma-separated: float32, bfloat16")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--budget", type=float, default=0.25, help="seconds of timed calls")
     parser.add_argument("--min-repeat", type=int, default=5)
@@ -125,42 +144,34 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, required=True,
                         help="the harness's folder of prepared graphs and references")
     args = parser.parse_args()
-    feats, ops = [int(f) for f in args.feats.split(",")], args.ops.split(",")
-    dtypes = args.dtypes.split(",")
 
     def emit(feat, op, dtype, **fields):
         print(PREFIX + json.dumps({"contender": args.contender, "graph": args.graph,
                                    "feat": feat, "op": op, "dtype": dtype, **fields}),
               flush=True)
 
-    def emit_all(**fields):
-        for feat in feats:
-            for op in ops:
-                for dtype in dtypes:
-                    emit(feat, op, dtype, **fields)
-
     A = workload.load(args.graph, args.cache)
+    contender, unavailable = None, None
     try:
         Contender = contenders.load(args.contender)
-    except ImportError as exc:
-        emit_all(status="n/a", note=f"not installed ({exc})".splitlines()[0])
-        return
-    try:
         start = time.perf_counter()
         contender = Contender(A, args.threads)
         setup_ms = 1e3 * (time.perf_counter() - start)
+    except ImportError as exc:
+        unavailable = {"status": "n/a", "note": f"not installed ({exc})".splitlines()[0]}
     except Exception:  # reported as this contender's error on every measurement
-        emit_all(status="error", note="setup: " + traceback.format_exc(limit=1).splitlines()[-1])
-        return
-    for feat in feats:
-        for op in ops:
-            for dtype in dtypes:
-                try:
-                    fields = measure(contender, A, op, feat, args, dtype)
-                except Exception:  # one failing call is that measurement's error, not the run's
-                    fields = {"status": "error",
-                              "note": traceback.format_exc(limit=1).splitlines()[-1]}
-                emit(feat, op, dtype, setup_ms=setup_ms, **fields)
+        unavailable = {"status": "error",
+                       "note": "setup: " + traceback.format_exc(limit=1).splitlines()[-1]}
+    print(READY, flush=True)
+    for feat, op, dtype in cases(sys.stdin):
+        if unavailable is not None:
+            emit(feat, op, dtype, **unavailable)
+            continue
+        try:
+            fields = measure(contender, A, op, feat, args, dtype)
+        except Exception:  # one failing call is that measurement's error, not the run's
+            fields = {"status": "error", "note": traceback.format_exc(limit=1).splitlines()[-1]}
+        emit(feat, op, dtype, setup_ms=setup_ms, **fields)
 
 
 if __name__ == "__main__":
