@@ -10,11 +10,11 @@ same matrix after ``sparsetir.ops.tune``, whose search time is reported apart as
 
 Method: every (contender, graph) pair runs in a process of its own (``worker.py``), all with the
 same thread count. Per graph, the harness asks every contender for a case (feature size,
-operator, dtype) before it moves to the next case, in an order rotated at each case, and each
-contender is timed once the other workers' threads are quiet (``worker_process.py``): a shared
-VM's speed drifts by 1.5x over seconds to minutes, for every process alike, and timed one whole
-graph after another, contenders met different phases. The cases run ``--rounds`` times (2 by
-default); a time is the median of its rounds' medians. Unless ``--load 0`` (or ``--quick``), the whole sweep runs
+operator, dtype) before it moves to the next case, in an order rotated at each case, while
+every other worker is stopped (``worker_process.py``): a shared VM's speed drifts by 1.5x over
+seconds to minutes, for every process alike, and timed one whole graph after another,
+contenders met different phases. The cases run ``--rounds`` times (2 by default, the order
+reversed in the second); a time is the median of its rounds' medians. Unless ``--load 0`` (or ``--quick``), the whole sweep runs
 again beside one busy process per usable core (``background_load.py``): the ``loaded``
 condition. Every library runs at its own defaults (``OMP_WAIT_POLICY`` as the environment has
 it, unless ``--omp-wait-policy``). Each measurement checks the first call's result against scipy, warms up,
@@ -60,7 +60,7 @@ from background_load import busy_processes
 import machine
 import report
 import workload
-from worker_process import WorkerGone, WorkerProcess, wait_until_quiet
+from worker_process import WorkerGone, WorkerProcess
 
 HERE = Path(__file__).resolve().parent
 QUICK = {"graphs": ["cora", "citeseer"], "feats": [32], "budget": 0.02, "min_repeat": 3,
@@ -86,8 +86,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="threads for every contender (default: all usable cores)")
     parser.add_argument("--budget", type=float, help="seconds of timed calls per measurement")
     parser.add_argument("--rounds", type=int,
-                        help="sweeps over every (graph, contender), contenders in a rotated "
-                             "order each time; a time is the median of its rounds' medians "
+                        help="times every case is measured, the contenders in another order "
+                             "each time; a time is the median of its rounds' medians "
                              "(default 2, --quick 1)")
     parser.add_argument("--load", type=int,
                         help="also measure everything beside this many busy processes "
@@ -153,43 +153,57 @@ def start_worker(name: str, graph: str, settings: dict, cache: Path, condition: 
 
 def run_graph(graph: str, settings: dict, cache: Path, progress,
               condition: str = "idle") -> list:
-    """Every measurement on ``graph``, tagged with ``condition``: one worker per contender,
-    set up one after the other (a contender's setup runs alone), then every case (feature
-    size, operator, dtype) asked of every contender in turn, ``settings["rounds"]`` times, the
-    contenders in an order rotated at each case and round, each timed once the others'
-    threads are quiet. A contender whose worker exited or stopped answering has its remaining
-    cases reported as errors with the reason."""
+    """Every measurement on ``graph``, tagged with ``condition``: one worker per contender, set
+    up one after the other, then every case (feature size, operator, dtype) asked of every
+    contender in turn, ``settings["rounds"]`` times, the contenders in an order rotated at each
+    case and reversed in odd rounds. Only one worker runs at a time: the others are stopped
+    (``WorkerProcess.pause``) while one sets up or is timed. A worker that exits, stops
+    answering or answers another case has that case reported as an error with the reason and
+    is started again for its next case; one that cannot start has its cases so reported."""
     names = [n for n in settings["contenders"] if dtypes_of(n, settings)]
-    workers, gone, records = {}, {}, []
+    workers, records = {}, []
+
+    def worker_for(name):
+        """The running worker of ``name``, started (the others stopped) if it has none."""
+        if name not in workers:
+            for other in workers.values():
+                other.pause()
+            workers[name] = start_worker(name, graph, settings, cache, condition)
+        return workers[name]
+
+    def measured(name, feat, op, dtype) -> dict:
+        case = {"contender": name, "graph": graph, "feat": feat, "op": op, "dtype": dtype}
+        try:
+            worker = worker_for(name)
+            for other_name, other in workers.items():
+                if other_name != name:
+                    other.pause()
+            record = json.loads(worker.ask(f"{feat} {op} {dtype}"))
+            if {k: record.get(k) for k in case} != case:
+                raise WorkerGone(f"answered another case: {json.dumps(record)[:200]}")
+            return record
+        except WorkerGone as exc:
+            if name in workers:
+                workers.pop(name).close()
+            return {**case, "status": "error", "note": str(exc)}
+
     if not names:
         return records
     try:
         for name in names:
             try:
-                workers[name] = start_worker(name, graph, settings, cache, condition)
-            except WorkerGone as exc:
-                gone[name] = str(exc)
+                worker_for(name)
+            except WorkerGone:
+                pass              # its cases try again, and say why
         cases = list(itertools.product(settings["feats"], settings["ops"], settings["dtypes"]))
         for round_, (index, (feat, op, dtype)) in itertools.product(
                 range(settings["rounds"]), enumerate(cases)):
-            shift = (round_ + index) % len(names)
-            for name in names[shift:] + names[:shift]:
-                if dtype not in dtypes_of(name, settings):
-                    continue
-                record = {"contender": name, "graph": graph, "feat": feat, "op": op,
-                          "dtype": dtype}
-                if name not in gone:
-                    waited = wait_until_quiet([w.pid for n, w in workers.items() if n != name])
-                    try:
-                        record = {**json.loads(workers[name].ask(f"{feat} {op} {dtype}")),
-                                  "quiet_wait_ms": 1e3 * waited}
-                    except WorkerGone as exc:
-                        gone[name] = str(exc)
-                        workers.pop(name).close()
-                if name in gone:
-                    record.update(status="error", note=gone[name])
-                records.append({**record, "condition": condition})
-                progress(records[-1])
+            order = names[::-1] if round_ % 2 else names
+            shift = index % len(order)
+            for name in order[shift:] + order[:shift]:
+                if dtype in dtypes_of(name, settings):
+                    records.append({**measured(name, feat, op, dtype), "condition": condition})
+                    progress(records[-1])
     finally:
         for worker in workers.values():
             worker.close()
@@ -273,9 +287,6 @@ def main(argv=None) -> None:
     paths = report.write(rows, info, settings, args.out)
     print("\nwrote " + ", ".join(str(p) for p in paths.values())
           + ("" if "png" in paths else " (no chart: matplotlib is not installed)"))
-    waits = [r["quiet_wait_ms"] for r in records if "quiet_wait_ms" in r]
-    print(f"waited for the other workers' threads to go quiet: {sum(waits) / 1e3:.1f} s in all, "
-          f"{max(waits, default=0):.0f} ms at most, before {len(waits)} measurements")
     print(f"total {time.perf_counter() - start:.0f} s")
 
 

@@ -34,7 +34,10 @@ Example
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
+import signal
 import sys
 import time
 import traceback
@@ -47,6 +50,7 @@ import workload
 
 PREFIX = "RESULT "
 READY = "READY"
+PR_SET_PDEATHSIG = 1
 
 
 def _timed(run) -> tuple:
@@ -121,6 +125,15 @@ def measure(contender, A, op: str, feat: int, args, dtype: str = "float32") -> d
             "first_call_ms": 1e3 * first_s, "prepare_ms": prepare_ms, "max_error": error}
 
 
+def die_with_parent() -> None:
+    """Ask Linux to kill this worker when the harness that started it dies (the harness keeps
+    waiting workers stopped, and a stopped orphan would stay); nothing elsewhere."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == 1:          # the harness died before the request
+            os._exit(1)
+
+
 def cases(lines):
     """``(feat, op, dtype)`` of each non-empty line ``FEAT OP DTYPE`` of ``lines``.
 
@@ -150,18 +163,21 @@ def main() -> None:
                                    "feat": feat, "op": op, "dtype": dtype, **fields}),
               flush=True)
 
+    die_with_parent()
     A = workload.load(args.graph, args.cache)
     contender, unavailable = None, None
     try:
         Contender = contenders.load(args.contender)
-        start = time.perf_counter()
-        contender = Contender(A, args.threads)
-        setup_ms = 1e3 * (time.perf_counter() - start)
     except ImportError as exc:
         unavailable = {"status": "n/a", "note": f"not installed ({exc})".splitlines()[0]}
-    except Exception:  # reported as this contender's error on every measurement
-        unavailable = {"status": "error",
-                       "note": "setup: " + traceback.format_exc(limit=1).splitlines()[-1]}
+    if unavailable is None:
+        try:
+            start = time.perf_counter()
+            contender = Contender(A, args.threads)
+            setup_ms = 1e3 * (time.perf_counter() - start)
+        except Exception:  # reported as this contender's error on every measurement
+            unavailable = {"status": "error",
+                           "note": "setup: " + traceback.format_exc(limit=1).splitlines()[-1]}
     print(READY, flush=True)
     for feat, op, dtype in cases(sys.stdin):
         if unavailable is not None:

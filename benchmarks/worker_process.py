@@ -1,19 +1,21 @@
-"""The harness's side of a ``worker.py`` process: start it, ask it for one case at a time,
-and wait for the other workers' threads to go quiet before a contender is timed.
+"""The harness's side of a ``worker.py`` process: start it, ask it for one case at a time, and
+keep it stopped while another contender is timed.
 
 ``bench.py`` keeps one worker per contender for a graph and asks every contender for a case
-before moving to the next case. Between two contenders' turns the one that just ran may still
-have threads spinning (an OpenMP team spins after a region, Intel's OpenMP for 200 ms by
-default, ``KMP_BLOCKTIME``); :func:`wait_until_quiet` waits, at most ``QUIET_LIMIT_S``, until no
-thread of the other workers has run for ``QUIET_WINDOW_S``, so that no contender is timed
-beside another's spinning threads.
+before moving to the next case. A contender that has just run may still have threads spinning
+(an OpenMP team spins after a region, Intel's OpenMP for 200 ms by default, ``KMP_BLOCKTIME``,
+and for good with ``OMP_WAIT_POLICY=active``), so the harness stops every other worker
+(``SIGSTOP``: none of its threads runs) before it starts a worker or asks one for a case, and
+a worker continues (``SIGCONT``) only when it is asked. Each worker ends itself when the
+harness dies (``worker.py`` asks Linux for ``SIGKILL`` then), so none is left stopped.
 
 Example
 -------
 >>> import sys
 >>> proc = WorkerProcess([sys.executable, "-c", "print('READY'); print('RESULT {}')"],
 ...                      env=None, cwd=None, stderr=None)
->>> proc.ask("32 spmm float32")
+>>> proc.pause()
+>>> proc.ask("32 spmm float32")         # continued first
 '{}'
 >>> proc.close()
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import subprocess
 import threading
 import time
@@ -31,11 +34,6 @@ from worker import PREFIX, READY
 
 CASE_TIMEOUT_S = 1800
 """The longest a worker may take to set up or to answer one case before it is stopped."""
-
-QUIET_WINDOW_S = 0.005
-"""Workers count as quiet when none of their threads ran during this long..."""
-QUIET_LIMIT_S = 0.5
-"""...and the harness waits at most this long for it."""
 
 
 class WorkerGone(Exception):
@@ -52,7 +50,8 @@ class WorkerProcess:
                                      stderr=stderr, text=True, env=env, cwd=cwd)
         self._stderr = stderr
         self._lines = queue.Queue()     # stdout's lines, read by a thread; None at its end
-        threading.Thread(target=self._read_lines, daemon=True).start()
+        self._reader = threading.Thread(target=self._read_lines, daemon=True)
+        self._reader.start()
         try:
             self._read_until(lambda line: line.strip() == READY)
         except WorkerGone:
@@ -63,27 +62,49 @@ class WorkerProcess:
     def pid(self) -> int:
         return self.proc.pid
 
+    def pause(self) -> None:
+        """Stop every thread of the worker (``SIGSTOP``) until it is next asked."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGSTOP)
+
     def ask(self, case: str) -> str:
         """The worker's answer to ``case`` (a line ``FEAT OP DTYPE``): the JSON text of its
-        ``RESULT`` line; raises :class:`WorkerGone` when it exited or took too long."""
+        ``RESULT`` line; the worker is continued first. Raises :class:`WorkerGone` when it
+        exited or took too long."""
+        self._resume()
         try:
             self.proc.stdin.write(case + "\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise WorkerGone(self._how_it_ended()) from None
-        return self._read_until(lambda line: line.startswith(PREFIX))[len(PREFIX):]
+        line = self._read_until(lambda text: PREFIX in text)
+        return line[line.index(PREFIX) + len(PREFIX):].strip()
 
     def close(self) -> None:
-        """End the worker (stdin closed: it leaves its loop) and wait for it."""
+        """End the worker (continued, stdin closed: it leaves its loop) and wait for it."""
+        self._resume()
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.close()
                 self.proc.wait(timeout=60)
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
-                self.proc.wait()
-        if self._stderr is not None:
-            self._stderr.close()
+        self._end()
+
+    def _resume(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+
+    def _end(self) -> None:
+        """Wait for the process, its reader and close the pipes and the stderr file."""
+        self.proc.wait()
+        self._reader.join(timeout=60)
+        for stream in (self.proc.stdin, self.proc.stdout, self._stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:       # stdin of a worker that died: the flush fails
+                    pass
 
     def _read_lines(self) -> None:
         for line in self.proc.stdout:
@@ -104,42 +125,14 @@ class WorkerProcess:
                 return line
 
     def _how_it_ended(self) -> str:
-        rc = self.proc.wait()
+        try:
+            rc = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:     # stdout closed, the process still there
+            self.proc.kill()
+            rc = self.proc.wait()
         last = ""
         if self._stderr is not None:
             self._stderr.flush()
             text = Path(self._stderr.name).read_text(errors="replace").strip()
             last = (text.splitlines() or [""])[-1]
         return f"worker exited ({rc}): {last}"
-
-
-def cpu_time_ns(pids) -> int:
-    """The CPU time every thread of processes ``pids`` has run so far (ns; Linux's
-    ``/proc/PID/task/TID/schedstat``); 0 where it cannot be read."""
-    total = 0
-    for pid in pids:
-        try:
-            threads = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in threads:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as stat:
-                    total += int(stat.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-    return total
-
-
-def wait_until_quiet(pids) -> float:
-    """Wait until no thread of processes ``pids`` has run for ``QUIET_WINDOW_S`` (at most
-    ``QUIET_LIMIT_S``); the seconds waited."""
-    start = time.perf_counter()
-    before = cpu_time_ns(pids)
-    while time.perf_counter() - start < QUIET_LIMIT_S:
-        time.sleep(QUIET_WINDOW_S)
-        now = cpu_time_ns(pids)
-        if now == before:
-            break
-        before = now
-    return time.perf_counter() - start

@@ -1,11 +1,11 @@
 """``benchmarks/bench.py``'s schedule of measurements and ``worker_process.py``, without the
-libraries: every contender is asked for a case before the next case, in a rotated order, once
-the other workers are quiet; a worker that dies costs only its own remaining cases; the first
-round's one-off costs are the ones reported.
+libraries: every contender is asked for a case before the next case, in a rotated order, with
+the other workers stopped; a worker that dies or answers another case costs that case only;
+the first round's one-off costs are the ones reported.
 """
 
 import json
-import subprocess
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,18 +25,27 @@ SETTINGS = {"contenders": ["ours", "dgl", "mkl"], "feats": [32, 64], "ops": ["sp
 
 
 class FakeWorker:
-    """Answers like ``worker.py``, logging each question; dies at its ``dies_at``-th one."""
+    """Answers like ``worker.py``, logging each question with the workers then paused; dies
+    at its ``dies_at``-th question, answers another case at its ``lies_at``-th."""
 
-    def __init__(self, name, log, dies_at=None):
-        self.name, self.log, self.dies_at, self.asked, self.pid = name, log, dies_at, 0, 0
-        self.closed = False
+    def __init__(self, name, log, made, dies_at=None, lies_at=None):
+        self.name, self.log, self.made, self.asked = name, log, made, 0
+        self.dies_at, self.lies_at, self.paused, self.closed = dies_at, lies_at, False, False
+
+    def pause(self):
+        self.paused = True
 
     def ask(self, case):
+        self.paused = False
         self.asked += 1
         if self.asked == self.dies_at:
             raise WorkerGone("worker exited (-9): killed")
         feat, op, dtype = case.split()
-        self.log.append((self.name, int(feat), op))
+        others = {w.name for ws in self.made.values() for w in ws if w is not self}
+        paused = {w.name for ws in self.made.values() for w in ws if w.paused or w.closed}
+        self.log.append((self.name, int(feat), op, others <= paused))
+        if self.asked == self.lies_at:
+            feat = "1024"
         return json.dumps({"contender": self.name, "graph": "g", "feat": int(feat), "op": op,
                            "dtype": dtype, "status": "ok", "median_ms": 1.0})
 
@@ -44,41 +53,47 @@ class FakeWorker:
         self.closed = True
 
 
-def run(monkeypatch, dies=None):
-    log, made, quiet_for = [], {}, []
+def run(monkeypatch, dies=None, lies=None):
+    log, made = [], {}
 
     def start(name, graph, settings, cache, condition):
-        made[name] = FakeWorker(name, log, (dies or {}).get(name))
-        return made[name]
+        fresh = not made.get(name)
+        worker = FakeWorker(name, log, made, (dies or {}).get(name) if fresh else None,
+                            (lies or {}).get(name) if fresh else None)
+        made.setdefault(name, []).append(worker)
+        return worker
     monkeypatch.setattr(bench, "start_worker", start)
-    monkeypatch.setattr(bench, "wait_until_quiet", lambda pids: quiet_for.append(pids) or 0.0)
     records = bench.run_graph("g", SETTINGS, Path("."), lambda record: None, "idle")
-    return records, log, made, quiet_for
+    return records, log, made
 
 
 def test_every_contender_is_asked_for_a_case_before_the_next_case(monkeypatch):
-    records, log, made, quiet_for = run(monkeypatch)
+    records, log, made = run(monkeypatch)
     cases = [(f, op) for f in (32, 64) for op in ("spmm", "sddmm")]
     assert len(log) == 3 * len(cases) * 2
     turns = [log[i:i + 3] for i in range(0, len(log), 3)]
     for turn, (feat, op) in zip(turns, cases * 2):
-        assert {(n, f, o) for n, f, o in turn} == {(n, feat, op) for n in ("ours", "dgl", "mkl")}
-    firsts = [turn[0][0] for turn in turns]
-    assert firsts[:4] == ["ours", "dgl", "mkl", "ours"]           # rotated at every case
-    assert firsts[4:8] == ["dgl", "mkl", "ours", "dgl"]           # and at every round
-    assert len(quiet_for) == len(log) and all(len(pids) == 2 for pids in quiet_for)
+        assert {(n, f, o) for n, f, o, _ in turn} == {(n, feat, op) for n in ("ours", "dgl", "mkl")}
+    orders = [[n for n, _, _, _ in turn] for turn in turns]
+    assert orders[:4] == [["ours", "dgl", "mkl"], ["dgl", "mkl", "ours"],      # rotated
+                          ["mkl", "ours", "dgl"], ["ours", "dgl", "mkl"]]
+    assert orders[4:6] == [["mkl", "dgl", "ours"], ["dgl", "ours", "mkl"]]     # reversed
+    assert all(others_paused for _, _, _, others_paused in log)
     assert all(r["status"] == "ok" and r["condition"] == "idle" for r in records)
-    assert all(worker.closed for worker in made.values())
+    assert all(len(ws) == 1 and ws[0].closed for ws in made.values())
 
 
-def test_a_dead_worker_costs_only_its_own_cases(monkeypatch):
-    records, log, made, _ = run(monkeypatch, dies={"dgl": 3})
+def test_a_worker_that_dies_or_answers_another_case_costs_that_case(monkeypatch):
+    records, log, made = run(monkeypatch, dies={"dgl": 3}, lies={"mkl": 2})
     dgl = [r for r in records if r["contender"] == "dgl"]
-    assert [r["status"] for r in dgl] == ["ok", "ok"] + ["error"] * 6
-    assert all(r["note"] == "worker exited (-9): killed" for r in dgl[2:])
-    assert sum(1 for name, _, _ in log if name == "dgl") == 2
-    assert all(r["status"] == "ok" for r in records if r["contender"] != "dgl")
-    assert len(records) == 3 * 8 and made["dgl"].closed
+    assert [r["status"] for r in dgl] == ["ok", "ok", "error"] + ["ok"] * 5
+    assert dgl[2]["note"] == "worker exited (-9): killed" and dgl[2]["feat"] == 64
+    mkl = [r for r in records if r["contender"] == "mkl"]
+    assert [r["status"] for r in mkl] == ["ok", "error"] + ["ok"] * 6
+    assert mkl[1]["note"].startswith("answered another case") and mkl[1]["op"] == "sddmm"
+    assert len(made["dgl"]) == len(made["mkl"]) == 2 and len(made["ours"]) == 1
+    assert all(w.closed for ws in made.values() for w in ws)
+    assert len(records) == 3 * 8 and all(others_paused for *_, others_paused in log)
 
 
 def test_the_first_rounds_compile_and_search_are_reported():
@@ -96,29 +111,51 @@ def worker(code, tmp_path):
     return WorkerProcess([sys.executable, "-c", code], env=None, cwd=None, stderr=stderr)
 
 
-def test_worker_process_answers_and_reports_how_it_ended(tmp_path):
-    echo = ("import sys\nprint('READY', flush=True)\n"
-            "for line in sys.stdin:\n"
-            "    if line.startswith('64'): sys.exit('out of memory')\n"
-            "    print('chatter'); print('RESULT ' + line.strip(), flush=True)\n")
-    proc = worker(echo, tmp_path)
-    assert proc.ask("32 spmm float32") == "32 spmm float32\n"
+ECHO = ("import sys, threading\n"
+        "def spin():\n"
+        "    while True:\n"
+        "        pass\n"
+        "threading.Thread(target=spin, daemon=True).start()\n"
+        "print('READY', flush=True)\n"
+        "for line in sys.stdin:\n"
+        "    if line.startswith('64'): sys.exit('out of memory')\n"
+        "    if line.startswith('128'): continue\n"
+        "    print('chatter ' * 20000, end='', flush=True)\n"
+        "    print('RESULT ' + line.strip(), flush=True)\n")
+
+
+def cpu_ns(pid):
+    return sum(int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+               for tid in os.listdir(f"/proc/{pid}/task"))
+
+
+def test_worker_process_answers_and_reports_how_it_ended(tmp_path, monkeypatch):
+    proc = worker(ECHO, tmp_path)
+    assert proc.ask("32 spmm float32") == "32 spmm float32"   # after chatter on its line
     with pytest.raises(WorkerGone, match=r"worker exited \(1\): out of memory"):
         proc.ask("64 spmm float32")
     proc.close()
     with pytest.raises(WorkerGone, match="cannot load the graph"):
         worker("import sys; sys.exit('cannot load the graph')", tmp_path)
+    monkeypatch.setattr(worker_process, "CASE_TIMEOUT_S", 1)
+    silent = worker(ECHO, tmp_path)
+    with pytest.raises(WorkerGone, match="no answer within 1 s"):
+        silent.ask("128 spmm float32")
+    silent.close()
+    assert silent.proc.returncode is not None
 
 
-def test_quiet_means_no_thread_of_the_others_runs(tmp_path):
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+def test_a_paused_worker_runs_no_thread_until_asked(tmp_path):
+    proc = worker(ECHO, tmp_path)                  # one of its threads spins
     try:
-        time.sleep(0.5)                       # both started
-        assert worker_process.cpu_time_ns([spinner.pid]) > 0
-        assert worker_process.wait_until_quiet([sleeper.pid]) < 0.1
-        assert worker_process.wait_until_quiet([sleeper.pid, spinner.pid]) \
-            >= worker_process.QUIET_LIMIT_S
+        proc.pause()
+        time.sleep(0.05)
+        state = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        before = cpu_ns(proc.pid)
+        time.sleep(0.3)
+        assert state == "T" and cpu_ns(proc.pid) == before
+        assert proc.ask("32 spmm float32") == "32 spmm float32"
+        time.sleep(0.3)
+        assert cpu_ns(proc.pid) > before
     finally:
-        sleeper.kill()
-        spinner.kill()
+        proc.close()
