@@ -161,14 +161,21 @@ def run_graph(graph: str, settings: dict, cache: Path, progress,
     answering or answers another case has that case reported as an error with the reason and
     is started again for its next case; one that cannot start has its cases so reported."""
     names = [n for n in settings["contenders"] if dtypes_of(n, settings)]
-    workers, records = {}, []
+    workers, unstartable, records = {}, {}, []
 
     def worker_for(name):
-        """The running worker of ``name``, started (the others stopped) if it has none."""
+        """The running worker of ``name``, started (the others stopped) if it has none; a
+        contender whose worker could not start is not tried again on this graph."""
+        if name in unstartable:
+            raise WorkerGone(unstartable[name])
         if name not in workers:
             for other in workers.values():
                 other.pause()
-            workers[name] = start_worker(name, graph, settings, cache, condition)
+            try:
+                workers[name] = start_worker(name, graph, settings, cache, condition)
+            except WorkerGone as exc:
+                unstartable[name] = f"could not start: {exc}"
+                raise WorkerGone(unstartable[name]) from None
         return workers[name]
 
     def measured(name, feat, op, dtype) -> dict:

@@ -53,10 +53,13 @@ class FakeWorker:
         self.closed = True
 
 
-def run(monkeypatch, dies=None, lies=None):
-    log, made = [], {}
+def run(monkeypatch, dies=None, lies=None, fails=()):
+    log, made, starts = [], {}, []
 
     def start(name, graph, settings, cache, condition):
+        starts.append(name)
+        if name in fails:
+            raise WorkerGone("worker exited (1): no module named dgl")
         fresh = not made.get(name)
         worker = FakeWorker(name, log, made, (dies or {}).get(name) if fresh else None,
                             (lies or {}).get(name) if fresh else None)
@@ -64,11 +67,11 @@ def run(monkeypatch, dies=None, lies=None):
         return worker
     monkeypatch.setattr(bench, "start_worker", start)
     records = bench.run_graph("g", SETTINGS, Path("."), lambda record: None, "idle")
-    return records, log, made
+    return records, log, made, starts
 
 
 def test_every_contender_is_asked_for_a_case_before_the_next_case(monkeypatch):
-    records, log, made = run(monkeypatch)
+    records, log, made, _ = run(monkeypatch)
     cases = [(f, op) for f in (32, 64) for op in ("spmm", "sddmm")]
     assert len(log) == 3 * len(cases) * 2
     turns = [log[i:i + 3] for i in range(0, len(log), 3)]
@@ -84,7 +87,7 @@ def test_every_contender_is_asked_for_a_case_before_the_next_case(monkeypatch):
 
 
 def test_a_worker_that_dies_or_answers_another_case_costs_that_case(monkeypatch):
-    records, log, made = run(monkeypatch, dies={"dgl": 3}, lies={"mkl": 2})
+    records, log, made, _ = run(monkeypatch, dies={"dgl": 3}, lies={"mkl": 2})
     dgl = [r for r in records if r["contender"] == "dgl"]
     assert [r["status"] for r in dgl] == ["ok", "ok", "error"] + ["ok"] * 5
     assert dgl[2]["note"] == "worker exited (-9): killed" and dgl[2]["feat"] == 64
@@ -94,6 +97,15 @@ def test_a_worker_that_dies_or_answers_another_case_costs_that_case(monkeypatch)
     assert len(made["dgl"]) == len(made["mkl"]) == 2 and len(made["ours"]) == 1
     assert all(w.closed for ws in made.values() for w in ws)
     assert len(records) == 3 * 8 and all(others_paused for *_, others_paused in log)
+
+
+def test_a_worker_that_cannot_start_is_not_started_again(monkeypatch):
+    records, log, _, starts = run(monkeypatch, fails=("dgl",))
+    dgl = [r for r in records if r["contender"] == "dgl"]
+    assert len(dgl) == 8 and all(r["status"] == "error" for r in dgl)
+    assert all(r["note"] == "could not start: worker exited (1): no module named dgl"
+               for r in dgl)
+    assert starts.count("dgl") == 1 and len(log) == 2 * 8
 
 
 def test_the_first_rounds_compile_and_search_are_reported():
