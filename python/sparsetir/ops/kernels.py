@@ -9,6 +9,9 @@ into equal ranges of iterations: rows of a power-law graph would not be equal wo
 ``spmm_tiled`` (``u_mul_e_sum``), ``spmm_unweighted_tiled`` (A's pattern, ``copy_u_sum``) and
 ``sddmm_tiled`` (``out[p] = X[i] . Y[j]`` for nonzero ``p = (i, j)``, ``u_dot_v``), made by
 ``tiled_kernels(index_dtype)`` for CSR index arrays of int32 (``KERNELS``) or int64.
+``segment_tiled_kernels`` gives the same kernels over row segments (``s`` positions apart from
+the ``m`` rows; ``tiled_kernels`` is them with ``s = m``), which the nonzero split
+(``ops.split``) binds.
 
 The CUDA schedules (``schedule/operators_cuda.py``) take the forms in ``CUDA_KERNELS``
 instead: plain CSR ``spmm`` and ``spmm_unweighted`` (rows go to warps), and ``sddmm_fused``,
@@ -64,13 +67,28 @@ def tiled_kernels(index_dtype: str = "int32") -> dict:
 
 @lru_cache(maxsize=None)
 def _tiled_kernels(index_dtype: str) -> dict:
+    return {name: func.specialize({"s": func.get_param("m")})     # one position per row
+            for name, func in segment_tiled_kernels(index_dtype).items()}
+
+
+def segment_tiled_kernels(index_dtype: str = "int32") -> dict:
+    """The kernels of ``tiled_kernels`` over ``s`` row segments instead of the ``m`` rows: the
+    tiles (``tile_ptr``) cut positions ``0..s-1``, position ``p``'s nonzeros are
+    ``indptr[p]..indptr[p+1]`` and its row is ``rows[p]``, so several segments may share a row
+    (SDDMM's results go to their nonzeros) and a call may cover only some positions (SpMM
+    over the segments of rows that no other segment shares)."""
+    return _segment_tiled_kernels(index_dtype)
+
+
+@lru_cache(maxsize=None)
+def _segment_tiled_kernels(index_dtype: str) -> dict:
     @T.prim_func
     def spmm_tiled(a: T.handle, x: T.handle, y: T.handle, tile_ptr: T.handle, rows: T.handle,
-                   indptr: T.handle, indices: T.handle, t: T.int32, m: T.int32, n: T.int32,
-                   feat_size: T.int32, nnz: T.int32) -> None:
+                   indptr: T.handle, indices: T.handle, t: T.int32, s: T.int32, m: T.int32,
+                   n: T.int32, feat_size: T.int32, nnz: T.int32) -> None:
         T.func_attr({"global_symbol": "main", "tir.noalias": True})
         O = T.dense_fixed(t)
-        I = T.sparse_variable(O, (m, m), (tile_ptr, rows), "int32")
+        I = T.sparse_variable(O, (m, s), (tile_ptr, rows), "int32")
         J = T.sparse_variable(I, (n, nnz), (indptr, indices), index_dtype)
         I_detach = T.dense_fixed(m)
         J_detach = T.dense_fixed(n)
@@ -86,11 +104,12 @@ def _tiled_kernels(index_dtype: str) -> dict:
 
     @T.prim_func
     def spmm_unweighted_tiled(x: T.handle, y: T.handle, tile_ptr: T.handle, rows: T.handle,
-                              indptr: T.handle, indices: T.handle, t: T.int32, m: T.int32,
-                              n: T.int32, feat_size: T.int32, nnz: T.int32) -> None:
+                              indptr: T.handle, indices: T.handle, t: T.int32, s: T.int32,
+                              m: T.int32, n: T.int32, feat_size: T.int32,
+                              nnz: T.int32) -> None:
         T.func_attr({"global_symbol": "main", "tir.noalias": True})
         O = T.dense_fixed(t)
-        I = T.sparse_variable(O, (m, m), (tile_ptr, rows), "int32")
+        I = T.sparse_variable(O, (m, s), (tile_ptr, rows), "int32")
         J = T.sparse_variable(I, (n, nnz), (indptr, indices), index_dtype)
         I_detach = T.dense_fixed(m)
         J_detach = T.dense_fixed(n)
@@ -105,11 +124,11 @@ def _tiled_kernels(index_dtype: str) -> dict:
 
     @T.prim_func
     def sddmm_tiled(x: T.handle, y: T.handle, out: T.handle, tile_ptr: T.handle, rows: T.handle,
-                    indptr: T.handle, indices: T.handle, t: T.int32, m: T.int32, n: T.int32,
-                    feat_size: T.int32, nnz: T.int32) -> None:
+                    indptr: T.handle, indices: T.handle, t: T.int32, s: T.int32, m: T.int32,
+                    n: T.int32, feat_size: T.int32, nnz: T.int32) -> None:
         T.func_attr({"global_symbol": "main", "tir.noalias": True})
         O = T.dense_fixed(t)
-        I = T.sparse_variable(O, (m, m), (tile_ptr, rows), "int32")
+        I = T.sparse_variable(O, (m, s), (tile_ptr, rows), "int32")
         J = T.sparse_variable(I, (n, nnz), (indptr, indices), index_dtype)
         I_detach = T.dense_fixed(m)
         J_detach = T.dense_fixed(n)

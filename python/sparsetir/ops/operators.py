@@ -36,7 +36,7 @@ from .arrays import (DenseOperand, check_output, check_tensor, new_array, record
 from ..backend.inline_checks import mark_inline_index_checks
 from ..driver.build_module import build
 from ..driver.background import remembered
-from .kernels import tiled_kernels
+from .kernels import segment_tiled_kernels, tiled_kernels
 from .graph_tensors import graph_tensors, tracing
 from .matrix import SparseMatrix, as_sparse_matrix
 from .alignment import gather_ready
@@ -332,21 +332,29 @@ def _tuned(matrix, name: str, feat_size: int):
     return matrix.tuned.get((name, feat_size))
 
 
+def segment_kernel(name: str, feat_size: int, prefetch: int = 0, lanes: int | None = None):
+    """The compiled kernel ``name`` over row segments (``kernels.segment_tiled_kernels``), for
+    the nonzero split (``ops.split``); ``prefetch`` and ``lanes`` as ``bind_kernel``'s."""
+    return _kernel(name, feat_size, prefetch=prefetch, lanes=lanes, segmented=True)
+
+
 def _kernel(name: str, feat_size: int, target: str = "llvm", prefetch: int = 0,
             index_dtype: str = "int32", lanes: int | None = None,
-            inline_checks: str | None = None):
-    """The compiled row-tiled kernel ``name``; ``inline_checks`` (``inline_checks.ROWS`` or
-    ``TILES``): it checks its index arrays inside its loops too (``backend.inline_checks``),
-    for the plain call, whose arrays are checked at every call."""
+            inline_checks: str | None = None, segmented: bool = False):
+    """The compiled row-tiled kernel ``name`` (over row segments when ``segmented``);
+    ``inline_checks`` (``inline_checks.ROWS`` or ``TILES``): it checks its index arrays inside
+    its loops too (``backend.inline_checks``), for the plain call, whose arrays are checked at
+    every call."""
     def make():
-        func = tiled_kernels(index_dtype)[name].specialize({"feat_size": feat_size})
+        forms = segment_tiled_kernels if segmented else tiled_kernels
+        func = forms(index_dtype)[name].specialize({"feat_size": feat_size})
         scheduled = schedule_for(name, lower_sparse_iter(func), feat_size, target, prefetch,
                                  lanes)
         if inline_checks:
             scheduled = mark_inline_index_checks(scheduled, per=inline_checks)
         return build(scheduled, target, schedule="none", cache=True)
     return remembered(("ops", name, feat_size, target, prefetch, index_dtype, lanes,
-                       inline_checks), make)
+                       inline_checks, segmented), make)
 
 
 def _matrix_arrays(A) -> dict:

@@ -2,7 +2,9 @@
 operator's kernel on one matrix.
 
 A :class:`Candidate` names a layout (``"csr"``: the row-tiled CSR kernel of ``sparsetir.ops``;
-``"hyb"``: column partitions x ELL buckets, ``ops.hyb``) and its schedule's parameters: the
+``"split"``: the same kernel over rows cut into pieces of at most a tile's share of the
+nonzeros, ``ops.split``; ``"hyb"``: column partitions x ELL buckets, ``ops.hyb``) and its
+schedule's parameters: the
 register tile of SpMM's feature loop (``lanes``), how many nonzeros ahead the loop over a row
 prefetches the rows it gathers (``prefetch``), the row tiles per thread (tiles are claimed one
 at a time by the task pool: more tiles balance better and cost a little more to claim), and
@@ -16,8 +18,8 @@ Example
 >>> from sparsetir.tune.candidates import space, Candidate
 >>> Candidate("csr", prefetch=16, lanes=32, tiles_per_thread=64).describe()
 'csr lanes=32 prefetch=16 tiles/thread=64'
->>> all(c.layout == "csr" for c in space("sddmm", 64))
-True
+>>> sorted({c.layout for c in space("sddmm", 64)}), sorted({c.layout for c in space("spmm", 64)})
+(['csr', 'split'], ['csr', 'hyb', 'split'])
 """
 
 from __future__ import annotations
@@ -75,14 +77,15 @@ class Candidate:
 
 
 def space(kernel: str, feat_size: int) -> list:
-    """Every candidate for ``kernel`` (one of ``KERNELS``) at ``feat_size`` features: CSR with
-    each register tile that divides the feature size (SpMM), each prefetch distance and tile
-    count; for weighted SpMM, hyb with 1 or 2 column partitions and two sets of widths."""
+    """Every candidate for ``kernel`` (one of ``KERNELS``) at ``feat_size`` features: CSR and
+    its nonzero split with each register tile that divides the feature size (SpMM), each
+    prefetch distance and tile count; for weighted SpMM, hyb with 1 or 2 column partitions and
+    two sets of widths."""
     if kernel not in KERNELS:
         raise SparseTIRValueError(f"no search for kernel {kernel!r}; kernels: "
                                   f"{', '.join(KERNELS)}")
     lanes = _lane_choices(feat_size) if kernel != "sddmm" else (0,)
-    found = [Candidate("csr", prefetch, lane, tiles)
+    found = [Candidate(layout, prefetch, lane, tiles) for layout in ("csr", "split")
              for lane in lanes for prefetch in PREFETCHES for tiles in TILES_PER_THREAD]
     if kernel == "spmm":
         found += [Candidate("hyb", prefetch, _hyb_lanes(feat_size), HYB_TILES_PER_THREAD,

@@ -11,8 +11,11 @@ matrix (:class:`MatrixStats`: sizes and row lengths) on the kernels' threads:
 * gathered rows (X for SpMM, Y for SDDMM): fast when the gathered slice (all of X, or one column
   partition's share) fits in the threads' L2 caches, else at a latency-bound rate that
   prefetching raises (more rows in flight), and prefetching costs a little where it fits;
-* load balance: a row is never split, so the longest row bounds how evenly threads share the
-  work; tiles are claimed one at a time, so a call ends within about one tile of the ideal;
+* load balance: tiles are claimed one at a time, so a call ends within about one tile of the
+  ideal; outside the nonzero split (``"split"``) a row is never cut, so the longest row bounds
+  how evenly threads share the work. The split is estimated only where that bound is what
+  limits the CSR kernel (elsewhere ``ranked`` leaves it out), and its SpMM pays two more
+  launches and the long rows' partial sums;
 * a fixed cost per tile claimed.
 
 The constants are rough (bytes per second of one thread on a current x86 server core); only the
@@ -32,6 +35,7 @@ True
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +48,7 @@ MISSED_GATHER_BYTES_PER_S = 5e9   # ... rows from L3 or memory, without prefetch
 FMAS_PER_S = 2e9                # one thread, one float lane
 PREFETCH_COST = 0.03            # the share prefetching adds where rows are cached
 SECONDS_PER_TILE = 0.3e-6
+SECONDS_PER_LAUNCH = 5e-6
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,11 @@ def predicted_seconds(candidate, kernel: str, feat_size: int, stats: MatrixStats
                       threads: int) -> float:
     """The model's estimate of one call of ``kernel`` run as ``candidate`` describes."""
     nnz, feat = max(stats.nnz, 1), max(feat_size, 1)
+    tiles = threads * candidate.tiles_per_thread
+    split = candidate.layout == "split"
+    even = 1.0 + 1.0 / candidate.tiles_per_thread      # how evenly claimed tiles share a call
+    if split and stats.longest_row * threads <= even * nnz:
+        return math.inf                 # no row bounds the CSR kernel: nothing to gain
     lanes = candidate.lanes or 1
     passes = max(1, feat // lanes) if kernel != "sddmm" else 1
     slots, parts = nnz, 1
@@ -103,14 +113,18 @@ def predicted_seconds(candidate, kernel: str, feat_size: int, stats: MatrixStats
     else:
         gather_s = gathered / (MISSED_GATHER_BYTES_PER_S * (1 + min(candidate.prefetch, 16) / 8))
     compute_s = slots * feat / (FMAS_PER_S * (16 if candidate.lanes or kernel == "sddmm" else 1))
+    if split and kernel != "sddmm":     # partial rows written and read, two more launches
+        streamed += 2 * tiles * feat * 4
     work_s = max(streamed / STREAM_BYTES_PER_S + gather_s, compute_s) / threads
-    tiles = threads * candidate.tiles_per_thread
-    balance = max(1.0 + 1.0 / candidate.tiles_per_thread,
-                  stats.longest_row * threads / nnz)
-    return work_s * balance + tiles * SECONDS_PER_TILE
+    balance = even if split else max(even, stats.longest_row * threads / nnz)
+    launches = 3 if split and kernel != "sddmm" else 1
+    return work_s * balance + tiles * SECONDS_PER_TILE + launches * SECONDS_PER_LAUNCH
 
 
 def ranked(candidates, kernel: str, feat_size: int, stats: MatrixStats, threads: int) -> list:
-    """``candidates`` ordered by :func:`predicted_seconds`, the most promising first."""
-    return sorted(candidates, key=lambda c: predicted_seconds(c, kernel, feat_size, stats,
-                                                              threads))
+    """``candidates`` ordered by :func:`predicted_seconds`, the most promising first, without
+    those that do not apply to the matrix (an infinite estimate)."""
+    estimates = [(predicted_seconds(c, kernel, feat_size, stats, threads), c)
+                 for c in candidates]
+    return [c for seconds, c in sorted(estimates, key=lambda pair: pair[0])
+            if seconds != math.inf]

@@ -2,7 +2,8 @@
 
 :func:`bind` gives a candidate's kernel with the matrix's arrays bound, callable as
 ``sparsetir.ops`` calls its kernels (SpMM ``(X, Y)``, SDDMM ``(X, Y, out)``); the CSR kernels
-come from ``ops.operators.bind_kernel``, hyb from ``ops.hyb``. :meth:`Trial.check` runs it
+come from ``ops.operators.bind_kernel``, the nonzero split from ``ops.split``, hyb from
+``ops.hyb``. :meth:`Trial.check` runs it
 once on seeded operands into an output filled with NaN and compares with scipy (the operands
 and scipy's result are made once for all candidates): a candidate that fails can never be
 chosen. :func:`time_calls` times whole calls of the bound kernel (the median of as
@@ -31,6 +32,7 @@ import numpy as np
 
 from ..ops.hyb import HybLayout, hyb_kernel
 from ..ops.operators import bind_kernel
+from ..ops.split import bind_split
 from ..runtime.threads import thread_count
 
 MIN_CALLS, MAX_CALLS = 5, 200
@@ -46,6 +48,9 @@ def bind(candidate, matrix, kernel: str, feat_size: int):
     if candidate.layout == "csr":
         return bind_kernel(matrix, kernel, feat_size, prefetch=candidate.prefetch,
                            lanes=candidate.lanes or 1, tiles=tiles)
+    if candidate.layout == "split":
+        return bind_split(matrix, kernel, feat_size, tiles, prefetch=candidate.prefetch,
+                          lanes=candidate.lanes or 1)
     layout = HybLayout.of(matrix, candidate.parts, candidate.widths, tiles)
     compiled, _ = hyb_kernel(layout.config, feat_size, prefetch=candidate.prefetch)
     m, n = matrix.shape
