@@ -10,20 +10,20 @@ same matrix after ``sparsetir.ops.tune``, whose search time is reported apart as
 
 Method: every (contender, graph) pair runs in a process of its own (``worker.py``), all with the
 same thread count. Per graph, the harness asks every contender for a case (feature size,
-operator, dtype) before it moves to the next case, in an order rotated at each case, while
-every other worker is stopped (``worker_process.py``): a shared VM's speed drifts by 1.5x over
-seconds to minutes, for every process alike, and timed one whole graph after another,
-contenders met different phases. The cases run ``--rounds`` times (2 by default, the order
-reversed in the second); a time is the median of its rounds' medians. Unless ``--load 0`` (or ``--quick``), the whole sweep runs
-again beside one busy process per usable core (``background_load.py``): the ``loaded``
-condition. Every library runs at its own defaults (``OMP_WAIT_POLICY`` as the environment has
-it, unless ``--omp-wait-policy``). Each measurement checks the first call's result against scipy, warms up,
-then times repeated whole calls (as many as fit in a time budget, within bounds) and checks the
-last result again; a wrong result is an error, never a time. Reported: the median and spread,
-achieved GB/s against a memory-traffic lower bound (``workload.py``) and this machine's
-measured bandwidth (``machine.py``), ours' speedup over each contender, and ours' one-off costs
-(``SparseMatrix(A)`` and each kernel's first call) apart. A contender whose library is not
-installed is reported n/a.
+operator, dtype) before it moves to the next case, in an order rotated at each case, while every
+other worker is stopped (``worker_process.py``): a shared VM's speed drifts by 1.5x over seconds
+to minutes, for every process alike, and timed one whole graph after another, contenders met
+different phases. The cases run ``--rounds`` times (2 by default, the order reversed in the
+second); a time is the median of its rounds' medians. Unless ``--load 0`` (or ``--quick``), the
+whole sweep runs again beside one busy process per usable core (``background_load.py``): the
+``loaded`` condition. Every library runs at its own defaults (``OMP_WAIT_POLICY`` as the
+environment has it, unless ``--omp-wait-policy``). Each measurement checks the first call's
+result against scipy, warms up, then times repeated whole calls (as many as fit in a time
+budget, within bounds) and checks the last result again; a wrong result is an error, never a
+time. Reported: the median and spread, achieved GB/s against a memory-traffic lower bound
+(``workload.py``) and this machine's measured bandwidth (``machine.py``), ours' speedup over
+each contender, and ours' one-off costs (``SparseMatrix(A)`` and each kernel's first call)
+apart. A contender whose library is not installed is reported n/a.
 
 Dtypes (``--dtypes``, default float32 and bfloat16): every contender runs in float32; ours,
 DGL and torch.sparse (``contenders.BFLOAT16``) in bfloat16 too, from the same inputs rounded
@@ -159,7 +159,8 @@ def run_graph(graph: str, settings: dict, cache: Path, progress,
     case and reversed in odd rounds. Only one worker runs at a time: the others are stopped
     (``WorkerProcess.pause``) while one sets up or is timed. A worker that exits, stops
     answering or answers another case has that case reported as an error with the reason and
-    is started again for its next case; one that cannot start has its cases so reported."""
+    is started again for its next case; one that cannot start has its cases so reported and
+    is not started again on this graph (a start that hangs would cost a timeout per case)."""
     names = [n for n in settings["contenders"] if dtypes_of(n, settings)]
     workers, unstartable, records = {}, {}, []
 

@@ -7,6 +7,7 @@ import scipy.sparse
 import tvm
 
 from sparsetir import lower_sparse_iter, ops
+from sparsetir.errors import ArgumentError
 from sparsetir.ops.kernels import segment_tiled_kernels
 from sparsetir.ops.split import SplitLayout, SplitSpmm, bind_split
 from sparsetir.schedule.operators import schedule_for
@@ -53,7 +54,6 @@ def test_the_layout_cuts_only_rows_longer_than_a_tile_share():
         == [0, 41, 42, 299]
     assert layout.short_rows.size + layout.long_rows.size == A.shape[0]
     assert np.diff(layout.piece_ptr).max() <= layout.max_nnz
-    assert np.diff(layout.seg_ptr).max() <= layout.max_nnz
     assert np.diff(layout.fix_ptr).tolist() == [-(-260 // layout.max_nnz)] * 4
     # the copy: the short rows' nonzeros in order, then the long rows'
     short = np.concatenate([A.indices[A.indptr[r]:A.indptr[r + 1]]
@@ -77,6 +77,37 @@ def test_torch_operands():
     Y = torch.full((300, 16), float("nan"))
     bind_split(M, "spmm", 16, 16)(X, Y)
     np.testing.assert_allclose(Y.numpy(), A @ X.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kernel", ["spmm", "sddmm"])
+def test_outputs_over_the_matrix_arrays_are_refused(kernel):
+    torch = pytest.importorskip("torch")          # from_numpy ignores the read-only flag
+    M = ops.SparseMatrix(_hubs())
+    bound = bind_split(M, kernel, 1, 16)
+    over_data = torch.from_numpy(M.data)            # the matrix's public copy of its values
+    args = measure.operands(M, kernel, 1)
+    args = args[:-1] + (over_data if kernel == "sddmm" else over_data[:300].reshape(300, 1),)
+    before = over_data.clone()
+    with pytest.raises(ArgumentError, match="shares memory with argument 'M.public.data'"):
+        bound(*args)
+    assert torch.equal(over_data, before)
+
+
+def test_the_split_spmm_has_the_bound_kernel_interface():
+    M = ops.SparseMatrix(_hubs())
+    bound = bind_split(M, "spmm", 16, 16)
+    X, Y = np.ones((260, 16), np.float32), np.zeros((300, 16), np.float32)
+    assert bound.parameters == ["x", "y"] and bound.fixed_bytes > 0
+    assert 0 < bound.time(X, Y, number=2, repeat=1) < 1
+    assert bound.call_fast((X, Y))
+    np.testing.assert_allclose(Y, M.to_scipy() @ X, rtol=1e-4, atol=1e-4)
+
+
+def test_a_dropped_candidate_frees_its_copy():
+    M = ops.SparseMatrix(_hubs())
+    bind_split(M, "spmm", 16, 16)
+    bind_split(M, "sddmm", 16, 16)
+    assert not any(isinstance(kept, SplitLayout) for kept in M.prepared.values())
 
 
 @pytest.mark.parametrize("name", ["spmm", "spmm_unweighted", "sddmm"])

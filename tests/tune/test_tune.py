@@ -13,7 +13,7 @@ import scipy.sparse
 
 from sparsetir import ops
 from sparsetir.backend import cache_folder
-from sparsetir.errors import SparseTIRTypeError, SparseTIRValueError
+from sparsetir.errors import ArgumentError, SparseTIRTypeError, SparseTIRValueError
 from sparsetir.tune import cost_model, measure, records, search
 from sparsetir.tune.candidates import Candidate, default, space
 
@@ -390,3 +390,16 @@ def test_a_candidate_that_fails_while_timed_is_dropped(cache, monkeypatch):
     assert base.describe() in outcome.measured and len(outcome.measured) == search.MEASURED
     X = np.random.default_rng(3).standard_normal((500, 32)).astype(np.float32)
     np.testing.assert_allclose(ops.spmm(M, X), M.to_scipy() @ X, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["csr", "split", "hyb"])
+def test_every_layout_refuses_an_output_over_the_matrix_arrays(layout):
+    torch = pytest.importorskip("torch")          # from_numpy ignores the read-only flag
+    M = ops.SparseMatrix(_matrix())
+    candidate = next(c for c in space("spmm", 1) if c.layout == layout)
+    bound = measure.bind(candidate, M, "spmm", 1)
+    over_data = torch.from_numpy(M.data)[:600].reshape(600, 1)   # the matrix's public values
+    before = over_data.clone()
+    with pytest.raises(ArgumentError, match="shares memory with argument 'M.public.data'"):
+        bound(np.ones((500, 1), np.float32), over_data)
+    assert torch.equal(over_data, before)

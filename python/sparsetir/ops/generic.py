@@ -100,8 +100,7 @@ def _bound(matrix, key: tuple, make_func, schedule, extra: dict | None = None):
         bound = kernel.bind(validate=False, t=tiles, m=matrix.shape[0], n=matrix.shape[1],
                             nnz=matrix.nnz, tile_ptr=tile_ptr, rows=rows,
                             indptr=kept["indptr"], indices=kept["indices"], **(extra or {}))
-        matrix.prepared[prepared_key] = bound.protect(
-            **{f"M.{part}": array for part, array in matrix._kernel_arrays().items()})
+        matrix.prepared[prepared_key] = matrix._guarded(bound)  # pylint: disable=protected-access
     return matrix.prepared[prepared_key]
 
 

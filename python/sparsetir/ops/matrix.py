@@ -496,6 +496,12 @@ class SparseMatrix:
             self._tiles[tiles] = (sealed(bounds, np.int32), rows)
         return self._tiles[tiles]
 
+    def _guarded(self, bound):
+        """``bound`` (a kernel bound to this matrix's arrays), made to refuse outputs over any
+        array of the matrix (``BoundKernel.protect``), its public copies included."""
+        return bound.protect(**{f"M.{part}": array
+                                for part, array in self._kernel_arrays().items()})
+
     def _kernel_arrays(self) -> dict:
         """The sealed arrays kernels read, by name (``tile_ptr<tiles>`` for each count of
         row tiles made), and the public copies (``public.<name>``): never to be written."""

@@ -93,8 +93,7 @@ def bind_kernel(matrix, name: str, feat_size: int, prefetch: int | None = None,
         bound = _kernel(name, feat_size, prefetch=prefetch, lanes=lanes).bind(
             validate=False, t=tiles, m=matrix.shape[0], n=matrix.shape[1], nnz=matrix.nnz,
             **arrays)
-        matrix.prepared[key] = bound.protect(**{f"M.{part}": array for part, array
-                                                in matrix._kernel_arrays().items()})
+        matrix.prepared[key] = matrix._guarded(bound)
     return matrix.prepared[key]
 
 

@@ -10,20 +10,21 @@ nonzeros are balanced:
 
 - SDDMM: every segment writes the results of its own nonzeros, so the CSR's segments in its
   own order (``format.row_segments``) are tiled as rows are: one kernel call.
-- SpMM: the segments of one row would all write its output row. A copy of the matrix made once
-  (``SplitLayout``) puts the long rows after the others, and a call runs three kernels: the
-  other rows into ``Y``; the long rows' pieces into partial rows (a buffer of the call); the
-  pieces of each long row summed into its row of ``Y`` (the unweighted kernel over the matrix
-  that maps each long row to its pieces).
+- SpMM: the segments of one row would all write its output row. A copy of the matrix
+  (``SplitLayout``, made when the kernel is bound) puts the long rows after the others, and a
+  call runs three kernels: the other rows into ``Y``; the long rows' pieces into partial rows
+  (a buffer of the call); the pieces of each long row summed into its row of ``Y`` (the
+  unweighted kernel over the matrix that maps each long row to its pieces).
 
 The search (``sparsetir.tune``) offers it as the layout ``"split"`` where the longest row
-holds more than a thread's even share of the nonzeros (``cost_model``), and keeps it only where
-it measures faster; it is not the default, which needs no copy and one call. On 2 threads it
-rarely can win: on a 2-vCPU AMD EPYC (Zen 3) VM, a 200,000-node graph whose one hub row holds
-two thirds of the nonzeros ran SpMM at 64 features in 6.2 ms with CSR and 6.4 split (SDDMM 6.3
-and 6.2; 9.6 on one thread): the hub's gathers, in column order, cost far less per nonzero
-than the other rows' scattered ones. The bundled graphs' longest rows exceed a thread's share
-only past 90 (synthetic arxiv-size) to 518 (Pubmed) threads.
+bounds the CSR kernel: where it holds more than a thread's even share of the nonzeros, plus a
+tile's (``cost_model``), and keeps it only where it measures faster. It is not the default,
+which needs no copy and one call. On 2 threads it rarely can win: on a 2-vCPU AMD EPYC (Zen 3)
+VM, a 200,000-node graph whose one hub row holds two thirds of the nonzeros ran SpMM at 64
+features in 6.2 ms with CSR and 6.4 split (SDDMM 6.3 and 6.2; 9.6 on one thread): the hub's
+gathers, in column order, cost far less per nonzero than the other rows' scattered ones. The
+bundled graphs' longest rows exceed a thread's share only past 63 (Cora) to 518 (Pubmed)
+threads.
 
 Example
 -------
@@ -52,19 +53,15 @@ from ..runtime.arguments import sealed
 from .tiles import balanced_row_bounds
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SplitLayout:
-    """A matrix cut for ``tiles`` row tiles: segments of at most ``max_nnz`` nonzeros.
-
-    SDDMM's segments of every row, in the matrix's order: ``seg_ptr``, ``seg_rows`` and their
-    tiles ``seg_tiles``. SpMM's copy with the ``long_rows`` last: the other rows
-    (``short_rows``, ``short_ptr``, ``short_tiles``) over the first ``short_nnz`` entries of
-    ``indices`` and ``data``; the pieces of the long rows (``piece_ptr``, ``piece_tiles``) over
-    the rest; each long row's pieces (``fix_ptr`` over ``piece_ids``, ``fix_tiles``)."""
+    """SpMM's copy of a matrix cut for ``tiles`` row tiles, pieces of at most ``max_nnz``
+    nonzeros: the rows that are not cut (``short_rows``, their pointers ``short_ptr`` and tiles
+    ``short_tiles``) over the first ``short_nnz`` entries of ``indices`` and ``data``, then the
+    ``long_rows``' pieces (``piece_ptr``, ``piece_tiles``) over the rest, and the pieces of each
+    long row (``fix_ptr`` over ``piece_ids``, ``fix_tiles``). Made at each bind and kept only
+    by the kernels bound to it, so a candidate the search drops frees it."""
     max_nnz: int
-    seg_ptr: np.ndarray
-    seg_rows: np.ndarray
-    seg_tiles: np.ndarray
     short_rows: np.ndarray
     short_ptr: np.ndarray
     short_tiles: np.ndarray
@@ -77,45 +74,35 @@ class SplitLayout:
     piece_ids: np.ndarray
     indices: np.ndarray
     data: np.ndarray
-    multiplicity: np.ndarray | None
 
     @classmethod
     def of(cls, matrix, tiles: int) -> "SplitLayout":
-        """The layout of the ``SparseMatrix`` ``matrix`` for ``tiles`` row tiles, made once and
-        kept with the matrix."""
-        key = ("split layout", tiles)
-        if key not in matrix.prepared:
-            matrix.prepared[key] = cls._made(matrix, tiles)
-        return matrix.prepared[key]
-
-    @classmethod
-    def _made(cls, matrix, tiles: int) -> "SplitLayout":
+        """The layout of the ``SparseMatrix`` ``matrix`` for ``tiles`` row tiles."""
         indptr = matrix.storage("indptr").astype(np.int64)
-        max_nnz = max(1, -(-matrix.nnz // tiles))
-        seg_ptr, seg_rows = segment_bounds(indptr, max_nnz)
+        max_nnz = piece_length(matrix.nnz, tiles)
         lengths = np.diff(indptr)
         long_rows = np.flatnonzero(lengths > max_nnz)
         short_rows = np.flatnonzero(lengths <= max_nnz)
-        order = np.concatenate([short_rows, long_rows])
-        moved = _nonzeros_of_rows(indptr, order)
+        moved = _nonzeros_of_rows(indptr, np.concatenate([short_rows, long_rows]))
         short_ptr = np.concatenate([[0], np.cumsum(lengths[short_rows])])
-        short_nnz = int(short_ptr[-1])
         piece_ptr, piece_rows = segment_bounds(
             np.concatenate([[0], np.cumsum(lengths[long_rows])]), max_nnz)
         fix_ptr = np.searchsorted(piece_rows, np.arange(long_rows.size + 1))
-        multiplicity = matrix.storage("multiplicity")
         return cls(
-            max_nnz, _index(seg_ptr), _index(seg_rows), _tiles(seg_ptr, tiles),
-            _index(short_rows), _index(short_ptr), _tiles(short_ptr, tiles), short_nnz,
-            _index(long_rows), _index(piece_ptr), _tiles(piece_ptr, tiles), _index(fix_ptr),
-            _tiles(fix_ptr, tiles), _index(np.arange(piece_rows.size)),
+            max_nnz, _index(short_rows), _index(short_ptr), _tiles(short_ptr, tiles),
+            int(short_ptr[-1]), _index(long_rows), _index(piece_ptr), _tiles(piece_ptr, tiles),
+            _index(fix_ptr), _tiles(fix_ptr, tiles), _index(np.arange(piece_rows.size)),
             _index(matrix.storage("indices")[moved]),
-            sealed(matrix.storage("data")[moved], np.float32),
-            None if multiplicity is None else sealed(multiplicity[moved], np.float32))
+            sealed(matrix.storage("data")[moved], np.float32))
 
     @property
     def pieces(self) -> int:
         return self.piece_ptr.size - 1
+
+
+def piece_length(nnz: int, tiles: int) -> int:
+    """The most nonzeros a piece holds: a tile's even share, ``ceil(nnz / tiles)``."""
+    return max(1, -(-nnz // tiles))
 
 
 def _nonzeros_of_rows(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -136,42 +123,42 @@ def _tiles(pointer: np.ndarray, tiles: int) -> np.ndarray:
 
 
 def bind_split(matrix, name: str, feat_size: int, tiles: int, prefetch: int = 0,
-               lanes: int | None = None, values: str = "data"):
-    """Kernel ``name`` (``"spmm"``, ``"spmm_unweighted"`` or ``"sddmm"``) over ``matrix`` cut
-    for ``tiles`` row tiles (``SplitLayout``), callable as ``sparsetir.ops`` calls its kernels:
-    SpMM ``(X, Y)``, SDDMM ``(X, Y, out)``. ``prefetch`` and ``lanes``: as
-    ``operators.bind_kernel``'s. ``values``: the matrix's array SpMM multiplies by."""
+               lanes: int | None = None):
+    """Kernel ``name`` (``"spmm"``, ``"spmm_unweighted"`` or ``"sddmm"``) over the
+    ``SparseMatrix`` ``matrix`` cut for ``tiles`` row tiles, callable as ``sparsetir.ops``
+    calls its kernels: SpMM ``(X, Y)``, SDDMM ``(X, Y, out)``; it refuses outputs over the
+    matrix's arrays, as ``operators.bind_kernel``'s kernels do. ``prefetch``: how many nonzeros
+    ahead gathered rows are prefetched (0: none); ``lanes``: SpMM's register tile (default
+    ``spmm_lanes``'s)."""
     from .operators import segment_kernel  # pylint: disable=import-outside-toplevel
-    layout = SplitLayout.of(matrix, tiles)
     m, n = matrix.shape
 
     def bound(kernel_name: str, **arrays):
         kernel = segment_kernel(kernel_name, feat_size, prefetch, lanes)
-        return kernel.bind(validate=False, **arrays)
+        return matrix._guarded(kernel.bind(validate=False, **arrays))  # pylint: disable=W0212
 
-    if name == "sddmm":
-        return bound("sddmm", tile_ptr=layout.seg_tiles, rows=layout.seg_rows,
-                     indptr=layout.seg_ptr, indices=matrix.storage("indices"),
-                     t=layout.seg_tiles.size - 1, s=layout.seg_rows.size, m=m, n=n,
-                     nnz=matrix.nnz)
-    weights = getattr(layout, values)
+    if name == "sddmm":     # every segment writes its own nonzeros' results: the CSR's order
+        seg_ptr, seg_rows = segment_bounds(matrix.storage("indptr").astype(np.int64),
+                                           piece_length(matrix.nnz, tiles))
+        seg_tiles = _tiles(seg_ptr, tiles)
+        return bound("sddmm", tile_ptr=seg_tiles, rows=_index(seg_rows), indptr=_index(seg_ptr),
+                     indices=matrix.storage("indices"), t=seg_tiles.size - 1, s=seg_rows.size,
+                     m=m, n=n, nnz=matrix.nnz)
+    layout = SplitLayout.of(matrix, tiles)
     cut = layout.short_nnz
-
-    def rows_of(part: str, **arrays):
-        if name == "spmm":
-            arrays["a"] = weights[:cut] if part == "short" else weights[cut:]
-        return bound(name, **arrays)
-
-    short = rows_of("short", tile_ptr=layout.short_tiles, rows=layout.short_rows,
-                    indptr=layout.short_ptr, indices=layout.indices[:cut],
-                    t=layout.short_tiles.size - 1, s=layout.short_rows.size, m=m, n=n,
-                    nnz=cut)
+    short_values, long_values = {}, {}
+    if name == "spmm":
+        short_values["a"], long_values["a"] = layout.data[:cut], layout.data[cut:]
+    short = bound(name, tile_ptr=layout.short_tiles, rows=layout.short_rows,
+                  indptr=layout.short_ptr, indices=layout.indices[:cut],
+                  t=layout.short_tiles.size - 1, s=layout.short_rows.size, m=m, n=n, nnz=cut,
+                  **short_values)
     if not layout.long_rows.size:
         return short
-    pieces = rows_of("long", tile_ptr=layout.piece_tiles, rows=layout.piece_ids,
-                     indptr=layout.piece_ptr, indices=layout.indices[cut:],
-                     t=layout.piece_tiles.size - 1, s=layout.pieces, m=layout.pieces, n=n,
-                     nnz=matrix.nnz - cut)
+    pieces = bound(name, tile_ptr=layout.piece_tiles, rows=layout.piece_ids,
+                   indptr=layout.piece_ptr, indices=layout.indices[cut:],
+                   t=layout.piece_tiles.size - 1, s=layout.pieces, m=layout.pieces, n=n,
+                   nnz=matrix.nnz - cut, **long_values)
     sums = bound("spmm_unweighted", tile_ptr=layout.fix_tiles, rows=layout.long_rows,
                  indptr=layout.fix_ptr, indices=layout.piece_ids,
                  t=layout.fix_tiles.size - 1, s=layout.long_rows.size, m=m, n=layout.pieces,
@@ -180,19 +167,21 @@ def bind_split(matrix, name: str, feat_size: int, tiles: int, prefetch: int = 0,
 
 
 class SplitSpmm:
-    """SpMM over a ``SplitLayout``: ``short`` writes the rows that are not split, ``pieces``
-    the long rows' pieces into partial rows of shape ``partial_shape``, and ``sums`` adds each
-    long row's pieces into its row of Y. Called ``(X, Y)`` as a ``BoundKernel`` is."""
+    """SpMM over a ``SplitLayout``: ``short`` writes the rows that are not cut, ``pieces`` the
+    long rows' pieces into partial rows of shape ``partial_shape`` (a buffer of each call), and
+    ``sums`` each long row's pieces into its row of Y. Called ``(X, Y)`` as a ``BoundKernel``
+    is, with its ``parameters``, ``call_fast``, ``time``, ``protect`` and ``fixed_bytes``."""
 
     native_call = False                  # no C plan of its own: numpy_calls leaves it alone
+    parameters = ["x", "y"]
 
     def __init__(self, short, pieces, sums, partial_shape: tuple):
         self.short, self.pieces, self.sums = short, pieces, sums
         self.partial_shape = partial_shape
 
     def __call__(self, x, y) -> None:
-        self.short(x, y)
         partial = np.empty(self.partial_shape, np.float32)
+        self.short(x, y)
         self.pieces(x, partial)
         self.sums(partial, y)
 
@@ -208,3 +197,20 @@ class SplitSpmm:
         if not self.sums.call_fast((partial, y)):
             self.sums(partial, y)
         return True
+
+    def time(self, x, y, number: int = 20, repeat: int = 3) -> float:
+        """Mean seconds of one call's three kernels, as ``BoundKernel.time`` times one."""
+        partial = np.zeros(self.partial_shape, np.float32)
+        return (self.short.time(x, y, number=number, repeat=repeat)
+                + self.pieces.time(x, partial, number=number, repeat=repeat)
+                + self.sums.time(partial, y, number=number, repeat=repeat))
+
+    def protect(self, **arrays) -> "SplitSpmm":
+        """As ``BoundKernel.protect``: calls refuse outputs over ``arrays`` too."""
+        for part in (self.short, self.pieces, self.sums):
+            part.protect(**arrays)
+        return self
+
+    @property
+    def fixed_bytes(self) -> int:
+        return sum(part.fixed_bytes for part in (self.short, self.pieces, self.sums))

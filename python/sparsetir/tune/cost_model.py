@@ -85,7 +85,9 @@ class MatrixStats:
 
 def predicted_seconds(candidate, kernel: str, feat_size: int, stats: MatrixStats,
                       threads: int) -> float:
-    """The model's estimate of one call of ``kernel`` run as ``candidate`` describes."""
+    """The model's estimate of one call of ``kernel`` run as ``candidate`` describes;
+    ``math.inf`` for a candidate that does not apply to the matrix (the split where no row
+    bounds the CSR kernel)."""
     nnz, feat = max(stats.nnz, 1), max(feat_size, 1)
     tiles = threads * candidate.tiles_per_thread
     split = candidate.layout == "split"

@@ -59,7 +59,7 @@ def bind(candidate, matrix, kernel: str, feat_size: int):
                   indices=kept["indices"], m=m, n=n, nnz=matrix.nnz)
     fixed = {p.name: values[p.name] for p in compiled.signature.params
              if p.name not in ("x", "y")}
-    return compiled.bind(**fixed)
+    return matrix._guarded(compiled.bind(**fixed))  # pylint: disable=protected-access
 
 
 def operands(matrix, kernel: str, feat_size: int, seed: int = 0) -> tuple:
