@@ -4,14 +4,13 @@ this matrix and machine, measured, and kept with the matrix and on disk.
 For one (kernel, feature size): a record stored by an earlier search for this pattern and
 machine (``records``) is checked against scipy and used without measuring. Otherwise the cost
 model (``cost_model``) orders every candidate (``candidates.space``), and the default
-(``candidates.default``, what an untuned call runs) and the model's best few (the best of each
-layout first, ``each_layout_first``) are built, checked against scipy on NaN-filled outputs
-(``measure.Trial``: a wrong one is dropped) and timed as whole calls, the default first, within
-the time budget (a candidate whose call fails, checked or timed, is dropped); the fastest is
-timed again in calls alternating with the default's and chosen when it is at least ``MARGIN``
-faster there (else the default stays), bound to the matrix (``SparseMatrix.tuned``, which the
-operators' calls use) and recorded. Compile time (building kernels) and search time (checking
-and timing) are reported apart.
+(``candidates.default``, what an untuned call runs) and the model's best few are built, checked
+against scipy on NaN-filled outputs (``measure.Trial``: a wrong one is dropped) and timed as
+whole calls, the default first, within the time budget (a candidate whose call fails, checked or
+timed, is dropped); the fastest is timed again in calls alternating with the default's and
+chosen when it is at least ``MARGIN`` faster there (else the default stays), bound to the matrix
+(``SparseMatrix.tuned``, which the operators' calls use) and recorded. Compile time (building
+kernels) and search time (checking and timing) are reported apart.
 
 Example
 -------
@@ -205,9 +204,8 @@ def _tune_one(matrix, kernel: str, feat: int, pattern: str, stats, budget_s: flo
                 return Outcome(kernel, feat, recorded.describe(), from_record=True,
                                compile_s=time.perf_counter() - started, search_s=trial_s)
     base = default(kernel, feat, matrix.shape[1])      # X's rows (SpMM), Y's (SDDMM)
-    order = [base] + each_layout_first(
-        [c for c in ranked(space(kernel, feat), kernel, feat, stats, thread_count())
-         if c != base])[:MEASURED]
+    order = [base] + [c for c in ranked(space(kernel, feat), kernel, feat, stats,
+                                        thread_count()) if c != base][:MEASURED]
     outcome = Outcome(kernel, feat, base.describe(), search_s=trial_s)
     deadline = begun + budget_s
     best, best_s, best_bound, base_bound = None, float("inf"), None, None
@@ -247,28 +245,6 @@ def _tune_one(matrix, kernel: str, feat: int, pattern: str, stats, budget_s: flo
     outcome.choice, outcome.chosen_s = best.describe(), best_s
     records.store(key, best, outcome.measured, outcome.paired)
     return outcome
-
-
-def each_layout_first(candidates: list) -> list:
-    """``candidates`` (the model's order) with the first of each layout moved to the front,
-    in that order: the model orders schedules of one layout more surely than layouts (on
-    a matrix whose longest row bounds the CSR kernel it puts every split before any CSR
-    schedule), so the best few measured are never all of one layout.
-
-    Example
-    -------
-    >>> from sparsetir.tune.candidates import Candidate
-    >>> found = each_layout_first([Candidate("split", 8), Candidate("split", 16),
-    ...                            Candidate("csr", 8), Candidate("split", 32)])
-    >>> [(c.layout, c.prefetch) for c in found]
-    [('split', 8), ('csr', 8), ('split', 16), ('split', 32)]
-    """
-    layouts, firsts = set(), []
-    for candidate in candidates:
-        if candidate.layout not in layouts:
-            layouts.add(candidate.layout)
-            firsts.append(candidate)
-    return firsts + [c for c in candidates if c not in firsts]
 
 
 def _confirmed(outcome: Outcome, base: tuple, best: tuple, trial: Trial,
