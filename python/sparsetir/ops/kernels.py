@@ -75,8 +75,8 @@ def segment_tiled_kernels(index_dtype: str = "int32") -> dict:
     """The kernels of ``tiled_kernels`` over ``s`` row segments instead of the ``m`` rows: the
     tiles (``tile_ptr``) cut positions ``0..s-1``, position ``p``'s nonzeros are
     ``indptr[p]..indptr[p+1]`` and its row is ``rows[p]``, so several segments may share a row
-    (SDDMM's results go to their nonzeros) and a call may cover only some positions (SpMM
-    over the segments of rows that no other segment shares)."""
+    (SDDMM, whose results go to their nonzeros; ``ops.split`` gives SpMM the rows no other
+    segment shares and the pieces of the others as matrices of their own)."""
     return _segment_tiled_kernels(index_dtype)
 
 

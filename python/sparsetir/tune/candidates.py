@@ -4,14 +4,14 @@ operator's kernel on one matrix.
 A :class:`Candidate` names a layout (``"csr"``: the row-tiled CSR kernel of ``sparsetir.ops``;
 ``"split"``: the same kernel over rows cut into pieces of at most a tile's share of the
 nonzeros, ``ops.split``; ``"hyb"``: column partitions x ELL buckets, ``ops.hyb``) and its
-schedule's parameters: the
-register tile of SpMM's feature loop (``lanes``), how many nonzeros ahead the loop over a row
-prefetches the rows it gathers (``prefetch``), the row tiles per thread (tiles are claimed one
-at a time by the task pool: more tiles balance better and cost a little more to claim), and
-hyb's partitions and bucket widths. :func:`space` lists the candidates of one kernel and feature
-size; :func:`default` is what an untuned call runs. Candidates are data: the cost model
-(``cost_model``) and the measurement (``measure``) read them, and a record on disk
-(``records``) stores one as JSON, read back only when it is one of today's :func:`space`.
+schedule's parameters: the register tile of SpMM's feature loop (``lanes``), how many nonzeros
+ahead the loop over a row prefetches the rows it gathers (``prefetch``), the row tiles per
+thread (tiles are claimed one at a time by the task pool: more tiles balance better and cost a
+little more to claim), and hyb's partitions and bucket widths. :func:`space` lists the
+candidates of one kernel and feature size; :func:`default` is what an untuned call runs.
+Candidates are data: the cost model (``cost_model``) and the measurement (``measure``) read
+them, and a record on disk (``records``) stores one as JSON, read back only when it is one of
+today's :func:`space`.
 
 Example
 -------

@@ -3,11 +3,11 @@
 :func:`bind` gives a candidate's kernel with the matrix's arrays bound, callable as
 ``sparsetir.ops`` calls its kernels (SpMM ``(X, Y)``, SDDMM ``(X, Y, out)``); the CSR kernels
 come from ``ops.operators.bind_kernel``, the nonzero split from ``ops.split``, hyb from
-``ops.hyb``. :meth:`Trial.check` runs it
-once on seeded operands into an output filled with NaN and compares with scipy (the operands
-and scipy's result are made once for all candidates): a candidate that fails can never be
-chosen. :func:`time_calls` times whole calls of the bound kernel (the median of as
-many as fit in a budget), as a user's call runs; :func:`time_pair` times two in alternation.
+``ops.hyb``. :meth:`Trial.check` runs it once on seeded operands into an output filled with NaN
+and compares with scipy (the operands and scipy's result are made once for all candidates): a
+candidate that fails can never be chosen. :func:`time_calls` times whole calls of the bound
+kernel (the median of as many as fit in a budget), as a user's call runs; :func:`time_pair`
+times two in alternation.
 
 Example
 -------
